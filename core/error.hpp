@@ -1,0 +1,32 @@
+// Errors as values with a kind, so callers (a request, the server) can decide
+// what to do; the message names the file, tensor or field at fault.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <cstdint>
+
+namespace troupe {
+
+enum class Errc : uint8_t {
+  invalid_argument,  // a caller passed something malformed
+  io,                // a file could not be opened, mapped or read
+  bad_format,        // a model or tokenizer file is structurally wrong
+  unsupported,       // well-formed, but something Troupe does not implement
+  out_of_memory,     // a pool (KV blocks, arena) cannot hold the request
+  cancelled,
+  internal,
+};
+
+const char* to_string(Errc e);
+
+class Error : public std::runtime_error {
+ public:
+  Error(Errc code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  Errc code() const { return code_; }
+
+ private:
+  Errc code_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,69 @@
+// CPU kernels: free functions over raw pointers and sizes. Each has a naive
+// reference in tests/kernels and a tolerance test; SIMD paths are picked at
+// run time (core/cpu_features) and tested against the scalar path.
+// Dimension names: n_tokens, n_embd, n_head, n_head_kv, head_dim, n_vocab.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+#include "memory/paged_kv.hpp"
+
+namespace troupe::kernels {
+
+// y[n_tokens, n_out] = x[n_tokens, n_in] · W[n_out, n_in]^T.
+// W rows are stored in wtype (f32, f16, bf16, q8_0, q4_0, q4_1); x, y are f32
+// and accumulation is f32. n_in must be a multiple of wtype's block size.
+void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_tokens, int64_t n_in, int64_t n_out,
+            ThreadPool& pool);
+
+// y[t] = x[t] / rms(x[t]) * weight; x, y: [n_tokens, n_embd]; y may alias x.
+void rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd, float eps);
+
+// y[t] = (x[t] - mean) / sqrt(var + eps) * weight + bias; bias may be null.
+void layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t n_embd,
+               float eps);
+
+enum class RopeLayout {
+  normal,  // rotate adjacent pairs (x[2i], x[2i+1]): GGUF llama, llama2.c
+  neox,    // rotate halves (x[i], x[i + n_rot/2]): Hugging Face, Qwen, GPT-NeoX
+};
+
+struct RopeParams {
+  RopeLayout layout = RopeLayout::normal;
+  int64_t n_rot = 0;        // rotated dims per head (<= head_dim); 0 means head_dim
+  float theta = 10000.0f;   // base frequency
+  float freq_scale = 1.0f;  // linear position scaling: angle uses pos * freq_scale
+  // Optional per-pair divisors of the frequency ([n_rot / 2]), e.g. Llama 3's
+  // rope scaling computed by the model from its config.
+  const float* freq_factors = nullptr;
+};
+
+// Rotates x in place: x [n_tokens, n_head, head_dim], pos [n_tokens].
+void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim, const RopeParams& p);
+
+// y = silu(gate) * up, elementwise over n values. y may alias gate.
+void swiglu(float* y, const float* gate, const float* up, int64_t n);
+
+// y = gelu(x), tanh approximation (GPT-2's "gelu_new"). y may alias x.
+void gelu(float* y, const float* x, int64_t n);
+
+// In-place numerically stable softmax over n values.
+void softmax(float* x, int64_t n);
+
+// y[t] = row ids[t] of table [n_vocab, n_embd] (any weight dtype), as f32.
+void embedding(float* y, const void* table, DType t, const int32_t* ids, int64_t n_tokens, int64_t n_embd);
+
+// Writes the new tokens' keys and values into the cache, at the positions the
+// sequences' block tables give. k, v: [n_tokens, n_head_kv, head_dim].
+void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs);
+
+// Causal grouped-query attention over the paged cache (which must already
+// hold the new tokens, see kv_write). q, out: [n_tokens, n_head, head_dim];
+// query head h reads kv head h / (n_head / n_head_kv). window > 0 limits each
+// query to the last `window` positions (sliding-window attention).
+void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
+               float scale, ThreadPool& pool, int32_t window = 0);
+
+}  // namespace troupe::kernels
