@@ -1,4 +1,4 @@
-// ThreadPool: generation counter + C++20 atomic wait; see the header for why.
+// ThreadPool: a generation counter that workers spin on, then sleep on.
 #include "core/thread_pool.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,9 +26,12 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : h
 }
 
 ThreadPool::~ThreadPool() {
-  stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1);
+  {
+    std::lock_guard lock(mutex_);
+  }
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -39,26 +42,46 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  // seq_cst on generation_ and sleepers_: either a worker about to sleep sees
+  // the new generation in its predicate, or we see it counted and wake it.
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) {
+    {
+      std::lock_guard lock(mutex_);
+    }
+    wake_.notify_all();
+  }
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) TROUPE_PAUSE();
+  // Spin, then yield: when threads outnumber free cores (other actors, other
+  // processes) a pure spin would keep the straggler we wait for off the CPU.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 2000) {
+      TROUPE_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::worker(int index) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // Generation 0 is the one at construction: a job posted before this thread
+  // got scheduled must still be seen as new.
+  uint32_t seen = 0;
   for (;;) {
     int spins = 0;
     uint32_t now = generation_.load(std::memory_order_acquire);
     while (now == seen && spins < kSpinIterations) {
       TROUPE_PAUSE();
-      ++spins;
+      if (++spins % 1024 == 0) std::this_thread::yield();
       now = generation_.load(std::memory_order_acquire);
     }
-    while (now == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      now = generation_.load(std::memory_order_acquire);
+    if (now == seen) {
+      std::unique_lock lock(mutex_);
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
+      now = generation_.load();
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;

@@ -1,12 +1,14 @@
 // A fixed pool of worker threads for data-parallel kernels. The calling thread
 // takes part as thread 0, so a pool of 1 runs everything inline. Workers spin
 // briefly between jobs (a decode step issues hundreds of small jobs) and then
-// sleep, so an idle engine costs no CPU.
+// sleep on a condition variable, so an idle engine costs no CPU.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -51,6 +53,11 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  // Sleeping workers wait here; sleepers_ lets run() skip the lock when every
+  // worker is still spinning.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<int> sleepers_{0};
 };
 
 // The number of hardware threads, at least 1.

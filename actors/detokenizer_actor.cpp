@@ -1,0 +1,168 @@
+// Detokenizer actor: RequestOpen registers a sink, SeqOpen adds the prompt
+// size and admission time, SampledStep streams TokenEvents, RequestDone (or a
+// matched stop string) sends the FinalEvent. Observers get a copy of all.
+#include "actors/detokenizer_actor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <unordered_map>
+
+#include "actors/stop_strings.hpp"
+#include "tokenizer/incremental_decoder.hpp"
+
+namespace troupe {
+namespace {
+
+double seconds_between(int64_t from_ns, int64_t to_ns) { return static_cast<double>(to_ns - from_ns) * 1e-9; }
+
+class DetokenizerImpl : public detokenizer_actor::base {
+ public:
+  DetokenizerImpl(caf::actor_config& cfg, std::shared_ptr<const Tokenizer> tokenizer)
+      : detokenizer_actor::base(cfg), tokenizer_(std::move(tokenizer)) {}
+
+  behavior_type make_behavior() override {
+    return {
+        [this](RequestOpen& open, sink_actor& sink) {
+          streams_.erase(open.id);
+          streams_.emplace(open.id, Stream(*tokenizer_, open, std::move(sink)));
+        },
+        [this](SeqOpen& open) {
+          const auto it = streams_.find(open.id);
+          if (it == streams_.end()) return;
+          it->second.admit_ns = open.admit_ns;
+          it->second.prompt_tokens = static_cast<int32_t>(open.prompt.size());
+        },
+        [this](SampledStep& step) {
+          for (SampledToken& t : step.tokens) {
+            if (t.token < 0) continue;
+            const auto it = streams_.find(t.id);
+            if (it != streams_.end()) on_token(it, t);
+          }
+        },
+        [this](RequestDone& done) {
+          const auto it = streams_.find(done.id);
+          if (it == streams_.end()) return;  // ended here already (stop string)
+          finish(it, done.reason, done.code, std::move(done.message));
+        },
+        [this](caf::connect_atom, scheduler_actor scheduler) { scheduler_ = std::move(scheduler); },
+        [this](caf::add_atom, observer_actor observer) { observers_.push_back(std::move(observer)); },
+        [this](shutdown_atom) -> caf::ok_atom {
+          while (!streams_.empty()) {
+            finish(streams_.begin(), EndReason::cancelled, Errc::cancelled,
+                   "request " + std::to_string(streams_.begin()->first) + ": the pipeline shut down");
+          }
+          return caf::ok_atom::value;
+        },
+    };
+  }
+
+  void on_exit() override {
+    streams_.clear();
+    observers_.clear();
+    scheduler_ = nullptr;
+  }
+
+ private:
+  struct Stream {
+    Stream(const Tokenizer& tokenizer, const RequestOpen& open, sink_actor s)
+        : sink(std::move(s)),
+          submit_ns(open.submit_ns),
+          logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0),
+          decoder(tokenizer),
+          stops(open.params.stop) {}
+    sink_actor sink;
+    int64_t submit_ns = 0;
+    int64_t admit_ns = 0;        // 0 until first scheduled
+    int64_t first_token_ns = 0;  // 0 until the first token
+    int32_t prompt_tokens = 0;
+    int32_t n_tokens = 0;
+    bool logprobs = false;
+    IncrementalDecoder decoder;
+    StopStringMatcher stops;
+  };
+  using StreamIt = std::unordered_map<RequestId, Stream>::iterator;
+
+  void on_token(StreamIt it, SampledToken& t) {
+    Stream& s = it->second;
+    if (s.first_token_ns == 0) s.first_token_ns = steady_now_ns();
+    TokenEvent ev{.id = t.id, .index = s.n_tokens++, .token = t.token};
+    StopStringMatcher::Result r;
+    try {
+      r = s.stops.push(s.decoder.push(t.token));
+    } catch (const std::exception& e) {
+      // A token outside the vocabulary (a custom sampler's bug): this
+      // request ends in error, the scheduler frees it.
+      send(scheduler_, stop_atom_v, t.id);
+      finish(it, EndReason::error, Errc::internal,
+             "request " + std::to_string(t.id) + ": cannot decode token " + std::to_string(t.token) + ": " +
+                 e.what());
+      return;
+    }
+    ev.text = std::move(r.text);
+    if (s.logprobs) {
+      ev.logprob = t.logprob;
+      ev.top_logprobs = std::move(t.top_logprobs);
+    }
+    deliver(s, std::move(ev));
+    if (r.stopped) {
+      send(scheduler_, stop_atom_v, t.id);
+      FinalEvent f = final_event(it, EndReason::stop);
+      f.stop_string = std::move(r.stop);
+      deliver(s, std::move(f));
+      streams_.erase(it);
+    }
+  }
+
+  // Releases what is still held back, then the final event.
+  void finish(StreamIt it, EndReason reason, Errc code, std::string message) {
+    Stream& s = it->second;
+    StopStringMatcher::Result r = s.stops.push(s.decoder.flush());
+    std::string tail = std::move(r.text);
+    if (!r.stopped) tail += s.stops.flush();
+    if (r.stopped && (reason == EndReason::stop || reason == EndReason::length)) reason = EndReason::stop;
+    FinalEvent f = final_event(it, reason);
+    f.tail_text = std::move(tail);
+    if (r.stopped && reason == EndReason::stop) f.stop_string = std::move(r.stop);
+    if (reason == EndReason::error) {
+      f.error_code = code;
+      f.error_message = std::move(message);
+    } else if (reason == EndReason::cancelled) {
+      f.error_code = Errc::cancelled;
+      f.error_message = std::move(message);
+    }
+    deliver(s, std::move(f));
+    streams_.erase(it);
+  }
+
+  FinalEvent final_event(StreamIt it, EndReason reason) const {
+    const Stream& s = it->second;
+    const int64_t now = steady_now_ns();
+    return {.id = it->first,
+            .reason = reason,
+            .prompt_tokens = s.prompt_tokens,
+            .completion_tokens = s.n_tokens,
+            .queue_seconds = seconds_between(s.submit_ns, s.admit_ns != 0 ? s.admit_ns : now),
+            .first_token_seconds = s.first_token_ns != 0 ? seconds_between(s.submit_ns, s.first_token_ns) : 0.0,
+            .total_seconds = seconds_between(s.submit_ns, now)};
+  }
+
+  template <class Event>
+  void deliver(const Stream& s, Event&& ev) {
+    for (const observer_actor& o : observers_) send(o, ev);
+    send(s.sink, std::forward<Event>(ev));
+  }
+
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  scheduler_actor scheduler_;
+  std::vector<observer_actor> observers_;
+  std::unordered_map<RequestId, Stream> streams_;
+};
+
+}  // namespace
+
+detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer) {
+  return system.spawn<DetokenizerImpl>(std::move(tokenizer));
+}
+
+}  // namespace troupe

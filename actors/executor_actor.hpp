@@ -1,0 +1,32 @@
+// An executor actor: one ModelStage (a contiguous range of layers) on its own
+// backend and thread. It runs spawned `caf::detached`, since a forward pass
+// blocks for the length of a step; a chain of them is pipeline parallelism.
+#pragma once
+
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "actors/interfaces.hpp"
+#include "kernels/backend.hpp"
+#include "model/model_stage.hpp"
+
+namespace troupe {
+
+struct ExecutorParts {
+  std::unique_ptr<Backend> backend;  // owned here, destroyed after the stage
+  std::unique_ptr<ModelStage> stage;
+  // Idle output buffers the stage keeps (hidden states or logits): one per
+  // micro-batch in flight behind it, plus one.
+  size_t max_free_buffers = 4;
+};
+
+// `next`: the following stage, or none for the last stage, which sends each
+// step's logits to `sampler` as if from the scheduler (its SampledStep reply
+// goes there). The scheduler's handle arrives in a connect message before the
+// first step. A step the stage cannot run becomes a StepFailed to the
+// scheduler, which fails the requests in it; the stage keeps running.
+executor_actor spawn_executor(caf::actor_system& system, ExecutorParts parts, executor_actor next,
+                              sampler_actor sampler);
+
+}  // namespace troupe

@@ -1,0 +1,298 @@
+// Every message of the actor pipeline: plain structs with a CAF 0.17
+// `inspect`, registered in one type-ID block. Large tensors travel as
+// TensorHandle (a shared buffer from the producing stage's pool), never as a
+// copy; only a remote send would serialize their contents.
+#pragma once
+
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/request_types.hpp"
+#include "actors/tensor_pool.hpp"
+
+namespace troupe {
+
+// Timestamps in messages: steady_clock nanoseconds (plain integers inspect
+// everywhere, and steady time never jumps).
+inline int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// -- messages, in the order a request meets them ------------------------------
+
+// Pipeline -> tokenizer: a prompt still in text form.
+struct TextRequest {
+  RequestId id = 0;
+  TextPrompt prompt;
+  GenerateParams params;
+  int64_t submit_ns = 0;  // steady_clock, when submit() was called
+};
+
+// Tokenizer (or Pipeline, for token prompts) -> scheduler.
+struct TokenRequest {
+  RequestId id = 0;
+  std::vector<int32_t> prompt;  // [n_tokens]
+  GenerateParams params;
+  int64_t submit_ns = 0;
+};
+
+// Pipeline -> detokenizer, sent with the request's sink before the request
+// enters the pipeline: whatever happens to the request later, the
+// detokenizer is the one actor that talks to the sink.
+struct RequestOpen {
+  RequestId id = 0;
+  GenerateParams params;
+  int64_t submit_ns = 0;
+};
+
+// Scheduler -> sampler and detokenizer, when a request is first scheduled.
+struct SeqOpen {
+  RequestId id = 0;
+  GenerateParams params;
+  std::vector<int32_t> prompt;  // the history penalties look at
+  int64_t admit_ns = 0;
+};
+
+// Scheduler -> sampler: forget a request (finished or cancelled).
+struct SeqClose {
+  RequestId id = 0;
+};
+
+// One sequence of a step, as every executor stage needs it.
+struct StageSeq {
+  RequestId id = 0;
+  int32_t n_tokens = 0;              // new tokens this step
+  int32_t n_past = 0;                // tokens already in its KV
+  std::vector<int32_t> block_table;  // covers n_past + n_tokens positions
+  bool want_logits = false;
+};
+
+// Scheduler -> stage 0 -> stage 1 -> ... : one micro-batch.
+struct StageBatch {
+  uint64_t step = 0;   // the step id within its engine
+  int32_t engine = 0;  // the scheduler's virtual engine (micro-batch slot)
+  std::vector<StageSeq> seqs;
+  std::vector<int32_t> tokens;  // [n_tokens] ids, sequences back to back
+  TensorHandle hidden;          // [n_tokens, n_embd] into stages after the first
+};
+
+// Last stage -> sampler (sent as the scheduler, so the reply goes there).
+struct StepLogits {
+  uint64_t step = 0;
+  int32_t engine = 0;
+  std::vector<RequestId> rows;  // [n_logit_rows] the request of each row
+  TensorHandle logits;          // [n_logit_rows, n_vocab]
+};
+
+struct SampledToken {
+  RequestId id = 0;
+  int32_t token = -1;     // -1: none (request unknown to the sampler, or an error)
+  bool finished = false;  // end of generation (EOS) or error
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  std::string error;      // non-empty: sampling failed for this request
+};
+
+// Sampler -> scheduler (the reply to StepLogits), then scheduler ->
+// detokenizer: one entry per logits row, in row order.
+struct SampledStep {
+  uint64_t step = 0;
+  int32_t engine = 0;
+  std::vector<SampledToken> tokens;
+};
+
+// Executor -> scheduler: a stage could not run a step.
+struct StepFailed {
+  uint64_t step = 0;
+  int32_t engine = 0;
+  Errc code = Errc::internal;
+  std::string message;
+};
+
+// Scheduler or tokenizer -> detokenizer: the request ended there.
+struct RequestDone {
+  RequestId id = 0;
+  EndReason reason = EndReason::stop;
+  Errc code = Errc::internal;
+  std::string message;
+};
+
+// -- inspectors (CAF 0.17 form) ----------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
+  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
+           x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.n_logprobs,
+           x.logprobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
+  return f(caf::meta::type_name("TokenLogprob"), x.token, x.logprob);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
+  return f(caf::meta::type_name("GenerateParams"), x.max_new_tokens, x.sampling, x.stop, x.priority,
+           x.ignore_eos);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TextPrompt& x) {
+  return f(caf::meta::type_name("TextPrompt"), x.text, x.add_special, x.parse_special);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
+  return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.text, x.logprob,
+           x.top_logprobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FinalEvent& x) {
+  return f(caf::meta::type_name("FinalEvent"), x.id, x.reason, x.error_code, x.error_message,
+           x.tail_text, x.stop_string, x.prompt_tokens, x.completion_tokens, x.queue_seconds,
+           x.first_token_seconds, x.total_seconds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PipelineStats& x) {
+  return f(caf::meta::type_name("PipelineStats"), x.kv_blocks_total, x.kv_blocks_used,
+           x.kv_blocks_cached, x.kv_blocks_free, x.running, x.waiting, x.steps_in_flight, x.steps,
+           x.admitted, x.preemptions, x.finished, x.cancelled, x.rejected, x.prompt_tokens,
+           x.prefix_hit_tokens, x.prefix_hit_rate);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvSequenceBlocks& x) {
+  return f(caf::meta::type_name("KvSequenceBlocks"), x.id, x.blocks);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvSnapshot& x) {
+  return f(caf::meta::type_name("KvSnapshot"), x.n_blocks, x.n_used, x.n_cached, x.n_free,
+           x.sequences, x.invariant_error);
+}
+
+// A tensor handle: shared locally; serialized as shape + values, and
+// deserialized into a standalone buffer, only when a message leaves the process.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TensorHandle& x) {
+  int64_t rows = x ? x->rows : 0;
+  int64_t cols = x ? x->cols : 0;
+  std::vector<float> values;
+  if constexpr (Inspector::reads_state) {
+    if (x) values = x->data;
+    return f(caf::meta::type_name("Tensor"), rows, cols, values);
+  } else {
+    return f(caf::meta::type_name("Tensor"), rows, cols, values, caf::meta::load_callback([&] {
+               x = std::make_shared<TensorBuffer>(
+                   TensorBuffer{.data = std::move(values), .rows = rows, .cols = cols});
+               return caf::error{};
+             }));
+  }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TextRequest& x) {
+  return f(caf::meta::type_name("TextRequest"), x.id, x.prompt, x.params, x.submit_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenRequest& x) {
+  return f(caf::meta::type_name("TokenRequest"), x.id, x.prompt, x.params, x.submit_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestOpen& x) {
+  return f(caf::meta::type_name("RequestOpen"), x.id, x.params, x.submit_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SeqOpen& x) {
+  return f(caf::meta::type_name("SeqOpen"), x.id, x.params, x.prompt, x.admit_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SeqClose& x) {
+  return f(caf::meta::type_name("SeqClose"), x.id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
+  return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table,
+           x.want_logits);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageBatch& x) {
+  return f(caf::meta::type_name("StageBatch"), x.step, x.engine, x.seqs, x.tokens, x.hidden);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepLogits& x) {
+  return f(caf::meta::type_name("StepLogits"), x.step, x.engine, x.rows, x.logits);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
+  return f(caf::meta::type_name("SampledToken"), x.id, x.token, x.finished, x.logprob,
+           x.top_logprobs, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SampledStep& x) {
+  return f(caf::meta::type_name("SampledStep"), x.step, x.engine, x.tokens);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepFailed& x) {
+  return f(caf::meta::type_name("StepFailed"), x.step, x.engine, x.code, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
+  return f(caf::meta::type_name("RequestDone"), x.id, x.reason, x.code, x.message);
+}
+
+}  // namespace troupe
+
+// -- type IDs and atoms --------------------------------------------------------
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+
+  CAF_ADD_TYPE_ID(troupe, (troupe::TextRequest))
+  CAF_ADD_TYPE_ID(troupe, (troupe::TokenRequest))
+  CAF_ADD_TYPE_ID(troupe, (troupe::RequestOpen))
+  CAF_ADD_TYPE_ID(troupe, (troupe::SeqOpen))
+  CAF_ADD_TYPE_ID(troupe, (troupe::SeqClose))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StageBatch))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StepLogits))
+  CAF_ADD_TYPE_ID(troupe, (troupe::SampledStep))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StepFailed))
+  CAF_ADD_TYPE_ID(troupe, (troupe::RequestDone))
+  CAF_ADD_TYPE_ID(troupe, (troupe::TokenEvent))
+  CAF_ADD_TYPE_ID(troupe, (troupe::FinalEvent))
+  CAF_ADD_TYPE_ID(troupe, (troupe::PipelineStats))
+  CAF_ADD_TYPE_ID(troupe, (troupe::KvSnapshot))
+
+  // Scheduler: a delayed_send to itself when batching waits for arrivals.
+  CAF_ADD_ATOM(troupe, troupe, wake_atom, "wake")
+  // Pipeline -> scheduler: end a request now and free its KV.
+  CAF_ADD_ATOM(troupe, troupe, cancel_atom, "cancel")
+  // Detokenizer -> scheduler: a stop string ended the request.
+  CAF_ADD_ATOM(troupe, troupe, stop_atom, "stop")
+  CAF_ADD_ATOM(troupe, troupe, stats_atom, "stats")
+  CAF_ADD_ATOM(troupe, troupe, kv_atom, "kv")
+  // Pipeline -> scheduler / detokenizer at teardown: end every request.
+  CAF_ADD_ATOM(troupe, troupe, shutdown_atom, "shutdown")
+
+CAF_END_TYPE_ID_BLOCK(troupe)

@@ -1,0 +1,288 @@
+// The pipeline builder: validates a PipelineConfig, builds the stages, spawns
+// and wires the actors (spawned after the actors they send to, so handles go
+// in at spawn; the scheduler's handle reaches the executors and detokenizer
+// in connect messages), and takes them down again in order.
+#include "actors/pipeline.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <atomic>
+#include <chrono>
+
+#include "actors/callback_sink.hpp"
+#include "actors/detokenizer_actor.hpp"
+#include "actors/engine_set.hpp"
+#include "actors/executor_actor.hpp"
+#include "actors/pipeline_extensions.hpp"
+#include "actors/sampler_actor.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/tokenizer_actor.hpp"
+#include "kernels/cpu_backend.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr auto kAnswerTimeout = std::chrono::seconds(10);
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(Errc::invalid_argument, "PipelineConfig: " + what);
+}
+
+// Fills in defaults and checks that the stages cover [0, n_layer) in order.
+std::vector<StageSpec> resolve_stages(std::vector<StageSpec> stages, int64_t n_layer) {
+  if (stages.empty()) stages.push_back({.first_layer = 0, .last_layer = n_layer, .threads = 0});
+  int64_t expect = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    StageSpec& s = stages[i];
+    const std::string name = "stages[" + std::to_string(i) + "]";
+    if (s.last_layer < 0) s.last_layer = n_layer;
+    require(s.first_layer == expect, name + " starts at layer " + std::to_string(s.first_layer) +
+                                         ", expected " + std::to_string(expect) +
+                                         " (stages must cover the layers in order)");
+    require(s.last_layer > s.first_layer && s.last_layer <= n_layer,
+            name + " has layers [" + std::to_string(s.first_layer) + ", " + std::to_string(s.last_layer) +
+                ") but the model has " + std::to_string(n_layer));
+    require(s.threads >= 0, name + ".threads must not be negative");
+    expect = s.last_layer;
+  }
+  require(expect == n_layer, "the stages end at layer " + std::to_string(expect) + " but the model has " +
+                                 std::to_string(n_layer));
+  return stages;
+}
+
+// Blocks for an actor's answer (never called on an actor thread).
+template <class Reply, class Handle, class Msg>
+Reply ask(caf::actor_system& system, const Handle& to, Msg msg, const char* what) {
+  caf::scoped_actor self{system};
+  Reply out{};
+  std::string error;
+  bool answered = false;
+  self->request(to, kAnswerTimeout, msg)
+      .receive([&](Reply& r) {
+        out = std::move(r);
+        answered = true;
+      },
+               [&](caf::error& e) { error = system.render(e); });
+  if (!answered) throw Error(Errc::internal, std::string("Pipeline::") + what + ": no answer: " + error);
+  return out;
+}
+
+}  // namespace
+
+struct Pipeline::Impl {
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  // Every handle is released before the actor system goes (Impl::stop).
+  scheduler_actor scheduler;
+  detokenizer_actor detokenizer;
+  sampler_actor sampler;
+  std::vector<executor_actor> stages;
+  std::vector<tokenizer_actor> tokenizers;
+  std::vector<observer_actor> observers;
+  std::atomic<RequestId> next_id{1};
+  std::atomic<uint32_t> next_tokenizer{0};
+
+  ~Impl() { stop(); }
+
+  void stop() {
+    if (!system) return;
+    {
+      caf::scoped_actor self{*system};
+      // Every request still known ends with a cancelled final event: first
+      // the scheduler's, then whatever the detokenizer still streams.
+      if (scheduler) {
+        self->request(scheduler, kAnswerTimeout, shutdown_atom_v).receive([](caf::ok_atom) {}, [](caf::error&) {});
+      }
+      if (detokenizer) {
+        self->request(detokenizer, kAnswerTimeout, shutdown_atom_v)
+            .receive([](caf::ok_atom) {}, [](caf::error&) {});
+      }
+      auto down = [&](const auto& h) {
+        if (h) self->send_exit(h, caf::exit_reason::user_shutdown);
+      };
+      for (const auto& t : tokenizers) down(t);
+      down(scheduler);
+      for (const auto& s : stages) down(s);
+      down(sampler);
+      down(detokenizer);
+      for (const auto& o : observers) down(o);
+    }
+    tokenizers.clear();
+    scheduler = nullptr;
+    stages.clear();
+    sampler = nullptr;
+    detokenizer = nullptr;
+    observers.clear();
+    system.reset();  // waits for every actor, sinks and their callbacks included
+  }
+};
+
+Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Pipeline::~Pipeline() = default;
+
+std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config) {
+  return start(std::move(config), PipelineExtensions{});
+}
+
+std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineExtensions& extensions) {
+  auto impl = std::make_unique<Impl>();
+  if (config.model) {
+    impl->model = config.model;
+  } else {
+    require(!config.model_path.empty(), "neither model nor model_path is set");
+    impl->model = Model::load(config.model_path);
+  }
+  impl->tokenizer = Tokenizer::create(impl->model->vocab());
+  const ModelConfig& mc = impl->model->config();
+
+  const std::vector<StageSpec> stages = resolve_stages(std::move(config.stages), mc.n_layer);
+  SchedulerConfig sc = config.scheduler;
+  if (mc.n_ctx_train > 0 && sc.context_length > mc.n_ctx_train) {
+    sc.context_length = static_cast<int32_t>(mc.n_ctx_train);
+  }
+  require(config.n_kv_blocks >= 1, "n_kv_blocks must be at least 1");
+  require(config.kv_block_size >= 1, "kv_block_size must be at least 1");
+  require(config.micro_batches >= 0, "micro_batches must not be negative");
+  require(config.tokenizer_pool >= 1, "tokenizer_pool must be at least 1");
+  require(config.actor_threads >= 1, "actor_threads must be at least 1");
+  const int32_t n_engines =
+      config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(stages.size());
+  const KvCacheOptions kv{.n_blocks = config.n_kv_blocks,
+                          .block_size = config.kv_block_size,
+                          .prefix_caching = config.prefix_caching};
+  { EngineSet check(sc, kv, n_engines); }  // a bad scheduler config throws here, not in an actor
+
+  // The stages allocate their KV pages and arenas now, so that running out
+  // of memory is an error of start(), before any actor exists.
+  std::vector<ExecutorParts> parts;
+  for (const StageSpec& s : stages) {
+    ExecutorParts p{.backend = std::make_unique<CpuBackend>(CpuBackendOptions{.n_threads = s.threads}),
+                    .max_free_buffers = static_cast<size_t>(n_engines) + 1};
+    p.stage = std::make_unique<ModelStage>(impl->model, *p.backend,
+                                           StageOptions{.first_layer = s.first_layer,
+                                                        .last_layer = s.last_layer,
+                                                        .max_tokens = sc.max_tokens_per_step,
+                                                        .max_seqs = sc.max_batch_size,
+                                                        .n_kv_blocks = config.n_kv_blocks,
+                                                        .kv_block_size = config.kv_block_size});
+    parts.push_back(std::move(p));
+  }
+
+  impl->cfg.set("scheduler.max-threads", static_cast<size_t>(config.actor_threads));
+  impl->cfg.add_message_types<caf::id_block::troupe>();
+  impl->system = std::make_unique<caf::actor_system>(impl->cfg);
+  caf::actor_system& sys = *impl->system;
+
+  impl->sampler = extensions.make_sampler ? extensions.make_sampler(sys, impl->model)
+                                          : spawn_sampler(sys, impl->tokenizer);
+  impl->detokenizer = spawn_detokenizer(sys, impl->tokenizer);
+  for (const auto& make : extensions.observers) {
+    impl->observers.push_back(make(sys));
+    caf::anon_send(impl->detokenizer, caf::add_atom::value, impl->observers.back());
+  }
+  impl->stages.resize(parts.size());
+  executor_actor next;
+  for (size_t i = parts.size(); i-- > 0;) {
+    impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler);
+    next = impl->stages[i];
+  }
+  impl->scheduler = spawn_scheduler(sys, {.scheduler = sc, .kv = kv, .n_engines = n_engines},
+                                    impl->stages.front(), impl->sampler, impl->detokenizer);
+  for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
+  caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
+  for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
+    impl->tokenizers.push_back(spawn_tokenizer(sys, impl->tokenizer, impl->scheduler, impl->detokenizer));
+  }
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
+}
+
+RequestId Pipeline::submit(TextPrompt prompt, GenerateParams params, RequestCallbacks callbacks) {
+  Impl& p = *impl_;
+  const RequestId id = p.next_id++;
+  const int64_t now = steady_now_ns();
+  const sink_actor sink = spawn_callback_sink(*p.system, id, std::move(callbacks), p.scheduler);
+  // The detokenizer knows the sink before anything about the request can
+  // reach it: this enqueue happens before the tokenizer's.
+  caf::anon_send(p.detokenizer, RequestOpen{.id = id, .params = params, .submit_ns = now}, sink);
+  const size_t k = p.next_tokenizer++ % p.tokenizers.size();
+  caf::anon_send(p.tokenizers[k], TextRequest{.id = id,
+                                              .prompt = std::move(prompt),
+                                              .params = std::move(params),
+                                              .submit_ns = now});
+  return id;
+}
+
+RequestId Pipeline::submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) {
+  Impl& p = *impl_;
+  const RequestId id = p.next_id++;
+  const int64_t now = steady_now_ns();
+  const sink_actor sink = spawn_callback_sink(*p.system, id, std::move(callbacks), p.scheduler);
+  caf::anon_send(p.detokenizer, RequestOpen{.id = id, .params = params, .submit_ns = now}, sink);
+  caf::anon_send(p.scheduler, TokenRequest{.id = id,
+                                           .prompt = std::move(prompt),
+                                           .params = std::move(params),
+                                           .submit_ns = now});
+  return id;
+}
+
+namespace {
+
+// Callbacks that fill a Completion, and the future they fulfil at the end.
+std::pair<RequestCallbacks, std::future<Completion>> collector() {
+  struct Shared {
+    std::promise<Completion> promise;
+    Completion done;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::future<Completion> future = shared->promise.get_future();
+  RequestCallbacks callbacks{.on_token =
+                                 [shared](const TokenEvent& e) {
+                                   shared->done.text += e.text;
+                                   shared->done.tokens.push_back(e);
+                                 },
+                             .on_final =
+                                 [shared](const FinalEvent& f) {
+                                   shared->done.text += f.tail_text;
+                                   shared->done.final = f;
+                                   shared->promise.set_value(std::move(shared->done));
+                                 }};
+  return {std::move(callbacks), std::move(future)};
+}
+
+}  // namespace
+
+std::future<Completion> Pipeline::generate(TextPrompt prompt, GenerateParams params) {
+  auto [callbacks, future] = collector();
+  submit(std::move(prompt), std::move(params), std::move(callbacks));
+  return std::move(future);
+}
+
+std::future<Completion> Pipeline::generate(std::vector<int32_t> prompt, GenerateParams params) {
+  auto [callbacks, future] = collector();
+  submit(std::move(prompt), std::move(params), std::move(callbacks));
+  return std::move(future);
+}
+
+void Pipeline::cancel(RequestId id) { caf::anon_send(impl_->scheduler, cancel_atom_v, id); }
+
+PipelineStats Pipeline::stats() const {
+  return ask<PipelineStats>(*impl_->system, impl_->scheduler, stats_atom_v, "stats");
+}
+
+KvSnapshot Pipeline::kv_snapshot() const {
+  return ask<KvSnapshot>(*impl_->system, impl_->scheduler, kv_atom_v, "kv_snapshot");
+}
+
+const Model& Pipeline::model() const { return *impl_->model; }
+const Tokenizer& Pipeline::tokenizer() const { return *impl_->tokenizer; }
+int32_t Pipeline::n_stages() const { return static_cast<int32_t>(impl_->stages.size()); }
+caf::actor_system& Pipeline::system() { return *impl_->system; }
+
+}  // namespace troupe

@@ -1,0 +1,111 @@
+// The public C++ API of the actor pipeline: start a topology (tokenizers,
+// scheduler, N executor stages, sampler, detokenizer) from a PipelineConfig,
+// submit requests with callbacks, cancel them, read counters. Free of CAF
+// headers; actors/pipeline_extensions.hpp adds custom sampler and observer
+// actors for those who write CAF actors themselves.
+#pragma once
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/request_types.hpp"
+#include "model/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace troupe {
+
+// A contiguous range of layers on its own CPU backend and thread count.
+struct StageSpec {
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;  // exclusive; -1: the model's last layer
+  int threads = 1;          // kernel threads of this stage (0: all hardware threads)
+};
+
+struct PipelineConfig {
+  std::string model_path;               // loaded when `model` is null
+  std::shared_ptr<const Model> model;   // an already loaded model
+  // In layer order, covering every layer once; empty: one stage with all
+  // layers and `threads` 0.
+  std::vector<StageSpec> stages;
+  SchedulerConfig scheduler;            // context_length is capped at the model's trained context
+  int32_t n_kv_blocks = 512;            // KV pages shared by all requests (each stage has them for its layers)
+  int32_t kv_block_size = 16;           // tokens per page
+  bool prefix_caching = true;
+  int32_t micro_batches = 0;            // steps in flight at once; 0: one per stage
+  int32_t tokenizer_pool = 1;           // tokenizer actors, round-robin
+  int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
+};
+
+struct RequestCallbacks {
+  std::function<void(const TokenEvent&)> on_token;
+  std::function<void(const FinalEvent&)> on_final;
+};
+
+// What generate() collects.
+struct Completion {
+  std::vector<TokenEvent> tokens;
+  FinalEvent final;
+  std::string text;  // every token text and the final tail
+};
+
+struct PipelineExtensions;  // actors/pipeline_extensions.hpp
+
+class Pipeline {
+ public:
+  // Loads the model if needed, validates the config (Error naming the field
+  // at fault) and spawns the actors.
+  static std::unique_ptr<Pipeline> start(PipelineConfig config);
+  static std::unique_ptr<Pipeline> start(PipelineConfig config, const PipelineExtensions& extensions);
+
+  // Ends every request still running (each gets a FinalEvent "cancelled"),
+  // stops the actors and waits for them, callbacks included.
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Starts a request and returns at once. The callbacks run later on an
+  // actor thread (one request's callbacks never run concurrently with each
+  // other): a stream of on_token, then exactly one on_final. Keep them
+  // short and non-blocking; an exception thrown by one cancels the request.
+  // Errors (bad parameters, a prompt that can never fit) arrive as a
+  // FinalEvent with reason error and touch no other request.
+  // Thread-safe.
+  RequestId submit(TextPrompt prompt, GenerateParams params, RequestCallbacks callbacks);
+  RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks);
+
+  // submit() collecting everything into a future.
+  std::future<Completion> generate(TextPrompt prompt, GenerateParams params);
+  std::future<Completion> generate(std::vector<int32_t> prompt, GenerateParams params);
+
+  // Ends the request at once: its KV blocks are free when the scheduler
+  // takes the message, its FinalEvent says cancelled. Unknown or finished
+  // ids are ignored. Thread-safe.
+  void cancel(RequestId id);
+
+  // Counters and KV occupancy, asked of the scheduler (a round trip that
+  // blocks the caller: do not call from a callback). Throw Error(internal)
+  // when the scheduler does not answer within a few seconds.
+  PipelineStats stats() const;
+  KvSnapshot kv_snapshot() const;
+
+  const Model& model() const;
+  const Tokenizer& tokenizer() const;
+  int32_t n_stages() const;
+  // The actor system, for spawning one's own actors next to the pipeline's.
+  caf::actor_system& system();
+
+  struct Impl;
+
+ private:
+  explicit Pipeline(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,27 @@
+// Plugging one's own CAF actors into a pipeline: a custom sampler (any actor
+// implementing sampler_actor) and observers of every request's token stream
+// (observer_actor). Needs CAF headers, hence apart from pipeline.hpp.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "actors/interfaces.hpp"
+#include "actors/pipeline.hpp"
+
+namespace troupe {
+
+struct PipelineExtensions {
+  // Replaces the built-in sampler. Called once at start with the pipeline's
+  // actor system and model. The actor answers each StepLogits with one
+  // SampledToken per row in row order (token -1 and finished for a request
+  // it does not know); SeqOpen precedes a request's first logits, SeqClose
+  // follows its end. Keep no handle to it past the Pipeline's lifetime.
+  std::function<sampler_actor(caf::actor_system&, const std::shared_ptr<const Model>&)> make_sampler;
+  // Each gets every TokenEvent and FinalEvent of every request, in order per
+  // request, besides the request's own sink.
+  std::vector<std::function<observer_actor(caf::actor_system&)>> observers;
+};
+
+}  // namespace troupe

@@ -1,0 +1,104 @@
+// What a caller of the actor pipeline sees of one request: its parameters,
+// the token events it streams and the one final event that ends it, plus the
+// pipeline's counters. Plain structs without CAF, so users (and the HTTP
+// layer) include little; actors/messages.hpp makes them CAF messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/scheduler_policy.hpp"
+#include "core/error.hpp"
+#include "model/sampler.hpp"
+
+namespace troupe {
+
+using RequestId = int64_t;
+
+struct GenerateParams {
+  int32_t max_new_tokens = 128;
+  // Temperature, filters, penalties, seed; sampling.logprobs / n_logprobs
+  // ask for the chosen token's logprob and the n most likely alternatives.
+  SamplingParams sampling;
+  // Generation ends when the text contains one of these; the stop string
+  // itself is not emitted.
+  std::vector<std::string> stop;
+  Priority priority = Priority::interactive;
+  bool ignore_eos = false;  // keep going past end-of-generation tokens
+};
+
+// A prompt given as text: rendered chat text or plain text.
+struct TextPrompt {
+  std::string text;
+  bool add_special = true;     // BOS/EOS as the vocab says
+  bool parse_special = false;  // match control-token texts (<|im_start|>) as tokens; chat text wants true
+};
+
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t index = 0;     // 0 for the first generated token
+  int32_t token = 0;
+  std::string text;      // whole UTF-8 characters; may be empty (held back, or a special token)
+  float logprob = 0.0f;  // when the request asked for logprobs
+  std::vector<TokenLogprob> top_logprobs;  // n_logprobs alternatives, best first
+};
+
+enum class EndReason : uint8_t { stop, length, cancelled, error };
+
+const char* to_string(EndReason r);
+
+struct FinalEvent {
+  RequestId id = 0;
+  EndReason reason = EndReason::stop;
+  Errc error_code = Errc::internal;  // meaningful when reason == error
+  std::string error_message;
+  // Text still held back when the request ended: the end of a possible stop
+  // string that did not complete, or an unfinished UTF-8 character (as
+  // U+FFFD). The token texts followed by this are the whole output.
+  std::string tail_text;
+  std::string stop_string;  // the stop string that ended it, if any
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  double queue_seconds = 0;  // submit -> first scheduled (or -> end when never scheduled)
+  double first_token_seconds = 0;  // submit -> first token event (0 without one)
+  double total_seconds = 0;  // submit -> this event
+};
+
+struct PipelineStats {
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;    // held by sequences
+  int32_t kv_blocks_cached = 0;  // free but holding a reusable prefix
+  int32_t kv_blocks_free = 0;
+  int32_t running = 0;  // sequences holding KV
+  int32_t waiting = 0;  // queued, not yet admitted (or preempted)
+  int32_t steps_in_flight = 0;
+  uint64_t steps = 0;
+  uint64_t admitted = 0;
+  uint64_t preemptions = 0;
+  uint64_t finished = 0;
+  uint64_t cancelled = 0;
+  uint64_t rejected = 0;
+  uint64_t prompt_tokens = 0;      // prefilled at admission
+  uint64_t prefix_hit_tokens = 0;  // of those, found in the prefix cache
+  double prefix_hit_rate = 0;
+};
+
+// One sequence's KV block table, for checks and debugging.
+struct KvSequenceBlocks {
+  RequestId id = 0;
+  std::vector<int32_t> blocks;
+};
+
+struct KvSnapshot {
+  int32_t n_blocks = 0;
+  int32_t n_used = 0;
+  int32_t n_cached = 0;
+  int32_t n_free = 0;
+  std::vector<KvSequenceBlocks> sequences;  // by request id
+  // Empty when the scheduler's KV and queue invariants held at the snapshot
+  // (EngineSet::check_invariants), else what broke.
+  std::string invariant_error;
+};
+
+}  // namespace troupe

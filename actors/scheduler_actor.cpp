@@ -1,0 +1,312 @@
+// Scheduler actor: turns arrivals, step outcomes, cancellations and wake-ups
+// into EngineSet calls, and the resulting plans into StageBatch messages.
+// Every request that ends here gets exactly one RequestDone to the
+// detokenizer, after the SampledStep that carried its last token.
+#include "actors/scheduler_actor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "actors/engine_set.hpp"
+#include "model/sampler.hpp"
+
+namespace troupe {
+namespace {
+
+std::string req_name(RequestId id) { return "request " + std::to_string(id); }
+
+// Parameter problems found before the request takes a queue slot.
+std::string check_params(const GenerateParams& p) {
+  if (p.max_new_tokens < 1) return "max_new_tokens must be at least 1";
+  for (const std::string& s : p.stop) {
+    if (s.empty()) return "stop strings must not be empty";
+  }
+  try {
+    Sampler check(p.sampling);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+class SchedulerImpl : public scheduler_actor::base {
+ public:
+  SchedulerImpl(caf::actor_config& cfg, const SchedulerActorOptions& options, executor_actor first_stage,
+                sampler_actor sampler, detokenizer_actor detokenizer)
+      : scheduler_actor::base(cfg),
+        engines_(options.scheduler, options.kv, options.n_engines),
+        first_stage_(std::move(first_stage)),
+        sampler_(std::move(sampler)),
+        detokenizer_(std::move(detokenizer)) {}
+
+  behavior_type make_behavior() override {
+    return {
+        [this](TokenRequest& r) { on_request(r); },
+        [this](SampledStep& s) { on_sampled(s); },
+        [this](StepFailed& f) {
+          const StepPlan* plan = engines_.in_flight(f.engine);
+          if (plan != nullptr && plan->step == f.step) fail_step(f.engine, f.code, f.message);
+          dispatch();
+        },
+        [this](cancel_atom, RequestId id) {
+          if (live_.count(id) == 0) return;  // already ended: cancel is idempotent
+          engines_.cancel(id);
+          ++n_cancelled_;
+          end(id, EndReason::cancelled, Errc::cancelled, req_name(id) + " cancelled");
+          dispatch();
+        },
+        [this](stop_atom, RequestId id) {
+          // The detokenizer has sent the final event already; only free.
+          const auto it = live_.find(id);
+          if (it == live_.end()) return;
+          engines_.cancel(id);
+          if (it->second.opened) send(sampler_, SeqClose{.id = id});
+          live_.erase(it);
+          ++n_finished_;
+          dispatch();
+        },
+        [this](wake_atom) {
+          wake_pending_ = false;
+          dispatch();
+        },
+        [this](stats_atom) -> PipelineStats { return stats(); },
+        [this](kv_atom) -> KvSnapshot { return snapshot(); },
+        [this](shutdown_atom) -> caf::ok_atom {
+          stopping_ = true;
+          std::vector<RequestId> ids;
+          for (const auto& [id, l] : live_) ids.push_back(id);
+          for (const RequestId id : ids) {
+            engines_.cancel(id);
+            ++n_cancelled_;
+            end(id, EndReason::cancelled, Errc::cancelled, req_name(id) + ": the pipeline shut down");
+          }
+          return caf::ok_atom::value;
+        },
+    };
+  }
+
+  void on_exit() override {
+    // The executors hold this actor's handle too: drop ours so that no
+    // reference cycle outlives the actor system.
+    first_stage_ = nullptr;
+    sampler_ = nullptr;
+    detokenizer_ = nullptr;
+  }
+
+ private:
+  struct Live {
+    GenerateParams params;
+    int64_t submit_ns = 0;
+    bool opened = false;  // the sampler and detokenizer know it (first scheduled)
+  };
+
+  void on_request(TokenRequest& r) {
+    std::string why = stopping_ ? "the pipeline shut down" : check_params(r.params);
+    if (why.empty() && live_.count(r.id) != 0) why = "duplicate request id";
+    if (why.empty()) {
+      const AddStatus status = engines_.add({.id = r.id,
+                                             .prompt = std::move(r.prompt),
+                                             .max_new_tokens = r.params.max_new_tokens,
+                                             .priority = r.params.priority,
+                                             .arrival = Clock::now()});
+      if (status == AddStatus::queue_full) {
+        ++n_errors_;
+        send(detokenizer_, RequestDone{.id = r.id,
+                                       .reason = EndReason::error,
+                                       .code = Errc::out_of_memory,
+                                       .message = req_name(r.id) + ": the waiting queue is full"});
+        return;
+      }
+      live_[r.id] = Live{.params = std::move(r.params), .submit_ns = r.submit_ns};
+      dispatch();
+      return;
+    }
+    const bool cancelled = stopping_;
+    ++(cancelled ? n_cancelled_ : n_errors_);
+    send(detokenizer_, RequestDone{.id = r.id,
+                                   .reason = cancelled ? EndReason::cancelled : EndReason::error,
+                                   .code = cancelled ? Errc::cancelled : Errc::invalid_argument,
+                                   .message = req_name(r.id) + ": " + why});
+  }
+
+  void on_sampled(SampledStep& s) {
+    const StepPlan* plan = engines_.in_flight(s.engine);
+    if (plan == nullptr || plan->step != s.step) return;  // its engine failed meanwhile
+    StepResult result;
+    std::unordered_map<RequestId, std::string> errors;
+    size_t row = 0;
+    for (const ScheduledSeq& e : plan->seqs) {
+      SeqOutput out{.request_id = e.request_id};
+      if (e.need_logits) {
+        if (row >= s.tokens.size() || s.tokens[row].id != e.request_id) break;
+        const SampledToken& t = s.tokens[row++];
+        if (t.token >= 0) out.token = t.token;
+        out.finished = t.finished || t.token < 0;
+        if (!t.error.empty()) errors[e.request_id] = t.error;
+      }
+      result.outputs.push_back(out);
+    }
+    if (result.outputs.size() != plan->seqs.size() || row != s.tokens.size()) {
+      fail_step(s.engine, Errc::internal,
+                "the sampler answered step " + std::to_string(s.step) + " with rows that do not match its logits");
+      dispatch();
+      return;
+    }
+    const std::vector<FinishedSeq> finished = engines_.complete(s.engine, result);
+    send(detokenizer_, std::move(s));
+    for (const FinishedSeq& f : finished) {
+      const auto err = errors.find(f.request_id);
+      if (err != errors.end()) {
+        ++n_errors_;
+        end(f.request_id, EndReason::error, Errc::internal, req_name(f.request_id) + ": " + err->second);
+      } else {
+        ++n_finished_;
+        end(f.request_id, f.reason == FinishReason::length ? EndReason::length : EndReason::stop,
+            Errc::internal, {});
+      }
+    }
+    dispatch();
+  }
+
+  // A step that cannot complete fails every request in it; the engine is
+  // then free again.
+  void fail_step(int32_t engine, Errc code, const std::string& message) {
+    const StepPlan& plan = *engines_.in_flight(engine);
+    StepResult result;
+    std::vector<RequestId> ids;
+    for (const ScheduledSeq& e : plan.seqs) {
+      result.outputs.push_back({.request_id = e.request_id, .finished = true});
+      ids.push_back(e.request_id);
+    }
+    for (const RequestId id : ids) {
+      if (live_.count(id) == 0) continue;
+      engines_.cancel(id);
+      ++n_errors_;
+      end(id, EndReason::error, code, req_name(id) + ": " + message);
+    }
+    engines_.complete(engine, result);  // everyone in it is gone: only frees the engine
+  }
+
+  // Ends a live request: one RequestDone to the detokenizer, and the sampler
+  // forgets it.
+  void end(RequestId id, EndReason reason, Errc code, std::string message) {
+    const auto it = live_.find(id);
+    if (it == live_.end()) return;
+    if (it->second.opened) send(sampler_, SeqClose{.id = id});
+    send(detokenizer_, RequestDone{.id = id, .reason = reason, .code = code, .message = std::move(message)});
+    live_.erase(it);
+  }
+
+  void dispatch() {
+    SchedulingRound round = engines_.schedule(Clock::now());
+    for (RejectedRequest& r : round.rejected) {
+      ++n_errors_;
+      end(r.request_id, EndReason::error, r.code, std::move(r.reason));
+    }
+    for (const int32_t engine : round.started) send_step(*engines_.in_flight(engine), engine);
+    if (round.wake_at) wake_at(*round.wake_at);
+  }
+
+  void send_step(const StepPlan& plan, int32_t engine) {
+    StageBatch batch{.step = plan.step, .engine = engine};
+    batch.seqs.reserve(plan.seqs.size());
+    batch.tokens.reserve(static_cast<size_t>(plan.n_tokens()));
+    for (const ScheduledSeq& e : plan.seqs) {
+      Live& l = live_.at(e.request_id);
+      if (!l.opened) open(e.request_id, l);
+      batch.seqs.push_back({.id = e.request_id,
+                            .n_tokens = static_cast<int32_t>(e.tokens.size()),
+                            .n_past = e.n_past,
+                            .block_table = e.block_table,
+                            .want_logits = e.need_logits});
+      batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
+    }
+    send(first_stage_, std::move(batch));
+  }
+
+  // First time scheduled: the sampler and detokenizer learn the request
+  // before any of its logits or tokens can reach them.
+  void open(RequestId id, Live& l) {
+    const std::vector<int32_t>* tokens = engines_.tokens(id);
+    SeqOpen msg{.id = id, .params = l.params, .prompt = *tokens, .admit_ns = steady_now_ns()};
+    send(detokenizer_, msg);
+    send(sampler_, std::move(msg));
+    l.opened = true;
+  }
+
+  void wake_at(Clock::time_point t) {
+    if (wake_pending_ && wake_time_ <= t) return;
+    wake_pending_ = true;
+    wake_time_ = t;
+    const auto delay = std::max(Clock::duration::zero(), t - Clock::now());
+    delayed_send(scheduler_actor{this}, delay, wake_atom_v);
+  }
+
+  PipelineStats stats() const {
+    const SchedulerStats s = engines_.stats();
+    const KvBlockPool& pool = engines_.kv().pool();
+    return {.kv_blocks_total = pool.n_blocks(),
+            .kv_blocks_used = pool.n_used(),
+            .kv_blocks_cached = pool.n_cached(),
+            .kv_blocks_free = pool.n_free(),
+            .running = engines_.n_running(),
+            .waiting = engines_.n_waiting(),
+            .steps_in_flight = engines_.n_in_flight(),
+            .steps = s.steps,
+            .admitted = s.admitted,
+            .preemptions = s.preemptions,
+            .finished = n_finished_,
+            .cancelled = n_cancelled_,
+            .rejected = n_errors_,
+            .prompt_tokens = s.prompt_tokens,
+            .prefix_hit_tokens = s.prefix_hit_tokens,
+            .prefix_hit_rate = s.prefix_hit_rate()};
+  }
+
+  KvSnapshot snapshot() const {
+    const KvCacheManager& kv = engines_.kv();
+    KvSnapshot snap{.n_blocks = kv.pool().n_blocks(),
+                    .n_used = kv.pool().n_used(),
+                    .n_cached = kv.pool().n_cached(),
+                    .n_free = kv.pool().n_free()};
+    for (const auto& [id, l] : live_) {
+      if (!kv.contains(id)) continue;
+      const std::span<const int32_t> t = kv.block_table(id);
+      snap.sequences.push_back({.id = id, .blocks = {t.begin(), t.end()}});
+    }
+    std::sort(snap.sequences.begin(), snap.sequences.end(),
+              [](const KvSequenceBlocks& a, const KvSequenceBlocks& b) { return a.id < b.id; });
+    try {
+      engines_.check_invariants();
+    } catch (const std::exception& e) {
+      snap.invariant_error = e.what();
+    }
+    return snap;
+  }
+
+  EngineSet engines_;
+  std::unordered_map<RequestId, Live> live_;
+  executor_actor first_stage_;
+  sampler_actor sampler_;
+  detokenizer_actor detokenizer_;
+  bool stopping_ = false;
+  bool wake_pending_ = false;
+  Clock::time_point wake_time_{};
+  uint64_t n_finished_ = 0;
+  uint64_t n_cancelled_ = 0;
+  uint64_t n_errors_ = 0;
+};
+
+}  // namespace
+
+scheduler_actor spawn_scheduler(caf::actor_system& system, SchedulerActorOptions options,
+                                executor_actor first_stage, sampler_actor sampler,
+                                detokenizer_actor detokenizer) {
+  return system.spawn<SchedulerImpl>(options, std::move(first_stage), std::move(sampler),
+                                     std::move(detokenizer));
+}
+
+}  // namespace troupe

@@ -1,0 +1,468 @@
+// Continuous-batching policy: the step order, the length-aware queue and the
+// preemption rule are described above SchedulerPolicy in the header.
+#include "actors/scheduler_policy.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace troupe {
+namespace {
+
+constexpr Priority kPriorities[] = {Priority::interactive, Priority::batch};
+
+std::string req_name(int64_t id) { return "request " + std::to_string(id); }
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(Errc::invalid_argument, "SchedulerConfig: " + what);
+}
+
+}  // namespace
+
+int32_t StepPlan::n_tokens() const {
+  int32_t n = 0;
+  for (const ScheduledSeq& s : seqs) n += static_cast<int32_t>(s.tokens.size());
+  return n;
+}
+
+struct SchedulerPolicy::StepState {
+  StepPlan plan;
+  Clock::time_point now;
+  uint64_t step = 0;            // id this plan gets if it schedules anything
+  int32_t budget = 0;           // tokens left in this step
+  int32_t reserved_decode = 0;  // of those, kept for decodes not yet scheduled
+  bool admissions_open = true;
+};
+
+SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& kv)
+    : cfg_(config), kv_(kv) {
+  require(cfg_.max_batch_size >= 1, "max_batch_size must be at least 1");
+  require(cfg_.max_tokens_per_step >= cfg_.max_batch_size,
+          "max_tokens_per_step must cover one decode token per sequence (>= max_batch_size)");
+  require(!cfg_.chunked_prefill || cfg_.prefill_chunk >= 1, "prefill_chunk must be at least 1");
+  require(cfg_.context_length >= 2, "context_length must be at least 2");
+  require(cfg_.max_waiting >= 1, "max_waiting must be at least 1");
+  require(cfg_.min_batch_size >= 1, "min_batch_size must be at least 1");
+  require(cfg_.max_wait.count() >= 0 && cfg_.level_aging.count() >= 0,
+          "max_wait and level_aging must not be negative");
+  require(cfg_.kv_watermark >= 0.0 && cfg_.kv_watermark < 1.0, "kv_watermark must be in [0, 1)");
+  for (size_t i = 0; i < cfg_.level_bounds.size(); ++i) {
+    require(cfg_.level_bounds[i] > 0 && (i == 0 || cfg_.level_bounds[i] > cfg_.level_bounds[i - 1]),
+            "level_bounds must be positive and increasing");
+  }
+  const int64_t capacity = kv_.capacity_tokens();
+  limit_ = static_cast<int32_t>(std::min<int64_t>(cfg_.context_length, capacity));
+  require(limit_ >= 2, "the KV cache must hold at least 2 tokens");
+  // Without chunking a (re)admitted sequence is prefilled in one step, and it
+  // may be as long as limit_ - 1 tokens.
+  require(cfg_.chunked_prefill || cfg_.max_tokens_per_step >= limit_ - 1,
+          "without chunked_prefill, max_tokens_per_step must hold the longest prompt (" +
+              std::to_string(limit_ - 1) + " tokens)");
+  watermark_blocks_ = static_cast<int32_t>(cfg_.kv_watermark * kv_.pool().n_blocks());
+  waiting_.assign(2, std::vector<std::deque<int64_t>>(cfg_.level_bounds.size() + 1));
+}
+
+int32_t SchedulerPolicy::level_of(size_t n_tokens) const {
+  for (size_t i = 0; i < cfg_.level_bounds.size(); ++i) {
+    if (n_tokens <= static_cast<size_t>(cfg_.level_bounds[i])) return static_cast<int32_t>(i);
+  }
+  return static_cast<int32_t>(cfg_.level_bounds.size());
+}
+
+int32_t SchedulerPolicy::effective_level(const Seq& s, Clock::time_point now) const {
+  if (cfg_.level_aging.count() == 0 || now <= s.arrival) return s.level;
+  const auto lifts = (now - s.arrival) / cfg_.level_aging;
+  return static_cast<int32_t>(std::max<int64_t>(0, s.level - static_cast<int64_t>(lifts)));
+}
+
+bool SchedulerPolicy::ranks_before(const Seq& a, const Seq& b, Clock::time_point now) const {
+  return std::make_tuple(effective_level(a, now), a.arrival, a.id) <
+         std::make_tuple(effective_level(b, now), b.arrival, b.id);
+}
+
+std::deque<int64_t>& SchedulerPolicy::queue(Priority p, int32_t level) {
+  return waiting_[static_cast<size_t>(p)][static_cast<size_t>(level)];
+}
+
+SchedulerPolicy::Seq* SchedulerPolicy::best_waiting(Priority p, Clock::time_point now) {
+  Seq* best = nullptr;
+  for (const std::deque<int64_t>& q : waiting_[static_cast<size_t>(p)]) {
+    if (q.empty()) continue;
+    Seq& head = seqs_.at(q.front());
+    if (best == nullptr || ranks_before(head, *best, now)) best = &head;
+  }
+  return best;
+}
+
+AddStatus SchedulerPolicy::add(Request request) {
+  const bool pending =
+      std::any_of(pending_rejects_.begin(), pending_rejects_.end(),
+                  [&](const RejectedRequest& r) { return r.request_id == request.id; });
+  if (pending || seqs_.count(request.id) != 0) return AddStatus::duplicate_id;
+  if (n_waiting_ >= cfg_.max_waiting) return AddStatus::queue_full;
+
+  const size_t n = request.prompt.size();
+  std::string why;
+  Errc code = Errc::invalid_argument;
+  if (n == 0) {
+    why = "empty prompt";
+  } else if (request.max_new_tokens < 1) {
+    why = "max_new_tokens must be at least 1";
+  } else if (n + 1 > static_cast<size_t>(limit_)) {
+    // +1: there must be room for at least one generated token.
+    const bool by_kv = kv_.capacity_tokens() < cfg_.context_length;
+    code = by_kv ? Errc::out_of_memory : Errc::invalid_argument;
+    why = "prompt of " + std::to_string(n) + " tokens leaves no room to generate within " +
+          (by_kv ? "the KV cache capacity of " : "context_length ") + std::to_string(limit_) +
+          " tokens";
+  }
+  if (!why.empty()) {
+    pending_rejects_.push_back(
+        {.request_id = request.id, .code = code, .reason = req_name(request.id) + ": " + why});
+    return AddStatus::accepted;
+  }
+
+  Seq s;
+  s.id = request.id;
+  s.priority = request.priority;
+  s.arrival = request.arrival;
+  s.max_new_tokens = request.max_new_tokens;
+  s.tokens = std::move(request.prompt);
+  s.prefill_end = static_cast<int32_t>(s.tokens.size());
+  s.level = level_of(s.tokens.size());
+  queue(s.priority, s.level).push_back(s.id);
+  ++n_waiting_;
+  seqs_.emplace(s.id, std::move(s));
+  return AddStatus::accepted;
+}
+
+bool SchedulerPolicy::remove_waiting(const Seq& s) {
+  std::deque<int64_t>& q = queue(s.priority, s.level);
+  const auto it = std::find(q.begin(), q.end(), s.id);
+  if (it == q.end()) return false;
+  q.erase(it);
+  --n_waiting_;
+  return true;
+}
+
+void SchedulerPolicy::remove_running(int64_t id) {
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+}
+
+bool SchedulerPolicy::cancel(int64_t request_id) {
+  const auto rj =
+      std::find_if(pending_rejects_.begin(), pending_rejects_.end(),
+                   [&](const RejectedRequest& r) { return r.request_id == request_id; });
+  if (rj != pending_rejects_.end()) {
+    pending_rejects_.erase(rj);
+    ++stats_.cancelled;
+    return true;
+  }
+  const auto it = seqs_.find(request_id);
+  if (it == seqs_.end()) return false;
+  if (it->second.running) {
+    kv_.free(request_id);
+    remove_running(request_id);
+  } else {
+    remove_waiting(it->second);
+  }
+  seqs_.erase(it);
+  ++stats_.cancelled;
+  return true;
+}
+
+std::optional<Clock::time_point> SchedulerPolicy::batching_deadline(Clock::time_point now) const {
+  if (cfg_.max_wait.count() == 0 || !running_.empty() || n_waiting_ == 0 ||
+      n_waiting_ >= cfg_.min_batch_size) {
+    return std::nullopt;
+  }
+  auto oldest = Clock::time_point::max();
+  for (const auto& levels : waiting_) {
+    for (const auto& q : levels) {
+      for (const int64_t id : q) oldest = std::min(oldest, seqs_.at(id).arrival);
+    }
+  }
+  const Clock::time_point deadline = oldest + cfg_.max_wait;
+  if (now < deadline) return deadline;
+  return std::nullopt;
+}
+
+StepPlan SchedulerPolicy::schedule(Clock::time_point now) {
+  if (in_flight_ != 0) {
+    throw Error(Errc::invalid_argument, "SchedulerPolicy::schedule: step " +
+                                            std::to_string(in_flight_) + " still awaits update()");
+  }
+  StepState st;
+  st.now = now;
+  st.step = step_ + 1;
+  st.plan.rejected = std::move(pending_rejects_);
+  pending_rejects_.clear();
+  stats_.rejected += st.plan.rejected.size();
+  if (auto deadline = batching_deadline(now)) {
+    st.plan.wait_until = deadline;
+    return std::move(st.plan);
+  }
+  st.budget = cfg_.max_tokens_per_step;
+  for (const int64_t id : running_) {
+    const Seq& s = seqs_.at(id);
+    if (s.n_computed >= s.prefill_end) ++st.reserved_decode;
+  }
+  for (const Priority p : kPriorities) schedule_priority(p, st);
+  if (!st.plan.seqs.empty()) {
+    step_ = st.step;
+    in_flight_ = st.step;
+    st.plan.step = st.step;
+    ++stats_.steps;
+  }
+  return std::move(st.plan);
+}
+
+void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
+  // 1. Decodes; a copy, since preemption edits running_.
+  const std::vector<int64_t> snapshot = running_;
+  for (const int64_t id : snapshot) {
+    Seq& s = seqs_.at(id);
+    if (s.running && s.priority == p && s.n_computed >= s.prefill_end &&
+        s.scheduled_step != st.step) {
+      schedule_running(s, 1, st);
+    }
+  }
+  // 2. Prefill work in rank order.
+  std::vector<Seq*> ongoing;
+  for (const int64_t id : running_) {
+    Seq& s = seqs_.at(id);
+    if (s.priority == p && s.n_computed < s.prefill_end && s.scheduled_step != st.step) {
+      ongoing.push_back(&s);
+    }
+  }
+  std::sort(ongoing.begin(), ongoing.end(),
+            [&](const Seq* a, const Seq* b) { return ranks_before(*a, *b, st.now); });
+  size_t next = 0;
+  for (;;) {
+    const int32_t prefill_budget = st.budget - st.reserved_decode;
+    if (prefill_budget <= 0) break;
+    while (next < ongoing.size() &&
+           (!ongoing[next]->running || ongoing[next]->scheduled_step == st.step)) {
+      ++next;
+    }
+    Seq* run = next < ongoing.size() ? ongoing[next] : nullptr;
+    const bool can_admit =
+        st.admissions_open && static_cast<int32_t>(running_.size()) < cfg_.max_batch_size;
+    Seq* wait = can_admit ? best_waiting(p, st.now) : nullptr;
+    if (run == nullptr && wait == nullptr) break;
+    if (wait != nullptr && (run == nullptr || ranks_before(*wait, *run, st.now))) {
+      if (!try_admit(*wait, st)) st.admissions_open = false;
+      continue;
+    }
+    ++next;
+    const int32_t remaining = static_cast<int32_t>(run->tokens.size()) - run->n_computed;
+    const int32_t n = cfg_.chunked_prefill
+                          ? std::min({remaining, cfg_.prefill_chunk, prefill_budget})
+                          : remaining;
+    if (n <= prefill_budget) schedule_running(*run, n, st);
+  }
+}
+
+bool SchedulerPolicy::schedule_running(Seq& s, int32_t n_tokens, StepState& st) {
+  while (!kv_.reserve(s.id, n_tokens)) {
+    // Lowest priority, then most recently admitted, among the running ones
+    // not yet scheduled and not more important than s (s itself included).
+    Seq* victim = nullptr;
+    for (const int64_t id : running_) {
+      Seq& v = seqs_.at(id);
+      if (v.scheduled_step == st.step || v.priority < s.priority) continue;
+      if (victim == nullptr || std::make_pair(v.priority, v.admit_order) >
+                                   std::make_pair(victim->priority, victim->admit_order)) {
+        victim = &v;
+      }
+    }
+    preempt(*victim, st);
+    if (victim == &s) return false;
+  }
+  emit(s, n_tokens, false, st);
+  return true;
+}
+
+bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
+  const int32_t prefill_budget = st.budget - st.reserved_decode;
+  const PrefixProbe probe = kv_.probe_prefix(s.tokens);
+  const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - probe.n_tokens;
+  const int32_t n =
+      cfg_.chunked_prefill ? std::min({remaining, cfg_.prefill_chunk, prefill_budget}) : remaining;
+  if (n > prefill_budget) return false;
+  const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
+  const int32_t available = kv_.n_available_blocks() - probe.n_revived;
+  const int32_t watermark = running_.empty() ? 0 : watermark_blocks_;
+  if (new_blocks + watermark > available) return false;
+
+  remove_waiting(s);
+  const int32_t matched = kv_.match_prefix(s.id, s.tokens);
+  if (matched != probe.n_tokens || !kv_.reserve(s.id, n)) {
+    throw Error(Errc::internal,
+                "SchedulerPolicy: KV changed between probe and admission of " + req_name(s.id));
+  }
+  s.n_computed = matched;
+  s.running = true;
+  s.admit_order = ++admit_counter_;
+  running_.push_back(s.id);
+  ++stats_.admitted;
+  stats_.prompt_tokens += s.tokens.size();
+  stats_.prefix_hit_tokens += static_cast<uint64_t>(matched);
+  emit(s, n, true, st);
+  return true;
+}
+
+void SchedulerPolicy::emit(Seq& s, int32_t n_tokens, bool first, StepState& st) {
+  ScheduledSeq e;
+  e.request_id = s.id;
+  const auto begin = s.tokens.begin() + s.n_computed;
+  e.tokens.assign(begin, begin + n_tokens);
+  e.n_past = s.n_computed;
+  const std::span<const int32_t> table = kv_.block_table(s.id);
+  e.block_table.assign(table.begin(), table.end());
+  e.is_prefill = s.n_computed < s.prefill_end;
+  e.need_logits = s.n_computed + n_tokens == static_cast<int32_t>(s.tokens.size());
+  e.first_chunk = first;
+  st.plan.seqs.push_back(std::move(e));
+  s.scheduled_step = st.step;
+  st.budget -= n_tokens;
+  if (!st.plan.seqs.back().is_prefill) --st.reserved_decode;
+}
+
+void SchedulerPolicy::preempt(Seq& s, StepState& st) {
+  // Victims are never scheduled yet, so a decoding one gives its token back.
+  if (s.n_computed >= s.prefill_end) --st.reserved_decode;
+  kv_.free(s.id);
+  remove_running(s.id);
+  s.running = false;
+  s.n_computed = 0;
+  s.prefill_end = static_cast<int32_t>(s.tokens.size());
+  s.level = level_of(s.tokens.size());
+  queue(s.priority, s.level).push_front(s.id);
+  ++n_waiting_;
+  ++stats_.preemptions;
+  st.plan.preempted.push_back(s.id);
+  st.admissions_open = false;
+}
+
+std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const StepResult& result) {
+  std::vector<FinishedSeq> finished;
+  if (plan.step == 0) return finished;
+  if (plan.step != in_flight_) {
+    throw Error(Errc::invalid_argument,
+                "SchedulerPolicy::update: step " + std::to_string(plan.step) +
+                    " is not the step in flight (" + std::to_string(in_flight_) + ")");
+  }
+  if (result.outputs.size() != plan.seqs.size()) {
+    throw Error(Errc::invalid_argument,
+                "SchedulerPolicy::update: " + std::to_string(result.outputs.size()) +
+                    " outputs for " + std::to_string(plan.seqs.size()) + " scheduled sequences");
+  }
+  // Validate everything first, so a bad result changes nothing.
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& e = plan.seqs[i];
+    const SeqOutput& out = result.outputs[i];
+    if (out.request_id != e.request_id) {
+      throw Error(Errc::invalid_argument, "SchedulerPolicy::update: output " + std::to_string(i) +
+                                              " is for " + req_name(out.request_id) +
+                                              ", the plan has " + req_name(e.request_id));
+    }
+    if (out.token && !e.need_logits) {
+      throw Error(Errc::invalid_argument, "SchedulerPolicy::update: " + req_name(e.request_id) +
+                                              " got a token for a non-final prefill chunk");
+    }
+    if (!out.token && e.need_logits && !out.finished) {
+      throw Error(Errc::invalid_argument,
+                  "SchedulerPolicy::update: " + req_name(e.request_id) + " needs a sampled token");
+    }
+  }
+  in_flight_ = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& e = plan.seqs[i];
+    const SeqOutput& out = result.outputs[i];
+    const auto it = seqs_.find(e.request_id);
+    // Cancelled while the step ran (and possibly re-added under the same id).
+    if (it == seqs_.end() || !it->second.running || it->second.n_computed != e.n_past) continue;
+    Seq& s = it->second;
+    kv_.commit(s.id, e.tokens);
+    s.n_computed += static_cast<int32_t>(e.tokens.size());
+    if (out.token) {
+      s.tokens.push_back(*out.token);
+      ++s.n_generated;
+    }
+    std::optional<FinishReason> reason;
+    if (out.finished) {
+      reason = FinishReason::stop;
+    } else if (s.n_generated >= s.max_new_tokens ||
+               static_cast<int32_t>(s.tokens.size()) >= limit_) {
+      reason = FinishReason::length;
+    }
+    if (!reason) continue;
+    kv_.free(s.id);
+    remove_running(s.id);
+    finished.push_back({.request_id = s.id, .reason = *reason});
+    seqs_.erase(it);
+    ++stats_.finished;
+  }
+  return finished;
+}
+
+bool SchedulerPolicy::is_running(int64_t request_id) const {
+  const auto it = seqs_.find(request_id);
+  return it != seqs_.end() && it->second.running;
+}
+
+bool SchedulerPolicy::is_waiting(int64_t request_id) const {
+  const auto it = seqs_.find(request_id);
+  return it != seqs_.end() && !it->second.running;
+}
+
+const std::vector<int32_t>* SchedulerPolicy::tokens(int64_t request_id) const {
+  const auto it = seqs_.find(request_id);
+  return it == seqs_.end() ? nullptr : &it->second.tokens;
+}
+
+void SchedulerPolicy::check_invariants() const {
+  kv_.check_invariants();
+  auto fail = [](const std::string& what) {
+    throw Error(Errc::internal, "SchedulerPolicy invariant: " + what);
+  };
+  size_t n_queued = 0;
+  for (size_t p = 0; p < waiting_.size(); ++p) {
+    for (size_t level = 0; level < waiting_[p].size(); ++level) {
+      for (const int64_t id : waiting_[p][level]) {
+        ++n_queued;
+        const auto it = seqs_.find(id);
+        if (it == seqs_.end()) fail("queued " + req_name(id) + " is unknown");
+        const Seq& s = it->second;
+        if (s.running || static_cast<size_t>(s.priority) != p ||
+            static_cast<size_t>(s.level) != level) {
+          fail(req_name(id) + " sits in the wrong queue");
+        }
+        if (kv_.contains(id) || s.n_computed != 0) fail("waiting " + req_name(id) + " holds KV");
+      }
+    }
+  }
+  if (n_queued != static_cast<size_t>(n_waiting_)) fail("n_waiting does not match the queues");
+  uint64_t last_order = 0;
+  for (const int64_t id : running_) {
+    const auto it = seqs_.find(id);
+    if (it == seqs_.end() || !it->second.running)
+      fail("running " + req_name(id) + " not marked running");
+    const Seq& s = it->second;
+    if (s.admit_order <= last_order) fail("running list out of admission order");
+    last_order = s.admit_order;
+    if (!kv_.contains(id) || kv_.n_tokens(id) != s.n_computed)
+      fail(req_name(id) + " KV out of step");
+  }
+  if (running_.size() + n_queued != seqs_.size()) fail("a request is neither running nor waiting");
+  if (running_.size() > static_cast<size_t>(cfg_.max_batch_size))
+    fail("more running than max_batch_size");
+  if (kv_.n_sequences() != static_cast<int32_t>(running_.size()))
+    fail("KV holds sequences not running");
+  for (const auto& [id, s] : seqs_) {
+    if (static_cast<int32_t>(s.tokens.size()) >= limit_)
+      fail(req_name(id) + " is past the length limit");
+  }
+}
+
+}  // namespace troupe

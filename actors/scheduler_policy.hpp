@@ -1,0 +1,234 @@
+// The continuous-batching policy: which sequences run in the next step, how
+// many tokens each feeds, who is admitted, preempted or rejected. Plain C++
+// over a KvCacheManager; the scheduler actor is a thin shell around it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.hpp"
+#include "memory/kv_cache_manager.hpp"
+
+namespace troupe {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Priority : uint8_t { interactive = 0, batch = 1 };
+
+struct Request {
+  int64_t id = 0;
+  std::vector<int32_t> prompt;  // [n_tokens]
+  int32_t max_new_tokens = 256;
+  Priority priority = Priority::interactive;
+  Clock::time_point arrival{};
+};
+
+struct SchedulerConfig {
+  int32_t max_batch_size = 64;         // sequences per step (and running at once)
+  int32_t max_tokens_per_step = 2048;  // token budget of one forward pass
+  bool chunked_prefill = true;
+  int32_t prefill_chunk = 512;  // prompt tokens per sequence per step
+  // Batching delay: an idle engine with fewer than min_batch_size waiting
+  // requests waits until the oldest has waited max_wait. 0 never waits.
+  int32_t min_batch_size = 1;
+  std::chrono::microseconds max_wait{0};
+  int32_t max_waiting = 1024;     // add() refuses beyond this (HTTP 429)
+  int32_t context_length = 4096;  // prompt + generated tokens, at most
+  // Fraction of KV blocks an admission must leave free while others run, so
+  // running decodes can grow without preempting.
+  double kv_watermark = 0.01;
+  // Length levels of the waiting queue: level i holds prompts of at most
+  // level_bounds[i] tokens, the last level the rest.
+  std::vector<int32_t> level_bounds = {256, 2048};
+  // Every level_aging waited lifts a request one level (0: no aging), so long
+  // prompts are not starved by a stream of short ones.
+  std::chrono::microseconds level_aging = std::chrono::seconds(2);
+};
+
+// One sequence of a step. Full entries every step (not a vLLM-style diff for
+// running sequences): the cost is a copy of each block table, a few hundred
+// integers per step, negligible next to a forward pass.
+struct ScheduledSeq {
+  int64_t request_id = 0;
+  std::vector<int32_t> tokens;       // [n_tokens] ids to feed this step
+  int32_t n_past = 0;                // position of tokens[0]; KV already holds 0 .. n_past - 1
+  std::vector<int32_t> block_table;  // covers n_past + n_tokens positions
+  bool need_logits = false;          // last prefill chunk or decode: sample a token
+  bool is_prefill = false;           // feeding prompt (or recompute) tokens
+  bool first_chunk = false;          // first entry since (re)admission
+};
+
+struct RejectedRequest {
+  int64_t request_id = 0;
+  Errc code = Errc::invalid_argument;
+  std::string reason;
+};
+
+struct StepPlan {
+  uint64_t step = 0;  // 0: nothing to run (update() not needed)
+  std::vector<ScheduledSeq> seqs;
+  std::vector<RejectedRequest> rejected;
+  std::vector<int64_t> preempted;  // freed and requeued; executors drop their state
+  // Set when the policy holds back to batch arrivals: call schedule() again
+  // by then, or on the next add().
+  std::optional<Clock::time_point> wait_until;
+
+  int32_t n_tokens() const;
+};
+
+struct SeqOutput {
+  int64_t request_id = 0;
+  std::optional<int32_t> token;  // none for a non-final prefill chunk
+  bool finished = false;         // EOS, stop string or a caller-side limit
+};
+
+struct StepResult {
+  std::vector<SeqOutput> outputs;  // one per plan entry, same order
+};
+
+enum class FinishReason : uint8_t { stop, length };
+
+struct FinishedSeq {
+  int64_t request_id = 0;
+  FinishReason reason = FinishReason::stop;
+};
+
+enum class AddStatus : uint8_t { accepted, queue_full, duplicate_id };
+
+struct SchedulerStats {
+  uint64_t steps = 0;
+  uint64_t admitted = 0;  // admissions, re-admissions after preemption included
+  uint64_t preemptions = 0;
+  uint64_t finished = 0;
+  uint64_t rejected = 0;
+  uint64_t cancelled = 0;
+  uint64_t prompt_tokens = 0;      // tokens to prefill at admission
+  uint64_t prefix_hit_tokens = 0;  // of those, found in the prefix cache
+
+  double prefix_hit_rate() const {
+    return prompt_tokens == 0 ? 0.0 : static_cast<double>(prefix_hit_tokens) / prompt_tokens;
+  }
+};
+
+// Order of work in one step, per priority class (interactive before batch),
+// so interactive work claims KV first:
+//  1. decodes of running sequences, oldest admission first, 1 token each;
+//  2. prefill work: chunks of running sequences still prefilling and new
+//     admissions, merged in rank order (below) under the token budget.
+// The token budget is shared, but every running decode's token is set aside
+// up front, so prefill never stalls streaming.
+//
+// Rank of prefill work (the length-aware multi-level queue): waiting requests
+// sit in levels by prompt length (config.level_bounds), FIFO inside a level;
+// the heads of the levels and the running prefills rank by effective level
+// (the level minus one per level_aging waited since arrival), then arrival,
+// then id. A short prompt therefore overtakes long prompts, both waiting and
+// mid-prefill, while aging bounds how long a long prompt can be overtaken.
+//
+// KV: a running sequence that cannot get its blocks preempts the running,
+// not yet scheduled sequence of lowest priority, most recently admitted,
+// never one of higher priority than itself (possibly itself). A preempted
+// sequence is freed and requeued at the front of its level with its generated
+// tokens kept, to be recomputed (its full blocks stay in the prefix cache).
+// No admission happens in a step that preempted. An admission needs blocks
+// for its first chunk plus a watermark, unless nothing else runs.
+//
+// Lengths: a sequence finishes (`length`) at max_new_tokens or when prompt +
+// output reach max_total_tokens() = min(context_length, KV capacity); so a
+// sequence running alone always fits, and a prompt that leaves no room for
+// one generated token is rejected. Hence no deadlock: the oldest running
+// sequence of the highest priority can always get its blocks.
+//
+// Not thread-safe: one owner (the scheduler actor) calls everything.
+class SchedulerPolicy {
+ public:
+  // `kv` must outlive the policy; the policy is its only writer. Throws
+  // Errc::invalid_argument for an inconsistent config.
+  SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& kv);
+
+  // Queues a request. queue_full when max_waiting requests already wait.
+  // A request that can never run (empty, longer than the context or the KV
+  // capacity) is accepted here and answered in the next plan's `rejected`.
+  AddStatus add(Request request);
+  // Forgets a request wherever it is and frees its KV at once. A step in
+  // flight that contains it is fine: update() skips it.
+  bool cancel(int64_t request_id);
+
+  // The next step (see the rules above).
+  StepPlan schedule(Clock::time_point now);
+  // Applies a step's outcome: commits the KV written, appends sampled tokens,
+  // frees finished sequences (also those that reached max_new_tokens or the
+  // length limit). Returns the sequences that finished.
+  std::vector<FinishedSeq> update(const StepPlan& plan, const StepResult& result);
+
+  bool has_work() const { return !seqs_.empty() || !pending_rejects_.empty(); }
+  int32_t n_waiting() const { return n_waiting_; }
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  bool is_running(int64_t request_id) const;
+  bool is_waiting(int64_t request_id) const;
+  // Tokens of a live request: prompt followed by what it generated so far.
+  const std::vector<int32_t>* tokens(int64_t request_id) const;
+  // Longest prompt + output a request may reach: context and KV capacity.
+  int32_t max_total_tokens() const { return limit_; }
+  const SchedulerStats& stats() const { return stats_; }
+  const SchedulerConfig& config() const { return cfg_; }
+  const KvCacheManager& kv() const { return kv_; }
+
+  // Running sequences hold KV covering their computed tokens, waiting ones
+  // hold none, queues and maps agree. Throws Errc::internal.
+  void check_invariants() const;
+
+ private:
+  struct Seq {
+    int64_t id = 0;
+    Priority priority = Priority::interactive;
+    Clock::time_point arrival{};
+    int32_t max_new_tokens = 0;
+    std::vector<int32_t> tokens;  // prompt + generated
+    int32_t n_generated = 0;
+    int32_t n_computed = 0;   // tokens whose KV is written
+    int32_t prefill_end = 0;  // tokens to recompute after (re)admission
+    int32_t level = 0;        // waiting-queue level (by length)
+    bool running = false;
+    uint64_t admit_order = 0;     // larger = admitted more recently
+    uint64_t scheduled_step = 0;  // step that last scheduled it
+  };
+  struct StepState;
+
+  int32_t level_of(size_t n_tokens) const;
+  int32_t effective_level(const Seq& s, Clock::time_point now) const;
+  bool ranks_before(const Seq& a, const Seq& b, Clock::time_point now) const;
+  std::deque<int64_t>& queue(Priority p, int32_t level);
+  Seq* best_waiting(Priority p, Clock::time_point now);
+
+  void schedule_priority(Priority p, StepState& st);
+  bool schedule_running(Seq& s, int32_t n_tokens, StepState& st);
+  bool try_admit(Seq& s, StepState& st);
+  void emit(Seq& s, int32_t n_tokens, bool first, StepState& st);
+  void preempt(Seq& s, StepState& st);
+  void remove_running(int64_t id);
+  bool remove_waiting(const Seq& s);
+  std::optional<Clock::time_point> batching_deadline(Clock::time_point now) const;
+
+  SchedulerConfig cfg_;
+  KvCacheManager& kv_;
+  int32_t limit_ = 0;
+  int32_t watermark_blocks_ = 0;
+  std::unordered_map<int64_t, Seq> seqs_;  // waiting and running
+  std::vector<int64_t> running_;           // in admission order
+  // [priority][level], FIFO per level; preempted requests go to the front.
+  std::vector<std::vector<std::deque<int64_t>>> waiting_;
+  int32_t n_waiting_ = 0;
+  std::vector<RejectedRequest> pending_rejects_;
+  uint64_t step_ = 0;
+  uint64_t in_flight_ = 0;  // step awaiting update(), 0 = none
+  uint64_t admit_counter_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,118 @@
+// Prefill and decode tokens/s of GGUF models on the CPU, next to the
+// machine's measured memory read bandwidth, so each decode figure is also a
+// fraction of its roofline (weight bytes per token / bandwidth).
+//   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] model.gguf...
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/generator.hpp"
+#include "model/model.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Read bandwidth in GB/s: threads sum disjoint slices of a buffer far larger
+// than the caches; best of a few passes.
+double read_bandwidth_gbs(int threads) {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buf(n, 1.0f);
+  troupe::ThreadPool pool(threads);
+  double best = 0;
+  volatile float sink = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    std::vector<float> partial(static_cast<size_t>(threads), 0.0f);
+    const auto t0 = Clock::now();
+    pool.run([&](int ith, int nth) {
+      const size_t chunk = n / static_cast<size_t>(nth);
+      const float* p = buf.data() + chunk * static_cast<size_t>(ith);
+      float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+      for (size_t i = 0; i + 8 <= chunk; i += 8) {
+        a0 += p[i]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];
+        a4 += p[i + 4]; a5 += p[i + 5]; a6 += p[i + 6]; a7 += p[i + 7];
+      }
+      partial[static_cast<size_t>(ith)] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    });
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (float v : partial) sink = sink + v;
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
+  }
+  (void)sink;
+  return best;
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> thread_counts{1, 2};
+  int64_t n_prefill = 512, n_decode = 32;
+  std::vector<std::string> models;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      thread_counts = parse_list(argv[++i]);
+    } else if (a == "--prefill" && i + 1 < argc) {
+      n_prefill = std::stoll(argv[++i]);
+    } else if (a == "--decode" && i + 1 < argc) {
+      n_decode = std::stoll(argv[++i]);
+    } else {
+      models.push_back(a);
+    }
+  }
+  if (models.empty()) {
+    std::fprintf(stderr, "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] model.gguf...\n");
+    return 2;
+  }
+
+  std::printf("kernels: %s\n", std::string(troupe::isa_name(troupe::active_isa())).c_str());
+  std::vector<double> bandwidth;
+  for (int t : thread_counts) {
+    bandwidth.push_back(read_bandwidth_gbs(t));
+    std::printf("memory read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth.back());
+  }
+  std::printf("\n| model | threads | weights MB | prefill %lld tok/s | decode tok/s | decode roofline tok/s | of roofline |\n",
+              static_cast<long long>(n_prefill));
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const std::string& path : models) {
+    auto model = troupe::Model::load(path);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(model->config().n_vocab - 1));
+    std::vector<int32_t> prompt(static_cast<size_t>(n_prefill));
+    for (auto& t : prompt) t = pick(rng);
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
+      troupe::CpuBackend backend({.n_threads = thread_counts[ti]});
+      troupe::Generator gen(model, backend, {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill});
+      // Warm-up touches every weight page once (the file is memory-mapped).
+      gen.generate(std::span(prompt.data(), 8), {.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
+      gen.generate(prompt, {.max_new_tokens = n_decode, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
+      const troupe::GenerateStats s = gen.stats();
+      const double prefill = static_cast<double>(s.prompt_tokens) / s.prefill_seconds;
+      // The first sampled token comes from the prefill's logits; the other
+      // n-1 each cost one decode step.
+      const double decode = static_cast<double>(s.generated_tokens - 1) / s.decode_seconds;
+      const double mb = static_cast<double>(model->weight_bytes()) / 1e6;
+      const double roof = bandwidth[ti] * 1e3 / mb;
+      std::printf("| %s | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% |\n", name.c_str(), thread_counts[ti], mb, prefill,
+                  decode, roof, 100.0 * decode / roof);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,67 @@
+// The compute backend a model runs on. Model code (model/) calls only these
+// operations, so the CPU backend and the CUDA backend share one forward pass.
+// Pointers are backend memory (host memory for the CPU backend, device memory
+// for CUDA); small index arrays (token ids, sequences, block tables) are host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/dtype.hpp"
+#include "kernels/cpu_kernels.hpp"
+#include "memory/paged_kv.hpp"
+
+namespace troupe {
+
+// A weight matrix [n_out, n_in] (rows of n_in elements) in backend memory.
+struct Weight {
+  const void* data = nullptr;
+  DType type = DType::f32;
+  int64_t n_in = 0;   // row length (GGUF ne0)
+  int64_t n_out = 0;  // number of rows (GGUF ne1)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // Memory for pools that live as long as the model (KV pages, the step
+  // arena). Never called per step.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) = 0;
+  // A weight in this backend's memory: the CPU backend uses the mapped file
+  // bytes in place; a device backend uploads once.
+  virtual Weight upload_weight(const Weight& host) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for queued work (a no-op on the CPU).
+  virtual void synchronize() = 0;
+
+  // y[n_tokens, w.n_out] = x[n_tokens, w.n_in] · w^T
+  virtual void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) = 0;
+  // y[n_tokens, n_embd] = rows ids of table [n_vocab, n_embd]
+  virtual void embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) = 0;
+  virtual void rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd,
+                       float eps) = 0;
+  virtual void layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens,
+                         int64_t n_embd, float eps) = 0;
+  // y += x over n values (the residual connection)
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+  // y[r] += bias for each of n_rows rows of n_cols values
+  virtual void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols) = 0;
+  virtual void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                    const kernels::RopeParams& p) = 0;
+  virtual void swiglu(float* y, const float* gate, const float* up, int64_t n) = 0;
+  virtual void gelu(float* y, const float* x, int64_t n) = 0;
+  // Gathers rows: y[i] = x[rows[i]] for n_rows rows of n_cols values.
+  virtual void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) = 0;
+  virtual void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs,
+                        int n_seqs) = 0;
+  virtual void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
+                         int64_t n_head, float scale, int32_t window) = 0;
+};
+
+}  // namespace troupe

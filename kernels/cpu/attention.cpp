@@ -1,0 +1,254 @@
+// Causal grouped-query attention over the paged KV cache, for a batch that
+// mixes prefill (many queries) and decode (one query) sequences, plus the
+// kv_write that fills the cache first.
+//
+// Work is cut into items of (sequence, a few query heads of one kv head, a
+// chunk of queries); threads pull items from a shared counter, heaviest
+// (latest queries) first within each sequence. An item walks the visible key
+// positions tile by tile, each tile inside one physical block; every
+// (query, head) row of the item scores the tile while it is hot in L1 and
+// folds it in with an online softmax (running max m, running sum l, output
+// accumulated in place), so nothing of size [n_q, n_kv] is ever allocated.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cpu/vec_ops.hpp"
+#include "kernels/cpu_kernels.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+constexpr int64_t kMaxRows = 16;  // (query, head) rows one item carries
+constexpr int64_t kTile = 32;     // key positions scored at once: K and V tiles stay in L1
+
+std::string seq_name(int i) { return "sequence " + std::to_string(i); }
+
+void check_view(const char* fn, const PagedKvView& kv) {
+  if (kv.k == nullptr || kv.v == nullptr || kv.n_blocks <= 0 || kv.block_size <= 0 || kv.n_head_kv <= 0 ||
+      kv.head_dim <= 0) {
+    throw Error(Errc::invalid_argument,
+                std::string(fn) + ": bad paged KV view (n_blocks=" + std::to_string(kv.n_blocks) + " block_size=" +
+                    std::to_string(kv.block_size) + " n_head_kv=" + std::to_string(kv.n_head_kv) +
+                    " head_dim=" + std::to_string(kv.head_dim) + ", k/v set: " + (kv.k && kv.v ? "yes" : "no") + ")");
+  }
+}
+
+// Checks one sequence and the block-table entries covering positions
+// [first_pos, n_past + n_q), so no kernel thread can read outside the cache.
+void check_seq(const char* fn, const PagedKvView& kv, const AttnSeq& s, int i, bool whole_history) {
+  if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0) {
+    throw Error(Errc::invalid_argument, std::string(fn) + ": " + seq_name(i) + " has negative q_begin, n_q or n_past");
+  }
+  if (s.n_q == 0) return;
+  if (s.block_table == nullptr) {
+    throw Error(Errc::invalid_argument, std::string(fn) + ": " + seq_name(i) + " has no block table");
+  }
+  const int64_t end = static_cast<int64_t>(s.n_past) + s.n_q;
+  const int64_t first = whole_history ? 0 : s.n_past;
+  for (int64_t b = first / kv.block_size; b < (end + kv.block_size - 1) / kv.block_size; ++b) {
+    if (s.block_table[b] < 0 || s.block_table[b] >= kv.n_blocks) {
+      throw Error(Errc::invalid_argument, std::string(fn) + ": " + seq_name(i) + " block table entry " +
+                                              std::to_string(b) + " = " + std::to_string(s.block_table[b]) +
+                                              " is outside the cache's " + std::to_string(kv.n_blocks) + " blocks");
+    }
+  }
+}
+
+struct AttnJob {
+  float* out;
+  const float* q;
+  const PagedKvView* kv;
+  const AttnSeq* seqs;
+  const cpu::VecOps* ops;
+  const int64_t* item_begin;  // [n_seqs + 1]: first item of each sequence
+  int n_seqs;
+  int64_t n_head;
+  int64_t group;  // query heads per kv head
+  int64_t hc;     // query heads per item (divides group)
+  int64_t qc;     // queries per item
+  float scale;
+  int32_t window;
+  std::atomic<int64_t> next{0};
+};
+
+// Rows: queries [q0, q1) x heads [h0, h0 + hc) of sequence s, all reading kv
+// head h0 / group.
+void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int64_t h0) {
+  const PagedKvView& kv = *job.kv;
+  const cpu::VecOps& ops = *job.ops;
+  const int64_t d = kv.head_dim;
+  const int64_t bs = kv.block_size;
+  const int64_t stride = kv.n_head_kv * d;  // between consecutive slots of one kv head
+  const int64_t kvh = h0 / job.group;
+
+  int64_t lo[kMaxRows], hi[kMaxRows];  // visible positions [lo, hi) of each row
+  float m[kMaxRows], l[kMaxRows];
+  float* o[kMaxRows];
+  const float* qr[kMaxRows];
+  int64_t n_rows = 0;
+  for (int64_t qi = q0; qi < q1; ++qi) {
+    const int64_t p = static_cast<int64_t>(s.n_past) + qi;
+    const int64_t first = job.window > 0 ? std::max<int64_t>(0, p - job.window + 1) : 0;
+    for (int64_t h = h0; h < h0 + job.hc; ++h) {
+      const int64_t row = (static_cast<int64_t>(s.q_begin) + qi) * job.n_head + h;
+      lo[n_rows] = first;
+      hi[n_rows] = p + 1;
+      m[n_rows] = -INFINITY;
+      l[n_rows] = 0.0f;
+      o[n_rows] = job.out + row * d;
+      qr[n_rows] = job.q + row * d;
+      std::memset(o[n_rows], 0, static_cast<size_t>(d) * sizeof(float));
+      ++n_rows;
+    }
+  }
+  // Rows are ordered by query, and both ends of the visible range grow with
+  // the query, so the union is [first row's lo, last row's hi).
+  const int64_t u_lo = lo[0];
+  const int64_t u_hi = hi[n_rows - 1];
+
+  float sc[kTile];  // scores, then softmax weights, of one row on one tile
+  for (int64_t t = u_lo; t < u_hi;) {
+    const int64_t b = t / bs;
+    const int64_t t_end = std::min({u_hi, (b + 1) * bs, t + kTile});
+    const int64_t off = kv.offset(s.block_table[b], t - b * bs, kvh);
+    const float* kt = kv.k + off;
+    const float* vt = kv.v + off;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = std::max(t, lo[r]);
+      const int64_t e = std::min(t_end, hi[r]);
+      if (a >= e) continue;
+      const int64_t n = e - a;
+      ops.dot_tile(sc, qr[r], kt + (a - t) * stride, stride, n, d, job.scale);
+      const float m_new = std::max(m[r], ops.max(sc, n));
+      const float corr = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+      l[r] = l[r] * corr + ops.exp_sum(sc, m_new, n);
+      ops.acc_tile(o[r], corr, sc, vt + (a - t) * stride, stride, n, d);
+      m[r] = m_new;
+    }
+    t = t_end;
+  }
+  // Every row sees at least its own position, so l > 0.
+  for (int64_t r = 0; r < n_rows; ++r) ops.scale(o[r], 1.0f / l[r], d);
+}
+
+void run_items(AttnJob& job) {
+  const int64_t n_items = job.item_begin[job.n_seqs];
+  const int64_t h_chunks = job.n_head / job.hc;
+  for (;;) {
+    const int64_t it = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (it >= n_items) return;
+    const int64_t* sp = std::upper_bound(job.item_begin, job.item_begin + job.n_seqs + 1, it) - 1;
+    const AttnSeq& s = job.seqs[sp - job.item_begin];
+    const int64_t r = it - *sp;
+    const int64_t q_chunks = (s.n_q + job.qc - 1) / job.qc;
+    const int64_t qk = q_chunks - 1 - r / h_chunks;  // last (longest) query chunk first
+    const int64_t q0 = qk * job.qc;
+    run_item(job, s, q0, std::min<int64_t>(s.n_q, q0 + job.qc), (r % h_chunks) * job.hc);
+  }
+}
+
+int64_t count_items(const AttnSeq* seqs, int n_seqs, int64_t n_head, int64_t hc, int64_t qc) {
+  int64_t n = 0;
+  for (int i = 0; i < n_seqs; ++i) n += (seqs[i].n_q + qc - 1) / qc * (n_head / hc);
+  return n;
+}
+
+// The largest divisor of `group` that is <= cap.
+int64_t divisor_at_most(int64_t group, int64_t cap) {
+  for (int64_t h = std::min(group, cap); h > 1; --h) {
+    if (group % h == 0) return h;
+  }
+  return 1;
+}
+
+}  // namespace
+
+void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) {
+  check_view("kv_write", kv);
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "kv_write: bad sequences");
+  for (int i = 0; i < n_seqs; ++i) check_seq("kv_write", kv, seqs[i], i, false);
+  const int64_t row = kv.n_head_kv * kv.head_dim;  // one token's keys: [n_head_kv, head_dim]
+  const size_t bytes = static_cast<size_t>(row) * sizeof(float);
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq& s = seqs[i];
+    if (s.n_q > 0 && (k == nullptr || v == nullptr)) throw Error(Errc::invalid_argument, "kv_write: null k or v");
+    for (int64_t j = 0; j < s.n_q; ++j) {
+      const int64_t p = static_cast<int64_t>(s.n_past) + j;
+      const int64_t off = kv.offset(s.block_table[p / kv.block_size], p % kv.block_size, 0);
+      const int64_t src = (static_cast<int64_t>(s.q_begin) + j) * row;
+      std::memcpy(kv.k + off, k + src, bytes);
+      std::memcpy(kv.v + off, v + src, bytes);
+    }
+  }
+}
+
+void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
+               float scale, ThreadPool& pool, int32_t window) {
+  check_view("attention", kv);
+  if (n_head <= 0 || n_head % kv.n_head_kv != 0) {
+    throw Error(Errc::invalid_argument, "attention: n_head " + std::to_string(n_head) +
+                                            " is not a positive multiple of n_head_kv " + std::to_string(kv.n_head_kv));
+  }
+  if (window < 0) throw Error(Errc::invalid_argument, "attention: negative window " + std::to_string(window));
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "attention: bad sequences");
+  for (int i = 0; i < n_seqs; ++i) check_seq("attention", kv, seqs[i], i, true);
+
+  const int64_t group = n_head / kv.n_head_kv;
+  // Start with as many heads of a group and queries per item as fit in
+  // kMaxRows (they share each K/V tile), then split finer until every thread
+  // has a few items to balance with.
+  int64_t hc = divisor_at_most(group, kMaxRows);
+  int64_t qc = std::max<int64_t>(1, kMaxRows / hc);
+  const int64_t target = pool.size() > 1 ? 4 * static_cast<int64_t>(pool.size()) : 1;
+  while (count_items(seqs, n_seqs, n_head, hc, qc) < target) {
+    if (qc > 1) {
+      qc /= 2;
+    } else if (hc > 1) {
+      hc = divisor_at_most(group, hc - 1);
+    } else {
+      break;
+    }
+  }
+  if (out == nullptr || q == nullptr) {
+    if (count_items(seqs, n_seqs, n_head, hc, qc) == 0) return;
+    throw Error(Errc::invalid_argument, "attention: null q or out");
+  }
+
+  // Per calling thread, reused across calls: no allocation after the first.
+  thread_local std::vector<int64_t> item_begin;
+  item_begin.resize(static_cast<size_t>(n_seqs) + 1);
+  item_begin[0] = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    item_begin[i + 1] = item_begin[i] + (seqs[i].n_q + qc - 1) / qc * (n_head / hc);
+  }
+  const int64_t n_items = item_begin[static_cast<size_t>(n_seqs)];
+  if (n_items == 0) return;
+
+  AttnJob job{.out = out,
+              .q = q,
+              .kv = &kv,
+              .seqs = seqs,
+              .ops = &cpu::vec_ops(),
+              .item_begin = item_begin.data(),
+              .n_seqs = n_seqs,
+              .n_head = n_head,
+              .group = group,
+              .hc = hc,
+              .qc = qc,
+              .scale = scale,
+              .window = window};
+  if (n_items == 1 || pool.size() == 1) {
+    run_items(job);
+    return;
+  }
+  // One pointer captured, so std::function keeps it inline (no allocation).
+  AttnJob* jp = &job;
+  pool.run([jp](int, int) { run_items(*jp); });
+}
+
+}  // namespace troupe::kernels

@@ -1,0 +1,383 @@
+// AVX-512 matmul (compiled with -mavx512f/bw/vl/dq -mfma -mf16c). Decode (few
+// tokens) is a GEMV that streams each weight row once, dequantizing 32 weights
+// at a time in registers; prefill dequantizes a panel of rows into an f32
+// buffer once and runs a register-blocked tokens × rows micro-kernel over it.
+#include "kernels/cpu/matmul_impl.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+// GCC 12 reports the deliberately undefined pass-through operands inside its
+// own AVX-512 intrinsics as uninitialised once inlined; the warning points
+// into the header, so it is silenced for the header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+namespace troupe::kernels::detail {
+namespace {
+
+// Below this many tokens the in-register GEMV is faster (measured on Zen 5:
+// it reads each weight once per 4 tokens with no panel to write and re-read).
+constexpr int64_t kGemmMinTokens = 16;
+// Prefill micro-tile: 6 tokens × 4 rows = 24 zmm accumulators, plus 6 x
+// vectors and one weight vector; 10 loads per 24 FMAs. Few weight rows (they
+// stream from L2) and many token rows (they stay in L1): measured ~8% faster
+// than 4 tokens × 6 rows, and 3 × 8 was 25% slower.
+constexpr int kTileTokens = 6;
+constexpr int kTileRows = 4;
+// Columns of W per panel: the panel (kMatmulRowUnit rows, ~200 KiB) stays in
+// L2 while a tile's 6 rows of x (24 KiB) stay in L1.
+constexpr int64_t kKBlock = 1024;
+
+// ---- Loaders: one chunk (32 weights of a row) as two vectors of 16 f32 ----
+// Each gives exactly the values dequantize_row gives.
+
+__m512 half_broadcast(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h)));
+}
+
+__m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+__m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+struct LoadF32 {
+  static constexpr bool kQuantized = false;
+  static constexpr int64_t kChunkBytes = 32 * 4;
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    lo = _mm512_loadu_ps(c);
+    hi = _mm512_loadu_ps(c + 64);
+  }
+};
+
+struct LoadF16 {
+  static constexpr bool kQuantized = false;
+  static constexpr int64_t kChunkBytes = 32 * 2;
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    lo = _mm512_cvtph_ps(load256(c));
+    hi = _mm512_cvtph_ps(load256(c + 32));
+  }
+};
+
+struct LoadBF16 {
+  static constexpr bool kQuantized = false;
+  static constexpr int64_t kChunkBytes = 32 * 2;
+  // bf16 is the high half of an f32: widen to 32 bits and shift up.
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    lo = widen(load256(c));
+    hi = widen(load256(c + 32));
+  }
+};
+
+struct LoadQ8_0 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    const __m512 d = half_broadcast(c + offsetof(BlockQ8_0, d));
+    const uint8_t* qs = c + offsetof(BlockQ8_0, qs);
+    lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(qs))));
+    hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(qs + 16))));
+  }
+};
+
+// q4: the 16 possible weights of a block form a table of 16 floats, so one
+// vpermps per 16 nibbles dequantizes them (it reads only the low 4 index bits,
+// so the high nibble needs a shift but no mask).
+struct LoadQ4_0 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ4_0);
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512 table = _mm512_mul_ps(half_broadcast(c + offsetof(BlockQ4_0, d)), levels);
+    const __m512i q = _mm512_cvtepu8_epi32(load128(c + offsetof(BlockQ4_0, qs)));
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  }
+};
+
+struct LoadQ4_1 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ4_1);
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 d = half_broadcast(c + offsetof(BlockQ4_1, d));
+    const __m512 m = half_broadcast(c + offsetof(BlockQ4_1, m));
+    // d * q is exact in f32 (11-bit d times a 4-bit q), so d * q + m rounds
+    // once, as in dequantize_row, fused or not.
+    const __m512 table = _mm512_add_ps(_mm512_mul_ps(d, levels), m);
+    const __m512i q = _mm512_cvtepu8_epi32(load128(c + offsetof(BlockQ4_1, qs)));
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  }
+};
+
+// Sums each of v[0..7] across its 16 lanes; lane i of the result is v[i]'s
+// sum. Every vector is reduced in the same order whatever its slot, so a row's
+// result does not depend on which tile it fell in.
+[[gnu::always_inline]] inline __m256 reduce8(const __m512 (&v)[8]) {
+  __m512 s[4];
+  for (int i = 0; i < 4; ++i) {  // 512 -> 256 bits: [a.lo + a.hi | b.lo + b.hi]
+    const __m512 a = v[2 * i], b = v[2 * i + 1];
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  __m512 q[2];
+  for (int i = 0; i < 2; ++i) {  // 256 -> 128 bits: one 128-bit lane per vector
+    const __m512 a = s[2 * i], b = s[2 * i + 1];
+    q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // 128 -> 32 bits: lane L of q[0] holds v[L], of q[1] holds v[4 + L].
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(q[0], q[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 t = _mm512_add_ps(r, _mm512_permute_ps(r, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, t));
+}
+
+// ---- Decode: GEMV over T tokens × R rows, weights dequantized in registers ----
+
+// Software prefetch far ahead in the weight stream. Measured on Zen 5 with
+// weights in DRAM: without it a one-token GEMV reads only 8-15 GB/s for q8_0
+// and q4 (the hardware prefetchers do not run far enough ahead), with 12 KiB
+// 22-35 GB/s. The address is formed as an integer: it may lie past the end of
+// the weights, which a prefetch tolerates.
+constexpr uintptr_t kPrefetchBytes = 12288;
+inline void prefetch_ahead(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), _MM_HINT_T0);
+}
+
+// y[t0 + t][r0 + r] for t < T, r < R. For T = 1, two accumulators per row
+// (one per half chunk) keep enough independent FMA chains in flight.
+template <class L, int T, int R>
+void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {
+  const uint8_t* rows[R];
+  const float* xs[T];
+  for (int r = 0; r < R; ++r) rows[r] = p.w + (r0 + r) * p.w_row_bytes;
+  for (int t = 0; t < T; ++t) xs[t] = p.x + (t0 + t) * p.n_in;
+  constexpr int H = T == 1 ? 2 : 1;
+  __m512 acc[T][R][H];
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      for (int h = 0; h < H; ++h) acc[t][r][h] = _mm512_setzero_ps();
+    }
+  }
+  // One chunk: wc[r] points at row r's chunk, xc[t] at token t's 32 inputs.
+  auto step = [&](const uint8_t* const (&wc)[R], const float* const (&xc)[T]) {
+    __m512 xv[T][2];
+    for (int t = 0; t < T; ++t) {
+      xv[t][0] = _mm512_loadu_ps(xc[t]);
+      xv[t][1] = _mm512_loadu_ps(xc[t] + 16);
+    }
+    for (int r = 0; r < R; ++r) {
+      __m512 lo, hi;
+      L::load(wc[r], lo, hi);
+      for (int t = 0; t < T; ++t) {
+        acc[t][r][0] = _mm512_fmadd_ps(lo, xv[t][0], acc[t][r][0]);
+        acc[t][r][H - 1] = _mm512_fmadd_ps(hi, xv[t][1], acc[t][r][H - 1]);
+      }
+    }
+  };
+  const int64_t n_chunks = p.n_in / kMatmulChunk;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const uint8_t* wc[R];
+    const float* xc[T];
+    for (int r = 0; r < R; ++r) wc[r] = rows[r] + c * L::kChunkBytes;
+    for (int t = 0; t < T; ++t) xc[t] = xs[t] + c * kMatmulChunk;
+    for (int r = 0; r < R; ++r) prefetch_ahead(wc[r]);
+    step(wc, xc);
+  }
+  if constexpr (!L::kQuantized) {
+    // A row length that is not a multiple of 32 (plain float types only):
+    // run the last chunk on zero-padded copies.
+    const int64_t rem = p.n_in - n_chunks * kMatmulChunk;
+    if (rem > 0) {
+      constexpr int64_t elem = L::kChunkBytes / kMatmulChunk;
+      alignas(64) uint8_t wpad[R][L::kChunkBytes] = {};
+      alignas(64) float xpad[T][kMatmulChunk] = {};
+      const uint8_t* wc[R];
+      const float* xc[T];
+      for (int r = 0; r < R; ++r) {
+        std::memcpy(wpad[r], rows[r] + n_chunks * L::kChunkBytes, static_cast<size_t>(rem * elem));
+        wc[r] = wpad[r];
+      }
+      for (int t = 0; t < T; ++t) {
+        std::memcpy(xpad[t], xs[t] + n_chunks * kMatmulChunk, static_cast<size_t>(rem) * sizeof(float));
+        xc[t] = xpad[t];
+      }
+      step(wc, xc);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    __m512 v[8];
+    for (int r = 0; r < R; ++r) v[r] = H == 2 ? _mm512_add_ps(acc[t][r][0], acc[t][r][H - 1]) : acc[t][r][0];
+    for (int r = R; r < 8; ++r) v[r] = _mm512_setzero_ps();
+    _mm256_mask_storeu_ps(p.y + (t0 + t) * p.n_out + r0, static_cast<__mmask8>((1u << R) - 1), reduce8(v));
+  }
+}
+
+// Rows [r0, r1) for tokens t0 .. t0 + T - 1: tiles of R rows, then single rows.
+template <class L, int T, int R>
+void gemv_span(const MatmulProblem& p, int64_t t0, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) gemv_tile<L, T, R>(p, t0, r);
+  for (; r < r1; ++r) gemv_tile<L, T, 1>(p, t0, r);
+}
+
+template <class L>
+void gemv_rows(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
+  // Per unit of rows, all token groups: a unit's weights (at most 48 rows)
+  // stay in cache for the second and later groups of 4 tokens.
+  for (int64_t u0 = row_begin; u0 < row_end; u0 += kMatmulRowUnit) {
+    const int64_t u1 = std::min(u0 + kMatmulRowUnit, row_end);
+    for (int64_t t0 = 0; t0 < p.n_tokens; t0 += 4) {
+      switch (std::min<int64_t>(4, p.n_tokens - t0)) {
+        case 1: gemv_span<L, 1, 4>(p, t0, u0, u1); break;
+        case 2: gemv_span<L, 2, 4>(p, t0, u0, u1); break;
+        case 3: gemv_span<L, 3, 4>(p, t0, u0, u1); break;
+        default: gemv_span<L, 4, 4>(p, t0, u0, u1); break;
+      }
+    }
+  }
+}
+
+// ---- Prefill: panel of f32 weights × tokens, register-blocked ----
+
+// y[t][r] (+)= x[t, 0..kb) · w[r, 0..kb) for t < TM, r < RN. x rows are ldx
+// apart, w rows ldw apart, y rows ldy apart.
+template <int TM, int RN>
+void gemm_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t kb, float* y, int64_t ldy,
+               bool accumulate) {
+  __m512 acc[TM][RN];
+  for (int t = 0; t < TM; ++t) {
+    for (int r = 0; r < RN; ++r) acc[t][r] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 16 <= kb; k += 16) {
+    __m512 xv[TM];
+    for (int t = 0; t < TM; ++t) xv[t] = _mm512_loadu_ps(x + t * ldx + k);
+    for (int r = 0; r < RN; ++r) {
+      const __m512 wv = _mm512_loadu_ps(w + r * ldw + k);
+      for (int t = 0; t < TM; ++t) acc[t][r] = _mm512_fmadd_ps(xv[t], wv, acc[t][r]);
+    }
+  }
+  if (k < kb) {  // masked lanes are neither read nor faulted on
+    const auto m = static_cast<__mmask16>((1u << (kb - k)) - 1);
+    __m512 xv[TM];
+    for (int t = 0; t < TM; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * ldx + k);
+    for (int r = 0; r < RN; ++r) {
+      const __m512 wv = _mm512_maskz_loadu_ps(m, w + r * ldw + k);
+      for (int t = 0; t < TM; ++t) acc[t][r] = _mm512_fmadd_ps(xv[t], wv, acc[t][r]);
+    }
+  }
+  const auto m = static_cast<__mmask8>((1u << RN) - 1);
+  for (int t = 0; t < TM; ++t) {
+    __m512 v[8];
+    for (int r = 0; r < RN; ++r) v[r] = acc[t][r];
+    for (int r = RN; r < 8; ++r) v[r] = _mm512_setzero_ps();
+    __m256 s = reduce8(v);
+    if (accumulate) s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(m, y + t * ldy));
+    _mm256_mask_storeu_ps(y + t * ldy, m, s);
+  }
+}
+
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, bool);
+
+template <int TM, int... RN>
+constexpr std::array<TileFn, sizeof...(RN)> tile_row(std::integer_sequence<int, RN...>) {
+  return {&gemm_tile<TM, RN + 1>...};
+}
+template <int... TM>
+constexpr std::array<std::array<TileFn, kTileRows>, sizeof...(TM)> tile_table(std::integer_sequence<int, TM...>) {
+  return {tile_row<TM + 1>(std::make_integer_sequence<int, kTileRows>{})...};
+}
+// kTiles[tm - 1][rn - 1] handles a tm × rn tile (edges use the smaller ones).
+constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kTileTokens>{});
+
+// Dequantizes rows [r0, r0 + nr), columns [k0, k0 + kb) of W into dst (rows
+// ld floats apart). k0 is a multiple of 32.
+template <class L>
+void dequant_panel(const MatmulProblem& p, int64_t r0, int64_t nr, int64_t k0, int64_t kb, float* dst, int64_t ld) {
+  const int64_t c0 = k0 / kMatmulChunk;
+  const int64_t n_chunks = kb / kMatmulChunk;
+  for (int64_t i = 0; i < nr; ++i) {
+    const uint8_t* row = p.w + (r0 + i) * p.w_row_bytes;
+    float* out = dst + i * ld;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      __m512 lo, hi;
+      L::load(row + (c0 + c) * L::kChunkBytes, lo, hi);
+      _mm512_storeu_ps(out + c * kMatmulChunk, lo);
+      _mm512_storeu_ps(out + c * kMatmulChunk + 16, hi);
+    }
+    if constexpr (!L::kQuantized) {
+      const int64_t done = n_chunks * kMatmulChunk;
+      if (done < kb) {
+        constexpr int64_t elem = L::kChunkBytes / kMatmulChunk;
+        dequantize_row(p.wtype, row + (k0 + done) * elem, out + done, kb - done);
+      }
+    }
+  }
+}
+
+template <class L>
+void gemm_rows(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
+  // Rows of the panel are padded by a cache line so that they never sit a
+  // multiple of 4 KiB apart (which would make them share L1 sets).
+  const int64_t ld = (std::min(kKBlock, p.n_in) + 15) / 16 * 16 + 16;
+  float* panel = matmul_scratch(kMatmulRowUnit * ld);
+  for (int64_t k0 = 0; k0 < p.n_in; k0 += kKBlock) {
+    const int64_t kb = std::min(kKBlock, p.n_in - k0);
+    for (int64_t p0 = row_begin; p0 < row_end; p0 += kMatmulRowUnit) {
+      const int64_t pr = std::min(kMatmulRowUnit, row_end - p0);
+      dequant_panel<L>(p, p0, pr, k0, kb, panel, ld);
+      // Token tiles as even as possible (7 tokens: 4 + 3, not 6 + 1).
+      const int64_t n_tiles = (p.n_tokens + kTileTokens - 1) / kTileTokens;
+      for (int64_t i = 0; i < n_tiles; ++i) {
+        const int64_t t0 = i * p.n_tokens / n_tiles;
+        const int64_t tm = (i + 1) * p.n_tokens / n_tiles - t0;
+        for (int64_t r = 0; r < pr; r += kTileRows) {
+          const int64_t rn = std::min<int64_t>(kTileRows, pr - r);
+          kTiles[tm - 1][rn - 1](p.x + t0 * p.n_in + k0, p.n_in, panel + r * ld, ld, kb,
+                                 p.y + t0 * p.n_out + p0 + r, p.n_out, k0 > 0);
+        }
+      }
+    }
+  }
+}
+
+template <class L>
+void rows_for(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
+  if (p.n_tokens < kGemmMinTokens) {
+    gemv_rows<L>(p, row_begin, row_end);
+  } else {
+    gemm_rows<L>(p, row_begin, row_end);
+  }
+}
+
+}  // namespace
+
+void matmul_rows_avx512(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
+  switch (p.wtype) {
+    case DType::f32: return rows_for<LoadF32>(p, row_begin, row_end);
+    case DType::f16: return rows_for<LoadF16>(p, row_begin, row_end);
+    case DType::bf16: return rows_for<LoadBF16>(p, row_begin, row_end);
+    case DType::q8_0: return rows_for<LoadQ8_0>(p, row_begin, row_end);
+    case DType::q4_0: return rows_for<LoadQ4_0>(p, row_begin, row_end);
+    case DType::q4_1: return rows_for<LoadQ4_1>(p, row_begin, row_end);
+  }
+}
+
+}  // namespace troupe::kernels::detail
+
+#endif  // x86

@@ -1,0 +1,80 @@
+// CpuBackend: thin forwarding to the CPU kernels; the elementwise helpers
+// that are too small to deserve a kernel file live here.
+#include "kernels/cpu_backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace troupe {
+namespace {
+constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
+}  // namespace
+
+CpuBackend::CpuBackend(CpuBackendOptions options) : pool_(options.n_threads) {}
+
+void* CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void CpuBackend::deallocate(void* p) { std::free(p); }
+
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) {
+  kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
+}
+
+void CpuBackend::embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) {
+  kernels::embedding(y, table.data, table.type, ids, n_tokens, table.n_in);
+}
+
+void CpuBackend::rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd, float eps) {
+  kernels::rmsnorm(y, x, weight, n_tokens, n_embd, eps);
+}
+
+void CpuBackend::layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens,
+                           int64_t n_embd, float eps) {
+  kernels::layernorm(y, x, weight, bias, n_tokens, n_embd, eps);
+}
+
+void CpuBackend::add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = y + r * n_cols;
+    for (int64_t c = 0; c < n_cols; ++c) row[c] += bias[c];
+  }
+}
+
+void CpuBackend::rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                      const kernels::RopeParams& p) {
+  kernels::rope(x, pos, n_tokens, n_head, head_dim, p);
+}
+
+void CpuBackend::swiglu(float* y, const float* gate, const float* up, int64_t n) { kernels::swiglu(y, gate, up, n); }
+
+void CpuBackend::gelu(float* y, const float* x, int64_t n) { kernels::gelu(y, x, n); }
+
+void CpuBackend::gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) {
+  for (int64_t i = 0; i < n_rows; ++i) {
+    std::memmove(y + i * n_cols, x + static_cast<int64_t>(rows[i]) * n_cols, static_cast<size_t>(n_cols) * 4);
+  }
+}
+
+void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) {
+  kernels::kv_write(kv, k, v, seqs, n_seqs);
+}
+
+void CpuBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
+                           int64_t n_head, float scale, int32_t window) {
+  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window);
+}
+
+}  // namespace troupe

@@ -1,0 +1,50 @@
+// The CPU backend: host memory, weights used in place from the mapped file,
+// kernels from kernels/cpu_kernels.hpp on a thread pool.
+#pragma once
+
+#include <memory>
+
+#include "core/thread_pool.hpp"
+#include "kernels/backend.hpp"
+
+namespace troupe {
+
+struct CpuBackendOptions {
+  int n_threads = 0;  // 0: one per hardware thread
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(CpuBackendOptions options = {});
+
+  std::string_view name() const override { return "cpu"; }
+  ThreadPool& pool() { return pool_; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  Weight upload_weight(const Weight& host) override { return host; }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override {}
+
+  void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) override;
+  void embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) override;
+  void rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd, float eps) override;
+  void layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t n_embd,
+                 float eps) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols) override;
+  void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+            const kernels::RopeParams& p) override;
+  void swiglu(float* y, const float* gate, const float* up, int64_t n) override;
+  void gelu(float* y, const float* x, int64_t n) override;
+  void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
+  void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
+  void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
+                 float scale, int32_t window) override;
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,33 @@
+// One forward step's input: a batch of sequences, each contributing some new
+// tokens (a prefill chunk or one decode token) at its own position.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace troupe {
+
+struct BatchSeq {
+  int32_t n_tokens = 0;                 // new tokens of this sequence in this step
+  int32_t n_past = 0;                   // tokens already in its KV cache
+  std::span<const int32_t> block_table; // physical KV block per logical block
+  bool want_logits = true;              // logits for the last new token
+};
+
+struct BatchView {
+  std::span<const int32_t> tokens;  // [n_tokens], sequences back to back (first stage)
+  std::span<const BatchSeq> seqs;
+
+  int64_t n_tokens() const {
+    int64_t n = 0;
+    for (const BatchSeq& s : seqs) n += s.n_tokens;
+    return n;
+  }
+  int64_t n_logit_rows() const {
+    int64_t n = 0;
+    for (const BatchSeq& s : seqs) n += s.want_logits ? 1 : 0;
+    return n;
+  }
+};
+
+}  // namespace troupe

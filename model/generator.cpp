@@ -1,0 +1,87 @@
+// Generator: prefill in chunks, then one token per step, on a private KV
+// pool whose blocks are simply 0..n-1 in order.
+#include "model/generator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Generator::Generator(std::shared_ptr<const Model> model, Backend& backend, GeneratorOptions options)
+    : model_(std::move(model)) {
+  const ModelConfig& c = model_->config();
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 2048, 4096);
+  chunk_ = std::max<int64_t>(1, std::min(options.prefill_chunk, n_ctx_));
+  const int64_t n_blocks = (n_ctx_ + options.kv_block_size - 1) / options.kv_block_size;
+  block_table_.resize(static_cast<size_t>(n_blocks));
+  std::iota(block_table_.begin(), block_table_.end(), 0);
+  stage_ = std::make_unique<ModelStage>(model_, backend,
+                                        StageOptions{.max_tokens = chunk_,
+                                                     .max_seqs = 1,
+                                                     .n_kv_blocks = n_blocks,
+                                                     .kv_block_size = options.kv_block_size});
+  logits_.resize(static_cast<size_t>(c.n_vocab));
+}
+
+void Generator::step(std::span<const int32_t> tokens, int32_t n_past, bool want_logits) {
+  const BatchSeq seq{.n_tokens = static_cast<int32_t>(tokens.size()),
+                     .n_past = n_past,
+                     .block_table = block_table_,
+                     .want_logits = want_logits};
+  stage_->forward(BatchView{.tokens = tokens, .seqs = std::span(&seq, 1)}, nullptr, logits_.data());
+}
+
+std::vector<float> Generator::prompt_logits(std::span<const int32_t> prompt) {
+  if (prompt.empty()) throw Error(Errc::invalid_argument, "empty prompt");
+  if (static_cast<int64_t>(prompt.size()) > n_ctx_) throw Error(Errc::invalid_argument, "prompt longer than the context");
+  for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(chunk_)) {
+    const size_t n = std::min(prompt.size() - i, static_cast<size_t>(chunk_));
+    step(prompt.subspan(i, n), static_cast<int32_t>(i), i + n == prompt.size());
+  }
+  return logits_;
+}
+
+std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, const GenerateRequest& request,
+                                         const std::function<bool(int32_t)>& on_token) {
+  if (prompt.empty()) throw Error(Errc::invalid_argument, "empty prompt");
+  if (static_cast<int64_t>(prompt.size()) >= n_ctx_) {
+    throw Error(Errc::invalid_argument, "prompt of " + std::to_string(prompt.size()) +
+                                            " tokens leaves no room in a context of " + std::to_string(n_ctx_));
+  }
+  stats_ = {};
+  stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
+  auto t0 = std::chrono::steady_clock::now();
+  prompt_logits(prompt);
+  stats_.prefill_seconds = seconds_since(t0);
+
+  Sampler sampler(request.sampling);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  std::vector<int32_t> out;
+  std::vector<int32_t> stops = request.stop_tokens;
+  if (stops.empty()) stops.push_back(model_->vocab().eos_id);
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < request.max_new_tokens; ++i) {
+    const int32_t token = sampler.sample(logits_, history);
+    out.push_back(token);
+    history.push_back(token);
+    if (on_token && !on_token(token)) break;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) break;
+    if (static_cast<int64_t>(history.size()) >= n_ctx_) break;
+    if (i + 1 == request.max_new_tokens) break;
+    step(std::span(&token, 1), static_cast<int32_t>(history.size() - 1), true);
+  }
+  stats_.decode_seconds = seconds_since(t0);
+  stats_.generated_tokens = static_cast<int64_t>(out.size());
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,69 @@
+// Single-request generation in one loop on one stage: the engine without the
+// actor pipeline. The CLI's `generate` uses it, tests use it as the
+// "request run alone" reference, and benchmarks use it as the baseline the
+// actor pipeline's overhead is measured against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "model/sampler.hpp"
+
+namespace troupe {
+
+struct GeneratorOptions {
+  int64_t n_ctx = 0;           // context length; 0: the model's trained context, capped at 4096
+  int64_t prefill_chunk = 512; // prompt tokens per forward step
+  int64_t kv_block_size = 16;
+};
+
+struct GenerateRequest {
+  int64_t max_new_tokens = 128;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // end generation after one of these; empty: the vocab's EOS
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+class Generator {
+ public:
+  Generator(std::shared_ptr<const Model> model, Backend& backend, GeneratorOptions options = {});
+
+  // Prefills the prompt, then samples up to max_new_tokens. on_token is called
+  // with each new token; returning false stops generation. Returns the
+  // generated ids (without the prompt). Throws Error(invalid_argument) for an
+  // empty prompt or one that leaves no room in the context.
+  std::vector<int32_t> generate(std::span<const int32_t> prompt, const GenerateRequest& request,
+                                const std::function<bool(int32_t)>& on_token = {});
+
+  // Logits of the last prompt token, from a fresh context ([n_vocab]).
+  std::vector<float> prompt_logits(std::span<const int32_t> prompt);
+
+  const GenerateStats& stats() const { return stats_; }
+  int64_t n_ctx() const { return n_ctx_; }
+
+ private:
+  // Feeds tokens at position n_past; returns logits of the last one when asked.
+  void step(std::span<const int32_t> tokens, int32_t n_past, bool want_logits);
+
+  std::shared_ptr<const Model> model_;
+  int64_t n_ctx_;
+  int64_t chunk_;
+  std::vector<int32_t> block_table_;
+  std::unique_ptr<ModelStage> stage_;
+  std::vector<float> logits_;
+  GenerateStats stats_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,37 @@
+// Model hyperparameters, read once from a model file and passed in; nothing
+// below reads the file or the environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_kernels.hpp"
+
+namespace troupe {
+
+struct ModelConfig {
+  std::string arch = "llama";
+  std::string name;
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+  kernels::RopeLayout rope_layout = kernels::RopeLayout::normal;
+  int64_t n_rot = 0;  // rotated dims per head
+  float rope_theta = 10000.0f;
+  float rope_freq_scale = 1.0f;
+  std::vector<float> rope_freq_factors;  // [n_rot / 2] or empty
+  int32_t sliding_window = 0;            // 0: full causal attention
+  bool tied_output = false;              // output projection is the token embedding
+
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+}  // namespace troupe

@@ -1,0 +1,72 @@
+// A model stage: a contiguous range of layers of one model on one backend,
+// with the KV pages of those layers and a step arena. One stage is a whole
+// model; a chain of stages is pipeline parallelism (the executor actors).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "memory/step_arena.hpp"
+#include "model/batch.hpp"
+#include "model/model.hpp"
+
+namespace troupe {
+
+struct StageOptions {
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;      // exclusive; -1: the model's last layer
+  int64_t max_tokens = 512;     // most tokens in one step (sizes the arena)
+  int64_t max_seqs = 64;        // most sequences in one step
+  int64_t n_kv_blocks = 256;    // KV pages per layer
+  int64_t kv_block_size = 16;   // tokens per page
+};
+
+class ModelStage {
+ public:
+  ModelStage(std::shared_ptr<const Model> model, Backend& backend, StageOptions options);
+  ~ModelStage();
+  ModelStage(const ModelStage&) = delete;
+  ModelStage& operator=(const ModelStage&) = delete;
+
+  bool is_first() const { return first_ == 0; }
+  bool is_last() const { return last_ == model_->config().n_layer; }
+  int64_t first_layer() const { return first_; }
+  int64_t last_layer() const { return last_; }
+  const Model& model() const { return *model_; }
+  const StageOptions& options() const { return options_; }
+  // Width of this stage's output row: n_vocab for the last stage, else n_embd.
+  int64_t output_width() const;
+
+  // Runs the stage's layers on one batch.
+  // in:  first stage: batch.tokens; other stages: hidden_in [n_tokens, n_embd] (host).
+  // out: last stage: logits [n_logit_rows, n_vocab]; else hidden [n_tokens, n_embd] (host).
+  // Throws Error(invalid_argument) for a batch past the stage's limits.
+  void forward(const BatchView& batch, const float* hidden_in, float* out);
+
+  size_t kv_bytes() const { return kv_bytes_; }
+  size_t arena_capacity() const { return arena_.capacity(); }
+  size_t arena_peak() const { return arena_.peak(); }
+
+ private:
+  void check_batch(const BatchView& batch) const;
+  void attention_block(int64_t il, float* x, int64_t n_tokens, const int32_t* pos,
+                       const std::vector<AttnSeq>& seqs);
+  void ffn_block(int64_t il, float* x, int64_t n_tokens);
+
+  std::shared_ptr<const Model> model_;
+  Backend& backend_;
+  StageOptions options_;
+  int64_t first_ = 0;
+  int64_t last_ = 0;
+  ModelWeights weights_;  // backend copies of this stage's weights
+  std::vector<PagedKvView> kv_;  // [last - first]
+  size_t kv_bytes_ = 0;
+  std::vector<void*> owned_;  // backend allocations freed on destruction
+  StepArena arena_;
+  std::vector<AttnSeq> seqs_scratch_;
+  std::vector<int32_t> pos_scratch_;
+  std::vector<int32_t> rows_scratch_;
+};
+
+}  // namespace troupe

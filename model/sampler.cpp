@@ -1,0 +1,377 @@
+// Sampler: penalties, temperature, top-k (heap selection, O(n_vocab log k)),
+// top-p (a quickselect on probability mass, O(n_vocab) expected, no sort of
+// the vocab), min-p, and a draw from a 64-bit Mersenne Twister seeded per
+// request. Whole-vocab softmaxes go through the SIMD kernel.
+#include "model/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/cpu_kernels.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Ranks candidates best first: higher logit, then lower id. A strict total
+// order (NaN logits are mapped to -inf before they get here), so every
+// selection below is deterministic.
+bool better(const SampleCandidate& a, const SampleCandidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+}
+
+bool better_lp(const TokenLogprob& a, const TokenLogprob& b) {
+  return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw Error(Errc::invalid_argument, "sampling parameters: " + what);
+}
+
+// argmax, lowest id on ties; -1 when no logit is > -inf (all masked or NaN).
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = -1;
+  float best_v = kNegInf;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > best_v) {
+      best_v = logits[i];
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
+}
+
+[[noreturn]] void throw_no_finite() {
+  throw Error(Errc::invalid_argument, "sampler: logits hold no finite value to sample from");
+}
+
+// The middle one of three by `better`.
+const SampleCandidate& median3(const SampleCandidate& a, const SampleCandidate& b, const SampleCandidate& d) {
+  if (better(a, b)) {
+    if (better(b, d)) return b;
+    return better(a, d) ? d : a;
+  }
+  if (better(a, d)) return a;
+  return better(b, d) ? d : b;
+}
+
+// Reorders c so that c[0, keep) is the top-p set, returning keep: the best
+// tokens (by `better`) up to and including the one whose cumulative mass
+// reaches target. A quickselect that weighs each side by its mass instead of
+// counting it, so the set is found in expected O(n) and left unsorted.
+size_t top_p_prefix(std::span<SampleCandidate> c, double target) {
+  size_t lo = 0;         // c[0, lo): certainly kept, total mass `acc`
+  size_t hi = c.size();  // c[hi, n): certainly dropped
+  double acc = 0.0;
+  while (hi - lo > 32) {
+    // Median of three as the pivot, then [better than pivot][pivot][worse].
+    const SampleCandidate pivot = median3(c[lo], c[lo + (hi - lo) / 2], c[hi - 1]);
+    auto first = c.begin() + static_cast<ptrdiff_t>(lo);
+    auto last = c.begin() + static_cast<ptrdiff_t>(hi);
+    auto mid_it = std::partition(first, last, [&](const SampleCandidate& x) { return better(x, pivot); });
+    std::iter_swap(mid_it,
+                   std::find_if(mid_it, last, [&](const SampleCandidate& x) { return x.token == pivot.token; }));
+    const size_t mid = static_cast<size_t>(mid_it - c.begin());
+    double upper = 0.0;
+    for (size_t i = lo; i < mid; ++i) upper += c[i].prob;
+    if (acc + upper >= target) {
+      hi = mid;
+    } else if (acc + upper + c[mid].prob >= target) {
+      return mid + 1;
+    } else {
+      acc += upper + c[mid].prob;
+      lo = mid + 1;
+    }
+  }
+  std::sort(c.begin() + static_cast<ptrdiff_t>(lo), c.begin() + static_cast<ptrdiff_t>(hi), better);
+  for (size_t i = lo; i < hi; ++i) {
+    acc += c[i].prob;
+    if (acc >= target) return i + 1;
+  }
+  return hi;  // rounding left the target just out of reach
+}
+
+// Scales p so it sums to 1 over what is left.
+void renormalise(std::span<SampleCandidate> c) {
+  double total = 0.0;
+  for (const SampleCandidate& x : c) total += x.prob;
+  for (SampleCandidate& x : c) x.prob = static_cast<float>(x.prob / total);
+}
+
+// Index of the draw u in [0, 1) over weights w(0..n-1): the first index
+// whose cumulative weight passes u * total. Sums run over blocks with four
+// partial sums (not one long dependency chain), and a block whose sum does
+// not reach the target is skipped whole; over a 150k vocab that is most of
+// them.
+template <class Weight>
+size_t draw(size_t n, double u, Weight w) {
+  constexpr size_t kBlock = 256;
+  auto block_sum = [&](size_t b, size_t e) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t i = b;
+    for (; i + 4 <= e; i += 4) {
+      s0 += w(i);
+      s1 += w(i + 1);
+      s2 += w(i + 2);
+      s3 += w(i + 3);
+    }
+    for (; i < e; ++i) s0 += w(i);
+    return (s0 + s1) + (s2 + s3);
+  };
+  double total = 0.0;
+  for (size_t b = 0; b < n; b += kBlock) total += block_sum(b, std::min(n, b + kBlock));
+  const double target = u * total;
+  double cum = 0.0;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    const double s = block_sum(b, e);
+    if (cum + s <= target) {
+      cum += s;
+      continue;
+    }
+    for (size_t i = b; i < e; ++i) {
+      cum += w(i);
+      if (target < cum && w(i) > 0.0) return i;
+    }
+  }
+  // Rounding left the target just past the end: take the last token that
+  // has any weight (never one whose probability underflowed to 0).
+  size_t last = n;
+  while (last > 0 && !(w(last - 1) > 0.0)) --last;
+  return last > 0 ? last - 1 : 0;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& p)
+    : params_(p), rng_(p.seed), chosen_logprob_(std::numeric_limits<float>::quiet_NaN()) {
+  check(std::isfinite(p.temperature) && p.temperature >= 0.0f,
+        "temperature must be >= 0, got " + std::to_string(p.temperature));
+  check(p.top_k >= 0, "top_k must be >= 0, got " + std::to_string(p.top_k));
+  check(p.top_p > 0.0f && p.top_p <= 1.0f, "top_p must be in (0, 1], got " + std::to_string(p.top_p));
+  check(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1], got " + std::to_string(p.min_p));
+  check(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f,
+        "repetition_penalty must be > 0, got " + std::to_string(p.repetition_penalty));
+  check(std::isfinite(p.presence_penalty) && std::isfinite(p.frequency_penalty),
+        "presence_penalty and frequency_penalty must be finite");
+  check(p.n_logprobs >= 0 && p.n_logprobs <= 20, "n_logprobs must be in 0..20, got " + std::to_string(p.n_logprobs));
+}
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
+  saved_.clear();
+  const SamplingParams& p = params_;
+  if (history.empty() || (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f)) {
+    return;
+  }
+  // Sorting a copy groups repeats into runs: one pass then gives each seen
+  // token and its count, with no vocab-sized table.
+  seen_.assign(history.begin(), history.end());
+  std::sort(seen_.begin(), seen_.end());
+  if (seen_.front() < 0 || static_cast<size_t>(seen_.back()) >= logits.size()) {
+    const int32_t bad = seen_.front() < 0 ? seen_.front() : seen_.back();
+    throw Error(Errc::invalid_argument, "sampler: history token " + std::to_string(bad) + " is outside the vocab of " +
+                                            std::to_string(logits.size()));
+  }
+  for (size_t i = 0; i < seen_.size();) {
+    size_t j = i;
+    while (j < seen_.size() && seen_[j] == seen_[i]) ++j;
+    const int32_t t = seen_[i];
+    const float count = static_cast<float>(j - i);
+    float l = logits[t];
+    saved_.emplace_back(t, l);
+    if (p.repetition_penalty != 1.0f) l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+    l -= p.presence_penalty + p.frequency_penalty * count;
+    logits[t] = l;
+    i = j;
+  }
+}
+
+float Sampler::raw_logit(std::span<const float> logits, int32_t token) const {
+  auto it = std::lower_bound(saved_.begin(), saved_.end(), token,
+                             [](const std::pair<int32_t, float>& s, int32_t t) { return s.first < t; });
+  return it != saved_.end() && it->first == token ? it->second : logits[token];
+}
+
+void Sampler::record_logprobs(std::span<const float> raw) {
+  // log-sum-exp through the SIMD softmax: p[argmax] = 1 / sum exp(raw - max),
+  // so log_norm = max - log(p[argmax]).
+  const size_t n = raw.size();
+  probs_.resize(n);
+  int32_t best = -1;
+  float m = kNegInf;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = std::isnan(raw[i]) ? kNegInf : raw[i];
+    probs_[i] = v;
+    if (v > m) {
+      m = v;
+      best = static_cast<int32_t>(i);
+    }
+  }
+  top_.clear();
+  if (best < 0 || !std::isfinite(m)) {
+    log_norm_ = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  kernels::softmax(probs_.data(), static_cast<int64_t>(n));
+  log_norm_ = m - std::log(probs_[best]);
+
+  // The n best by a bounded heap whose top is the worst kept entry.
+  const size_t k = static_cast<size_t>(params_.n_logprobs);
+  if (k == 0) return;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(raw[i])) continue;
+    const TokenLogprob e{.token = static_cast<int32_t>(i), .logprob = raw[i]};
+    if (top_.size() < k) {
+      top_.push_back(e);
+      std::push_heap(top_.begin(), top_.end(), better_lp);
+    } else if (better_lp(e, top_.front())) {
+      std::pop_heap(top_.begin(), top_.end(), better_lp);
+      top_.back() = e;
+      std::push_heap(top_.begin(), top_.end(), better_lp);
+    }
+  }
+  std::sort_heap(top_.begin(), top_.end(), better_lp);
+  for (TokenLogprob& e : top_) e.logprob -= log_norm_;
+}
+
+// top_k < n_vocab: the k best by a bounded heap (top = worst kept), sorted,
+// then top_p by a scan and min_p, all over k tokens.
+void Sampler::filter_top_k(std::span<const float> logits, float inv_t) {
+  const SamplingParams& p = params_;
+  const size_t k = static_cast<size_t>(p.top_k);
+  cand_.clear();
+  cand_.reserve(k);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    const SampleCandidate c{.token = static_cast<int32_t>(i), .logit = std::isnan(v) ? kNegInf : v * inv_t};
+    if (cand_.size() < k) {
+      cand_.push_back(c);
+      std::push_heap(cand_.begin(), cand_.end(), better);
+    } else if (better(c, cand_.front())) {
+      std::pop_heap(cand_.begin(), cand_.end(), better);
+      cand_.back() = c;
+      std::push_heap(cand_.begin(), cand_.end(), better);
+    }
+  }
+  std::sort_heap(cand_.begin(), cand_.end(), better);
+  const float max_l = cand_.front().logit;
+  if (!std::isfinite(max_l)) throw_no_finite();
+  for (SampleCandidate& c : cand_) c.prob = std::exp(c.logit - max_l);
+  renormalise(cand_);
+  if (p.top_p < 1.0f) {
+    // Keep through the token whose cumulative mass reaches top_p (HF and
+    // llama.cpp agree on keeping the crossing token).
+    double cum = 0.0;
+    for (size_t i = 0; i < cand_.size(); ++i) {
+      cum += cand_[i].prob;
+      if (cum >= p.top_p) {
+        cand_.resize(i + 1);
+        break;
+      }
+    }
+  }
+  if (p.min_p > 0.0f) {
+    const float floor = p.min_p * cand_.front().prob;
+    std::erase_if(cand_, [&](const SampleCandidate& c) { return c.prob < floor; });
+  }
+  renormalise(cand_);
+}
+
+// Whole-vocab top_p and/or min_p over probs_ (already normalised). Tokens
+// under min_p * p_max fail min_p; tokens under (1 - top_p) / n_vocab cannot be
+// in the nucleus (every token ranked at or below one would then weigh less
+// than 1 - top_p in all). Both are ranked below all survivors, so they are
+// skipped before the candidates are even built.
+void Sampler::filter_full(std::span<const float> logits, float inv_t, float min_prob) {
+  const SamplingParams& p = params_;
+  const size_t n = probs_.size();
+  float floor = min_prob;
+  if (p.top_p < 1.0f) floor = std::max(floor, (1.0f - p.top_p) / static_cast<float>(n));
+  cand_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    // A kept token has probability > 0, so its logit is a number.
+    if (probs_[i] >= floor && probs_[i] > 0.0f) {
+      cand_.push_back({.token = static_cast<int32_t>(i), .logit = logits[i] * inv_t, .prob = probs_[i]});
+    }
+  }
+  if (p.top_p < 1.0f) cand_.resize(top_p_prefix(cand_, p.top_p));
+  renormalise(cand_);
+}
+
+bool Sampler::filter(std::span<const float> logits) {
+  const SamplingParams& p = params_;
+  const size_t n = logits.size();
+  const float inv_t = 1.0f / p.temperature;
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
+    filter_top_k(logits, inv_t);
+    return false;
+  }
+  probs_.resize(n);
+  int32_t best = -1;
+  float m = kNegInf;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = std::isnan(logits[i]) ? kNegInf : logits[i] * inv_t;
+    probs_[i] = v;
+    if (v > m) {
+      m = v;
+      best = static_cast<int32_t>(i);
+    }
+  }
+  if (best < 0 || !std::isfinite(m)) throw_no_finite();
+  kernels::softmax(probs_.data(), static_cast<int64_t>(n));
+  if (p.top_p >= 1.0f && p.min_p <= 0.0f) return true;
+  filter_full(logits, inv_t, p.min_p * probs_[best]);
+  return false;
+}
+
+std::span<const SampleCandidate> Sampler::candidates(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
+  apply_penalties(logits, history);
+  if (params_.temperature == 0.0f) {
+    const int32_t best = argmax(logits);
+    if (best < 0) throw_no_finite();
+    cand_.assign(1, SampleCandidate{.token = best, .logit = logits[best], .prob = 1.0f});
+    return cand_;
+  }
+  if (filter(logits)) {
+    const float inv_t = 1.0f / params_.temperature;
+    cand_.clear();
+    for (size_t i = 0; i < probs_.size(); ++i) {
+      const float l = std::isnan(logits[i]) ? kNegInf : logits[i] * inv_t;
+      cand_.push_back({.token = static_cast<int32_t>(i), .logit = l, .prob = probs_[i]});
+    }
+  }
+  std::sort(cand_.begin(), cand_.end(), better);
+  return cand_;
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
+  const bool want_logprobs = params_.logprobs || params_.n_logprobs > 0;
+  if (want_logprobs) record_logprobs(logits);
+  apply_penalties(logits, history);
+
+  int32_t token = -1;
+  if (params_.temperature == 0.0f) {
+    token = argmax(logits);
+    if (token < 0) throw_no_finite();
+  } else {
+    const bool whole_vocab = filter(logits);
+    // u in [0, 1) from the top 53 bits: the same on every platform, unlike
+    // std::uniform_real_distribution.
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    if (whole_vocab) {
+      token = static_cast<int32_t>(draw(probs_.size(), u, [&](size_t i) { return double(probs_[i]); }));
+    } else {
+      token = cand_[draw(cand_.size(), u, [&](size_t i) { return double(cand_[i].prob); })].token;
+    }
+  }
+  chosen_logprob_ = want_logprobs ? raw_logit(logits, token) - log_norm_ : std::numeric_limits<float>::quiet_NaN();
+  return token;
+}
+
+}  // namespace troupe

@@ -1,0 +1,181 @@
+// The model-independent half of Tokenizer: vocab checks, special-token
+// splitting, BOS/EOS, decoding and token classes. The subword algorithms live
+// in spm_tokenizer.cpp and bpe_tokenizer.cpp.
+#include "tokenizer/tokenizer.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
+#include "tokenizer/spm_tokenizer.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace troupe {
+namespace {
+
+[[noreturn]] void bad_vocab(const std::string& what) {
+  throw Error(Errc::bad_format, "tokenizer vocab: " + what);
+}
+
+void check_id(const VocabData& v, int32_t id, const char* field) {
+  const auto n = static_cast<int64_t>(v.tokens.size());
+  if (id < -1 || id >= n) {
+    bad_vocab(std::string(field) + " " + std::to_string(id) + " is outside the vocabulary of " +
+              std::to_string(n) + " tokens");
+  }
+}
+
+void check_common(const VocabData& v) {
+  const size_t n = v.tokens.size();
+  if (n == 0) bad_vocab("no tokens");
+  if (n > static_cast<size_t>(INT32_MAX)) bad_vocab("too many tokens");
+  if (!v.scores.empty() && v.scores.size() != n) {
+    bad_vocab("scores has " + std::to_string(v.scores.size()) + " entries but there are " +
+              std::to_string(n) + " tokens");
+  }
+  if (!v.token_types.empty() && v.token_types.size() != n) {
+    bad_vocab("token_types has " + std::to_string(v.token_types.size()) + " entries but there are " +
+              std::to_string(n) + " tokens");
+  }
+  for (size_t i = 0; i < v.token_types.size(); ++i) {
+    // 0 is llama.cpp's "undefined", read as normal.
+    if (v.token_types[i] < 0 || v.token_types[i] > 6) {
+      bad_vocab("token " + std::to_string(i) + " has type " + std::to_string(v.token_types[i]) +
+                ", expected 1..6");
+    }
+  }
+  check_id(v, v.bos_id, "bos_id");
+  check_id(v, v.eos_id, "eos_id");
+  check_id(v, v.unk_id, "unk_id");
+  check_id(v, v.pad_id, "pad_id");
+  check_id(v, v.eot_id, "eot_id");
+}
+
+// Control tokens that end a turn in the common chat formats.
+constexpr std::string_view kEogTexts[] = {
+    "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>",
+    "<end_of_turn>", "<|end_of_text|>", "<|return|>", "</s>",
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::create(VocabData vocab) {
+  if (vocab.model != "llama" && vocab.model != "gpt2") {
+    throw Error(Errc::unsupported, "tokenizer model '" + vocab.model +
+                                       "' is not supported; supported: llama, gpt2");
+  }
+  check_common(vocab);
+  if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  return std::make_unique<BpeTokenizer>(std::move(vocab));
+}
+
+Tokenizer::Tokenizer(VocabData vocab) : vocab_(std::move(vocab)) {
+  const int32_t n = n_vocab();
+  ids_.reserve(static_cast<size_t>(n));
+  for (int32_t id = 0; id < n; ++id) ids_[vocab_.tokens[static_cast<size_t>(id)]] = id;
+
+  eog_.assign(static_cast<size_t>(n), false);
+  if (vocab_.eos_id >= 0) eog_[static_cast<size_t>(vocab_.eos_id)] = true;
+  if (vocab_.eot_id >= 0) eog_[static_cast<size_t>(vocab_.eot_id)] = true;
+
+  for (int32_t id = 0; id < n; ++id) {
+    const TokenType t = type_of(id);
+    const std::string_view text = vocab_.tokens[static_cast<size_t>(id)];
+    if (t == TokenType::control &&
+        std::find(std::begin(kEogTexts), std::end(kEogTexts), text) != std::end(kEogTexts)) {
+      eog_[static_cast<size_t>(id)] = true;
+    }
+    const bool matchable = t == TokenType::control || t == TokenType::unknown || t == TokenType::user_defined;
+    if (matchable && !text.empty()) {
+      specials_by_first_byte_[static_cast<uint8_t>(text[0])].push_back(
+          {text, id, t == TokenType::user_defined});
+    }
+  }
+  for (auto& list : specials_by_first_byte_) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
+  }
+  strip_leading_space_ = vocab_.model == "llama" && vocab_.add_space_prefix;
+}
+
+TokenType Tokenizer::type_of(int32_t id) const {
+  if (vocab_.token_types.empty()) return TokenType::normal;
+  const int32_t t = vocab_.token_types[static_cast<size_t>(id)];
+  return t == 0 ? TokenType::normal : static_cast<TokenType>(t);
+}
+
+int32_t Tokenizer::lookup(std::string_view text) const {
+  const auto it = ids_.find(text);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+int32_t Tokenizer::find_token(std::string_view text) const { return lookup(text); }
+
+bool Tokenizer::is_special(int32_t id) const {
+  if (id < 0 || id >= n_vocab()) return false;
+  const TokenType t = type_of(id);
+  return t == TokenType::control || t == TokenType::unknown;
+}
+
+bool Tokenizer::is_eog(int32_t id) const {
+  return id >= 0 && id < n_vocab() && eog_[static_cast<size_t>(id)];
+}
+
+const Tokenizer::SpecialToken* Tokenizer::match_special(std::string_view text, size_t pos,
+                                                        bool parse_special) const {
+  for (const SpecialToken& s : specials_by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+    if (!s.always && !parse_special) continue;
+    if (text.compare(pos, s.text.size(), s.text) == 0) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  const size_t bad = utf8::first_invalid(text);
+  if (bad != text.size()) {
+    throw Error(Errc::invalid_argument,
+                "tokenizer: input text is not valid UTF-8 at byte " + std::to_string(bad));
+  }
+  std::vector<int32_t> out;
+  if (add_special && vocab_.add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
+
+  // Special tokens cut the text into fragments that are encoded on their own,
+  // like Hugging Face's added-token split (leftmost, then longest).
+  size_t fragment = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const SpecialToken* s = match_special(text, pos, parse_special);
+    if (s == nullptr) {
+      ++pos;
+      continue;
+    }
+    if (pos > fragment) encode_text(text.substr(fragment, pos - fragment), fragment == 0, out);
+    out.push_back(s->id);
+    pos += s->text.size();
+    fragment = pos;
+  }
+  if (fragment < text.size()) encode_text(text.substr(fragment), fragment == 0, out);
+
+  if (add_special && vocab_.add_eos && vocab_.eos_id >= 0) out.push_back(vocab_.eos_id);
+  return out;
+}
+
+std::string Tokenizer::token_to_bytes(int32_t id, bool render_special) const {
+  if (id < 0 || id >= n_vocab()) {
+    throw Error(Errc::invalid_argument, "tokenizer: token id " + std::to_string(id) +
+                                            " is outside [0, " + std::to_string(n_vocab()) + ")");
+  }
+  if (is_special(id)) return render_special ? vocab_.tokens[static_cast<size_t>(id)] : std::string();
+  return piece_bytes_[static_cast<size_t>(id)];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string bytes;
+  for (const int32_t id : ids) bytes += token_to_bytes(id, !skip_special);
+  std::string_view view = bytes;
+  if (strip_leading_space_ && !view.empty() && view.front() == ' ') view.remove_prefix(1);
+  return utf8::to_valid(view);
+}
+
+}  // namespace troupe

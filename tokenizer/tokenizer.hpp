@@ -1,0 +1,93 @@
+// Text <-> token ids for the two GGUF tokenizer models: "llama" (SentencePiece
+// BPE with byte fallback, spm_tokenizer.hpp) and "gpt2" (byte-level BPE,
+// bpe_tokenizer.hpp). Both follow Hugging Face's conversion of the GGUF vocab.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/vocab.hpp"
+
+namespace troupe {
+
+class Tokenizer {
+ public:
+  // Builds the tokenizer the vocab names. Throws Error(unsupported) for an
+  // unknown model or pre-tokenizer name and Error(bad_format) for data that
+  // contradicts itself (sizes, ids out of range, merges naming missing tokens).
+  static std::unique_ptr<Tokenizer> create(VocabData vocab);
+
+  virtual ~Tokenizer() = default;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // text must be valid UTF-8 (else Error(invalid_argument)). add_special adds
+  // BOS/EOS as the vocab's add_bos/add_eos say; parse_special matches the
+  // texts of control tokens (<|im_start|>, <s>) as those tokens. User-defined
+  // tokens are always matched whole.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+
+  // The raw bytes a token stands for ("▁a" -> " a", "<0x0A>" -> "\n",
+  // "Ġa" -> " a"); may be part of a UTF-8 sequence. Control and unknown
+  // tokens give their text only when render_special is set, else nothing.
+  // Throws Error(invalid_argument) for an id outside [0, n_vocab).
+  std::string token_to_bytes(int32_t id, bool render_special = false) const;
+
+  // Valid UTF-8 (invalid byte runs become U+FFFD). skip_special drops control
+  // and unknown tokens. With add_space_prefix (SPM) one leading space of the
+  // result is removed, as Hugging Face's decoder does.
+  std::string decode(std::span<const int32_t> ids, bool skip_special) const;
+
+  int32_t n_vocab() const { return static_cast<int32_t>(vocab_.tokens.size()); }
+  int32_t bos() const { return vocab_.bos_id; }
+  int32_t eos() const { return vocab_.eos_id; }
+  // End of generation: EOS, the end-of-turn token, and control tokens such as
+  // <|im_end|>, <|eot_id|>, <|endoftext|>.
+  bool is_eog(int32_t id) const;
+  // Control or unknown: what decode(skip_special) leaves out.
+  bool is_special(int32_t id) const;
+  // The id of the token spelled exactly so in the vocab ("<|im_end|>",
+  // "Ġthe", "▁the"), or -1.
+  int32_t find_token(std::string_view text) const;
+  // Whether decoding removes one leading space (SPM with add_space_prefix).
+  bool strips_leading_space() const { return strip_leading_space_; }
+  const VocabData& vocab() const { return vocab_; }
+
+ protected:
+  explicit Tokenizer(VocabData vocab);
+
+  // Encodes text holding no special token. at_text_start: it begins the
+  // caller's text (SPM adds its space prefix only there).
+  virtual void encode_text(std::string_view text, bool at_text_start, std::vector<int32_t>& out) const = 0;
+
+  TokenType type_of(int32_t id) const;
+  // The id for an exact token text, or -1 (the last id wins on duplicates).
+  int32_t lookup(std::string_view text) const;
+
+  VocabData vocab_;
+  // [n_vocab] bytes of each token that is not control/unknown; the subclass
+  // constructor fills it.
+  std::vector<std::string> piece_bytes_;
+
+ private:
+  struct SpecialToken {
+    std::string_view text;
+    int32_t id;
+    bool always;  // user-defined: matched even without parse_special
+  };
+  // Leftmost-longest special token match at text[pos], or nullptr.
+  const SpecialToken* match_special(std::string_view text, size_t pos, bool parse_special) const;
+
+  std::unordered_map<std::string_view, int32_t> ids_;  // views into vocab_.tokens
+  std::array<std::vector<SpecialToken>, 256> specials_by_first_byte_;  // longest first
+  std::vector<bool> eog_;
+  bool strip_leading_space_ = false;
+};
+
+}  // namespace troupe

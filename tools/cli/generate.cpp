@@ -1,0 +1,118 @@
+// `troupe generate`: load a model, run one prompt through the engine on the
+// CPU and stream the text to stdout; timing goes to stderr.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/generator.hpp"
+#include "model/model.hpp"
+#include "tokenizer/incremental_decoder.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "tools/cli/commands.hpp"
+#include "tools/cli/default_model.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  int64_t max_tokens = 200;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  uint64_t seed = 42;
+  int threads = 0;
+  int64_t ctx = 0;
+  std::string isa;
+  bool no_bos = false;
+  bool stats = true;
+};
+
+Isa parse_isa(const std::string& s) {
+  if (s == "scalar") return Isa::scalar;
+  if (s == "avx2") return Isa::avx2;
+  if (s == "avx512") return Isa::avx512;
+  throw Error(Errc::invalid_argument, "--isa must be scalar, avx2 or avx512, not '" + s + "'");
+}
+
+void run_generate(const GenerateArgs& a) {
+  if (!a.isa.empty()) force_isa(parse_isa(a.isa));
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
+  auto model = Model::load(path);
+  auto tokenizer = Tokenizer::create(model->vocab());
+
+  std::vector<int32_t> prompt = tokenizer->encode(a.prompt, !a.no_bos, true);
+  if (prompt.empty()) prompt.push_back(tokenizer->bos());
+
+  CpuBackend backend({.n_threads = a.threads});
+  Generator gen(model, backend, {.n_ctx = a.ctx});
+  GenerateRequest req{.max_new_tokens = a.max_tokens,
+                      .sampling = {.temperature = a.temperature,
+                                   .top_k = a.top_k,
+                                   .top_p = a.top_p,
+                                   .min_p = a.min_p,
+                                   .repetition_penalty = a.repeat_penalty,
+                                   .seed = a.seed}};
+  for (int32_t id = 0; id < tokenizer->n_vocab(); ++id) {
+    if (tokenizer->is_eog(id)) req.stop_tokens.push_back(id);
+  }
+
+  std::fputs(a.prompt.c_str(), stdout);
+  IncrementalDecoder decoder(*tokenizer);
+  gen.generate(prompt, req, [&](int32_t token) {
+    if (tokenizer->is_eog(token)) return false;
+    const std::string piece = decoder.push(token);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = decoder.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+
+  if (a.stats) {
+    const GenerateStats& s = gen.stats();
+    std::fprintf(stderr,
+                 "troupe: %lld prompt tokens in %.3f s (%.1f tok/s), %lld generated in %.3f s (%.1f tok/s), "
+                 "%d threads, %s kernels\n",
+                 static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
+                 s.prefill_seconds > 0 ? static_cast<double>(s.prompt_tokens) / s.prefill_seconds : 0.0,
+                 static_cast<long long>(s.generated_tokens), s.decode_seconds,
+                 s.decode_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.decode_seconds : 0.0,
+                 backend.pool().size(), std::string(isa_name(active_isa())).c_str());
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+  cmd->add_option("-m,--model", args->model, "GGUF model file (default: the set-up's SmolLM2-135M-Instruct)");
+  cmd->add_option("-p,--prompt", args->prompt, "Prompt text (empty: start from BOS)");
+  cmd->add_option("-n,--max-tokens", args->max_tokens, "Most tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temperature,--temp", args->temperature, "Sampling temperature; 0 is greedy")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens; 0 is off")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass; 1 is off")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--min-p", args->min_p, "Drop tokens below min-p times the top probability")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", args->repeat_penalty, "Repetition penalty; 1 is off");
+  cmd->add_option("--seed", args->seed, "Sampling seed");
+  cmd->add_option("-t,--threads", args->threads, "Worker threads (0: all hardware threads)");
+  cmd->add_option("-c,--ctx", args->ctx, "Context length (0: the model's, capped at 4096)");
+  cmd->add_option("--isa", args->isa, "Force the kernel path: scalar, avx2 or avx512");
+  cmd->add_flag("--no-bos", args->no_bos, "Do not add BOS before the prompt");
+  cmd->add_flag("!--no-stats", args->stats, "Do not print timing to stderr");
+  cmd->callback([args] { run_generate(*args); });
+}
+
+}  // namespace troupe::cli
