@@ -6,6 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "actors/stop_strings.hpp"
@@ -19,7 +20,16 @@ double seconds_between(int64_t from_ns, int64_t to_ns) { return static_cast<doub
 class DetokenizerImpl : public detokenizer_actor::base {
  public:
   DetokenizerImpl(caf::actor_config& cfg, std::shared_ptr<const Tokenizer> tokenizer)
-      : detokenizer_actor::base(cfg), tokenizer_(std::move(tokenizer)) {}
+      : detokenizer_actor::base(cfg), tokenizer_(std::move(tokenizer)) {
+    if (tokenizer_->strips_leading_space()) {
+      for (int32_t id = 0; id < tokenizer_->n_vocab() && prime_token_ < 0; ++id) {
+        const std::string b = tokenizer_->token_to_bytes(id);
+        const bool plain = !b.empty() && b[0] != ' ' &&
+                           std::all_of(b.begin(), b.end(), [](char c) { return (c & 0x80) == 0; });
+        if (plain) prime_token_ = id;
+      }
+    }
+  }
 
   behavior_type make_behavior() override {
     return {
@@ -30,8 +40,21 @@ class DetokenizerImpl : public detokenizer_actor::base {
         [this](SeqOpen& open) {
           const auto it = streams_.find(open.id);
           if (it == streams_.end()) return;
-          it->second.admit_ns = open.admit_ns;
-          it->second.prompt_tokens = static_cast<int32_t>(open.prompt.size());
+          Stream& s = it->second;
+          s.admit_ns = open.admit_ns;
+          s.prompt_tokens = static_cast<int32_t>(open.prompt.size());
+          // The output continues the prompt's text. A decoder that starts
+          // fresh drops the first space (SentencePiece's add_space_prefix
+          // undone, right for a text's start only), so when the prompt has
+          // text, feed the decoder one plain ASCII token first and discard
+          // it: "The dog" + "▁was" then streams " was", as decoding prompt +
+          // output and removing the prompt's text would.
+          if (prime_token_ >= 0 && !s.primed) {
+            const bool has_text = std::any_of(open.prompt.begin(), open.prompt.end(),
+                                              [&](int32_t t) { return !tokenizer_->token_to_bytes(t).empty(); });
+            if (has_text) s.decoder.push(prime_token_);
+          }
+          s.primed = true;
         },
         [this](SampledStep& step) {
           for (SampledToken& t : step.tokens) {
@@ -78,6 +101,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
     int32_t prompt_tokens = 0;
     int32_t n_tokens = 0;
     bool logprobs = false;
+    bool primed = false;  // the decoder knows whether the output starts a text
     IncrementalDecoder decoder;
     StopStringMatcher stops;
   };
@@ -154,6 +178,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
   }
 
   std::shared_ptr<const Tokenizer> tokenizer_;
+  int32_t prime_token_ = -1;  // a plain ASCII token (tokenizers that strip a leading space only)
   scheduler_actor scheduler_;
   std::vector<observer_actor> observers_;
   std::unordered_map<RequestId, Stream> streams_;

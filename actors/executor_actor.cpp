@@ -36,7 +36,7 @@ class ExecutorImpl : public executor_actor::base {
   }
 
  private:
-  std::string name() const {
+  std::string stage_name() const {
     return "stage [" + std::to_string(stage_->first_layer()) + ", " + std::to_string(stage_->last_layer()) +
            ")";
   }
@@ -89,7 +89,7 @@ class ExecutorImpl : public executor_actor::base {
     send(scheduler_, StepFailed{.step = batch.step,
                                 .engine = batch.engine,
                                 .code = code,
-                                .message = name() + ": " + what});
+                                .message = stage_name() + ": " + what});
   }
 
   // Declared before the stage: the stage's destructor returns its memory to

@@ -193,7 +193,10 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler);
     next = impl->stages[i];
   }
-  impl->scheduler = spawn_scheduler(sys, {.scheduler = sc, .kv = kv, .n_engines = n_engines},
+  impl->scheduler = spawn_scheduler(sys, {.scheduler = sc,
+                                     .kv = kv,
+                                     .n_engines = n_engines,
+                                     .n_vocab = static_cast<int32_t>(mc.n_vocab)},
                                     impl->stages.front(), impl->sampler, impl->detokenizer);
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);

@@ -38,6 +38,7 @@ class SchedulerImpl : public scheduler_actor::base {
                 sampler_actor sampler, detokenizer_actor detokenizer)
       : scheduler_actor::base(cfg),
         engines_(options.scheduler, options.kv, options.n_engines),
+        n_vocab_(options.n_vocab),
         first_stage_(std::move(first_stage)),
         sampler_(std::move(sampler)),
         detokenizer_(std::move(detokenizer)) {}
@@ -105,6 +106,7 @@ class SchedulerImpl : public scheduler_actor::base {
 
   void on_request(TokenRequest& r) {
     std::string why = stopping_ ? "the pipeline shut down" : check_params(r.params);
+    if (why.empty()) why = check_prompt(r.prompt);
     if (why.empty() && live_.count(r.id) != 0) why = "duplicate request id";
     if (why.empty()) {
       const AddStatus status = engines_.add({.id = r.id,
@@ -130,6 +132,17 @@ class SchedulerImpl : public scheduler_actor::base {
                                    .reason = cancelled ? EndReason::cancelled : EndReason::error,
                                    .code = cancelled ? Errc::cancelled : Errc::invalid_argument,
                                    .message = req_name(r.id) + ": " + why});
+  }
+
+  std::string check_prompt(const std::vector<int32_t>& prompt) const {
+    if (n_vocab_ <= 0) return {};
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (prompt[i] < 0 || prompt[i] >= n_vocab_) {
+        return "prompt token " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
+               " is outside the vocabulary [0, " + std::to_string(n_vocab_) + ")";
+      }
+    }
+    return {};
   }
 
   void on_sampled(SampledStep& s) {
@@ -288,6 +301,7 @@ class SchedulerImpl : public scheduler_actor::base {
   }
 
   EngineSet engines_;
+  int32_t n_vocab_ = 0;
   std::unordered_map<RequestId, Live> live_;
   executor_actor first_stage_;
   sampler_actor sampler_;

@@ -19,60 +19,6 @@ constexpr int64_t kChunkBytes = int64_t{8} << 20;  // rows per RowSource call: a
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
-class Encoder {
- public:
-  template <class T>
-  void put(T v) {
-    uint8_t b[sizeof v];
-    std::memcpy(b, &v, sizeof v);
-    out_.insert(out_.end(), b, b + sizeof v);
-  }
-  void put_string(const std::string& s) {
-    put<uint64_t>(s.size());
-    out_.insert(out_.end(), s.begin(), s.end());
-  }
-  void put_value(const Value& v) {
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, std::string>) {
-            put_string(x);
-          } else if constexpr (std::is_same_v<T, Array>) {
-            put_array(x);
-          } else if constexpr (std::is_same_v<T, bool>) {
-            put<uint8_t>(x ? 1 : 0);
-          } else {
-            put(x);
-          }
-        },
-        v);
-  }
-  void put_array(const Array& a) {
-    put<uint32_t>(static_cast<uint32_t>(a.type()));
-    put<uint64_t>(a.size());
-    std::visit(
-        [&](const auto& items) {
-          for (const auto& item : items) {
-            using T = std::decay_t<decltype(item)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              put_string(item);
-            } else if constexpr (std::is_same_v<T, Array>) {
-              put_array(item);
-            } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::vector<bool>::const_reference>) {
-              put<uint8_t>(item ? 1 : 0);
-            } else {
-              put(item);
-            }
-          }
-        },
-        a.items);
-  }
-  std::vector<uint8_t>& bytes() { return out_; }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
 // Owns the FILE and removes the partial file unless commit() ran.
 class PartFile {
  public:
@@ -115,6 +61,68 @@ class PartFile {
 };
 
 }  // namespace
+
+// Serialises into a buffer sized by a first, measuring pass (dst == nullptr),
+// so the header is built without growing a vector byte by byte.
+class GgufWriter::Encoder {
+ public:
+  explicit Encoder(uint8_t* dst = nullptr) : dst_(dst) {}
+
+  size_t size() const { return size_; }
+
+  void put_bytes(const void* p, size_t n) {
+    if (dst_ != nullptr && n != 0) std::memcpy(dst_ + size_, p, n);
+    size_ += n;
+  }
+  template <class T>
+  void put(T v) {
+    put_bytes(&v, sizeof v);
+  }
+  void put_string(const std::string& s) {
+    put<uint64_t>(s.size());
+    put_bytes(s.data(), s.size());
+  }
+  void put_value(const Value& v) {
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            put_string(x);
+          } else if constexpr (std::is_same_v<T, Array>) {
+            put_array(x);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            put<uint8_t>(x ? 1 : 0);
+          } else {
+            put(x);
+          }
+        },
+        v);
+  }
+  void put_array(const Array& a) {
+    put<uint32_t>(static_cast<uint32_t>(a.type()));
+    put<uint64_t>(a.size());
+    std::visit(
+        [&](const auto& items) {
+          for (const auto& item : items) {
+            using T = std::decay_t<decltype(item)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              put_string(item);
+            } else if constexpr (std::is_same_v<T, Array>) {
+              put_array(item);
+            } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::vector<bool>::const_reference>) {
+              put<uint8_t>(item ? 1 : 0);
+            } else {
+              put(item);
+            }
+          }
+        },
+        a.items);
+  }
+
+ private:
+  uint8_t* dst_;
+  size_t size_ = 0;
+};
 
 GgufWriter::GgufWriter(GgufWriterOptions options) : options_(options) {
   if (options_.version != 2 && options_.version != 3) invalid("version must be 2 or 3");
@@ -178,8 +186,7 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> s
   });
 }
 
-std::vector<uint8_t> GgufWriter::encode_header() const {
-  Encoder e;
+void GgufWriter::encode_header(Encoder& e) const {
   e.put<uint32_t>(kMagic);
   e.put<uint32_t>(options_.version);
   e.put<uint64_t>(tensors_.size());
@@ -198,12 +205,15 @@ std::vector<uint8_t> GgufWriter::encode_header() const {
     e.put<uint64_t>(offset);
     offset = align_up(offset + static_cast<uint64_t>(t.n_bytes), options_.alignment);
   }
-  return std::move(e.bytes());
 }
 
 void GgufWriter::write(const std::string& path) const {
   PartFile out(path);
-  const std::vector<uint8_t> header = encode_header();
+  Encoder measure;
+  encode_header(measure);
+  std::vector<uint8_t> header(measure.size());
+  Encoder e(header.data());
+  encode_header(e);
   out.write(header.data(), header.size());
   const uint64_t data_start = align_up(header.size(), options_.alignment);
   out.pad_to(data_start);

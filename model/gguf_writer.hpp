@@ -66,7 +66,8 @@ class GgufWriter {
 
   // Validates a new tensor; returns its size in bytes.
   int64_t checked_bytes(const std::string& name, DType type, const std::vector<int64_t>& shape) const;
-  std::vector<uint8_t> encode_header() const;
+  class Encoder;  // gguf_writer.cpp
+  void encode_header(Encoder& e) const;  // metadata and tensor table
 
   GgufWriterOptions options_;
   std::vector<std::pair<std::string, Value>> metadata_;

@@ -21,9 +21,9 @@ struct MatmulProblem {
   int64_t w_row_bytes = 0;
 };
 
-// Threads get output rows in whole units of this many, so that the way rows
-// are tiled (and hence every rounding) is the same for any thread count. A
-// multiple of every row tile used by the ISA paths (1..8, 12, 16, 24).
+// Threads get output rows in whole units of this many, so that rows are tiled
+// the same way for any thread count (a multiple of the 4-row tiles of the ISA
+// paths). It is also the height of a prefill weight panel.
 inline constexpr int64_t kMatmulRowUnit = 48;
 
 // Weights per chunk in the per-ISA loaders: one q4_0/q4_1/q8_0 block.

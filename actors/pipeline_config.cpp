@@ -1,0 +1,156 @@
+// JSON -> PipelineConfig with nlohmann-json; strict about keys and types so a
+// typo in a topology file fails loudly instead of running a default.
+#include "actors/pipeline_config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw Error(Errc::bad_format, origin_ + ": " + (where.empty() ? "" : where + ": ") + what);
+  }
+
+  void only_keys(const json& obj, const std::string& where, std::initializer_list<const char*> keys) const {
+    if (!obj.is_object()) fail(where, "must be an object");
+    for (const auto& [key, value] : obj.items()) {
+      bool known = false;
+      for (const char* k : keys) known = known || key == k;
+      if (!known) fail(where, "unknown key '" + key + "'");
+    }
+  }
+
+  template <class T>
+  void get(const json& obj, const char* key, const std::string& where, T& out) const {
+    const auto it = obj.find(key);
+    if (it == obj.end()) return;
+    const std::string path = where.empty() ? key : where + "." + key;
+    bool ok = false;
+    if constexpr (std::is_same_v<T, bool>) {
+      ok = it->is_boolean();
+    } else if constexpr (std::is_integral_v<T>) {
+      ok = it->is_number_integer();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      ok = it->is_number();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      ok = it->is_string();
+    }
+    if (!ok) fail(path, "has the wrong type (" + std::string(it->type_name()) + ")");
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const int64_t v = it->get<int64_t>();
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+        fail(path, "is out of range");
+      }
+      out = static_cast<T>(v);
+    } else {
+      out = it->get<T>();
+    }
+  }
+
+ private:
+  std::string origin_;
+};
+
+void read_stages(const Reader& r, const json& arr, PipelineConfig& c) {
+  if (!arr.is_array()) r.fail("stages", "must be an array");
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const std::string where = "stages[" + std::to_string(i) + "]";
+    const json& s = arr[i];
+    r.only_keys(s, where, {"layers", "threads"});
+    StageSpec spec;
+    const auto layers = s.find("layers");
+    if (layers == s.end()) r.fail(where, "needs \"layers\": [first, last)");
+    if (!layers->is_array() || layers->size() != 2 || !(*layers)[0].is_number_integer() ||
+        !(*layers)[1].is_number_integer()) {
+      r.fail(where + ".layers", "must be [first, last) as two integers (last -1: to the end)");
+    }
+    spec.first_layer = (*layers)[0].get<int64_t>();
+    spec.last_layer = (*layers)[1].get<int64_t>();
+    r.get(s, "threads", where, spec.threads);
+    c.stages.push_back(spec);
+  }
+}
+
+void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
+  r.only_keys(s, "scheduler",
+              {"max_batch_size", "max_tokens_per_step", "chunked_prefill", "prefill_chunk", "min_batch_size",
+               "max_wait_ms", "max_waiting", "context_length", "kv_watermark", "level_bounds",
+               "level_aging_ms"});
+  r.get(s, "max_batch_size", "scheduler", c.max_batch_size);
+  r.get(s, "max_tokens_per_step", "scheduler", c.max_tokens_per_step);
+  r.get(s, "chunked_prefill", "scheduler", c.chunked_prefill);
+  r.get(s, "prefill_chunk", "scheduler", c.prefill_chunk);
+  r.get(s, "min_batch_size", "scheduler", c.min_batch_size);
+  r.get(s, "max_waiting", "scheduler", c.max_waiting);
+  r.get(s, "context_length", "scheduler", c.context_length);
+  r.get(s, "kv_watermark", "scheduler", c.kv_watermark);
+  double wait_ms = static_cast<double>(c.max_wait.count()) / 1000.0;
+  r.get(s, "max_wait_ms", "scheduler", wait_ms);
+  c.max_wait = std::chrono::microseconds(static_cast<int64_t>(wait_ms * 1000.0));
+  double aging_ms = static_cast<double>(c.level_aging.count()) / 1000.0;
+  r.get(s, "level_aging_ms", "scheduler", aging_ms);
+  c.level_aging = std::chrono::microseconds(static_cast<int64_t>(aging_ms * 1000.0));
+  if (const auto lb = s.find("level_bounds"); lb != s.end()) {
+    if (!lb->is_array()) r.fail("scheduler.level_bounds", "must be an array of integers");
+    c.level_bounds.clear();
+    for (const json& v : *lb) {
+      if (!v.is_number_integer()) r.fail("scheduler.level_bounds", "must be an array of integers");
+      c.level_bounds.push_back(v.get<int32_t>());
+    }
+  }
+}
+
+}  // namespace
+
+PipelineConfig parse_pipeline_config(std::string_view text, const std::string& origin) {
+  const Reader r(origin);
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end(), nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    r.fail("", std::string("not valid JSON: ") + e.what());
+  }
+  r.only_keys(root, "", {"model", "stages", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler"});
+  PipelineConfig c;
+  r.get(root, "model", "", c.model_path);
+  if (const auto it = root.find("stages"); it != root.end()) read_stages(r, *it, c);
+  r.get(root, "micro_batches", "", c.micro_batches);
+  r.get(root, "tokenizers", "", c.tokenizer_pool);
+  r.get(root, "actor_threads", "", c.actor_threads);
+  if (const auto it = root.find("kv"); it != root.end()) {
+    r.only_keys(*it, "kv", {"blocks", "block_size", "prefix_caching"});
+    r.get(*it, "blocks", "kv", c.n_kv_blocks);
+    r.get(*it, "block_size", "kv", c.kv_block_size);
+    r.get(*it, "prefix_caching", "kv", c.prefix_caching);
+  }
+  if (const auto it = root.find("scheduler"); it != root.end()) read_scheduler(r, *it, c.scheduler);
+  return c;
+}
+
+PipelineConfig load_pipeline_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Errc::io, path + ": cannot open the pipeline config");
+  std::ostringstream text;
+  text << in.rdbuf();
+  PipelineConfig c = parse_pipeline_config(text.str(), path);
+  if (!c.model_path.empty() && std::filesystem::path(c.model_path).is_relative()) {
+    c.model_path = (std::filesystem::path(path).parent_path() / c.model_path).lexically_normal().string();
+  }
+  return c;
+}
+
+}  // namespace troupe

@@ -1,0 +1,69 @@
+// TensorPool: buffers come back and are reused, the idle list is bounded,
+// and handles dropped on other threads return safely.
+#include "actors/tensor_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+TEST(TensorPool, ReusesAReturnedBuffer) {
+  auto pool = TensorPool::create(2);
+  const float* first = nullptr;
+  {
+    TensorHandle a = pool->acquire(4, 8);
+    ASSERT_EQ(a->data.size(), 32u);
+    EXPECT_EQ(a->rows, 4);
+    EXPECT_EQ(a->cols, 8);
+    first = a->data.data();
+  }
+  EXPECT_EQ(pool->n_free(), 1u);
+  TensorHandle b = pool->acquire(2, 8);  // smaller: same storage
+  EXPECT_EQ(b->data.data(), first);
+  EXPECT_EQ(b->rows, 2);
+  EXPECT_EQ(pool->n_allocated(), 1u);
+}
+
+TEST(TensorPool, KeepsAtMostMaxFree) {
+  auto pool = TensorPool::create(1);
+  {
+    TensorHandle a = pool->acquire(1, 1);
+    TensorHandle b = pool->acquire(1, 1);
+    TensorHandle c = pool->acquire(1, 1);
+  }
+  EXPECT_EQ(pool->n_free(), 1u);
+  EXPECT_EQ(pool->n_allocated(), 3u);
+}
+
+TEST(TensorPool, OutlivesThePoolHandle) {
+  TensorHandle kept;
+  {
+    auto pool = TensorPool::create(2);
+    kept = pool->acquire(3, 3);
+  }
+  kept->data[8] = 1.0f;  // the pool lives until its last buffer is back
+  kept.reset();
+}
+
+TEST(TensorPool, ReturnsFromOtherThreads) {
+  auto pool = TensorPool::create(4);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<TensorHandle> hs;
+    for (int i = 0; i < 4; ++i) hs.push_back(pool->acquire(16, 16));
+    std::thread t([moved = std::move(hs)]() mutable { moved.clear(); });
+    t.join();
+  }
+  EXPECT_LE(pool->n_allocated(), 4u);
+}
+
+TEST(TensorPool, RejectsNegativeShapes) {
+  auto pool = TensorPool::create();
+  EXPECT_THROW(pool->acquire(-1, 4), Error);
+}
+
+}  // namespace
+}  // namespace troupe
