@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <random>
 #include <set>
@@ -79,8 +80,8 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
   };
   for (int event = 0; event < 3000; ++event) {
     now += 1;
-    const int what = static_cast<int>(rng() % 10);
-    if (what < 3 && next_id <= 200) {
+    const int what = static_cast<int>(rng() % 20);
+    if (what < 6 && next_id <= 200) {
       const int32_t len = 1 + static_cast<int32_t>(rng() % 120);
       // Shared prefixes: every third request repeats request 1's prompt start.
       Request r = make_request(next_id, len, rng() % 4 == 0 ? Priority::batch : Priority::interactive, now,
@@ -88,7 +89,7 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
       if (next_id % 3 == 0) r.prompt = test::prompt_tokens(len, 1);
       ASSERT_EQ(set.add(std::move(r)), AddStatus::accepted);
       live.insert(next_id++);
-    } else if (what == 3 && !live.empty()) {
+    } else if (what == 6 && !live.empty()) {
       auto it = live.begin();
       std::advance(it, static_cast<long>(rng() % live.size()));
       const int64_t id = *it;
@@ -99,7 +100,7 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
       for (int32_t e = 0; e < n_engines; ++e) {
         if (set.in_flight(e) != nullptr) busy.push_back(e);
       }
-      if (!busy.empty() && rng() % 2 == 0) {
+      if (!busy.empty()) {
         const int32_t e = busy[rng() % busy.size()];
         const StepPlan plan = *set.in_flight(e);
         StepResult result = fake_model(plan);
@@ -127,6 +128,15 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
     set.check_invariants();
   }
   EXPECT_TRUE(live.empty());
+  const SchedulerStats stats = set.stats();
+  // The workload is meant to push the pool: it must have preempted, and
+  // most requests must have run to their end rather than been cancelled.
+  EXPECT_GT(stats.preemptions, 0u);
+  EXPECT_GT(stats.finished, 100u);
+  std::printf("engines %d: %llu steps, %llu preemptions, %llu finished, %llu cancelled, %llu rejected\n",
+              n_engines, static_cast<unsigned long long>(stats.steps),
+              static_cast<unsigned long long>(stats.preemptions), static_cast<unsigned long long>(stats.finished),
+              static_cast<unsigned long long>(stats.cancelled), static_cast<unsigned long long>(stats.rejected));
   for (const auto& [id, n] : ends) EXPECT_EQ(n, 1) << "request " << id;
   EXPECT_EQ(static_cast<int64_t>(ends.size()), next_id - 1);
   EXPECT_EQ(set.kv().pool().n_used(), 0);
