@@ -67,11 +67,34 @@ class EngineSet {
     std::optional<StepPlan> plan;  // the step in flight
   };
 
+  // Under KV pressure, preempts the globally most expendable running
+  // sequences (lowest priority, most recently admitted: SchedulerPolicy's
+  // rule, applied across engines) until every running sequence can take
+  // one more token. False when the next victim sits in a step in flight:
+  // `engine` then waits for that step rather than preempting one of its own
+  // older sequences (which is how engines sharing a pool would thrash).
+  bool make_room(int32_t engine, SchedulingRound& round);
+  // Whether the engine, having only batch requests waiting, must not admit
+  // now because interactive requests wait on other engines (a policy admits
+  // interactive work first; this keeps that true across engines).
+  bool batch_must_wait(int32_t engine) const;
+  // KV blocks the running sequences of the other engines need for their
+  // next decode token (after the step they have in flight): what an
+  // admission on `engine` must leave free, so that one engine's admissions
+  // do not force another's running sequences out.
+  int32_t growth_reserve(int32_t engine) const;
   void forget_finished(const std::vector<FinishedSeq>& finished);
 
   KvCacheManager kv_;
+  int32_t chunk_;  // prompt tokens per sequence per step
   std::vector<Engine> engines_;
+  struct Info {
+    Priority priority = Priority::interactive;
+    uint64_t admitted = 0;  // admission order (re-admission after preemption included)
+  };
   std::unordered_map<int64_t, int32_t> owner_;  // request -> engine
+  std::unordered_map<int64_t, Info> info_;
+  uint64_t admit_counter_ = 0;
 };
 
 }  // namespace troupe

@@ -12,6 +12,9 @@
 
 namespace troupe {
 
+// CAF 0.17 pitfall: `system.spawn(fn)` of a function actor with no extra
+// arguments binds a reference to a null pointer inside CAF (UBSan reports
+// it); give such a function at least one argument.
 struct PipelineExtensions {
   // Replaces the built-in sampler. Called once at start with the pipeline's
   // actor system and model. The actor answers each StepLogits with one

@@ -30,6 +30,7 @@ struct SchedulerPolicy::StepState {
   uint64_t step = 0;            // id this plan gets if it schedules anything
   int32_t budget = 0;           // tokens left in this step
   int32_t reserved_decode = 0;  // of those, kept for decodes not yet scheduled
+  int32_t kv_reserve = 0;       // blocks admissions leave to other policies
   bool admissions_open = true;
 };
 
@@ -186,7 +187,7 @@ std::optional<Clock::time_point> SchedulerPolicy::batching_deadline(Clock::time_
   return std::nullopt;
 }
 
-StepPlan SchedulerPolicy::schedule(Clock::time_point now) {
+StepPlan SchedulerPolicy::schedule(Clock::time_point now, int32_t kv_reserve) {
   if (in_flight_ != 0) {
     throw Error(Errc::invalid_argument, "SchedulerPolicy::schedule: step " +
                                             std::to_string(in_flight_) + " still awaits update()");
@@ -194,6 +195,7 @@ StepPlan SchedulerPolicy::schedule(Clock::time_point now) {
   StepState st;
   st.now = now;
   st.step = step_ + 1;
+  st.kv_reserve = std::max(0, kv_reserve);
   st.plan.rejected = std::move(pending_rejects_);
   pending_rejects_.clear();
   stats_.rejected += st.plan.rejected.size();
@@ -291,7 +293,7 @@ bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   if (n > prefill_budget) return false;
   const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
   const int32_t available = kv_.n_available_blocks() - probe.n_revived;
-  const int32_t watermark = running_.empty() ? 0 : watermark_blocks_;
+  const int32_t watermark = (running_.empty() ? 0 : watermark_blocks_) + st.kv_reserve;
   if (new_blocks + watermark > available) return false;
 
   remove_waiting(s);
@@ -331,6 +333,12 @@ void SchedulerPolicy::emit(Seq& s, int32_t n_tokens, bool first, StepState& st) 
 void SchedulerPolicy::preempt(Seq& s, StepState& st) {
   // Victims are never scheduled yet, so a decoding one gives its token back.
   if (s.n_computed >= s.prefill_end) --st.reserved_decode;
+  requeue(s);
+  st.plan.preempted.push_back(s.id);
+  st.admissions_open = false;
+}
+
+void SchedulerPolicy::requeue(Seq& s) {
   kv_.free(s.id);
   remove_running(s.id);
   s.running = false;
@@ -340,8 +348,13 @@ void SchedulerPolicy::preempt(Seq& s, StepState& st) {
   queue(s.priority, s.level).push_front(s.id);
   ++n_waiting_;
   ++stats_.preemptions;
-  st.plan.preempted.push_back(s.id);
-  st.admissions_open = false;
+}
+
+bool SchedulerPolicy::preempt(int64_t request_id) {
+  const auto it = seqs_.find(request_id);
+  if (in_flight_ != 0 || it == seqs_.end() || !it->second.running) return false;
+  requeue(it->second);
+  return true;
 }
 
 std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const StepResult& result) {

@@ -158,9 +158,16 @@ class SchedulerPolicy {
   // Forgets a request wherever it is and frees its KV at once. A step in
   // flight that contains it is fine: update() skips it.
   bool cancel(int64_t request_id);
+  // Preempts a running sequence now, as schedule() does under KV pressure
+  // (freed, requeued for recompute), for a caller that shares the KV manager
+  // between policies and picks victims across them. False when it is not
+  // running or a step is in flight.
+  bool preempt(int64_t request_id);
 
-  // The next step (see the rules above).
-  StepPlan schedule(Clock::time_point now);
+  // The next step (see the rules above). kv_reserve: KV blocks admissions
+  // must leave free for sequences outside this policy (other policies that
+  // share the KV manager need them to grow), on top of the watermark.
+  StepPlan schedule(Clock::time_point now, int32_t kv_reserve = 0);
   // Applies a step's outcome: commits the KV written, appends sampled tokens,
   // frees finished sequences (also those that reached max_new_tokens or the
   // length limit). Returns the sequences that finished.
@@ -211,6 +218,7 @@ class SchedulerPolicy {
   bool try_admit(Seq& s, StepState& st);
   void emit(Seq& s, int32_t n_tokens, bool first, StepState& st);
   void preempt(Seq& s, StepState& st);
+  void requeue(Seq& s);
   void remove_running(int64_t id);
   bool remove_waiting(const Seq& s);
   std::optional<Clock::time_point> batching_deadline(Clock::time_point now) const;

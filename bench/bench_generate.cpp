@@ -22,29 +22,28 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Read bandwidth in GB/s: threads sum disjoint slices of a buffer far larger
-// than the caches; best of a few passes.
+// than the caches; best of a few passes. Integer sums, so the compiler may
+// vectorize them (a float sum's dependency chain would measure the adder).
 double read_bandwidth_gbs(int threads) {
-  const size_t n = size_t{1} << 28;  // 1 GiB of floats
-  std::vector<float> buf(n, 1.0f);
+  const size_t n = size_t{1} << 27;  // 1 GiB of uint64
+  std::vector<uint64_t> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;
   troupe::ThreadPool pool(threads);
   double best = 0;
-  volatile float sink = 0;
-  for (int pass = 0; pass < 4; ++pass) {
-    std::vector<float> partial(static_cast<size_t>(threads), 0.0f);
+  volatile uint64_t sink = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<uint64_t> partial(static_cast<size_t>(threads), 0);
     const auto t0 = Clock::now();
     pool.run([&](int ith, int nth) {
       const size_t chunk = n / static_cast<size_t>(nth);
-      const float* p = buf.data() + chunk * static_cast<size_t>(ith);
-      float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-      for (size_t i = 0; i + 8 <= chunk; i += 8) {
-        a0 += p[i]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];
-        a4 += p[i + 4]; a5 += p[i + 5]; a6 += p[i + 6]; a7 += p[i + 7];
-      }
-      partial[static_cast<size_t>(ith)] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+      const uint64_t* p = buf.data() + chunk * static_cast<size_t>(ith);
+      uint64_t acc = 0;
+      for (size_t i = 0; i < chunk; ++i) acc += p[i];
+      partial[static_cast<size_t>(ith)] = acc;
     });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (float v : partial) sink = sink + v;
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
+    for (uint64_t v : partial) sink = sink + v;
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
   }
   (void)sink;
   return best;

@@ -58,7 +58,9 @@ struct CounterState {
   int64_t tokens = 0;
 };
 
-troupe::observer_actor::behavior_type counter_behavior(troupe::observer_actor::stateful_pointer<CounterState> self) {
+troupe::observer_actor::behavior_type counter_behavior(troupe::observer_actor::stateful_pointer<CounterState> self,
+                                                       std::string name) {
+  std::printf("[%s] watching every request\n", name.c_str());
   return {
       [self](const troupe::TokenEvent&) { ++self->state.tokens; },
       [self](const troupe::FinalEvent& f) {
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
     ext.make_sampler = [](caf::actor_system& sys, const std::shared_ptr<const troupe::Model>& model) {
       return sys.spawn(lipogram_sampler, model);
     };
-    ext.observers.push_back([](caf::actor_system& sys) { return sys.spawn(counter_behavior); });
+    ext.observers.push_back([](caf::actor_system& sys) { return sys.spawn(counter_behavior, std::string("observer")); });
     auto pipeline = troupe::Pipeline::start({.model_path = argv[1]}, ext);
 
     const troupe::GenerateParams params{.max_new_tokens = argc > 2 ? std::atoi(argv[2]) : 48};

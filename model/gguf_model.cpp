@@ -1,6 +1,6 @@
-// Model::load for GGUF files of the llama architecture family (Llama 2/3,
+// The GGUF loader behind Model::load, for the llama architecture family (Llama 2/3,
 // Mistral, TinyLlama, SmolLM2): hyperparameters from metadata, weights bound
-// in place to the mapped tensor data (no copy, whatever the dtype).
+// in place to the mapped tensor data (no copy unless quantization is asked for).
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -9,6 +9,7 @@
 #include "model/gguf.hpp"
 #include "model/gguf_vocab.hpp"
 #include "model/model.hpp"
+#include "model/model_loaders.hpp"
 
 namespace troupe {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 class GgufModel final : public Model {
  public:
   explicit GgufModel(gguf::GgufFile file) : file_(std::move(file)) {}
-  void bind();
+  void bind(const ModelLoadOptions& options);
 
  private:
   Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
@@ -45,7 +46,7 @@ const float* GgufModel::vector(const std::string& name, int64_t n, bool required
   return static_cast<const float*>(t->data);
 }
 
-void GgufModel::bind() {
+void GgufModel::bind(const ModelLoadOptions& options) {
   path_ = file_.path();
   const std::string arch = file_.get_string("general.architecture");
   if (arch != "llama") {
@@ -123,15 +124,20 @@ void GgufModel::bind() {
     if (t.name != "token_embd.weight" || c.tied_output) weight_bytes_ += t.n_bytes;
   }
 
+  if (options.quantize) {
+    quantize_weights(w, *options.quantize, store_, file_.path());
+    weight_bytes_ = decode_weight_bytes(w, c);
+  }
+
   vocab_ = vocab_from_gguf(file_);
   chat_template_ = file_.find_string("tokenizer.chat_template").value_or("");
 }
 
 }  // namespace
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
+std::shared_ptr<const Model> load_gguf_model(const std::string& path, const ModelLoadOptions& options) {
   auto model = std::make_shared<GgufModel>(gguf::GgufFile::open(path));
-  model->bind();
+  model->bind(options);
   return model;
 }
 

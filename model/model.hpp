@@ -1,17 +1,27 @@
 // A loaded model: hyperparameters, host weights (used in place from the
-// memory-mapped file: the persistent weight pool), and the tokenizer data the
-// file carries. Immutable once loaded, so stages and actors share it.
+// memory-mapped file: the persistent weight pool, or converted copies the
+// model owns), and the tokenizer data the file carries. Immutable once
+// loaded, so stages and actors share it.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
 #include "model/model_config.hpp"
+#include "model/weight_store.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace troupe {
+
+// One expert of a mixture-of-experts FFN (a SwiGLU FFN of its own).
+struct ExpertWeights {
+  Weight w_gate;  // [n_ff, n_embd]
+  Weight w_up;    // [n_ff, n_embd]
+  Weight w_down;  // [n_embd, n_ff]
+};
 
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [n_embd]
@@ -23,24 +33,41 @@ struct LayerWeights {
   const float* bq = nullptr;         // [q_dim] (Qwen2 QKV bias)
   const float* bk = nullptr;         // [kv_dim]
   const float* bv = nullptr;         // [kv_dim]
+  const float* bo = nullptr;         // [n_embd] (GPT-2)
+  const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)
+  const float* k_norm = nullptr;     // [head_dim] per-head RMSNorm of keys (Qwen3)
   const float* ffn_norm = nullptr;   // [n_embd]
+  const float* ffn_norm_b = nullptr; // [n_embd] (LayerNorm models)
   Weight w_gate;                     // [n_ff, n_embd]
   Weight w_up;                       // [n_ff, n_embd]
   Weight w_down;                     // [n_embd, n_ff]
+  const float* b_up = nullptr;       // [n_ff] (GPT-2)
+  const float* b_down = nullptr;     // [n_embd] (GPT-2)
+  Weight ffn_router;                 // [n_expert, n_embd] (mixture of experts)
+  std::vector<ExpertWeights> experts;  // [n_expert]; empty for a dense FFN
 };
 
 struct ModelWeights {
   Weight tok_embd;                      // [n_vocab, n_embd]
+  Weight pos_embd;                      // [n_ctx_train, n_embd] learned positions (GPT-2), else empty
   const float* output_norm = nullptr;   // [n_embd]
+  const float* output_norm_b = nullptr; // [n_embd] (LayerNorm models)
   Weight output;                        // [n_vocab, n_embd] (== tok_embd when tied)
   std::vector<LayerWeights> layers;     // [n_layer]
+};
+
+struct ModelLoadOptions {
+  // Converts float (f32/f16/bf16) matrices to this type at load: q8_0 or
+  // q4_0. Norms, biases, position tables and MoE routers stay f32.
+  std::optional<DType> quantize;
 };
 
 class Model {
  public:
   virtual ~Model() = default;
-  // Loads a GGUF file. Throws Error naming the file and the problem.
-  static std::shared_ptr<const Model> load(const std::string& path);
+  // Loads a GGUF file or a Hugging Face model directory (config.json and
+  // safetensors weights). Throws Error naming the file and the problem.
+  static std::shared_ptr<const Model> load(const std::string& path, const ModelLoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -57,6 +84,7 @@ class Model {
   std::string chat_template_;
   std::string path_;
   int64_t weight_bytes_ = 0;
+  WeightStore store_;  // weights made at load (conversions, transposes, quantized copies)
 };
 
 }  // namespace troupe

@@ -19,7 +19,7 @@ struct ModelConfig {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
-  int64_t n_ff = 0;
+  int64_t n_ff = 0;          // FFN hidden width (of each expert in a mixture of experts)
   int64_t n_ctx_train = 0;
   float norm_eps = 1e-5f;
   kernels::RopeLayout rope_layout = kernels::RopeLayout::normal;
@@ -29,6 +29,8 @@ struct ModelConfig {
   std::vector<float> rope_freq_factors;  // [n_rot / 2] or empty
   int32_t sliding_window = 0;            // 0: full causal attention
   bool tied_output = false;              // output projection is the token embedding
+  int64_t n_expert = 0;                  // mixture-of-experts FFN: experts per layer (0: dense FFN)
+  int64_t n_expert_used = 0;             // experts each token is routed to (top-k)
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

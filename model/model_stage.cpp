@@ -1,10 +1,10 @@
-// ModelStage: the decoder forward pass over a layer range (Llama family:
-// RMSNorm, GQA attention with RoPE over paged KV, SwiGLU FFN). Every
-// intermediate has a name and a shape; all of them come from the step arena.
+// ModelStage: uploads its layers' weights, owns their KV pages and the step
+// arena, and runs a step: embedding (first stage), the architecture's layers,
+// then the final norm and output head on the rows that want logits (last
+// stage). What a layer computes is the architecture's (model/arch_*.cpp).
 #include "model/model_stage.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "core/error.hpp"
@@ -31,6 +31,7 @@ Weight upload(Backend& backend, const Weight& host, std::vector<void*>& owned) {
 ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, StageOptions options)
     : model_(std::move(model)), backend_(backend), options_(options) {
   const ModelConfig& c = model_->config();
+  arch_ = &architecture(c.arch);
   first_ = options_.first_layer;
   last_ = options_.last_layer < 0 ? c.n_layer : options_.last_layer;
   if (first_ < 0 || first_ >= last_ || last_ > c.n_layer) {
@@ -43,32 +44,20 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
     throw Error(Errc::invalid_argument, "stage limits (max_tokens, max_seqs, KV blocks, block size) must be positive");
   }
 
-  // Weights: this stage's layers only, plus the embedding (first stage) and
+  // Weights: this stage's layers only, plus the embeddings (first stage) and
   // the output head (last stage).
   const ModelWeights& host = model_->weights();
-  if (is_first()) weights_.tok_embd = upload(backend_, host.tok_embd, owned_);
+  if (is_first()) {
+    weights_.tok_embd = upload(backend_, host.tok_embd, owned_);
+    weights_.pos_embd = upload(backend_, host.pos_embd, owned_);
+  }
   if (is_last()) {
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);
+    weights_.output_norm_b = upload_vector(backend_, host.output_norm_b, c.n_embd, owned_);
     weights_.output = upload(backend_, host.output, owned_);
   }
   weights_.layers.resize(static_cast<size_t>(c.n_layer));
-  for (int64_t il = first_; il < last_; ++il) {
-    const LayerWeights& h = host.layers[static_cast<size_t>(il)];
-    LayerWeights& d = weights_.layers[static_cast<size_t>(il)];
-    d.attn_norm = upload_vector(backend_, h.attn_norm, c.n_embd, owned_);
-    d.attn_norm_b = upload_vector(backend_, h.attn_norm_b, c.n_embd, owned_);
-    d.wq = upload(backend_, h.wq, owned_);
-    d.wk = upload(backend_, h.wk, owned_);
-    d.wv = upload(backend_, h.wv, owned_);
-    d.wo = upload(backend_, h.wo, owned_);
-    d.bq = upload_vector(backend_, h.bq, c.q_dim(), owned_);
-    d.bk = upload_vector(backend_, h.bk, c.kv_dim(), owned_);
-    d.bv = upload_vector(backend_, h.bv, c.kv_dim(), owned_);
-    d.ffn_norm = upload_vector(backend_, h.ffn_norm, c.n_embd, owned_);
-    d.w_gate = upload(backend_, h.w_gate, owned_);
-    d.w_up = upload(backend_, h.w_up, owned_);
-    d.w_down = upload(backend_, h.w_down, owned_);
-  }
+  for (int64_t il = first_; il < last_; ++il) upload_layer(il);
 
   // KV pages: one pool per layer, allocated once.
   PagedKvView shape{.n_blocks = options_.n_kv_blocks,
@@ -86,21 +75,50 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
     kv_bytes_ += 2 * layer_bytes;
   }
 
-  // Step arena, sized for the largest step: the residual stream, the attention
-  // and FFN intermediates, and the logits of every sequence.
+  // Step arena, sized for the largest step: the residual stream, one block's
+  // temporaries at a time, and the last rows and logits of every sequence.
   const int64_t T = options_.max_tokens;
-  const int64_t attn_floats = T * (2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim());  // xb, q, k, v, att, proj
-  const int64_t ffn_floats = T * (2 * c.n_embd + 2 * c.n_ff);                       // xb, gate, up, proj
-  const int64_t floats = T * c.n_embd                                  // x, the residual stream
-                         + std::max(attn_floats, ffn_floats)           // one block's temporaries at a time
-                         + options_.max_seqs * (c.n_embd + c.n_vocab);  // last rows, logits
-  const size_t arena_bytes = static_cast<size_t>(floats) * sizeof(float) + 16 * 64;  // + alignment slack
+  const int64_t floats = T * c.n_embd + layers::block_scratch_floats(c, T) +
+                         options_.max_seqs * (c.n_embd + c.n_vocab);
+  const size_t arena_bytes = static_cast<size_t>(floats) * sizeof(float) + 32 * 64;  // + alignment slack
   void* arena_mem = backend_.allocate(arena_bytes);
   owned_.push_back(arena_mem);
   arena_ = StepArena(arena_mem, arena_bytes);
   seqs_scratch_.reserve(static_cast<size_t>(options_.max_seqs));
   pos_scratch_.reserve(static_cast<size_t>(T));
   rows_scratch_.reserve(static_cast<size_t>(options_.max_seqs));
+}
+
+void ModelStage::upload_layer(int64_t il) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& h = model_->weights().layers[static_cast<size_t>(il)];
+  LayerWeights& d = weights_.layers[static_cast<size_t>(il)];
+  d.attn_norm = upload_vector(backend_, h.attn_norm, c.n_embd, owned_);
+  d.attn_norm_b = upload_vector(backend_, h.attn_norm_b, c.n_embd, owned_);
+  d.wq = upload(backend_, h.wq, owned_);
+  d.wk = upload(backend_, h.wk, owned_);
+  d.wv = upload(backend_, h.wv, owned_);
+  d.wo = upload(backend_, h.wo, owned_);
+  d.bq = upload_vector(backend_, h.bq, c.q_dim(), owned_);
+  d.bk = upload_vector(backend_, h.bk, c.kv_dim(), owned_);
+  d.bv = upload_vector(backend_, h.bv, c.kv_dim(), owned_);
+  d.bo = upload_vector(backend_, h.bo, c.n_embd, owned_);
+  d.q_norm = upload_vector(backend_, h.q_norm, c.head_dim, owned_);
+  d.k_norm = upload_vector(backend_, h.k_norm, c.head_dim, owned_);
+  d.ffn_norm = upload_vector(backend_, h.ffn_norm, c.n_embd, owned_);
+  d.ffn_norm_b = upload_vector(backend_, h.ffn_norm_b, c.n_embd, owned_);
+  d.w_gate = upload(backend_, h.w_gate, owned_);
+  d.w_up = upload(backend_, h.w_up, owned_);
+  d.w_down = upload(backend_, h.w_down, owned_);
+  d.b_up = upload_vector(backend_, h.b_up, h.w_up.n_out, owned_);
+  d.b_down = upload_vector(backend_, h.b_down, c.n_embd, owned_);
+  d.ffn_router = upload(backend_, h.ffn_router, owned_);
+  d.experts.resize(h.experts.size());
+  for (size_t e = 0; e < h.experts.size(); ++e) {
+    d.experts[e].w_gate = upload(backend_, h.experts[e].w_gate, owned_);
+    d.experts[e].w_up = upload(backend_, h.experts[e].w_up, owned_);
+    d.experts[e].w_down = upload(backend_, h.experts[e].w_down, owned_);
+  }
 }
 
 ModelStage::~ModelStage() {
@@ -135,13 +153,19 @@ void ModelStage::check_batch(const BatchView& batch) const {
       }
     }
   }
+  // Learned positions exist only up to the table's length.
+  const int64_t max_pos = model_->weights().pos_embd.data != nullptr ? model_->weights().pos_embd.n_out : 0;
   for (const BatchSeq& s : batch.seqs) {
     if (s.n_tokens <= 0 || s.n_past < 0) throw Error(Errc::invalid_argument, "sequence with no new tokens");
-    const int64_t need = (s.n_past + s.n_tokens + options_.kv_block_size - 1) / options_.kv_block_size;
+    const int64_t end = static_cast<int64_t>(s.n_past) + s.n_tokens;
+    if (max_pos > 0 && end > max_pos) {
+      throw Error(Errc::invalid_argument, "position " + std::to_string(end - 1) + " is past the model's " +
+                                              std::to_string(max_pos) + " learned positions");
+    }
+    const int64_t need = (end + options_.kv_block_size - 1) / options_.kv_block_size;
     if (static_cast<int64_t>(s.block_table.size()) < need) {
       throw Error(Errc::invalid_argument, "block table of " + std::to_string(s.block_table.size()) +
-                                              " blocks cannot hold " + std::to_string(s.n_past + s.n_tokens) +
-                                              " tokens");
+                                              " blocks cannot hold " + std::to_string(end) + " tokens");
     }
     for (int64_t b = 0; b < need; ++b) {
       const int32_t id = s.block_table[static_cast<size_t>(b)];
@@ -167,18 +191,24 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
     for (int32_t i = 0; i < s.n_tokens; ++i) pos_scratch_.push_back(s.n_past + i);
     row += s.n_tokens;
   }
+  const layers::StepContext ctx{.backend = backend_,
+                                .arena = arena_,
+                                .config = c,
+                                .weights = weights_,
+                                .host = host_scratch_,
+                                .n_tokens = n_tokens,
+                                .tokens = is_first() ? batch.tokens.data() : nullptr,
+                                .pos = pos_scratch_.data(),
+                                .seqs = seqs_scratch_.data(),
+                                .n_seqs = static_cast<int>(seqs_scratch_.size())};
 
   float* x = arena_.floats(n_tokens * c.n_embd);  // [n_tokens, n_embd] residual stream
   if (is_first()) {
-    backend_.embedding(x, weights_.tok_embd, batch.tokens.data(), n_tokens);
+    arch_->embed(ctx, x);
   } else {
     backend_.copy_from_host(x, hidden_in, static_cast<size_t>(n_tokens * c.n_embd) * sizeof(float));
   }
-
-  for (int64_t il = first_; il < last_; ++il) {
-    attention_block(il, x, n_tokens, pos_scratch_.data(), seqs_scratch_);
-    ffn_block(il, x, n_tokens);
-  }
+  for (int64_t il = first_; il < last_; ++il) arch_->layer(ctx, il, kv_[static_cast<size_t>(il - first_)], x);
 
   if (!is_last()) {
     backend_.copy_to_host(out, x, static_cast<size_t>(n_tokens * c.n_embd) * sizeof(float));
@@ -197,67 +227,11 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   if (n_rows == 0) return;
   float* last = arena_.floats(n_rows * c.n_embd);  // [n_rows, n_embd]
   backend_.gather_rows(last, x, rows_scratch_.data(), n_rows, c.n_embd);
-  backend_.rmsnorm(last, last, weights_.output_norm, n_rows, c.n_embd, c.norm_eps);
+  arch_->output_norm(ctx, last, n_rows);
   float* logits = arena_.floats(n_rows * c.n_vocab);  // [n_rows, n_vocab]
   backend_.matmul(logits, last, weights_.output, n_rows);
   backend_.copy_to_host(out, logits, static_cast<size_t>(n_rows * c.n_vocab) * sizeof(float));
   backend_.synchronize();
-}
-
-void ModelStage::attention_block(int64_t il, float* x, int64_t n_tokens, const int32_t* pos,
-                                 const std::vector<AttnSeq>& seqs) {
-  const ModelConfig& c = model_->config();
-  const LayerWeights& w = weights_.layers[static_cast<size_t>(il)];
-  const size_t mark = arena_.used();  // the block's temporaries are released at its end
-  float* xb = arena_.floats(n_tokens * c.n_embd);    // [n_tokens, n_embd] normed input
-  float* q = arena_.floats(n_tokens * c.q_dim());    // [n_tokens, n_head, head_dim]
-  float* k = arena_.floats(n_tokens * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
-  float* v = arena_.floats(n_tokens * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
-  float* att = arena_.floats(n_tokens * c.q_dim());  // [n_tokens, n_head, head_dim]
-  float* proj = arena_.floats(n_tokens * c.n_embd);  // [n_tokens, n_embd]
-
-  backend_.rmsnorm(xb, x, w.attn_norm, n_tokens, c.n_embd, c.norm_eps);
-  backend_.matmul(q, xb, w.wq, n_tokens);
-  backend_.matmul(k, xb, w.wk, n_tokens);
-  backend_.matmul(v, xb, w.wv, n_tokens);
-  if (w.bq != nullptr) backend_.add_bias(q, w.bq, n_tokens, c.q_dim());
-  if (w.bk != nullptr) backend_.add_bias(k, w.bk, n_tokens, c.kv_dim());
-  if (w.bv != nullptr) backend_.add_bias(v, w.bv, n_tokens, c.kv_dim());
-
-  const kernels::RopeParams rope{.layout = c.rope_layout,
-                                 .n_rot = c.n_rot,
-                                 .theta = c.rope_theta,
-                                 .freq_scale = c.rope_freq_scale,
-                                 .freq_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data()};
-  backend_.rope(q, pos, n_tokens, c.n_head, c.head_dim, rope);
-  backend_.rope(k, pos, n_tokens, c.n_head_kv, c.head_dim, rope);
-
-  const PagedKvView& kv = kv_[static_cast<size_t>(il - first_)];
-  backend_.kv_write(kv, k, v, seqs.data(), static_cast<int>(seqs.size()));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  backend_.attention(att, q, kv, seqs.data(), static_cast<int>(seqs.size()), c.n_head, scale, c.sliding_window);
-
-  backend_.matmul(proj, att, w.wo, n_tokens);
-  backend_.add(x, proj, n_tokens * c.n_embd);
-  arena_.rewind(mark);
-}
-
-void ModelStage::ffn_block(int64_t il, float* x, int64_t n_tokens) {
-  const ModelConfig& c = model_->config();
-  const LayerWeights& w = weights_.layers[static_cast<size_t>(il)];
-  const size_t mark = arena_.used();
-  float* xb = arena_.floats(n_tokens * c.n_embd);    // [n_tokens, n_embd]
-  float* gate = arena_.floats(n_tokens * c.n_ff);    // [n_tokens, n_ff]
-  float* up = arena_.floats(n_tokens * c.n_ff);      // [n_tokens, n_ff]
-  float* proj = arena_.floats(n_tokens * c.n_embd);  // [n_tokens, n_embd]
-
-  backend_.rmsnorm(xb, x, w.ffn_norm, n_tokens, c.n_embd, c.norm_eps);
-  backend_.matmul(gate, xb, w.w_gate, n_tokens);
-  backend_.matmul(up, xb, w.w_up, n_tokens);
-  backend_.swiglu(gate, gate, up, n_tokens * c.n_ff);
-  backend_.matmul(proj, gate, w.w_down, n_tokens);
-  backend_.add(x, proj, n_tokens * c.n_embd);
-  arena_.rewind(mark);
 }
 
 }  // namespace troupe

@@ -1,6 +1,7 @@
 // A model stage: a contiguous range of layers of one model on one backend,
 // with the KV pages of those layers and a step arena. One stage is a whole
 // model; a chain of stages is pipeline parallelism (the executor actors).
+// The layers themselves come from the model's architecture (model/arch_*.cpp).
 #pragma once
 
 #include <memory>
@@ -8,7 +9,9 @@
 
 #include "kernels/backend.hpp"
 #include "memory/step_arena.hpp"
+#include "model/architecture.hpp"
 #include "model/batch.hpp"
+#include "model/layers.hpp"
 #include "model/model.hpp"
 
 namespace troupe {
@@ -50,12 +53,11 @@ class ModelStage {
 
  private:
   void check_batch(const BatchView& batch) const;
-  void attention_block(int64_t il, float* x, int64_t n_tokens, const int32_t* pos,
-                       const std::vector<AttnSeq>& seqs);
-  void ffn_block(int64_t il, float* x, int64_t n_tokens);
+  void upload_layer(int64_t il);
 
   std::shared_ptr<const Model> model_;
   Backend& backend_;
+  const Architecture* arch_ = nullptr;
   StageOptions options_;
   int64_t first_ = 0;
   int64_t last_ = 0;
@@ -67,6 +69,7 @@ class ModelStage {
   std::vector<AttnSeq> seqs_scratch_;
   std::vector<int32_t> pos_scratch_;
   std::vector<int32_t> rows_scratch_;
+  layers::HostScratch host_scratch_;
 };
 
 }  // namespace troupe

@@ -4,8 +4,8 @@
 #pragma once
 
 #include <array>
-#include <unordered_map>
 
+#include "tokenizer/bpe_merges.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -16,18 +16,12 @@ class BpeTokenizer final : public Tokenizer {
   explicit BpeTokenizer(VocabData vocab);
 
  private:
-  struct Merge {
-    int32_t rank;  // lower merges first
-    int32_t id;    // the merged token
-  };
-
   void encode_text(std::string_view text, bool at_text_start, std::vector<int32_t>& out) const override;
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
-  const Merge* find_merge(int32_t left, int32_t right) const;
 
   PreTokenizer pre_;
-  std::array<int32_t, 256> byte_ids_{};             // token for each byte's stand-in, -1 if absent
-  std::unordered_map<uint64_t, Merge> merges_;      // key: left id << 32 | right id
+  std::array<int32_t, 256> byte_ids_{};  // token for each byte's stand-in, -1 if absent
+  BpeMerges merges_;
 };
 
 }  // namespace troupe

@@ -28,14 +28,13 @@ class IncrementalDecoder {
   // the decoder then starts over as if new.
   std::string flush();
 
-  // Bytes held back waiting for the rest of a character.
-  size_t pending_bytes() const { return pending_.size(); }
+  // Bytes held back waiting for the rest of a character (or, with Hugging
+  // Face's ByteFallback decoder, for the end of a run of byte tokens).
+  size_t pending_bytes() const { return pending_.size() + stream_.held_bytes(); }
 
  private:
-  const Tokenizer& tokenizer_;
-  IncrementalDecoderOptions options_;
+  Tokenizer::ByteStream stream_;
   std::string pending_;
-  bool at_start_ = true;  // no byte seen yet: the SPM leading space is still to strip
 };
 
 }  // namespace troupe

@@ -4,71 +4,10 @@
 // digit (Hugging Face's Digits(individual_digits)) and then applies GPT-2's.
 #include "tokenizer/pre_tokenizer.hpp"
 
-#include <pcre2.h>
-
-#include <array>
-
 #include "core/error.hpp"
-#include "tokenizer/utf8.hpp"
+#include "tokenizer/regex.hpp"
 
 namespace troupe {
-
-class Regex {
- public:
-  explicit Regex(const char* pattern) {
-    int err = 0;
-    PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
-    if (code_ == nullptr) {
-      std::array<PCRE2_UCHAR, 256> msg{};
-      pcre2_get_error_message(err, msg.data(), msg.size());
-      throw Error(Errc::internal, std::string("tokenizer: pre-tokenizer regex does not compile at offset ") +
-                                      std::to_string(offset) + ": " + reinterpret_cast<const char*>(msg.data()));
-    }
-    // JIT is an optimisation only; the interpreter gives the same matches.
-    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
-  }
-  ~Regex() { pcre2_code_free(code_); }
-  Regex(const Regex&) = delete;
-  Regex& operator=(const Regex&) = delete;
-
-  // Appends the isolated split of piece to out.
-  void split(std::string_view piece, pcre2_match_data* md, std::vector<std::string_view>& out) const {
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
-    size_t pos = 0;
-    size_t last = 0;  // end of the previous match
-    while (pos < piece.size()) {
-      // The text was validated once up front; pieces split at match
-      // boundaries stay valid.
-      const int rc = pcre2_match(code_, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
-      if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) {
-        std::array<PCRE2_UCHAR, 256> msg{};
-        pcre2_get_error_message(rc, msg.data(), msg.size());
-        throw Error(Errc::internal, std::string("tokenizer: pre-tokenizer regex failed: ") +
-                                        reinterpret_cast<const char*>(msg.data()));
-      }
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-      const size_t begin = ov[0];
-      const size_t end = ov[1];
-      if (end == begin) {  // none of our patterns match empty, but never loop
-        const size_t len = utf8::sequence_length(piece, begin);
-        pos = begin + (len == 0 ? 1 : len);
-        continue;
-      }
-      if (begin > last) out.push_back(piece.substr(last, begin - last));
-      out.push_back(piece.substr(begin, end - begin));
-      last = pos = end;
-    }
-    if (last < piece.size()) out.push_back(piece.substr(last));
-  }
-
-  const pcre2_code* code() const { return code_; }
-
- private:
-  pcre2_code* code_ = nullptr;
-};
 
 namespace {
 
@@ -98,6 +37,8 @@ const std::vector<Named>& table() {
 
 }  // namespace
 
+std::string_view PreTokenizer::gpt2_pattern() { return kGpt2; }
+
 std::string PreTokenizer::supported_names() {
   std::string names;
   for (const Named& n : table()) {
@@ -111,7 +52,10 @@ PreTokenizer::PreTokenizer(std::string_view name) {
   if (name.empty()) name = "default";
   for (const Named& n : table()) {
     if (n.name != name) continue;
-    for (const char* pattern : n.steps) steps_.push_back(std::make_unique<Regex>(pattern));
+    for (const char* pattern : n.steps) {
+      steps_.push_back(std::make_unique<Regex>(pattern, "tokenizer: pre-tokenizer '" + std::string(name) + "'",
+                                               Errc::internal));
+    }
     return;
   }
   throw Error(Errc::unsupported, "tokenizer pre-tokenizer '" + std::string(name) +
@@ -128,17 +72,8 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   pieces.push_back(text);
   std::vector<std::string_view> next;
   for (const auto& step : steps_) {
-    // Match data per call keeps split() safe to run from several threads.
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(step->code(), nullptr);
-    if (md == nullptr) throw Error(Errc::out_of_memory, "tokenizer: cannot allocate regex match data");
     next.clear();
-    try {
-      for (const std::string_view piece : pieces) step->split(piece, md, next);
-    } catch (...) {
-      pcre2_match_data_free(md);
-      throw;
-    }
-    pcre2_match_data_free(md);
+    for (const std::string_view piece : pieces) step->split(piece, next);
     pieces.swap(next);
   }
   return pieces;

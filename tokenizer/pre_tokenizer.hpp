@@ -28,6 +28,9 @@ class PreTokenizer {
 
   // "default, gpt-2, llama-bpe, llama3, qwen2, smollm"
   static std::string supported_names();
+  // GPT-2's split (openai/gpt-2 encoder.py), also Hugging Face's ByteLevel
+  // pre-tokenizer regex.
+  static std::string_view gpt2_pattern();
 
  private:
   std::vector<std::unique_ptr<Regex>> steps_;

@@ -166,16 +166,63 @@ std::string Tokenizer::token_to_bytes(int32_t id, bool render_special) const {
     throw Error(Errc::invalid_argument, "tokenizer: token id " + std::to_string(id) +
                                             " is outside [0, " + std::to_string(n_vocab()) + ")");
   }
-  if (is_special(id)) return render_special ? vocab_.tokens[static_cast<size_t>(id)] : std::string();
+  if (is_special(id) && !render_special) return {};
+  if (is_special(id) && !special_from_pieces_) return vocab_.tokens[static_cast<size_t>(id)];
   return piece_bytes_[static_cast<size_t>(id)];
 }
 
+std::string Tokenizer::byte_run_text(std::string_view bytes, bool /*opens_text*/) const {
+  if (utf8::is_valid(bytes)) return std::string(bytes);
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); ++i) out += utf8::kReplacement;
+  return out;
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  ByteStream stream(*this, skip_special);
   std::string bytes;
-  for (const int32_t id : ids) bytes += token_to_bytes(id, !skip_special);
-  std::string_view view = bytes;
-  if (strip_leading_space_ && !view.empty() && view.front() == ' ') view.remove_prefix(1);
-  return utf8::to_valid(view);
+  for (const int32_t id : ids) stream.push(id, bytes);
+  stream.finish(bytes);
+  return utf8::to_valid(bytes);
+}
+
+Tokenizer::ByteStream::ByteStream(const Tokenizer& tokenizer, bool skip_special)
+    : tokenizer_(tokenizer), skip_special_(skip_special), strip_pending_(tokenizer.strip_leading_space_) {}
+
+void Tokenizer::ByteStream::push(int32_t id, std::string& out) {
+  const Tokenizer& t = tokenizer_;
+  std::string piece = t.token_to_bytes(id, !skip_special_);  // also checks the id
+  // Skipped tokens are not there at all: they neither end a run nor open the text.
+  if (skip_special_ && t.is_special(id)) return;
+  if (t.byte_runs_ && t.type_of(id) == TokenType::byte) {
+    run_ += piece;
+    return;
+  }
+  if (!run_.empty()) {
+    emit(t.byte_run_text(run_, first_), out);
+    run_.clear();
+    first_ = false;
+  }
+  if (first_ && !t.first_piece_bytes_.empty() && (!t.is_special(id) || t.special_from_pieces_)) {
+    piece = t.first_piece_bytes_[static_cast<size_t>(id)];
+  }
+  first_ = false;
+  emit(std::move(piece), out);
+}
+
+void Tokenizer::ByteStream::finish(std::string& out) {
+  if (!run_.empty()) emit(tokenizer_.byte_run_text(run_, first_), out);
+  run_.clear();
+  first_ = true;
+  strip_pending_ = tokenizer_.strip_leading_space_;
+}
+
+void Tokenizer::ByteStream::emit(std::string piece, std::string& out) {
+  if (strip_pending_ && !piece.empty()) {
+    if (piece.front() == ' ') piece.erase(0, 1);
+    strip_pending_ = false;
+  }
+  out += piece;
 }
 
 }  // namespace troupe

@@ -1,6 +1,8 @@
 // Text <-> token ids for the two GGUF tokenizer models: "llama" (SentencePiece
 // BPE with byte fallback, spm_tokenizer.hpp) and "gpt2" (byte-level BPE,
 // bpe_tokenizer.hpp). Both follow Hugging Face's conversion of the GGUF vocab.
+// Hugging Face tokenizer.json files give an HfBpeTokenizer (hf_bpe_tokenizer.hpp,
+// loaded by hf_tokenizer.hpp).
 #pragma once
 
 #include <array>
@@ -41,7 +43,8 @@ class Tokenizer {
 
   // Valid UTF-8 (invalid byte runs become U+FFFD). skip_special drops control
   // and unknown tokens. With add_space_prefix (SPM) one leading space of the
-  // result is removed, as Hugging Face's decoder does.
+  // result is removed, as Hugging Face's decoder does; tokenizer.json
+  // tokenizers follow their file's decoder (see ByteStream).
   std::string decode(std::span<const int32_t> ids, bool skip_special) const;
 
   int32_t n_vocab() const { return static_cast<int32_t>(vocab_.tokens.size()); }
@@ -59,6 +62,32 @@ class Tokenizer {
   bool strips_leading_space() const { return strip_leading_space_; }
   const VocabData& vocab() const { return vocab_; }
 
+  // The bytes decode() builds, one id at a time: special tokens skipped or
+  // rendered, runs of byte-fallback tokens resolved together (Hugging Face's
+  // ByteFallback decoder), the leading-space rule applied at the start.
+  // decode() and IncrementalDecoder share it, so streamed text adds up to
+  // decode(). The bytes may be invalid UTF-8; the caller repairs them.
+  class ByteStream {
+   public:
+    // tokenizer must outlive the stream.
+    ByteStream(const Tokenizer& tokenizer, bool skip_special);
+    // Appends the bytes id settles (a byte token of a run settles nothing yet).
+    void push(int32_t id, std::string& out);
+    // Appends what is still held; the stream then starts over as if new.
+    void finish(std::string& out);
+    // Bytes of an unfinished run of byte tokens.
+    size_t held_bytes() const { return run_.size(); }
+
+   private:
+    void emit(std::string piece, std::string& out);
+
+    const Tokenizer& tokenizer_;
+    bool skip_special_;
+    std::string run_;
+    bool first_ = true;   // no piece yet: the next one opens the text
+    bool strip_pending_;  // the one leading space is still to strip
+  };
+
  protected:
   explicit Tokenizer(VocabData vocab);
 
@@ -70,10 +99,21 @@ class Tokenizer {
   // The id for an exact token text, or -1 (the last id wins on duplicates).
   int32_t lookup(std::string_view text) const;
 
+  // The bytes a run of byte tokens decodes to: itself if valid UTF-8, else
+  // one U+FFFD per byte, as Hugging Face's ByteFallback decoder does. Only
+  // called when byte_runs_ is set. opens_text: the run starts the text.
+  virtual std::string byte_run_text(std::string_view bytes, bool opens_text) const;
+
   VocabData vocab_;
   // [n_vocab] bytes of each token that is not control/unknown; the subclass
   // constructor fills it.
   std::vector<std::string> piece_bytes_;
+  // How decoding renders pieces, for tokenizers built from a Hugging Face
+  // decoder; the GGUF tokenizers leave the defaults.
+  bool strip_leading_space_ = false;    // remove one leading space of the text
+  bool byte_runs_ = false;              // byte tokens decode in runs (byte_run_text)
+  bool special_from_pieces_ = false;    // special tokens render as piece_bytes_, not their text
+  std::vector<std::string> first_piece_bytes_;  // [n_vocab] bytes of a token opening the text, or empty
 
  private:
   struct SpecialToken {
@@ -87,7 +127,6 @@ class Tokenizer {
   std::unordered_map<std::string_view, int32_t> ids_;  // views into vocab_.tokens
   std::array<std::vector<SpecialToken>, 256> specials_by_first_byte_;  // longest first
   std::vector<bool> eog_;
-  bool strip_leading_space_ = false;
 };
 
 }  // namespace troupe

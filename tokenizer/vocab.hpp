@@ -20,7 +20,8 @@ enum class TokenType : int32_t {
 };
 
 struct VocabData {
-  std::string model;                // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE)
+  std::string model;                // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE);
+                                    // "hf-bpe" for tokenizer.json (hf_tokenizer.hpp builds those)
   std::string pre;                  // pre-tokenizer name for gpt2: "default", "llama-bpe", "qwen2", "smollm", ...
   std::vector<std::string> tokens;  // [n_vocab] token texts as GGUF spells them ("▁the", "Ġthe")
   std::vector<float> scores;        // [n_vocab] SPM merge priorities; may be empty for gpt2

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -68,9 +69,11 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
                  .max_tokens_per_step = 48,
                  .prefill_chunk = 16,
                  .context_length = 160,
+                 .kv_watermark = 0.1,
                  .level_bounds = {32, 96}},
                 {.n_blocks = 40, .block_size = 4, .prefix_caching = prefix_caching}, n_engines);
   std::map<int64_t, int> ends;  // request -> times it ended
+  std::map<int64_t, int> preempted;  // request -> times preempted
   std::set<int64_t> live;
   int64_t next_id = 1;
   int64_t now = 0;
@@ -111,6 +114,7 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
     }
     const SchedulingRound round = set.schedule(at_ms(now));
     for (const RejectedRequest& r : round.rejected) end(r.request_id);
+    for (const int64_t id : round.preempted) ++preempted[id];
     ASSERT_NO_THROW(set.check_invariants()) << "event " << event;
   }
   // Drain: complete every step until nothing is left.
@@ -125,18 +129,25 @@ void random_workload(uint32_t seed, int32_t n_engines, bool prefix_caching) {
     now += 1;
     const SchedulingRound round = set.schedule(at_ms(now));
     for (const RejectedRequest& r : round.rejected) end(r.request_id);
+    for (const int64_t id : round.preempted) ++preempted[id];
     set.check_invariants();
   }
   EXPECT_TRUE(live.empty());
   const SchedulerStats stats = set.stats();
-  // The workload is meant to push the pool: it must have preempted, and
-  // most requests must have run to their end rather than been cancelled.
+  // The pool (40 blocks, the size of one full-context request) is far too
+  // small for the load, so preemption must happen; it must stay bounded
+  // (one engine: ~1.2 per request, at most 8 of one request; 2-3 engines:
+  // ~1.5-2.2 per request, at most ~30). A runaway (a request bounced
+  // without end while others hold the pool) fails these bounds.
+  int most = 0;
+  for (const auto& [id, n] : preempted) most = std::max(most, n);
   EXPECT_GT(stats.preemptions, 0u);
-  EXPECT_GT(stats.finished, 100u);
-  std::printf("engines %d: %llu steps, %llu preemptions, %llu finished, %llu cancelled, %llu rejected\n",
+  EXPECT_LE(stats.preemptions, 3u * static_cast<uint64_t>(next_id - 1));
+  EXPECT_LE(most, 40);
+  std::printf("engines %d: %llu steps, %llu preemptions (at most %d of one request), %llu finished, %llu cancelled\n",
               n_engines, static_cast<unsigned long long>(stats.steps),
-              static_cast<unsigned long long>(stats.preemptions), static_cast<unsigned long long>(stats.finished),
-              static_cast<unsigned long long>(stats.cancelled), static_cast<unsigned long long>(stats.rejected));
+              static_cast<unsigned long long>(stats.preemptions), most, static_cast<unsigned long long>(stats.finished),
+              static_cast<unsigned long long>(stats.cancelled));
   for (const auto& [id, n] : ends) EXPECT_EQ(n, 1) << "request " << id;
   EXPECT_EQ(static_cast<int64_t>(ends.size()), next_id - 1);
   EXPECT_EQ(set.kv().pool().n_used(), 0);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <set>
 #include <thread>
 
@@ -64,7 +65,11 @@ TEST_P(PipelineStages, PreemptionUnderKvPressureKeepsOutputs) {
   cfg.scheduler.kv_watermark = 0.0;
   auto p = Pipeline::start(cfg);
   run_all_concurrently(*p, cases32());
-  EXPECT_GT(p->stats().preemptions, 0u);
+  const PipelineStats s = p->stats();
+  EXPECT_GT(s.preemptions, 0u);
+  std::printf("%d stages: %llu steps, %llu admissions, %llu preemptions\n", GetParam(),
+              static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.admitted),
+              static_cast<unsigned long long>(s.preemptions));
   expect_drained(*p);
 }
 

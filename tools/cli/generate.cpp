@@ -31,6 +31,7 @@ struct GenerateArgs {
   int threads = 0;
   int64_t ctx = 0;
   std::string isa;
+  std::string quantize;
   bool no_bos = false;
   bool stats = true;
 };
@@ -46,7 +47,10 @@ void run_generate(const GenerateArgs& a) {
   if (!a.isa.empty()) force_isa(parse_isa(a.isa));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
-  auto model = Model::load(path);
+  ModelLoadOptions load_options;
+  if (a.quantize == "q8_0") load_options.quantize = DType::q8_0;
+  if (a.quantize == "q4_0") load_options.quantize = DType::q4_0;
+  auto model = Model::load(path, load_options);
   auto tokenizer = Tokenizer::create(model->vocab());
 
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt, !a.no_bos, true);
@@ -110,6 +114,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Worker threads (0: all hardware threads)");
   cmd->add_option("-c,--ctx", args->ctx, "Context length (0: the model's, capped at 4096)");
   cmd->add_option("--isa", args->isa, "Force the kernel path: scalar, avx2 or avx512");
+  cmd->add_option("--quantize", args->quantize, "Convert float weights at load")
+      ->check(CLI::IsMember({"q8_0", "q4_0"}));
   cmd->add_flag("--no-bos", args->no_bos, "Do not add BOS before the prompt");
   cmd->add_flag("!--no-stats", args->stats, "Do not print timing to stderr");
   cmd->callback([args] { run_generate(*args); });

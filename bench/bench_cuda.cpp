@@ -1,0 +1,247 @@
+// GPU benchmarks of the CUDA backend through the model code: HBM copy
+// bandwidth (a copy kernel, the roofline's denominator), then for
+// random-weight BF16 Llama shapes built directly on the device (no weight
+// files): single-stream decode tokens/s against the roofline (weight bytes
+// read per token / measured bandwidth), prefill tokens/s for 512- and
+// 2048-token prompts, and aggregate decode tokens/s at several batch sizes.
+//   bench_cuda [--models 1b,8b] [--out results.md]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda_backend.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+
+namespace {
+
+using troupe::CudaBackend;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  std::string name;
+  int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+  bool tied;
+};
+
+const Shape kLlama1B{"Llama-3.2-1B", 128256, 2048, 16, 32, 8, 64, 8192, true};
+const Shape kLlama8B{"Llama-3-8B", 128256, 4096, 32, 32, 8, 128, 14336, false};
+
+// A Llama whose weights are random BF16 values generated on the device.
+class DeviceLlama final : public troupe::Model {
+ public:
+  DeviceLlama(CudaBackend& gpu, const Shape& s) {
+    troupe::ModelConfig& c = config_;
+    c.arch = "llama";
+    c.name = s.name + " (random weights)";
+    c.n_vocab = s.n_vocab;
+    c.n_embd = s.n_embd;
+    c.n_layer = s.n_layer;
+    c.n_head = s.n_head;
+    c.n_head_kv = s.n_head_kv;
+    c.head_dim = s.head_dim;
+    c.n_ff = s.n_ff;
+    c.n_ctx_train = 8192;
+    c.norm_eps = 1e-5f;
+    c.rope_layout = troupe::kernels::RopeLayout::neox;
+    c.n_rot = s.head_dim;
+    c.rope_theta = 500000.0f;
+    c.tied_output = s.tied;
+    uint64_t seed = 1;
+    auto mat = [&](int64_t n_in, int64_t n_out) {
+      const troupe::Weight w = gpu.random_weight(troupe::DType::bf16, n_in, n_out, 0.02f, seed++);
+      weight_bytes_ += n_in * n_out * 2;
+      return w;
+    };
+    const float* ones = gpu.constant_vector(s.n_embd, 1.0f);
+    weights_.tok_embd = gpu.random_weight(troupe::DType::bf16, s.n_embd, s.n_vocab, 1.0f, seed++);
+    weights_.output = s.tied ? weights_.tok_embd : gpu.random_weight(troupe::DType::bf16, s.n_embd, s.n_vocab, 0.02f,
+                                                                     seed++);
+    weight_bytes_ += s.n_embd * s.n_vocab * 2;  // the output head is read every step
+    weights_.output_norm = ones;
+    weights_.layers.resize(static_cast<size_t>(s.n_layer));
+    for (troupe::LayerWeights& l : weights_.layers) {
+      l.attn_norm = ones;
+      l.ffn_norm = ones;
+      l.wq = mat(s.n_embd, s.n_head * s.head_dim);
+      l.wk = mat(s.n_embd, s.n_head_kv * s.head_dim);
+      l.wv = mat(s.n_embd, s.n_head_kv * s.head_dim);
+      l.wo = mat(s.n_head * s.head_dim, s.n_embd);
+      l.w_gate = mat(s.n_embd, s.n_ff);
+      l.w_up = mat(s.n_embd, s.n_ff);
+      l.w_down = mat(s.n_ff, s.n_embd);
+    }
+  }
+};
+
+// Device copy bandwidth in GB/s (bytes read + written), best of several runs.
+double copy_bandwidth_gbs(CudaBackend& gpu) {
+  const int64_t n = int64_t{1} << 28;  // 1 GiB of floats each way
+  auto* src = static_cast<float*>(gpu.allocate(static_cast<size_t>(n) * 4));
+  auto* dst = static_cast<float*>(gpu.allocate(static_cast<size_t>(n) * 4));
+  cudaEvent_t a, b;
+  TROUPE_CUDA_CHECK(cudaEventCreate(&a));
+  TROUPE_CUDA_CHECK(cudaEventCreate(&b));
+  double best = 0;
+  for (int i = 0; i < 12; ++i) {
+    TROUPE_CUDA_CHECK(cudaEventRecord(a, nullptr));
+    troupe::cuda::copy_floats(dst, src, n, nullptr);
+    TROUPE_CUDA_CHECK(cudaEventRecord(b, nullptr));
+    TROUPE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) best = std::max(best, 2.0 * static_cast<double>(n) * 4 / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  gpu.deallocate(src);
+  gpu.deallocate(dst);
+  return best;
+}
+
+struct Runner {
+  std::shared_ptr<const troupe::Model> model;
+  std::unique_ptr<troupe::ModelStage> stage;
+  std::vector<std::vector<int32_t>> tables;  // per sequence
+  std::vector<float> logits;                 // [max_seqs, n_vocab], page-locked
+
+  // Sequence 0 gets room for long_ctx tokens (the prefill runs), the others
+  // for short_ctx (the batched decode runs): KV pages are f32.
+  Runner(std::shared_ptr<const troupe::Model> m, CudaBackend& gpu, int64_t max_seqs, int64_t long_ctx,
+         int64_t short_ctx)
+      : model(std::move(m)) {
+    const int64_t long_blocks = (long_ctx + 15) / 16, short_blocks = (short_ctx + 15) / 16;
+    int32_t next = 0;
+    for (int64_t s = 0; s < max_seqs; ++s) {
+      std::vector<int32_t> t(static_cast<size_t>(s == 0 ? long_blocks : short_blocks));
+      std::iota(t.begin(), t.end(), next);
+      next += static_cast<int32_t>(t.size());
+      tables.push_back(std::move(t));
+    }
+    stage = std::make_unique<troupe::ModelStage>(
+        model, gpu,
+        troupe::StageOptions{.max_tokens = 2048, .max_seqs = max_seqs, .n_kv_blocks = next, .kv_block_size = 16});
+    logits.resize(static_cast<size_t>(max_seqs * model->config().n_vocab));
+    // Logits land in pinned memory, as a sampler's buffer would.
+    TROUPE_CUDA_CHECK(cudaHostRegister(logits.data(), logits.size() * sizeof(float), cudaHostRegisterDefault));
+  }
+  ~Runner() { cudaHostUnregister(logits.data()); }
+
+  // One step: every sequence s in [0, batch) adds n_new tokens after n_past.
+  double step(int64_t batch, int32_t n_new, int32_t n_past) {
+    std::vector<troupe::BatchSeq> seqs;
+    for (int64_t s = 0; s < batch; ++s) {
+      seqs.push_back({.n_tokens = n_new, .n_past = n_past, .block_table = tables[static_cast<size_t>(s)],
+                      .want_logits = true});
+    }
+    std::vector<int32_t> tokens(static_cast<size_t>(batch * n_new));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919) % model->config().n_vocab);
+    const auto t0 = Clock::now();
+    stage->forward({.tokens = tokens, .seqs = seqs}, nullptr, logits.data());
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+};
+
+std::string fmt(double v, int prec = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, std::ostream& out) {
+  auto model = std::make_shared<DeviceLlama>(gpu, shape);
+  const double gb = static_cast<double>(model->weight_bytes()) / 1e9;
+  out << "\n## " << shape.name << " shapes, random BF16 weights (" << fmt(gb, 2) << " GB read per decode step)\n\n";
+
+  Runner r(model, gpu, 256, 2048 + 64, 256);
+
+  // Prefill: one prompt of n tokens (a warm-up run first).
+  out << "| prefill prompt | time (ms) | tokens/s |\n|---|---|---|\n";
+  for (int32_t n : {512, 2048}) {
+    r.step(1, n, 0);
+    double best = 1e9;
+    for (int i = 0; i < 3; ++i) best = std::min(best, r.step(1, n, 0));
+    out << "| " << n << " | " << fmt(best * 1e3, 2) << " | " << fmt(n / best, 0) << " |\n";
+  }
+
+  // Single-stream decode after a 128-token prompt; the first steps capture
+  // the CUDA graph, the timed ones replay it.
+  r.step(1, 128, 0);
+  for (int32_t i = 0; i < 4; ++i) r.step(1, 1, 128 + i);
+  const int n_steps = 64;
+  double total = 0;
+  for (int32_t i = 0; i < n_steps; ++i) total += r.step(1, 1, 132 + i);
+  const double tok_s = n_steps / total;
+  const double roof = bw_gbs / gb;
+  out << "\nSingle-stream decode: " << fmt(tok_s, 1) << " tok/s; roofline " << fmt(roof, 1) << " tok/s (" << fmt(gb, 2)
+      << " GB / " << fmt(bw_gbs, 0) << " GB/s): **" << fmt(100.0 * tok_s / roof, 1) << "% of roofline**\n\n";
+
+  // Aggregate decode: batch sequences at position 128 (their cache pages
+  // hold zeros: the timing does not depend on the values).
+  out << "| decode batch | step (ms) | aggregate tokens/s |\n|---|---|---|\n";
+  for (int64_t batch : {1, 8, 32, 128, 256}) {
+    for (int32_t i = 0; i < 3; ++i) r.step(batch, 1, 128 + i);
+    const int steps = 16;
+    double t = 0;
+    for (int32_t i = 0; i < steps; ++i) t += r.step(batch, 1, 131 + i);
+    out << "| " << batch << " | " << fmt(t / steps * 1e3, 2) << " | " << fmt(batch * steps / t, 0) << " |\n";
+  }
+  const troupe::CudaBackendStats st = gpu.stats();
+  out << "\n(CUDA graphs so far: " << st.graph_captures << " captured, " << st.graph_replays << " replays; "
+      << st.fused_ops << " fused op pairs)\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> models{"1b", "8b"};
+  std::string out_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--models" && i + 1 < argc) {
+      models.clear();
+      std::stringstream ss(argv[++i]);
+      for (std::string m; std::getline(ss, m, ',');) models.push_back(m);
+    } else if (a == "--out" && i + 1 < argc) {
+      out_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_cuda [--models 1b,8b] [--out results.md]\n");
+      return 2;
+    }
+  }
+  std::string why;
+  if (!troupe::cuda_available(&why)) {
+    std::fprintf(stderr, "bench_cuda: %s\n", why.c_str());
+    return 1;
+  }
+  try {
+    if (!out_path.empty()) std::ofstream(out_path, std::ios::trunc) << "";
+    for (const std::string& m : models) {
+      if (m != "1b" && m != "8b") throw troupe::Error(troupe::Errc::invalid_argument, "unknown model shape " + m);
+      std::stringstream out;
+      CudaBackend gpu;  // default options: CUDA graphs on
+      const double bw = copy_bandwidth_gbs(gpu);
+      out << "# CUDA backend on " << gpu.device_name() << ": " << (m == "1b" ? kLlama1B.name : kLlama8B.name)
+          << "\n\nHBM copy bandwidth (copy kernel, bytes read + written): " << fmt(bw, 0) << " GB/s\n";
+      bench_model(gpu, m == "1b" ? kLlama1B : kLlama8B, bw, out);
+      std::fputs(out.str().c_str(), stdout);
+      std::fflush(stdout);
+      if (!out_path.empty()) std::ofstream(out_path, std::ios::app) << out.str() << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

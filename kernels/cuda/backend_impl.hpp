@@ -1,0 +1,61 @@
+// CudaBackend's private state, shared by its two source files: memory and
+// the run loop (cuda_backend.cpp), and the op methods (backend_ops.cpp).
+//
+// How a step runs: every op method checks its arguments on the host, stages
+// any host index arrays into pinned memory (Staging) and appends one record
+// (ops.hpp) to `pending`. At a sync point (copy_to_host, synchronize, ...)
+// flush() launches the pending run: replaying its CUDA graph when the same
+// run was captured before, capturing it when it is seen the second time, or
+// op by op. With graphs off, ops launch as they come, one op behind so that
+// rope(q)+rope(k) and add+rmsnorm can still fuse.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/attn_plan.hpp"
+#include "kernels/cuda/device_context.hpp"
+#include "kernels/cuda/device_pool.hpp"
+#include "kernels/cuda/graph_cache.hpp"
+#include "kernels/cuda/ops.hpp"
+#include "kernels/cuda/staging.hpp"
+#include "kernels/cuda_backend.hpp"
+
+namespace troupe {
+
+struct CudaBackend::Impl {
+  explicit Impl(const CudaBackendOptions& options);
+  ~Impl();
+
+  // Appends a record (fusing it into the previous one when possible).
+  void record(const cuda::Op& op);
+  // Copies data into pinned staging (syncing first when it is full).
+  cuda::Staging::Slot stage_host(cuda::StageTag tag, const void* data, size_t bytes);
+  // The device address data will have once the (recorded) copy has run.
+  const void* stage(cuda::StageTag tag, const void* data, size_t bytes);
+  // Launches everything pending.
+  void flush();
+  // flush(), wait for the stream, then recycle the staging buffer.
+  void sync_all();
+  // Makes this backend's device current on the calling thread.
+  void use_device() const;
+
+  CudaBackendOptions opt;
+  cuda::DeviceContext ctx;  // first member: destroyed last
+  cuda::Staging staging;
+  cuda::DevicePool weights;
+  cuda::GraphCache graphs;
+  void* readback = nullptr;  // pinned bounce buffer for small device->host copies
+  size_t readback_bytes = 0;
+  std::unordered_map<void*, size_t> pools;  // allocate()d blocks and their sizes
+  size_t pool_bytes = 0;
+  std::vector<cuda::Op> pending;
+  std::vector<cuda::Op> running;
+  bool capture_failed = false;
+  CudaBackendStats stats;
+  cuda::AttnPlan plan;                 // reused by every kv_write / attention
+  std::vector<double> inv_freq;        // reused by every rope
+  std::vector<uint16_t> convert_buf;   // f32 -> 16-bit weight conversion at upload
+};
+
+}  // namespace troupe

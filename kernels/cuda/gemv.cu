@@ -1,0 +1,262 @@
+// The weight-only dequantizing GEMV for decode steps (n_tokens <= 8): one
+// warp per output row streams the row once, in 16-byte (bf16/f16/f32) or
+// whole-block (q8_0/q4_0/q4_1) chunks per lane, dequantizes in registers,
+// multiplies with every token's f32 activations and reduces by warp
+// shuffles. Weights are read exactly once per step, so the kernel runs at
+// HBM bandwidth; activations are small and stay in L1/L2.
+// Also: dequantizing rows to bf16 for the prefill GEMMs.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/reduce.cuh"
+
+namespace troupe::cuda {
+namespace {
+
+constexpr int kGemvWarps = 4;  // output rows per block
+
+// ---- per-dtype chunk loaders: elements [c * kChunk, (c + 1) * kChunk) of a row
+
+__device__ __forceinline__ void unpack_bf16x2(uint32_t v, float* out) {
+  out[0] = __uint_as_float(v << 16);
+  out[1] = __uint_as_float(v & 0xffff0000u);
+}
+
+__device__ __forceinline__ void unpack_f16x2(uint32_t v, float* out) {
+  out[0] = half_bits_to_float(static_cast<uint16_t>(v & 0xffffu));
+  out[1] = half_bits_to_float(static_cast<uint16_t>(v >> 16));
+}
+
+struct LoadBf16 {
+  static constexpr int kChunk = 8;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
+    unpack_bf16x2(v.x, w);
+    unpack_bf16x2(v.y, w + 2);
+    unpack_bf16x2(v.z, w + 4);
+    unpack_bf16x2(v.w, w + 6);
+  }
+};
+
+struct LoadF16 {
+  static constexpr int kChunk = 8;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
+    unpack_f16x2(v.x, w);
+    unpack_f16x2(v.y, w + 2);
+    unpack_f16x2(v.z, w + 4);
+    unpack_f16x2(v.w, w + 6);
+  }
+};
+
+struct LoadF32 {
+  static constexpr int kChunk = 8;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
+    const float4* p = reinterpret_cast<const float4*>(row) + 2 * c;
+    const float4 a = __ldg(p);
+    const float4 b = __ldg(p + 1);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+    w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  }
+};
+
+// q8_0: 34-byte blocks, so only 2-byte alignment: 17 half-word loads.
+struct LoadQ8_0 {
+  static constexpr int kChunk = 32;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
+    const uint16_t* b = reinterpret_cast<const uint16_t*>(row + c * static_cast<int64_t>(sizeof(BlockQ8_0)));
+    const float d = half_bits_to_float(__ldg(b));
+#pragma unroll
+    for (int j = 0; j < kQK / 2; ++j) {
+      const uint16_t v = __ldg(b + 1 + j);
+      w[2 * j] = d * static_cast<float>(static_cast<int8_t>(v & 0xff));
+      w[2 * j + 1] = d * static_cast<float>(static_cast<int8_t>(v >> 8));
+    }
+  }
+};
+
+// q4_0: 18-byte blocks; byte j holds elements j (low nibble) and j + 16.
+struct LoadQ4_0 {
+  static constexpr int kChunk = 32;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
+    const uint16_t* b = reinterpret_cast<const uint16_t*>(row + c * static_cast<int64_t>(sizeof(BlockQ4_0)));
+    const float d = half_bits_to_float(__ldg(b));
+#pragma unroll
+    for (int j = 0; j < kQK / 4; ++j) {
+      const uint16_t v = __ldg(b + 1 + j);
+      w[2 * j] = d * static_cast<float>(static_cast<int>(v & 0x0f) - 8);
+      w[2 * j + 16] = d * static_cast<float>(static_cast<int>((v >> 4) & 0x0f) - 8);
+      w[2 * j + 1] = d * static_cast<float>(static_cast<int>((v >> 8) & 0x0f) - 8);
+      w[2 * j + 17] = d * static_cast<float>(static_cast<int>(v >> 12) - 8);
+    }
+  }
+};
+
+// q4_1: 20-byte blocks are 4-byte aligned: word loads.
+struct LoadQ4_1 {
+  static constexpr int kChunk = 32;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
+    const uint32_t* b = reinterpret_cast<const uint32_t*>(row + c * static_cast<int64_t>(sizeof(BlockQ4_1)));
+    const uint32_t dm = __ldg(b);
+    const float d = half_bits_to_float(static_cast<uint16_t>(dm & 0xffffu));
+    const float m = half_bits_to_float(static_cast<uint16_t>(dm >> 16));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t v = __ldg(b + 1 + j);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t byte = (v >> (8 * k)) & 0xffu;
+        w[4 * j + k] = d * static_cast<float>(byte & 0x0f) + m;
+        w[4 * j + k + 16] = d * static_cast<float>(byte >> 4) + m;
+      }
+    }
+  }
+};
+
+// acc[t] += dot(w chunk, x[t] chunk) for every token.
+template <int K, int MaxT>
+__device__ __forceinline__ void accumulate(float* acc, const float* w, const float* __restrict__ x, int64_t n_in,
+                                           int n_tokens, int64_t e0) {
+#pragma unroll
+  for (int t = 0; t < MaxT; ++t) {
+    if (t < n_tokens) {
+      const float4* xp = reinterpret_cast<const float4*>(x + t * n_in + e0);
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < K / 4; ++j) {
+        const float4 v = __ldg(xp + j);
+        s += w[4 * j] * v.x + w[4 * j + 1] * v.y + w[4 * j + 2] * v.z + w[4 * j + 3] * v.w;
+      }
+      acc[t] += s;
+    }
+  }
+}
+
+// ---- kernels -----------------------------------------------------------
+
+// MaxT: the most tokens the launch may carry (1 or kGemvMaxTokens); single-
+// token decode gets fewer registers, so more warps and more bytes in flight.
+template <class L, int MaxT>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(float* __restrict__ y, const float* __restrict__ x,
+                                                               const unsigned char* __restrict__ w, int n_tokens,
+                                                               int64_t n_in, int64_t n_out, int64_t row_bytes) {
+  // Chunks each lane loads before using any: enough bytes outstanding per
+  // warp to cover HBM latency.
+  constexpr int kUnroll = (L::kChunk == 8 && MaxT == 1) ? 4 : 2;
+  const int lane = threadIdx.x & 31;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+  if (o >= n_out) return;  // the whole warp leaves together
+  const unsigned char* row = w + o * row_bytes;
+  const int64_t n_chunks = n_in / L::kChunk;
+  float acc[MaxT];
+#pragma unroll
+  for (int t = 0; t < MaxT; ++t) acc[t] = 0.0f;
+
+  int64_t c = lane;
+  for (; c + 32 * (kUnroll - 1) < n_chunks; c += 32 * kUnroll) {
+    float wv[kUnroll][L::kChunk];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) L::load(row, c + 32 * u, wv[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      accumulate<L::kChunk, MaxT>(acc, wv[u], x, n_in, n_tokens, (c + 32 * u) * L::kChunk);
+    }
+  }
+  for (; c < n_chunks; c += 32) {
+    float wv[L::kChunk];
+    L::load(row, c, wv);
+    accumulate<L::kChunk, MaxT>(acc, wv, x, n_in, n_tokens, c * L::kChunk);
+  }
+#pragma unroll
+  for (int t = 0; t < MaxT; ++t) {
+    if (t < n_tokens) {
+      const float s = warp_sum(acc[t]);
+      if (lane == 0) y[t * n_out + o] = s;
+    }
+  }
+}
+
+// grid.y walks rows (strided past 65535), grid.x the elements of a row.
+__global__ void dequantize_rows_kernel(__nv_bfloat16* __restrict__ y, const unsigned char* __restrict__ w, DType type,
+                                       int64_t n_rows, int64_t n_in, int64_t row_bytes) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_in) return;
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+    y[r * n_in + i] = __float2bfloat16_rn(load_element(w + r * row_bytes, type, i));
+  }
+}
+
+// ---- launchers ---------------------------------------------------------
+
+int64_t chunk_of(DType t) { return is_quantized(t) ? kQK : 8; }
+
+bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+template <class L>
+void launch_gemv(float* y, const float* x, const void* w, int64_t n_tokens, int64_t n_in, int64_t n_out,
+                 int64_t row_bytes, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((n_out + kGemvWarps - 1) / kGemvWarps);
+  const auto* wb = static_cast<const unsigned char*>(w);
+  if (n_tokens == 1) {
+    gemv_kernel<L, 1><<<blocks, kGemvWarps * 32, 0, stream>>>(y, x, wb, 1, n_in, n_out, row_bytes);
+  } else {
+    gemv_kernel<L, kGemvMaxTokens><<<blocks, kGemvWarps * 32, 0, stream>>>(y, x, wb, static_cast<int>(n_tokens), n_in,
+                                                                          n_out, row_bytes);
+  }
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens, int64_t n_in) {
+  if (n_tokens < 1 || n_tokens > kGemvMaxTokens || n_in <= 0 || n_in % chunk_of(type) != 0) return false;
+  if (!aligned(x, 16)) return false;
+  switch (type) {
+    case DType::f32: case DType::f16: case DType::bf16: return aligned(w, 16);
+    case DType::q8_0: case DType::q4_0: return aligned(w, 2);
+    case DType::q4_1: return aligned(w, 4);
+  }
+  return false;
+}
+
+void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out,
+          cudaStream_t stream) {
+  if (n_out <= 0 || n_out > int64_t{0x7fffffff} * kGemvWarps || !gemv_supported(w, type, x, n_tokens, n_in)) {
+    throw Error(Errc::invalid_argument,
+                "cuda gemv: unsupported operands (" + std::string(dtype_name(type)) + " n_tokens=" +
+                    std::to_string(n_tokens) + " n_in=" + std::to_string(n_in) + " n_out=" + std::to_string(n_out) +
+                    "): needs 1..8 tokens, whole chunks per row and aligned pointers");
+  }
+  const int64_t rb = row_bytes(type, n_in);
+  switch (type) {
+    case DType::f32: return launch_gemv<LoadF32>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::f16: return launch_gemv<LoadF16>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::bf16: return launch_gemv<LoadBf16>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q8_0: return launch_gemv<LoadQ8_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q4_0: return launch_gemv<LoadQ4_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q4_1: return launch_gemv<LoadQ4_1>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+  }
+}
+
+void dequantize_rows_bf16(uint16_t* y, const void* w, DType type, int64_t n_rows, int64_t n_in, cudaStream_t stream) {
+  if (n_rows < 0 || n_in <= 0) {
+    throw Error(Errc::invalid_argument, "cuda dequantize_rows_bf16: bad shape n_rows=" + std::to_string(n_rows) +
+                                            " n_in=" + std::to_string(n_in));
+  }
+  if (n_rows == 0) return;
+  const int64_t rb = row_bytes(type, n_in);
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>((n_in + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(n_rows < 65535 ? n_rows : 65535));
+  dequantize_rows_kernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<__nv_bfloat16*>(y),
+                                                        static_cast<const unsigned char*>(w), type, n_rows, n_in, rb);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace troupe::cuda

@@ -1,0 +1,116 @@
+// Launchers of the CUDA kernels (the __global__ code stays in the .cu files).
+// All pointers are device memory; a launcher checks its shapes, launches on
+// `stream` and checks the launch. Semantics match kernels/cpu_kernels.hpp.
+// Dimension names: n_tokens, n_embd, n_head, n_head_kv, head_dim, n_vocab.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "memory/paged_kv.hpp"
+
+namespace troupe::cuda {
+
+// ---- elementwise.cu ----------------------------------------------------
+void add(float* y, const float* x, int64_t n, cudaStream_t stream);                      // y += x
+void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
+void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // silu(gate) * up
+void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
+// y[i] = x[rows[i]] for n_rows rows of n_cols floats; rows is device memory.
+void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
+// y[n_tokens, n_embd] = rows ids (device) of table [n_vocab, n_embd] in any weight dtype.
+void embedding(float* y, const void* table, DType type, const int32_t* ids, int64_t n_tokens, int64_t n_embd,
+               cudaStream_t stream);
+// f32 -> bf16 or f16 (round to nearest even; f16 saturates at +-65504 rather
+// than overflowing to inf), for the 16-bit GEMM inputs.
+void convert_f32(void* y, DType to, const float* x, int64_t n, cudaStream_t stream);
+// Uniform values in [-scale, scale] from a hash of (seed, index); type f32, f16 or bf16.
+void fill_random(void* y, DType type, int64_t n, float scale, uint64_t seed, cudaStream_t stream);
+void fill(float* y, float value, int64_t n, cudaStream_t stream);
+// y = x with 16-byte accesses (n a multiple of 4, aligned): the HBM copy-bandwidth probe.
+void copy_floats(float* y, const float* x, int64_t n, cudaStream_t stream);
+
+// ---- norm_rope.cu ------------------------------------------------------
+void rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd, float eps,
+             cudaStream_t stream);
+// The residual add fused with the next norm: x += r, then y = rmsnorm(x) * weight.
+// y may equal x or r exactly, or be disjoint from both.
+void add_rmsnorm(float* y, float* x, const float* r, const float* weight, int64_t n_tokens, int64_t n_embd, float eps,
+                 cudaStream_t stream);
+// bias may be null.
+void layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t n_embd,
+               float eps, cudaStream_t stream);
+
+struct RopeArgs {
+  int64_t n_rot = 0;                // even, <= head_dim
+  bool neox = false;                // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  double freq_scale = 1.0;
+  const double* inv_freq = nullptr; // [n_rot / 2], device: theta^(-2i/n_rot) / freq_factor[i]
+};
+// Rotates q [n_tokens, n_head, head_dim] and, when k is not null, k
+// [n_tokens, n_head_kv, head_dim] in one pass: each (token, pair) angle is
+// computed once (in double, as the CPU does) and applied to every head.
+void rope_qk(float* q, float* k, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
+             int64_t head_dim, const RopeArgs& args, cudaStream_t stream);
+
+// ---- gemv.cu -----------------------------------------------------------
+// The weight-only (dequantizing) GEMV for decode: y[n_tokens, n_out] =
+// x[n_tokens, n_in] · W^T with f32 x and accumulation, W in any weight dtype.
+inline constexpr int64_t kGemvMaxTokens = 8;
+// Whether gemv() takes these operands (n_tokens, alignment, row length).
+bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens, int64_t n_in);
+void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out,
+          cudaStream_t stream);
+// Rows [0, n_rows) of a q8_0/q4_0/q4_1/f16/f32 matrix as bf16 (for prefill GEMMs).
+void dequantize_rows_bf16(uint16_t* y, const void* w, DType type, int64_t n_rows, int64_t n_in, cudaStream_t stream);
+
+// ---- attention.cu ------------------------------------------------------
+// One sequence as the kernels see it (16 bytes, staged to the device).
+struct DevSeq {
+  int32_t q_begin;
+  int32_t n_q;
+  int32_t n_past;
+  int32_t table;  // index of its first block-table entry in AttnMeta::tables
+};
+
+// A batch's sequences in device memory. Sequences with one query go to the
+// split-KV decode kernel (dec lists them); longer ones are cut into tiles of
+// kAttnTileQ queries for the prefill kernel (tiles holds (seq, q0) pairs).
+struct AttnMeta {
+  const DevSeq* seqs = nullptr;
+  const int32_t* tables = nullptr;
+  const int32_t* dec = nullptr;    // [n_dec] sequence indices
+  const int32_t* tiles = nullptr;  // [n_tiles][2]: sequence index, first query
+  int32_t n_seqs = 0;
+  int32_t n_dec = 0;
+  int32_t n_tiles = 0;
+  int32_t max_q = 0;  // most queries of one sequence
+};
+inline constexpr int kAttnTileQ = 32;
+inline constexpr int64_t kAttnMaxHeadDim = 256;
+
+// Copies the new tokens' k, v [n_tokens, n_head_kv, head_dim] into the cache.
+void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnMeta& meta, cudaStream_t stream);
+
+struct AttnArgs {
+  int64_t n_head = 0;
+  float scale = 1.0f;
+  int32_t window = 0;
+  // Decode: each (sequence, head) is split into n_splits ranges of split_len
+  // keys (flash-decoding); partials holds their (max, sum, acc) when n_splits > 1.
+  int32_t n_splits = 1;
+  int32_t split_len = 0;
+  float* partials = nullptr;  // [n_dec, n_head, n_splits, head_dim + 2]
+};
+// Floats of `partials` a decode launch needs.
+int64_t attention_partial_floats(int64_t n_dec, int64_t n_head, int64_t n_splits, int64_t head_dim);
+// Causal GQA attention over the paged cache; q, out: [n_tokens, n_head, head_dim].
+void attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta, const AttnArgs& args,
+               cudaStream_t stream);
+// Raises the dynamic shared memory limit of the prefill kernels on the
+// current device (once per device, before any launch or graph capture).
+void attention_init();
+
+}  // namespace troupe::cuda

@@ -1,0 +1,164 @@
+// Executing, fusing and hashing op records (see ops.hpp).
+#include "kernels/cuda/ops.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launchers.hpp"
+#include "kernels/cuda/matmul.hpp"
+
+namespace troupe::cuda {
+namespace {
+
+static_assert(std::is_trivially_copyable_v<Op>);
+static_assert(sizeof(Op) % 8 == 0);
+static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(EmbeddingOp) == 6 * 8 &&
+                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 5 * 8 && sizeof(RopeOp) == 11 * 8 &&
+                  sizeof(AttnOp) == 23 * 8,
+              "op records must be padding-free: every field 8 bytes");
+
+PagedKvView kv_view(const AttnOp& a) {
+  return {.k = a.k_cache,
+          .v = a.v_cache,
+          .n_blocks = a.n_blocks,
+          .block_size = a.block_size,
+          .n_head_kv = a.n_head_kv,
+          .head_dim = a.head_dim};
+}
+
+AttnMeta attn_meta(const AttnOp& a) {
+  const auto* base = static_cast<const unsigned char*>(a.meta);
+  return {.seqs = reinterpret_cast<const DevSeq*>(base),
+          .tables = reinterpret_cast<const int32_t*>(base + a.tables_off),
+          .dec = reinterpret_cast<const int32_t*>(base + a.dec_off),
+          .tiles = reinterpret_cast<const int32_t*>(base + a.tiles_off),
+          .n_seqs = static_cast<int32_t>(a.n_seqs),
+          .n_dec = static_cast<int32_t>(a.n_dec),
+          .n_tiles = static_cast<int32_t>(a.n_tiles),
+          .max_q = static_cast<int32_t>(a.max_q)};
+}
+
+// Address comparisons through uintptr_t: the buffers are unrelated objects.
+bool disjoint(const float* a, int64_t na, const float* b, int64_t nb) {
+  const auto pa = reinterpret_cast<uintptr_t>(a);
+  const auto pb = reinterpret_cast<uintptr_t>(b);
+  return pa + static_cast<uintptr_t>(na) * sizeof(float) <= pb || pb + static_cast<uintptr_t>(nb) * sizeof(float) <= pa;
+}
+
+bool same_or_disjoint(const float* a, const float* b, int64_t n) { return a == b || disjoint(a, n, b, n); }
+
+}  // namespace
+
+Op::Op(OpKind k) {
+  std::memset(static_cast<void*>(this), 0, sizeof(Op));
+  kind = k;
+}
+
+void execute(const Op& op, const DeviceContext& ctx) {
+  cudaStream_t s = ctx.stream();
+  switch (op.kind) {
+    case OpKind::h2d:
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(op.h2d.dst, op.h2d.src, static_cast<size_t>(op.h2d.bytes),
+                                        cudaMemcpyHostToDevice, s));
+      return;
+    case OpKind::matmul: {
+      const MatmulOp& m = op.matmul;
+      matmul(ctx, m.y, m.x, {.data = m.w, .type = static_cast<DType>(m.type), .n_in = m.n_in, .n_out = m.n_out},
+             m.n_tokens);
+      return;
+    }
+    case OpKind::embedding: {
+      const EmbeddingOp& e = op.embedding;
+      embedding(e.y, e.table, static_cast<DType>(e.type), e.ids, e.n_tokens, e.n_embd, s);
+      return;
+    }
+    case OpKind::rmsnorm:
+      rmsnorm(op.norm.y, op.norm.x, op.norm.w, op.norm.n_tokens, op.norm.n_embd, static_cast<float>(op.norm.eps), s);
+      return;
+    case OpKind::add_rmsnorm:
+      add_rmsnorm(op.norm.y, op.norm.x, op.norm.r, op.norm.w, op.norm.n_tokens, op.norm.n_embd,
+                  static_cast<float>(op.norm.eps), s);
+      return;
+    case OpKind::layernorm:
+      layernorm(op.norm.y, op.norm.x, op.norm.w, op.norm.b, op.norm.n_tokens, op.norm.n_embd,
+                static_cast<float>(op.norm.eps), s);
+      return;
+    case OpKind::add: add(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::add_bias: add_bias(op.element.y, op.element.a, op.element.n, op.element.n_cols, s); return;
+    case OpKind::swiglu:
+      swiglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
+      return;
+    case OpKind::gelu: gelu(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::gather_rows:
+      gather_rows(op.element.y, op.element.a, static_cast<const int32_t*>(op.element.b), op.element.n,
+                  op.element.n_cols, s);
+      return;
+    case OpKind::rope: {
+      const RopeOp& r = op.rope;
+      rope_qk(r.q, r.k, r.pos, r.n_tokens, r.n_head, r.n_head_kv, r.head_dim,
+              {.n_rot = r.n_rot, .neox = r.neox != 0, .freq_scale = r.freq_scale, .inv_freq = r.inv_freq}, s);
+      return;
+    }
+    case OpKind::kv_write: kv_write(kv_view(op.attn), op.attn.k, op.attn.v, attn_meta(op.attn), s); return;
+    case OpKind::attention: {
+      const AttnOp& a = op.attn;
+      AttnArgs args{.n_head = a.n_head,
+                    .scale = static_cast<float>(a.scale),
+                    .window = static_cast<int32_t>(a.window),
+                    .n_splits = static_cast<int32_t>(a.n_splits),
+                    .split_len = static_cast<int32_t>(a.split_len)};
+      const int64_t partial = attention_partial_floats(a.n_dec, a.n_head, a.n_splits, a.head_dim);
+      if (partial > 0) {
+        Scratch scratch(ctx);
+        args.partials = static_cast<float*>(scratch.take(static_cast<size_t>(partial) * sizeof(float),
+                                                         "attention split partials"));
+      }
+      attention(a.out, a.q, kv_view(a), attn_meta(a), args, s);
+      return;
+    }
+  }
+}
+
+bool try_fuse(Op& prev, const Op& next) {
+  if (prev.kind == OpKind::rope && next.kind == OpKind::rope) {
+    RopeOp& a = prev.rope;
+    const RopeOp& b = next.rope;
+    if (a.k == nullptr && a.pos == b.pos && a.inv_freq == b.inv_freq && a.n_tokens == b.n_tokens &&
+        a.head_dim == b.head_dim && a.n_rot == b.n_rot && a.neox == b.neox && a.freq_scale == b.freq_scale &&
+        disjoint(a.q, a.n_tokens * a.n_head * a.head_dim, b.q, b.n_tokens * b.n_head * b.head_dim)) {
+      a.k = b.q;
+      a.n_head_kv = b.n_head;
+      return true;
+    }
+    return false;
+  }
+  if (prev.kind == OpKind::add && next.kind == OpKind::rmsnorm) {
+    const ElementOp& a = prev.element;
+    const NormOp& n = next.norm;
+    const int64_t len = n.n_tokens * n.n_embd;
+    if (n.x == a.y && len == a.n && same_or_disjoint(n.y, a.y, len) && same_or_disjoint(n.y, a.a, len)) {
+      Op fused(OpKind::add_rmsnorm);
+      fused.norm = {.y = n.y, .x = a.y, .r = a.a, .w = n.w, .b = nullptr, .n_tokens = n.n_tokens,
+                    .n_embd = n.n_embd, .eps = n.eps};
+      prev = fused;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t hash_ops(const std::vector<Op>& ops) {
+  // FNV-1a over 64-bit words.
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(ops.data());
+  const size_t n_words = ops.size() * sizeof(Op) / 8;
+  for (size_t i = 0; i < n_words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, bytes + i * 8, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace troupe::cuda

@@ -1,0 +1,147 @@
+// Recorded backend ops: each Backend call becomes one fixed-size record of
+// device pointers and scalars (host index arrays have already been staged to
+// the device). A run of records is either launched one by one or, when the
+// same run repeats (decode steps of one batch shape), captured once as a CUDA
+// graph and replayed; equal runs are recognised by comparing record bytes, so
+// every field is 8 bytes wide (no padding) and unused bytes are zero.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/device_context.hpp"
+
+namespace troupe::cuda {
+
+enum class OpKind : int64_t {
+  h2d,          // staged host data -> device
+  matmul,
+  embedding,
+  rmsnorm,
+  add_rmsnorm,  // fused residual add + RMSNorm
+  layernorm,
+  add,
+  add_bias,
+  swiglu,
+  gelu,
+  gather_rows,
+  rope,
+  kv_write,
+  attention,
+};
+
+struct H2dOp {
+  void* dst;
+  const void* src;  // pinned host memory
+  int64_t bytes;
+};
+
+struct MatmulOp {
+  float* y;
+  const float* x;
+  const void* w;
+  int64_t type;  // DType
+  int64_t n_in;
+  int64_t n_out;
+  int64_t n_tokens;
+};
+
+struct EmbeddingOp {
+  float* y;
+  const void* table;
+  int64_t type;  // DType
+  const int32_t* ids;
+  int64_t n_tokens;
+  int64_t n_embd;
+};
+
+// rmsnorm: y = norm(x) * w; add_rmsnorm: x += r, then that; layernorm: + b.
+struct NormOp {
+  float* y;
+  float* x;
+  const float* r;
+  const float* w;
+  const float* b;
+  int64_t n_tokens;
+  int64_t n_embd;
+  double eps;
+};
+
+// add: y += a; add_bias: y[row] += a (n_cols wide); swiglu: y = silu(a) * b;
+// gelu: y = gelu(a); gather_rows: y[i] = a[rows[i]] (rows = b).
+struct ElementOp {
+  float* y;
+  const float* a;
+  const void* b;
+  int64_t n;
+  int64_t n_cols;
+};
+
+struct RopeOp {
+  float* q;
+  float* k;  // null: q only
+  const int32_t* pos;
+  const double* inv_freq;
+  int64_t n_tokens;
+  int64_t n_head;
+  int64_t n_head_kv;
+  int64_t head_dim;
+  int64_t n_rot;
+  int64_t neox;
+  double freq_scale;
+};
+
+// kv_write (k, v: the new keys and values) and attention (q -> out).
+struct AttnOp {
+  float* out;
+  const float* q;
+  const float* k;
+  const float* v;
+  float* k_cache;
+  float* v_cache;
+  int64_t n_blocks;
+  int64_t block_size;
+  int64_t n_head_kv;
+  int64_t head_dim;
+  const void* meta;  // staged DevSeq / tables / dec / tiles blob
+  int64_t tables_off;
+  int64_t dec_off;
+  int64_t tiles_off;
+  int64_t n_seqs;
+  int64_t n_dec;
+  int64_t n_tiles;
+  int64_t max_q;
+  int64_t n_head;
+  double scale;
+  int64_t window;
+  int64_t n_splits;
+  int64_t split_len;
+};
+
+struct Op {
+  OpKind kind;
+  union {
+    H2dOp h2d;
+    MatmulOp matmul;
+    EmbeddingOp embedding;
+    NormOp norm;
+    ElementOp element;
+    RopeOp rope;
+    AttnOp attn;
+  };
+
+  explicit Op(OpKind k);  // zero-fills every byte, then sets the kind
+};
+
+// Launches one record on ctx's stream.
+void execute(const Op& op, const DeviceContext& ctx);
+
+// Merges `next` into `prev` when one fused launch does both (rope of q then
+// of k with the same positions; a residual add then the RMSNorm of its
+// result). Returns true when merged.
+bool try_fuse(Op& prev, const Op& next);
+
+// Hash of a run of records (their bytes).
+uint64_t hash_ops(const std::vector<Op>& ops);
+
+}  // namespace troupe::cuda

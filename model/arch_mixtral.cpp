@@ -1,0 +1,60 @@
+// Mixtral (MixtralForCausalLM): the Llama attention, then a mixture of
+// SwiGLU experts; each token goes to the num_experts_per_tok experts with the
+// largest router logits, weighted by a softmax over those logits.
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "model/architecture.hpp"
+#include "model/hf_config.hpp"
+#include "model/hf_weights.hpp"
+
+namespace troupe {
+namespace {
+
+void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "mixtral";
+  read_llama_config(cfg, c);
+  c.n_expert = cfg.get_int("num_local_experts");
+  c.n_expert_used = cfg.get_int("num_experts_per_tok");
+  if (c.n_expert <= 0 || c.n_expert_used <= 0) {
+    cfg.fail(Errc::bad_format, "num_local_experts and num_experts_per_tok must be positive");
+  }
+  check_config(cfg, c);
+  const int64_t window = cfg.get_int("sliding_window", 0);
+  if (window < 0 || window > INT32_MAX) cfg.fail(Errc::bad_format, "sliding_window " + std::to_string(window) + " is out of range");
+  c.sliding_window = static_cast<int32_t>(window);
+
+  bind_llama_weights(src, c, {.dense_ffn = false}, w);
+  // The checkpoint layout published Mixtral models use (and transformers
+  // writes): block_sparse_moe.gate, experts.E.w1 (gate), w3 (up), w2 (down).
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".block_sparse_moe.";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
+    l.experts.resize(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+      ex.w_gate = src.matrix(x + "w1.weight", c.n_embd, c.n_ff);
+      ex.w_up = src.matrix(x + "w3.weight", c.n_embd, c.n_ff);
+      ex.w_down = src.matrix(x + "w2.weight", c.n_ff, c.n_embd);
+    }
+  }
+}
+
+void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);
+  layers::moe_block(ctx, il, x);
+}
+
+}  // namespace
+
+const Architecture arch::mixtral{.name = "mixtral",
+                                 .hf_class = "MixtralForCausalLM",
+                                 .load_hf = load,
+                                 .embed = layers::embed_tokens,
+                                 .layer = layer,
+                                 .output_norm = arch::rms_output_norm};
+
+}  // namespace troupe

@@ -1,0 +1,37 @@
+// Qwen3 (Qwen3ForCausalLM): the Llama layer with an RMSNorm over each
+// query and key head (weights [head_dim]) before RoPE, and a head_dim that
+// need not be hidden_size / num_attention_heads.
+#include "core/error.hpp"
+#include "model/architecture.hpp"
+#include "model/hf_config.hpp"
+#include "model/hf_weights.hpp"
+
+namespace troupe {
+namespace {
+
+void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "qwen3";
+  read_llama_config(cfg, c);
+  check_config(cfg, c);
+  if (cfg.get_bool("use_sliding_window", false)) {
+    cfg.fail(Errc::unsupported, "use_sliding_window (per-layer sliding windows) is not supported");
+  }
+  const bool bias = cfg.get_bool("attention_bias", false);
+  bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias, .qk_norm = true}, w);
+}
+
+void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // applies q_norm, k_norm
+  layers::swiglu_block(ctx, il, x);
+}
+
+}  // namespace
+
+const Architecture arch::qwen3{.name = "qwen3",
+                               .hf_class = "Qwen3ForCausalLM",
+                               .load_hf = load,
+                               .embed = layers::embed_tokens,
+                               .layer = layer,
+                               .output_norm = arch::rms_output_norm};
+
+}  // namespace troupe

@@ -1,0 +1,41 @@
+// The architecture registry: an explicit list (self-registering statics get
+// dropped from static libraries), searched by name or config.json class.
+#include "model/architecture.hpp"
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+const Architecture* const kAll[] = {&arch::llama, &arch::mistral, &arch::qwen2,
+                                    &arch::qwen3, &arch::mixtral, &arch::gpt2};
+
+}  // namespace
+
+const Architecture& architecture(std::string_view name) {
+  for (const Architecture* a : kAll) {
+    if (a->name == name) return *a;
+  }
+  std::string names;
+  for (const Architecture* a : kAll) names += (names.empty() ? "" : ", ") + std::string(a->name);
+  throw Error(Errc::unsupported, "architecture '" + std::string(name) + "' is not supported; supported: " + names);
+}
+
+const Architecture* find_hf_architecture(std::string_view hf_class) {
+  for (const Architecture* a : kAll) {
+    if (a->hf_class == hf_class) return a;
+  }
+  return nullptr;
+}
+
+std::string supported_hf_architectures() {
+  std::string names;
+  for (const Architecture* a : kAll) names += (names.empty() ? "" : ", ") + std::string(a->hf_class);
+  return names;
+}
+
+void arch::rms_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
+  layers::norm(ctx, layers::Norm::rms, x, x, ctx.weights.output_norm, nullptr, n_rows);
+}
+
+}  // namespace troupe

@@ -1,0 +1,52 @@
+// The architectures Troupe runs. Each lives in its own file (arch_*.cpp):
+// how to read it from a Hugging Face directory, and its forward pass as
+// three steps built from the layer helpers (model/layers.hpp). ModelStage
+// looks the architecture up by ModelConfig::arch.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "model/layers.hpp"
+
+namespace troupe {
+
+class HfConfig;
+class HfWeights;
+
+struct Architecture {
+  std::string_view name;      // ModelConfig::arch: "llama", "qwen3", ...
+  std::string_view hf_class;  // the config.json "architectures" entry it loads
+
+  // Reads config.json into c and binds the checkpoint's tensors into w.
+  void (*load_hf)(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) = nullptr;
+
+  // First stage: x [n_tokens, n_embd] from ctx.tokens.
+  void (*embed)(const layers::StepContext& ctx, float* x) = nullptr;
+  // Layer il on the residual stream x [n_tokens, n_embd], in place.
+  void (*layer)(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) = nullptr;
+  // Last stage: the final norm of the rows that get logits, x [n_rows, n_embd], in place.
+  void (*output_norm)(const layers::StepContext& ctx, float* x, int64_t n_rows) = nullptr;
+};
+
+// Throws Error(unsupported) naming the architecture and the supported ones.
+const Architecture& architecture(std::string_view name);
+// The architecture loading this config.json class, or nullptr.
+const Architecture* find_hf_architecture(std::string_view hf_class);
+// "LlamaForCausalLM, MistralForCausalLM, ..." for error messages.
+std::string supported_hf_architectures();
+
+namespace arch {
+extern const Architecture llama;    // arch_llama.cpp (also GGUF "llama" files)
+extern const Architecture mistral;  // arch_mistral.cpp
+extern const Architecture qwen2;    // arch_qwen2.cpp
+extern const Architecture qwen3;    // arch_qwen3.cpp
+extern const Architecture mixtral;  // arch_mixtral.cpp
+extern const Architecture gpt2;     // arch_gpt2.cpp
+
+// The pieces the RMSNorm decoders share: the token embedding, and the final
+// RMSNorm with model.norm.
+void rms_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows);
+}  // namespace arch
+
+}  // namespace troupe

@@ -1,0 +1,174 @@
+// config.json access and the shared readers: Llama-family hyperparameters,
+// RoPE settings in both transformers spellings, Llama 3 frequency factors.
+#include "model/hf_config.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <numbers>
+
+namespace troupe {
+
+using Json = nlohmann::json;
+
+HfConfig::HfConfig(Json j, std::string path) : json_(std::move(j)), path_(std::move(path)) {
+  if (!json_.is_object()) fail(Errc::bad_format, "not a JSON object");
+}
+
+HfConfig HfConfig::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(Errc::io, path + ": cannot open");
+  try {
+    return HfConfig(Json::parse(in), path);
+  } catch (const Json::parse_error& e) {
+    throw Error(Errc::bad_format, path + ": not valid JSON: " + e.what());
+  }
+}
+
+void HfConfig::fail(Errc code, const std::string& what) const { throw Error(code, path_ + ": " + what); }
+
+const Json* HfConfig::find(std::string_view key) const {
+  auto it = json_.find(key);
+  return it == json_.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool HfConfig::has(std::string_view key) const { return find(key) != nullptr; }
+
+int64_t HfConfig::get_int(std::string_view key) const {
+  const Json* v = find(key);
+  if (v == nullptr) fail(Errc::bad_format, "missing key '" + std::string(key) + "'");
+  if (!v->is_number_integer()) fail(Errc::bad_format, "key '" + std::string(key) + "' is not an integer");
+  return v->get<int64_t>();
+}
+
+int64_t HfConfig::get_int(std::string_view key, int64_t fallback) const {
+  return has(key) ? get_int(key) : fallback;
+}
+
+double HfConfig::get_float(std::string_view key) const {
+  const Json* v = find(key);
+  if (v == nullptr) fail(Errc::bad_format, "missing key '" + std::string(key) + "'");
+  if (!v->is_number()) fail(Errc::bad_format, "key '" + std::string(key) + "' is not a number");
+  return v->get<double>();
+}
+
+double HfConfig::get_float(std::string_view key, double fallback) const {
+  return has(key) ? get_float(key) : fallback;
+}
+
+bool HfConfig::get_bool(std::string_view key, bool fallback) const {
+  const Json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) fail(Errc::bad_format, "key '" + std::string(key) + "' is not a boolean");
+  return v->get<bool>();
+}
+
+std::string HfConfig::get_string(std::string_view key, const std::string& fallback) const {
+  const Json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_string()) fail(Errc::bad_format, "key '" + std::string(key) + "' is not a string");
+  return v->get<std::string>();
+}
+
+void check_config(const HfConfig& cfg, const ModelConfig& c) {
+  if (c.n_vocab <= 0 || c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0 ||
+      c.head_dim <= 0) {
+    cfg.fail(Errc::bad_format, "vocabulary, hidden, FFN, layer, head and head_dim sizes must all be positive");
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    cfg.fail(Errc::bad_format, "num_attention_heads " + std::to_string(c.n_head) +
+                                   " is not a multiple of num_key_value_heads " + std::to_string(c.n_head_kv));
+  }
+  if (c.n_rot < 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
+    cfg.fail(Errc::bad_format, "rotary dimensions " + std::to_string(c.n_rot) + " must be even and at most head_dim " +
+                                   std::to_string(c.head_dim));
+  }
+  if (c.n_expert < 0 || c.n_expert_used < 0 || c.n_expert_used > c.n_expert) {
+    cfg.fail(Errc::bad_format, "experts per token " + std::to_string(c.n_expert_used) + " must be at most the " +
+                                   std::to_string(c.n_expert) + " experts");
+  }
+}
+
+std::vector<float> llama3_freq_factors(int64_t n_rot, double theta, double factor, double low_freq_factor,
+                                       double high_freq_factor, double original_max_position) {
+  const double low_freq_wavelen = original_max_position / low_freq_factor;
+  const double high_freq_wavelen = original_max_position / high_freq_factor;
+  std::vector<float> out(static_cast<size_t>(n_rot / 2));
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+    const double wavelen = 2.0 * std::numbers::pi / inv_freq;
+    double divisor = 1.0;
+    if (wavelen > low_freq_wavelen) {
+      divisor = factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      // new = (1 - s) * inv / factor + s * inv, so the divisor is inv / new.
+      const double s = (original_max_position / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      divisor = 1.0 / ((1.0 - s) / factor + s);
+    }
+    out[static_cast<size_t>(i)] = static_cast<float>(divisor);
+  }
+  return out;
+}
+
+void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
+  // transformers 5 writes one "rope_parameters" object; older files (most
+  // published checkpoints) have "rope_theta" and an optional "rope_scaling".
+  Json params = Json::object();
+  if (cfg.has("rope_parameters")) {
+    params = cfg.json()["rope_parameters"];
+    if (!params.is_object()) cfg.fail(Errc::bad_format, "'rope_parameters' is not an object");
+  } else if (cfg.has("rope_scaling")) {
+    params = cfg.json()["rope_scaling"];
+    if (!params.is_object()) cfg.fail(Errc::bad_format, "'rope_scaling' is not an object");
+  }
+  const HfConfig rope(params, cfg.path() + " (rope settings)");
+  const std::string type = rope.get_string("rope_type", rope.get_string("type", "default"));
+  c.rope_theta = static_cast<float>(rope.get_float("rope_theta", cfg.get_float("rope_theta", 10000.0)));
+  if (!(c.rope_theta > 0.0f)) cfg.fail(Errc::bad_format, "rope_theta must be positive");
+  const double partial = rope.get_float("partial_rotary_factor", cfg.get_float("partial_rotary_factor", 1.0));
+  c.n_rot = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
+  if (c.n_rot <= 0) cfg.fail(Errc::bad_format, "partial_rotary_factor leaves no rotary dimensions");
+  c.rope_layout = kernels::RopeLayout::neox;
+  c.rope_freq_scale = 1.0f;
+  c.rope_freq_factors.clear();
+
+  if (type == "default") return;
+  const double factor = rope.get_float("factor");
+  if (!(factor > 0.0)) rope.fail(Errc::bad_format, "rope scaling factor must be positive");
+  if (type == "linear") {
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (type == "llama3") {
+    const double low = rope.get_float("low_freq_factor");
+    const double high = rope.get_float("high_freq_factor");
+    const double original = rope.get_float("original_max_position_embeddings");
+    if (!(low > 0.0) || !(high > low) || !(original > 0.0)) {
+      rope.fail(Errc::bad_format, "llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and a positive "
+                                  "original_max_position_embeddings");
+    }
+    c.rope_freq_factors = llama3_freq_factors(c.n_rot, c.rope_theta, factor, low, high, original);
+  } else {
+    rope.fail(Errc::unsupported, "rope type '" + type + "' is not supported; supported: default, linear, llama3");
+  }
+}
+
+void read_llama_config(const HfConfig& cfg, ModelConfig& c) {
+  c.n_vocab = cfg.get_int("vocab_size");
+  c.n_embd = cfg.get_int("hidden_size");
+  c.n_ff = cfg.get_int("intermediate_size");
+  c.n_layer = cfg.get_int("num_hidden_layers");
+  c.n_head = cfg.get_int("num_attention_heads");
+  c.n_head_kv = cfg.get_int("num_key_value_heads", c.n_head);
+  if (c.n_head <= 0) cfg.fail(Errc::bad_format, "num_attention_heads must be positive");
+  if (!cfg.has("head_dim") && c.n_embd % c.n_head != 0) {
+    cfg.fail(Errc::bad_format, "hidden_size is not a multiple of num_attention_heads and head_dim is not given");
+  }
+  c.head_dim = cfg.get_int("head_dim", c.n_embd / c.n_head);
+  c.norm_eps = static_cast<float>(cfg.get_float("rms_norm_eps"));
+  c.n_ctx_train = cfg.get_int("max_position_embeddings", 0);
+  c.tied_output = cfg.get_bool("tie_word_embeddings", false);
+  const std::string act = cfg.get_string("hidden_act", "silu");
+  if (act != "silu") cfg.fail(Errc::unsupported, "hidden_act '" + act + "' is not supported; supported: silu");
+  if (cfg.get_bool("mlp_bias", false)) cfg.fail(Errc::unsupported, "mlp_bias is not supported");
+  read_rope_config(cfg, c);
+}
+
+}  // namespace troupe

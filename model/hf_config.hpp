@@ -1,0 +1,70 @@
+// config.json of a Hugging Face model directory: typed access to its keys
+// (every error names the file and the key), and the readers the
+// architectures share: Llama-family hyperparameters and RoPE settings.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/model_config.hpp"
+
+namespace troupe {
+
+class HfConfig {
+ public:
+  // Reads and parses the file; Error(io) when it cannot be read,
+  // Error(bad_format) when it is not a JSON object.
+  static HfConfig load(const std::string& path);
+  HfConfig(nlohmann::json json, std::string path);
+
+  const std::string& path() const { return path_; }
+  const nlohmann::json& json() const { return json_; }
+  // Present and not null (transformers writes null for "not set").
+  bool has(std::string_view key) const;
+
+  // Required keys throw Error(bad_format) "missing key" / "key 'x' is not an
+  // integer"; the fallback forms return it when the key is absent or null.
+  int64_t get_int(std::string_view key) const;
+  int64_t get_int(std::string_view key, int64_t fallback) const;
+  double get_float(std::string_view key) const;
+  double get_float(std::string_view key, double fallback) const;
+  bool get_bool(std::string_view key, bool fallback) const;
+  std::string get_string(std::string_view key, const std::string& fallback) const;
+
+  [[noreturn]] void fail(Errc code, const std::string& what) const;
+
+ private:
+  const nlohmann::json* find(std::string_view key) const;
+
+  nlohmann::json json_;
+  std::string path_;
+};
+
+// The hyperparameters every Llama-family config spells the same way
+// (Llama, Mistral, Qwen2, Qwen3, Mixtral): sizes, heads, head_dim, RMSNorm
+// epsilon, context, tied embeddings, SiLU activation and RoPE (rotate-half
+// layout, as Hugging Face checkpoints store Q/K rows).
+void read_llama_config(const HfConfig& cfg, ModelConfig& c);
+
+// RoPE from either spelling: transformers 5's "rope_parameters" object, or
+// "rope_theta" plus a "rope_scaling" object (type "default", "linear" or
+// "llama3"; also "partial_rotary_factor"). Needs c.head_dim. Other scaling
+// types throw Error(unsupported) naming them.
+void read_rope_config(const HfConfig& cfg, ModelConfig& c);
+
+// Llama 3.1's per-pair frequency divisors ([n_rot / 2]), as transformers'
+// _compute_llama3_parameters derives them: high frequencies (wavelength
+// below original_max_position / high_freq_factor) are kept, low ones
+// (above original_max_position / low_freq_factor) divided by `factor`, and
+// those in between interpolated smoothly.
+std::vector<float> llama3_freq_factors(int64_t n_rot, double theta, double factor, double low_freq_factor,
+                                       double high_freq_factor, double original_max_position);
+
+// Shape checks shared by every loader: sizes positive, heads divide evenly.
+void check_config(const HfConfig& cfg, const ModelConfig& c);
+
+}  // namespace troupe

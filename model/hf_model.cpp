@@ -1,0 +1,77 @@
+// Model::load for Hugging Face directories: config.json picks the
+// architecture, whose loader reads the hyperparameters and binds the
+// safetensors tensors (mapped in place, or converted into the model's store).
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "model/architecture.hpp"
+#include "model/hf_config.hpp"
+#include "model/hf_weights.hpp"
+#include "model/model_loaders.hpp"
+#include "model/safetensors.hpp"
+
+namespace troupe {
+namespace {
+
+// config.json names its token ids as an integer, a list (Llama 3 has three
+// end tokens: the first is EOS) or null.
+int32_t token_id(const HfConfig& cfg, const char* key) {
+  if (!cfg.has(key)) return -1;
+  const nlohmann::json& v = cfg.json()[key];
+  const nlohmann::json& id = v.is_array() && !v.empty() ? v[0] : v;
+  if (!id.is_number_integer()) cfg.fail(Errc::bad_format, std::string("key '") + key + "' is not a token id");
+  return id.get<int32_t>();
+}
+
+class HfModel final : public Model {
+ public:
+  void load(const std::string& dir, const ModelLoadOptions& options);
+
+ private:
+  safetensors::Checkpoint checkpoint_;  // the mappings the weights point into
+};
+
+void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
+  namespace fs = std::filesystem;
+  path_ = dir;
+  const HfConfig cfg = HfConfig::load((fs::path(dir) / "config.json").string());
+  if (!cfg.has("architectures") || !cfg.json()["architectures"].is_array()) {
+    cfg.fail(Errc::bad_format, "no 'architectures' list");
+  }
+  const Architecture* arch = nullptr;
+  std::string listed;
+  for (const nlohmann::json& a : cfg.json()["architectures"]) {
+    if (!a.is_string()) cfg.fail(Errc::bad_format, "'architectures' holds a non-string");
+    listed += (listed.empty() ? "" : ", ") + a.get<std::string>();
+    if (arch == nullptr) arch = find_hf_architecture(a.get<std::string>());
+  }
+  if (arch == nullptr) {
+    cfg.fail(Errc::unsupported, "architectures [" + listed + "] are not supported; supported: " +
+                                    supported_hf_architectures());
+  }
+
+  checkpoint_ = safetensors::Checkpoint::open_dir(dir);
+  HfWeights src(checkpoint_, store_);
+  arch->load_hf(cfg, src, config_, weights_);
+  config_.name = fs::path(dir).filename().string();
+  if (config_.name.empty()) config_.name = fs::path(dir).parent_path().filename().string();
+
+  if (options.quantize) quantize_weights(weights_, *options.quantize, store_, dir);
+  weight_bytes_ = decode_weight_bytes(weights_, config_);
+  // The tokenizer files fill the rest of the vocabulary; these ids let a
+  // generator stop at EOS even without them.
+  vocab_.bos_id = token_id(cfg, "bos_token_id");
+  vocab_.eos_id = token_id(cfg, "eos_token_id");
+  vocab_.pad_id = token_id(cfg, "pad_token_id");
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_hf_model(const std::string& dir, const ModelLoadOptions& options) {
+  auto model = std::make_shared<HfModel>();
+  model->load(dir, options);
+  return model;
+}
+
+}  // namespace troupe

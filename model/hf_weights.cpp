@@ -1,0 +1,98 @@
+// HfWeights: checked, converted views of safetensors tensors, and the
+// tensor names the Llama family shares.
+#include "model/hf_weights.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::initializer_list<int64_t> shape) const {
+  const safetensors::TensorInfo& t = ckpt_.tensor(name);
+  if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end())) {
+    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
+                                      ", expected " + shape_str(std::vector<int64_t>(shape)));
+  }
+  return t;
+}
+
+Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
+  const safetensors::TensorInfo& t = expect(name, {n_out, n_in});
+  const auto elem = static_cast<uintptr_t>(row_bytes(*t.type, 1));
+  const void* data = t.data;
+  // Kernels read rows as float/uint16 arrays; the file promises no alignment.
+  if (reinterpret_cast<uintptr_t>(t.data) % elem != 0) {
+    void* copy = store_.allocate(static_cast<size_t>(t.n_bytes));
+    std::memcpy(copy, t.data, static_cast<size_t>(t.n_bytes));
+    data = copy;
+  }
+  return Weight{.data = data, .type = *t.type, .n_in = n_in, .n_out = n_out};
+}
+
+Weight HfWeights::transposed(std::string_view name, int64_t n_in, int64_t n_out) {
+  const safetensors::TensorInfo& t = expect(name, {n_in, n_out});
+  const auto elem = static_cast<size_t>(row_bytes(*t.type, 1));
+  auto* dst = static_cast<uint8_t*>(store_.allocate(static_cast<size_t>(t.n_bytes)));
+  // src[i][o] -> dst[o][i], element by element (memcpy: src may be unaligned).
+  for (int64_t i = 0; i < n_in; ++i) {
+    const uint8_t* src_row = t.data + static_cast<size_t>(i * n_out) * elem;
+    for (int64_t o = 0; o < n_out; ++o) {
+      std::memcpy(dst + static_cast<size_t>(o * n_in + i) * elem, src_row + static_cast<size_t>(o) * elem, elem);
+    }
+  }
+  return Weight{.data = dst, .type = *t.type, .n_in = n_in, .n_out = n_out};
+}
+
+const float* HfWeights::vector(std::string_view name, int64_t n) {
+  const safetensors::TensorInfo& t = expect(name, {n});
+  return store_f32(store_, *t.type, t.data, n);
+}
+
+Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  return Weight{.data = base + row0 * row_bytes(w.type, w.n_in), .type = w.type, .n_in = w.n_in, .n_out = n_rows};
+}
+
+void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors& t, ModelWeights& w) {
+  w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
+  w.output_norm = src.vector("model.norm.weight", c.n_embd);
+  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
+  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.attn_norm = src.vector(p + "input_layernorm.weight", c.n_embd);
+    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
+    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
+    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
+    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
+    if (t.qkv_bias) {
+      l.bq = src.vector(p + "self_attn.q_proj.bias", c.q_dim());
+      l.bk = src.vector(p + "self_attn.k_proj.bias", c.kv_dim());
+      l.bv = src.vector(p + "self_attn.v_proj.bias", c.kv_dim());
+    }
+    if (t.o_bias) l.bo = src.vector(p + "self_attn.o_proj.bias", c.n_embd);
+    if (t.qk_norm) {
+      l.q_norm = src.vector(p + "self_attn.q_norm.weight", c.head_dim);
+      l.k_norm = src.vector(p + "self_attn.k_norm.weight", c.head_dim);
+    }
+    l.ffn_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
+    if (t.dense_ffn) {
+      l.w_gate = src.matrix(p + "mlp.gate_proj.weight", c.n_embd, c.n_ff);
+      l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
+      l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
+    }
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,58 @@
+// Binding a safetensors checkpoint's tensors to ModelWeights: shape checks
+// that name the tensor, matrices used in place from the mapping when their
+// dtype and alignment allow, and copies (f32 vectors, transposed Conv1D
+// matrices) into the model's WeightStore otherwise.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "model/hf_config.hpp"
+#include "model/model.hpp"
+#include "model/safetensors.hpp"
+#include "model/weight_store.hpp"
+
+namespace troupe {
+
+class HfWeights {
+ public:
+  HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
+
+  bool has(std::string_view name) const { return ckpt_.find(name) != nullptr; }
+  // The tensor, checked to have this shape (outermost first). Throws
+  // Error(bad_format) naming the tensor and both shapes.
+  const safetensors::TensorInfo& expect(std::string_view name, std::initializer_list<int64_t> shape) const;
+
+  // A torch nn.Linear weight: [n_out, n_in], rows of n_in. Kept in its
+  // dtype (f32, f16, bf16); copied only if its bytes are misaligned.
+  Weight matrix(std::string_view name, int64_t n_in, int64_t n_out);
+  // A GPT-2 Conv1D weight, stored [n_in, n_out]: transposed at load into
+  // [n_out, n_in] rows, in its own dtype.
+  Weight transposed(std::string_view name, int64_t n_in, int64_t n_out);
+  // A 1-D tensor of n values, as an f32 copy (norms, biases).
+  const float* vector(std::string_view name, int64_t n);
+  const float* optional_vector(std::string_view name, int64_t n) { return has(name) ? vector(name, n) : nullptr; }
+
+ private:
+  const safetensors::Checkpoint& ckpt_;
+  WeightStore& store_;
+};
+
+// Rows [row0, row0 + n_rows) of a matrix, in place (a fused projection's parts).
+Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows);
+
+// Which optional tensors a Llama-family checkpoint carries.
+struct LlamaTensors {
+  bool qkv_bias = false;  // q/k/v_proj.bias (Qwen2; Llama with attention_bias)
+  bool o_bias = false;    // o_proj.bias (Llama with attention_bias)
+  bool qk_norm = false;   // self_attn.q_norm / k_norm (Qwen3)
+  bool dense_ffn = true;  // mlp.gate/up/down_proj; false: the architecture binds its own FFN
+};
+
+// Binds the tensors Llama, Mistral, Qwen2, Qwen3 and Mixtral name alike:
+// model.embed_tokens, model.norm, lm_head (unless tied) and, per layer,
+// input_layernorm, self_attn.*, post_attention_layernorm and (dense_ffn) mlp.*.
+void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors& t, ModelWeights& w);
+
+}  // namespace troupe

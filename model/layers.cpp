@@ -1,0 +1,239 @@
+// Layer helpers over the Backend. Each names its intermediates with their
+// shapes; temporaries come from the step arena and are rewound at the end.
+#include "model/layers.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace troupe::layers {
+
+int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
+  const int64_t e = c.n_embd;
+  const int64_t attn = T * (2 * e + 2 * c.q_dim() + 2 * c.kv_dim());  // xb, q, k, v, att, proj
+  const int64_t ffn = T * (2 * e + 2 * c.n_ff);                       // xb, gate, up, proj
+  const int64_t moe = T * (3 * e + 2 * c.n_ff + c.n_expert) + T * e;  // xb, router, rows, gate, up, expert out, sum
+  const int64_t embed = T * e;                                        // position embeddings
+  return std::max({attn, ffn, moe, embed});
+}
+
+void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
+          int64_t n_rows) {
+  const ModelConfig& c = ctx.config;
+  if (kind == Norm::rms) {
+    ctx.backend.rmsnorm(y, x, weight, n_rows, c.n_embd, c.norm_eps);
+  } else {
+    ctx.backend.layernorm(y, x, weight, bias, n_rows, c.n_embd, c.norm_eps);
+  }
+}
+
+void self_attention(const StepContext& ctx, const LayerWeights& w, const PagedKvView& kv, const float* xb, float* out,
+                    bool rope) {
+  const ModelConfig& c = ctx.config;
+  Backend& be = ctx.backend;
+  const int64_t n = ctx.n_tokens;
+  const size_t mark = ctx.arena.used();
+  float* q = ctx.arena.floats(n * c.q_dim());    // [n_tokens, n_head, head_dim]
+  float* k = ctx.arena.floats(n * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
+  float* v = ctx.arena.floats(n * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
+  float* att = ctx.arena.floats(n * c.q_dim());  // [n_tokens, n_head, head_dim]
+
+  be.matmul(q, xb, w.wq, n);
+  be.matmul(k, xb, w.wk, n);
+  be.matmul(v, xb, w.wv, n);
+  if (w.bq != nullptr) be.add_bias(q, w.bq, n, c.q_dim());
+  if (w.bk != nullptr) be.add_bias(k, w.bk, n, c.kv_dim());
+  if (w.bv != nullptr) be.add_bias(v, w.bv, n, c.kv_dim());
+  // Per-head norms: every head's head_dim values are one row.
+  if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n * c.n_head, c.head_dim, c.norm_eps);
+  if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n * c.n_head_kv, c.head_dim, c.norm_eps);
+
+  if (rope) {
+    const kernels::RopeParams p{.layout = c.rope_layout,
+                                .n_rot = c.n_rot,
+                                .theta = c.rope_theta,
+                                .freq_scale = c.rope_freq_scale,
+                                .freq_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data()};
+    be.rope(q, ctx.pos, n, c.n_head, c.head_dim, p);
+    be.rope(k, ctx.pos, n, c.n_head_kv, c.head_dim, p);
+  }
+
+  be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.sliding_window);
+  be.matmul(out, att, w.wo, n);
+  if (w.bo != nullptr) be.add_bias(out, w.bo, n, c.n_embd);
+  ctx.arena.rewind(mark);
+}
+
+void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down, const float* xb,
+                float* out, int64_t n_rows) {
+  const int64_t n_ff = gate.n_out;
+  const size_t mark = ctx.arena.used();
+  float* g = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
+  float* u = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
+  ctx.backend.matmul(g, xb, gate, n_rows);
+  ctx.backend.matmul(u, xb, up, n_rows);
+  ctx.backend.swiglu(g, g, u, n_rows * n_ff);
+  ctx.backend.matmul(out, g, down, n_rows);
+  ctx.arena.rewind(mark);
+}
+
+void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out) {
+  const int64_t n = ctx.n_tokens;
+  const int64_t n_ff = w.w_up.n_out;
+  const size_t mark = ctx.arena.used();
+  float* h = ctx.arena.floats(n * n_ff);  // [n_tokens, n_ff]
+  ctx.backend.matmul(h, xb, w.w_up, n);
+  if (w.b_up != nullptr) ctx.backend.add_bias(h, w.b_up, n, n_ff);
+  ctx.backend.gelu(h, h, n * n_ff);
+  ctx.backend.matmul(out, h, w.w_down, n);
+  if (w.b_down != nullptr) ctx.backend.add_bias(out, w.b_down, n, ctx.config.n_embd);
+  ctx.arena.rewind(mark);
+}
+
+namespace {
+
+// Top-k experts of one token's router logits and their softmax weights over
+// just those k (equal to transformers' softmax-all, top-k, renormalise).
+// Ties go to the lower expert index.
+void route_token(const float* logits, int64_t n_expert, int64_t k, int32_t* choice, float* gate) {
+  for (int64_t j = 0; j < k; ++j) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      if (std::find(choice, choice + j, static_cast<int32_t>(e)) != choice + j) continue;
+      if (best < 0 || logits[e] > logits[best]) best = static_cast<int32_t>(e);
+    }
+    choice[j] = best;
+  }
+  const float top = logits[choice[0]];
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    gate[j] = std::exp(logits[choice[j]] - top);
+    sum += gate[j];
+  }
+  for (int64_t j = 0; j < k; ++j) gate[j] /= sum;
+}
+
+}  // namespace
+
+void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out) {
+  const ModelConfig& c = ctx.config;
+  Backend& be = ctx.backend;
+  HostScratch& h = ctx.host;
+  const int64_t n = ctx.n_tokens;
+  const int64_t n_expert = static_cast<int64_t>(w.experts.size());
+  const int64_t k = c.n_expert_used;
+  const int64_t e = c.n_embd;
+  if (n_expert == 0 || k <= 0 || k > n_expert) {
+    throw Error(Errc::internal, "moe_ffn: layer has " + std::to_string(n_expert) + " experts, routes to " +
+                                    std::to_string(k));
+  }
+  const size_t mark = ctx.arena.used();
+  float* router = ctx.arena.floats(n * n_expert);  // [n_tokens, n_expert]
+  be.matmul(router, xb, w.ffn_router, n);
+  h.router.resize(static_cast<size_t>(n * n_expert));
+  be.copy_to_host(h.router.data(), router, h.router.size() * sizeof(float));
+  be.synchronize();
+
+  h.choice.resize(static_cast<size_t>(n * k));
+  h.gate.resize(static_cast<size_t>(n * k));
+  for (int64_t t = 0; t < n; ++t) {
+    route_token(h.router.data() + t * n_expert, n_expert, k, h.choice.data() + t * k, h.gate.data() + t * k);
+  }
+
+  // Experts in index order, each on the rows routed to it; the weighted
+  // outputs are summed on the host in that order (as transformers adds them).
+  h.combined.assign(static_cast<size_t>(n * e), 0.0f);
+  float* rows_in = ctx.arena.floats(n * e);   // [rows of one expert, n_embd]
+  float* rows_out = ctx.arena.floats(n * e);  // [rows of one expert, n_embd]
+  for (int64_t x = 0; x < n_expert; ++x) {
+    h.rows.clear();
+    h.row_gate.clear();
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (h.choice[static_cast<size_t>(t * k + j)] == x) {
+          h.rows.push_back(static_cast<int32_t>(t));
+          h.row_gate.push_back(h.gate[static_cast<size_t>(t * k + j)]);
+        }
+      }
+    }
+    const auto m = static_cast<int64_t>(h.rows.size());
+    if (m == 0) continue;
+    const ExpertWeights& ex = w.experts[static_cast<size_t>(x)];
+    be.gather_rows(rows_in, xb, h.rows.data(), m, e);
+    swiglu_ffn(ctx, ex.w_gate, ex.w_up, ex.w_down, rows_in, rows_out, m);
+    h.expert_out.resize(static_cast<size_t>(m * e));
+    be.copy_to_host(h.expert_out.data(), rows_out, h.expert_out.size() * sizeof(float));
+    be.synchronize();
+    for (int64_t i = 0; i < m; ++i) {
+      float* dst = h.combined.data() + static_cast<int64_t>(h.rows[static_cast<size_t>(i)]) * e;
+      const float* src = h.expert_out.data() + i * e;
+      const float g = h.row_gate[static_cast<size_t>(i)];
+      for (int64_t d = 0; d < e; ++d) dst[d] += g * src[d];
+    }
+  }
+  be.copy_from_host(out, h.combined.data(), h.combined.size() * sizeof(float));
+  ctx.arena.rewind(mark);
+}
+
+void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd] normed input
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd] attention output
+  norm(ctx, kind, xb, x, w.attn_norm, w.attn_norm_b, ctx.n_tokens);
+  self_attention(ctx, w, kv, xb, proj, rope);
+  ctx.backend.add(x, proj, n);
+  ctx.arena.rewind(mark);
+}
+
+void swiglu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd]
+  norm(ctx, Norm::rms, xb, x, w.ffn_norm, nullptr, ctx.n_tokens);
+  swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens);
+  ctx.backend.add(x, proj, n);
+  ctx.arena.rewind(mark);
+}
+
+void gelu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd]
+  norm(ctx, Norm::layer, xb, x, w.ffn_norm, w.ffn_norm_b, ctx.n_tokens);
+  gelu_ffn(ctx, w, xb, proj);
+  ctx.backend.add(x, proj, n);
+  ctx.arena.rewind(mark);
+}
+
+void moe_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd]
+  norm(ctx, Norm::rms, xb, x, w.ffn_norm, nullptr, ctx.n_tokens);
+  moe_ffn(ctx, w, xb, proj);
+  ctx.backend.add(x, proj, n);
+  ctx.arena.rewind(mark);
+}
+
+void embed_tokens(const StepContext& ctx, float* x) {
+  ctx.backend.embedding(x, ctx.weights.tok_embd, ctx.tokens, ctx.n_tokens);
+  if (ctx.weights.pos_embd.data == nullptr) return;
+  const size_t mark = ctx.arena.used();
+  float* p = ctx.arena.floats(ctx.n_tokens * ctx.config.n_embd);  // [n_tokens, n_embd]
+  ctx.backend.embedding(p, ctx.weights.pos_embd, ctx.pos, ctx.n_tokens);
+  ctx.backend.add(x, p, ctx.n_tokens * ctx.config.n_embd);
+  ctx.arena.rewind(mark);
+}
+
+}  // namespace troupe::layers

@@ -1,0 +1,83 @@
+// Layer helpers the architectures are built from: norms, self-attention over
+// the paged KV cache, dense (SwiGLU, GELU) and mixture-of-experts FFNs, and
+// the residual blocks made of them. They call only the Backend, and take
+// every temporary from the step arena (released at the end of each block).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "memory/step_arena.hpp"
+#include "model/model.hpp"
+
+namespace troupe::layers {
+
+// Host-side buffers of a step (mixture-of-experts routing reads the router
+// logits on the host). Sized on the first steps, then reused.
+struct HostScratch {
+  std::vector<float> router;     // [n_tokens, n_expert] router logits
+  std::vector<float> combined;   // [n_tokens, n_embd] weighted sum of expert outputs
+  std::vector<float> expert_out; // [rows of one expert, n_embd]
+  std::vector<int32_t> choice;   // [n_tokens, n_expert_used] chosen experts
+  std::vector<float> gate;       // [n_tokens, n_expert_used] their weights
+  std::vector<int32_t> rows;     // token rows routed to one expert
+  std::vector<float> row_gate;   // and the weight of that expert for each
+};
+
+// What the layers of one step see. Pointers into weights and activations
+// are backend memory; tokens, positions and sequences are host.
+struct StepContext {
+  Backend& backend;
+  StepArena& arena;
+  const ModelConfig& config;
+  const ModelWeights& weights;  // this stage's weights, in backend memory
+  HostScratch& host;
+  int64_t n_tokens = 0;
+  const int32_t* tokens = nullptr;  // [n_tokens] (first stage)
+  const int32_t* pos = nullptr;     // [n_tokens]
+  const AttnSeq* seqs = nullptr;
+  int n_seqs = 0;
+};
+
+enum class Norm { rms, layer };
+
+// Floats of arena one block needs at most for n_tokens tokens (whichever
+// block of whichever architecture is largest), for sizing the arena.
+int64_t block_scratch_floats(const ModelConfig& c, int64_t n_tokens);
+
+// y [n_rows, n_embd] = norm(x) with weight (and bias for LayerNorm).
+void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
+          int64_t n_rows);
+
+// out [n_tokens, n_embd] = o_proj(attention(q, k, v)) of the normed input
+// xb [n_tokens, n_embd]: projections with optional biases, optional per-head
+// q/k RMSNorm (before RoPE, as Qwen3 does), RoPE unless `rope` is false,
+// the new keys and values written to kv, causal (sliding-window) attention.
+void self_attention(const StepContext& ctx, const LayerWeights& w, const PagedKvView& kv, const float* xb, float* out,
+                    bool rope);
+
+// out [n_rows, n_embd] = down(silu(gate(xb)) * up(xb)), xb [n_rows, n_embd].
+void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down, const float* xb,
+                float* out, int64_t n_rows);
+
+// out [n_tokens, n_embd] = down(gelu(up(xb) + b_up)) + b_down (GPT-2's MLP).
+void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out);
+
+// out [n_tokens, n_embd] = sum over the n_expert_used experts with the
+// largest router logits of softmax(those logits) * expert(xb): Mixtral's
+// top-k routing. Routing runs on the host (the router logits are copied
+// back), each expert then runs on the rows routed to it.
+void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out);
+
+// The residual blocks: x [n_tokens, n_embd] += f(norm(x)).
+void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope);
+void swiglu_block(const StepContext& ctx, int64_t il, float* x);
+void gelu_block(const StepContext& ctx, int64_t il, float* x);  // LayerNorm before the MLP
+void moe_block(const StepContext& ctx, int64_t il, float* x);
+
+// First-stage input: x [n_tokens, n_embd] = token embeddings (plus learned
+// position embeddings when the model has them).
+void embed_tokens(const StepContext& ctx, float* x);
+
+}  // namespace troupe::layers

@@ -1,0 +1,109 @@
+// WeightStore and the whole-model weight passes: quantization at load and
+// the decode-step byte count.
+#include "model/weight_store.hpp"
+
+#include <cstring>
+#include <map>
+#include <new>
+
+#include "core/error.hpp"
+#include "model/model.hpp"
+
+namespace troupe {
+namespace {
+constexpr std::align_val_t kAlign{64};
+}  // namespace
+
+void WeightStore::Free::operator()(void* p) const noexcept { ::operator delete(p, kAlign); }
+
+void* WeightStore::allocate(size_t bytes) {
+  void* p = ::operator new(bytes == 0 ? 1 : bytes, kAlign);
+  blocks_.emplace_back(p);
+  bytes_ += bytes;
+  return p;
+}
+
+const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n) {
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16) {
+    throw Error(Errc::unsupported, "store_f32: " + std::string(dtype_name(t)) + " is not a float type");
+  }
+  float* dst = store.floats(n);
+  if (t == DType::f32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return dst;
+  }
+  // Halves are copied to aligned storage first: src may sit at an odd address.
+  std::vector<uint16_t> halves(static_cast<size_t>(n));
+  std::memcpy(halves.data(), src, halves.size() * sizeof(uint16_t));
+  dequantize_row(t, halves.data(), dst, n);
+  return dst;
+}
+
+void for_each_matrix(ModelWeights& w, const std::function<void(const std::string&, Weight&, bool)>& fn) {
+  const bool tied = w.output.data != nullptr && w.output.data == w.tok_embd.data;
+  if (w.tok_embd.data != nullptr) fn("token_embd", w.tok_embd, true);
+  if (w.pos_embd.data != nullptr) fn("position_embd", w.pos_embd, false);
+  if (w.output.data != nullptr && !tied) fn("output", w.output, true);
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    LayerWeights& l = w.layers[il];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const std::pair<const char*, Weight*> dense[] = {{"attn_q", &l.wq},        {"attn_k", &l.wk},
+                                                     {"attn_v", &l.wv},        {"attn_output", &l.wo},
+                                                     {"ffn_gate", &l.w_gate},  {"ffn_up", &l.w_up},
+                                                     {"ffn_down", &l.w_down}};
+    for (const auto& [name, m] : dense) {
+      if (m->data != nullptr) fn(b + name, *m, true);
+    }
+    if (l.ffn_router.data != nullptr) fn(b + "ffn_gate_inp", l.ffn_router, false);
+    for (size_t e = 0; e < l.experts.size(); ++e) {
+      const std::string x = ".expert." + std::to_string(e);
+      fn(b + "ffn_gate" + x, l.experts[e].w_gate, true);
+      fn(b + "ffn_up" + x, l.experts[e].w_up, true);
+      fn(b + "ffn_down" + x, l.experts[e].w_down, true);
+    }
+  }
+  if (tied) w.output = w.tok_embd;  // follows a converted embedding
+}
+
+void quantize_weights(ModelWeights& w, DType to, WeightStore& store, const std::string& model_path) {
+  if (to != DType::q8_0 && to != DType::q4_0) {
+    throw Error(Errc::unsupported, model_path + ": cannot quantize weights to " + std::string(dtype_name(to)) +
+                                       "; supported: q8_0, q4_0");
+  }
+  std::vector<float> row;
+  for_each_matrix(w, [&](const std::string& label, Weight& m, bool quantizable) {
+    if (!quantizable || is_quantized(m.type)) return;  // already-quantized GGUF tensors stay as they are
+    if (m.n_in % kQK != 0) {
+      throw Error(Errc::unsupported, model_path + ": cannot quantize '" + label + "' to " +
+                                         std::string(dtype_name(to)) + ": its row length " + std::to_string(m.n_in) +
+                                         " is not a multiple of " + std::to_string(kQK));
+    }
+    const int64_t src_row = row_bytes(m.type, m.n_in);
+    const int64_t dst_row = row_bytes(to, m.n_in);
+    auto* dst = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(dst_row * m.n_out)));
+    const auto* src = static_cast<const uint8_t*>(m.data);
+    row.resize(static_cast<size_t>(m.n_in));
+    for (int64_t r = 0; r < m.n_out; ++r) {
+      dequantize_row(m.type, src + r * src_row, row.data(), m.n_in);
+      quantize_row(to, row.data(), dst + r * dst_row, m.n_in);
+    }
+    m = Weight{.data = dst, .type = to, .n_in = m.n_in, .n_out = m.n_out};
+  });
+}
+
+int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c) {
+  auto bytes = [](const Weight& m) { return m.data == nullptr ? 0 : row_bytes(m.type, m.n_in) * m.n_out; };
+  const bool tied = w.output.data == w.tok_embd.data;
+  int64_t total = tied ? bytes(w.tok_embd) : bytes(w.output);
+  for (const LayerWeights& l : w.layers) {
+    for (const Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router}) {
+      total += bytes(*m);
+    }
+    int64_t experts = 0;
+    for (const ExpertWeights& e : l.experts) experts += bytes(e.w_gate) + bytes(e.w_up) + bytes(e.w_down);
+    if (!l.experts.empty()) total += experts * c.n_expert_used / static_cast<int64_t>(l.experts.size());
+  }
+  return total;
+}
+
+}  // namespace troupe

@@ -1,0 +1,57 @@
+// Weights a loader makes rather than maps (dtype conversions, transposes,
+// quantized copies), owned for the life of the model, and the load-time
+// passes over a whole ModelWeights: quantization and the bytes-per-step count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+namespace troupe {
+
+struct ModelWeights;
+struct ModelConfig;
+
+class WeightStore {
+ public:
+  // 64-byte aligned (what SIMD loads like); lives as long as the store.
+  void* allocate(size_t bytes);
+  float* floats(int64_t n) { return static_cast<float*>(allocate(static_cast<size_t>(n) * sizeof(float))); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Free {
+    void operator()(void* p) const noexcept;
+  };
+  std::vector<std::unique_ptr<void, Free>> blocks_;
+  size_t bytes_ = 0;
+};
+
+// An f32 copy of n values of type t (f32, f16 or bf16), read from src with
+// no alignment assumed (safetensors data has none).
+const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n);
+
+// Calls fn(label, matrix, quantizable) for every matrix of w ("token_embd",
+// "blk.3.attn_q", "blk.0.ffn_down.expert.2", ...). Position tables and MoE
+// routers are not quantizable: both are small, and a rounded router can send
+// a token to other experts. A tied output head is the token embedding and
+// is not visited twice.
+void for_each_matrix(ModelWeights& w, const std::function<void(const std::string&, Weight&, bool)>& fn);
+
+// Converts every quantizable f32/f16/bf16 matrix to `to` (q8_0 or q4_0),
+// with core's reference rounding, into `store`. Throws Error(unsupported)
+// naming the matrix when its row length is not a multiple of 32, or for
+// another target type.
+void quantize_weights(ModelWeights& w, DType to, WeightStore& store, const std::string& model_path);
+
+// Bytes of matrices one decode step streams: every matrix once, the token
+// embedding only when it is also the output head (otherwise a step reads one
+// row), and of a mixture of experts only the n_expert_used routed experts.
+int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c);
+
+}  // namespace troupe

@@ -1,0 +1,57 @@
+// What the network edge needs of the engine: readiness, the tokenizer and
+// model facts, submit/cancel, counters. An interface so that the routes and
+// the WebSocket logic are tested with a scripted fake as well as with the
+// real actor pipeline (net/pipeline_backend.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+
+namespace troupe::net {
+
+struct ModelInfo {
+  std::string id;              // the name clients pass as "model"
+  int32_t context_length = 0;  // prompt + generated tokens, at most
+  int64_t created = 0;         // unix time the server loaded it
+  std::string chat_template;   // Jinja source from the model file; empty: none
+  std::string bos_text;        // texts of BOS and EOS, for chat templates
+  std::string eos_text;
+};
+
+// Sizes of the engine's memory pools, for /metrics.
+struct MemoryPools {
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes = 0;         // all KV pages of all stages
+  int32_t kv_block_size = 0;    // tokens per KV page
+};
+
+// Progress of loading, for /ready and the console.
+struct LoadState {
+  bool ready = false;
+  bool failed = false;
+  double progress = 0;  // 0..1
+  std::string stage;    // what is happening ("reading", "starting the pipeline", the error)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual LoadState load_state() const = 0;
+  bool ready() const { return load_state().ready; }
+
+  // Valid only once ready.
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual ModelInfo model_info() const = 0;
+  virtual MemoryPools memory_pools() const = 0;
+
+  // As Pipeline::submit / cancel / stats (thread-safe; stats blocks).
+  virtual RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) = 0;
+  virtual void cancel(RequestId id) = 0;
+  virtual PipelineStats stats() const = 0;
+};
+
+}  // namespace troupe::net

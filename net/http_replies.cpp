@@ -1,0 +1,143 @@
+// JobListener implementations for HTTP. The SSE reply sends its headers
+// with the first event, so a request the engine refuses before producing
+// anything still gets a proper status code instead of a 200 stream that
+// carries an error.
+#include "net/http_replies.hpp"
+
+#include "net/api_error.hpp"
+#include "net/routes.hpp"
+
+namespace troupe::net {
+namespace {
+
+const char* finish_reason(EndReason r) { return r == EndReason::length ? "length" : "stop"; }
+
+class GenerationReply : public AsyncReply, public JobListener, public std::enable_shared_from_this<GenerationReply> {
+ public:
+  GenerationReply(ServerCore& core, JobSpec spec, bool stream, bool include_usage)
+      : core_(core), spec_(std::move(spec)), stream_(stream), include_usage_(include_usage) {
+    const size_t n = spec_.choices.size();
+    outputs_.resize(n);
+    role_sent_.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      outputs_[i].index = static_cast<int32_t>(i);
+      const SamplingParams& s = spec_.choices[i].params.sampling;
+      outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
+    }
+  }
+
+  void start(std::shared_ptr<ReplyWriter> writer) override {
+    writer_ = std::move(writer);
+    job_ = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), spec_, shared_from_this());
+    job_->start();
+  }
+
+  void cancel() override {
+    if (job_) job_->cancel();
+  }
+
+  bool on_token(int32_t choice, const TokenEvent&, std::string_view text, const TokenLogprobs* lp) override {
+    ChoiceOutput& out = outputs_[static_cast<size_t>(choice)];
+    if (!stream_) {
+      out.text += text;
+      if (lp != nullptr) out.logprobs.push_back(*lp);
+      return true;
+    }
+    if (failed_) return false;
+    if (text.empty() && lp == nullptr) return true;
+    std::vector<TokenLogprobs> one;
+    if (lp != nullptr) one.push_back(*lp);
+    return send_event(ChunkInput{.index = choice,
+                                 .text = text,
+                                 .with_logprobs = lp != nullptr,
+                                 .logprobs = &one});
+  }
+
+  bool on_choice_end(int32_t choice, const FinalEvent& f, std::string_view text) override {
+    ChoiceOutput& out = outputs_[static_cast<size_t>(choice)];
+    completion_tokens_ += f.completion_tokens;
+    if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
+      if (!error_) {
+        error_ = f.reason == EndReason::error
+                     ? api_error_from(f.error_code, f.error_message)
+                     : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
+      }
+      if (!stream_ || failed_) return false;
+      if (!head_sent_ && spec_.choices.size() == 1) {
+        // Nothing sent yet: a proper status code is still possible.
+        failed_ = true;
+        writer_->send(core_.error_reply(*error_));
+        return false;
+      }
+      if (f.reason == EndReason::cancelled) return false;  // the client is gone, or the server stops
+      ensure_head();
+      return writer_->send_chunk(sse_event(error_body(*error_)));
+    }
+    if (!stream_) {
+      out.text += text;
+      out.finish_reason = finish_reason(f.reason);
+      return true;
+    }
+    if (failed_) return false;
+    return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
+  }
+
+  void on_job_end() override {
+    const Usage usage{.prompt_tokens = spec_.prompt_tokens, .completion_tokens = completion_tokens_};
+    if (!stream_) {
+      if (error_) {
+        writer_->send(core_.error_reply(*error_));
+      } else {
+        writer_->send(HttpReply{.status = 200, .body = response_body(spec_.meta, outputs_, usage)});
+      }
+      return;
+    }
+    if (failed_) return;
+    ensure_head();
+    if (include_usage_) writer_->send_chunk(sse_event(usage_chunk_json(spec_.meta, usage)));
+    writer_->send_chunk(sse_done());
+    writer_->end();
+  }
+
+ private:
+  void ensure_head() {
+    if (head_sent_) return;
+    head_sent_ = true;
+    writer_->send_head(HttpReply{.status = 200,
+                                 .content_type = "text/event-stream; charset=utf-8",
+                                 .headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}}});
+  }
+
+  bool send_event(ChunkInput in) {
+    ensure_head();
+    const auto i = static_cast<size_t>(in.index);
+    if (spec_.meta.endpoint == Endpoint::chat && !role_sent_[i]) {
+      in.role_first = true;
+      role_sent_[i] = true;
+    }
+    in.usage_null = include_usage_;
+    return writer_->send_chunk(sse_event(chunk_json(spec_.meta, in)));
+  }
+
+  ServerCore& core_;
+  const JobSpec spec_;
+  const bool stream_;
+  const bool include_usage_;
+  std::shared_ptr<ReplyWriter> writer_;
+  std::shared_ptr<GenerationJob> job_;
+  // Touched only from the job's serialised listener calls.
+  std::vector<ChoiceOutput> outputs_;
+  std::vector<bool> role_sent_;
+  int32_t completion_tokens_ = 0;
+  std::optional<ApiError> error_;
+  bool head_sent_ = false;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<AsyncReply> make_generation_reply(ServerCore& core, JobSpec spec, bool stream, bool include_usage) {
+  return std::make_shared<GenerationReply>(core, std::move(spec), stream, include_usage);
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,248 @@
+// prometheus-cpp behind Metrics: every series is created up front (labelled
+// ones with each label value), so a scrape before any traffic already lists
+// them all at zero. Engine-side totals (steps, preemptions) arrive as
+// cumulative numbers and are turned into counter increments.
+#include "net/metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+namespace troupe::net {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+// Exponential bucket bounds from `first`, `factor` apart.
+Histogram::BucketBoundaries exp_buckets(double first, double factor, int n) {
+  Histogram::BucketBoundaries b;
+  double x = first;
+  for (int i = 0; i < n; ++i, x *= factor) b.push_back(x);
+  return b;
+}
+
+// Tokens per second over the last complete seconds: per-second buckets in
+// a ring, so a scrape interval does not change the figure.
+class RateMeter {
+ public:
+  void add(int64_t n) {
+    std::lock_guard lock(mutex_);
+    roll(now_s());
+    buckets_[head_ % kSlots] += n;
+  }
+  double per_second() {
+    std::lock_guard lock(mutex_);
+    roll(now_s());
+    int64_t sum = 0;
+    for (int i = 1; i <= kWindow; ++i) sum += buckets_[(head_ + kSlots - i) % kSlots];
+    return static_cast<double>(sum) / kWindow;
+  }
+
+ private:
+  static constexpr int kSlots = 16;
+  static constexpr int kWindow = 10;  // seconds averaged, the current one excluded
+  static int64_t now_s() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void roll(int64_t now) {
+    if (head_ == 0) head_ = now;
+    for (int i = 0; head_ < now && i < kSlots; ++i) buckets_[++head_ % kSlots] = 0;
+    head_ = std::max(head_, now);
+  }
+  std::mutex mutex_;
+  std::array<int64_t, kSlots> buckets_{};
+  int64_t head_ = 0;
+};
+
+}  // namespace
+
+struct Metrics::Impl {
+  std::shared_ptr<prometheus::Registry> reg = std::make_shared<prometheus::Registry>();
+
+  prometheus::Family<Counter>& counter(const std::string& name, const std::string& help) {
+    return prometheus::BuildCounter().Name(name).Help(help).Register(*reg);
+  }
+  prometheus::Family<Gauge>& gauge(const std::string& name, const std::string& help) {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(*reg);
+  }
+  Histogram& histogram(const std::string& name, const std::string& help, Histogram::BucketBoundaries b) {
+    return prometheus::BuildHistogram().Name(name).Help(help).Register(*reg).Add({}, std::move(b));
+  }
+
+  // Latencies (seconds).
+  Histogram& ttft = histogram("troupe_time_to_first_token_seconds", "Submit to first generated token",
+                              exp_buckets(0.001, 2.0, 16));
+  Histogram& itl = histogram("troupe_inter_token_latency_seconds", "Gap between consecutive tokens of a request",
+                             exp_buckets(0.0002, 2.0, 16));
+  Histogram& e2e = histogram("troupe_e2e_request_latency_seconds", "Submit to the end of a request",
+                             exp_buckets(0.005, 2.0, 17));
+  Histogram& queue = histogram("troupe_queue_time_seconds", "Submit to first scheduled",
+                               exp_buckets(0.0002, 2.0, 18));
+  Histogram& prompt_len = histogram("troupe_request_prompt_tokens", "Prompt tokens per request",
+                                    exp_buckets(1, 2.0, 16));
+  Histogram& gen_len = histogram("troupe_request_generation_tokens", "Generated tokens per request",
+                                 exp_buckets(1, 2.0, 16));
+
+  // Counters.
+  prometheus::Family<Counter>& requests_f = counter("troupe_requests_total", "Requests accepted, by endpoint");
+  prometheus::Family<Counter>& finished_f = counter("troupe_requests_finished_total", "Requests ended, by reason");
+  prometheus::Family<Counter>& rejected_f = counter("troupe_requests_rejected_total", "Requests refused, by reason");
+  prometheus::Family<Counter>& disconnects_f =
+      counter("troupe_client_disconnects_total", "Clients that went away or were dropped, by reason");
+  prometheus::Family<Counter>& http_f = counter("troupe_http_responses_total", "HTTP responses, by status class");
+  Counter& degraded_c = counter("troupe_degraded_requests_total", "Requests admitted with max_tokens capped (load)").Add({});
+  Counter& prompt_tokens_c = counter("troupe_prompt_tokens_total", "Prompt tokens submitted").Add({});
+  Counter& gen_tokens_c = counter("troupe_generation_tokens_total", "Tokens generated").Add({});
+  Counter& preemptions_c = counter("troupe_preemptions_total", "Sequences preempted for KV").Add({});
+  Counter& steps_c = counter("troupe_scheduler_steps_total", "Forward steps planned").Add({});
+  Counter& prefix_hits_c = counter("troupe_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache").Add({});
+
+  // Gauges.
+  Gauge& ready_g = gauge("troupe_model_ready", "1 once the model is loaded and requests are served").Add({});
+  Gauge& load_progress_g = gauge("troupe_model_load_progress", "Model loading progress, 0..1").Add({});
+  Gauge& running_g = gauge("troupe_requests_running", "Sequences holding KV").Add({});
+  Gauge& waiting_g = gauge("troupe_requests_waiting", "Requests queued in the scheduler").Add({});
+  Gauge& in_flight_g = gauge("troupe_requests_in_flight", "Requests admitted by the server, not yet ended").Add({});
+  Gauge& breaker_g = gauge("troupe_admission_breaker_open", "1 while new requests are refused (429)").Add({});
+  prometheus::Family<Gauge>& kv_f = gauge("troupe_kv_blocks", "KV pages by state");
+  Gauge& kv_used_g = kv_f.Add({{"state", "used"}});
+  Gauge& kv_free_g = kv_f.Add({{"state", "free"}});
+  Gauge& kv_cached_g = kv_f.Add({{"state", "cached"}});
+  Gauge& kv_total_g = gauge("troupe_kv_blocks_total", "KV pages in the pool").Add({});
+  Gauge& kv_usage_g = gauge("troupe_kv_usage_ratio", "Fraction of KV pages held by sequences").Add({});
+  Gauge& prefix_rate_g = gauge("troupe_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens").Add({});
+  Gauge& in_rate_g = gauge("troupe_prompt_tokens_per_second", "Prompt tokens submitted per second (10 s window)").Add({});
+  Gauge& out_rate_g = gauge("troupe_generation_tokens_per_second", "Tokens generated per second (10 s window)").Add({});
+  prometheus::Family<Gauge>& pool_f = gauge("troupe_memory_pool_bytes", "Size of the engine's memory pools");
+  Gauge& pool_weights_g = pool_f.Add({{"pool", "weights"}});
+  Gauge& pool_kv_g = pool_f.Add({{"pool", "kv"}});
+  Gauge& pool_kv_used_g = gauge("troupe_memory_pool_used_bytes", "Bytes of the KV pool held by sequences").Add({{"pool", "kv"}});
+  Gauge& frag_g = gauge("troupe_kv_fragmentation_ratio",
+                        "Estimated unused token slots in the KV pages sequences hold (internal fragmentation)")
+                      .Add({});
+  prometheus::Family<Gauge>& conns_f = gauge("troupe_open_connections", "Open client connections, by kind");
+  Gauge& conns_http_g = conns_f.Add({{"kind", "http"}});
+  Gauge& conns_ws_g = conns_f.Add({{"kind", "websocket"}});
+
+  std::map<std::string, Counter*, std::less<>> requests;
+  std::array<Counter*, 4> finished{};
+  std::array<Counter*, 5> rejected{};
+  std::array<Counter*, 3> disconnects{};
+  std::array<Counter*, 5> http{};  // 1xx..5xx
+
+  RateMeter in_rate, out_rate;
+  std::atomic<int64_t> kv_tokens{0};  // tokens of requests past their first token (in KV)
+  std::mutex scrape_mutex;            // one scrape at a time (the engine deltas)
+  uint64_t last_steps = 0, last_preemptions = 0, last_prefix_hits = 0;
+
+  Impl() {
+    for (const char* e : {"completions", "chat", "websocket"}) requests[e] = &requests_f.Add({{"endpoint", e}});
+    const char* fin[] = {"stop", "length", "cancelled", "error"};
+    for (size_t i = 0; i < finished.size(); ++i) finished[i] = &finished_f.Add({{"reason", fin[i]}});
+    const char* rej[] = {"overload", "invalid", "unauthorized", "too_large", "not_ready"};
+    for (size_t i = 0; i < rejected.size(); ++i) rejected[i] = &rejected_f.Add({{"reason", rej[i]}});
+    const char* dis[] = {"closed", "slow_reader", "message_too_big"};
+    for (size_t i = 0; i < disconnects.size(); ++i) disconnects[i] = &disconnects_f.Add({{"reason", dis[i]}});
+    const char* cls[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+    for (size_t i = 0; i < http.size(); ++i) http[i] = &http_f.Add({{"code", cls[i]}});
+  }
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
+Metrics::~Metrics() = default;
+
+void Metrics::request_started(std::string_view endpoint, int32_t prompt_tokens) {
+  if (auto it = impl_->requests.find(endpoint); it != impl_->requests.end()) it->second->Increment();
+  impl_->prompt_tokens_c.Increment(prompt_tokens);
+  impl_->in_rate.add(prompt_tokens);
+  impl_->prompt_len.Observe(prompt_tokens);
+}
+
+void Metrics::first_token(int32_t prompt_tokens) { impl_->kv_tokens += prompt_tokens; }
+
+void Metrics::token(double seconds_since_previous) {
+  impl_->gen_tokens_c.Increment();
+  impl_->out_rate.add(1);
+  ++impl_->kv_tokens;
+  if (seconds_since_previous >= 0) impl_->itl.Observe(seconds_since_previous);
+}
+
+void Metrics::request_ended(const FinalEvent& f) {
+  impl_->finished[static_cast<size_t>(f.reason)]->Increment();
+  if (f.first_token_seconds > 0) {
+    impl_->ttft.Observe(f.first_token_seconds);
+    impl_->kv_tokens -= f.prompt_tokens + f.completion_tokens;
+  }
+  impl_->e2e.Observe(f.total_seconds);
+  impl_->queue.Observe(f.queue_seconds);
+  impl_->gen_len.Observe(f.completion_tokens);
+}
+
+void Metrics::rejected(RejectReason r) { impl_->rejected[static_cast<size_t>(r)]->Increment(); }
+void Metrics::disconnected(DisconnectReason r) { impl_->disconnects[static_cast<size_t>(r)]->Increment(); }
+void Metrics::degraded() { impl_->degraded_c.Increment(); }
+
+void Metrics::http_response(int status) {
+  const int cls = status / 100;
+  if (cls >= 1 && cls <= 5) impl_->http[static_cast<size_t>(cls - 1)]->Increment();
+}
+
+void Metrics::connection_opened(ConnectionKind k) {
+  (k == ConnectionKind::http ? impl_->conns_http_g : impl_->conns_ws_g).Increment();
+}
+void Metrics::connection_closed(ConnectionKind k) {
+  (k == ConnectionKind::http ? impl_->conns_http_g : impl_->conns_ws_g).Decrement();
+}
+
+std::string Metrics::render(const EngineSnapshot& snap) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.scrape_mutex);
+  m.ready_g.Set(snap.load.ready ? 1 : 0);
+  m.load_progress_g.Set(snap.load.progress);
+  m.in_flight_g.Set(snap.in_flight);
+  m.breaker_g.Set(snap.breaker_open ? 1 : 0);
+  m.in_rate_g.Set(m.in_rate.per_second());
+  m.out_rate_g.Set(m.out_rate.per_second());
+  m.pool_weights_g.Set(static_cast<double>(snap.pools.weight_bytes));
+  m.pool_kv_g.Set(static_cast<double>(snap.pools.kv_bytes));
+  if (snap.have_stats) {
+    const PipelineStats& s = snap.stats;
+    m.running_g.Set(s.running);
+    m.waiting_g.Set(s.waiting);
+    m.kv_used_g.Set(s.kv_blocks_used);
+    m.kv_free_g.Set(s.kv_blocks_free);
+    m.kv_cached_g.Set(s.kv_blocks_cached);
+    m.kv_total_g.Set(s.kv_blocks_total);
+    const double usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0;
+    m.kv_usage_g.Set(usage);
+    m.pool_kv_used_g.Set(usage * static_cast<double>(snap.pools.kv_bytes));
+    m.prefix_rate_g.Set(s.prefix_hit_rate);
+    // Slots in held pages minus tokens known to sit in them; prefix sharing
+    // can make the estimate negative, hence the clamp.
+    const double slots = static_cast<double>(s.kv_blocks_used) * snap.pools.kv_block_size;
+    const double tokens = static_cast<double>(m.kv_tokens.load());
+    m.frag_g.Set(slots > 0 ? std::clamp(1.0 - tokens / slots, 0.0, 1.0) : 0.0);
+    auto advance = [](Counter& c, uint64_t now, uint64_t& last) {
+      if (now > last) c.Increment(static_cast<double>(now - last));
+      last = std::max(last, now);
+    };
+    advance(m.steps_c, s.steps, m.last_steps);
+    advance(m.preemptions_c, s.preemptions, m.last_preemptions);
+    advance(m.prefix_hits_c, s.prefix_hit_tokens, m.last_prefix_hits);
+  }
+  return prometheus::TextSerializer().Serialize(m.reg->Collect());
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,170 @@
+// Background loading with progress: the model's files are first read once
+// in large chunks (the progress figure, and it leaves them in the page
+// cache so the mmap-based Model::load that follows is quick), then the
+// model is loaded and the pipeline started.
+#include "net/pipeline_backend.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace troupe::net {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> model_files(const std::string& path) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.is_regular_file(ec)) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    files.emplace_back(path);
+  }
+  return files;
+}
+
+}  // namespace
+
+std::string model_id_from_path(const std::string& path) {
+  fs::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  std::string stem = p.filename().string();
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  return stem;
+}
+
+PipelineBackend::PipelineBackend(PipelineBackendOptions options) : options_(std::move(options)) {
+  state_.stage = "starting";
+  loader_ = std::thread([this] { load(); });
+}
+
+PipelineBackend::~PipelineBackend() {
+  stop_ = true;
+  if (loader_.joinable()) loader_.join();
+  pipeline_.reset();  // cancels what still runs, waits for the actors
+}
+
+void PipelineBackend::set_state(LoadState s) {
+  {
+    std::lock_guard lock(mutex_);
+    state_ = s;
+  }
+  cv_.notify_all();
+  if (options_.on_progress) options_.on_progress(s);
+}
+
+void PipelineBackend::load() {
+  const std::string& path = options_.pipeline.model_path;
+  try {
+    if (!options_.pipeline.model) {
+      // Reading: 0 .. 0.8 of the progress.
+      const std::vector<fs::path> files = model_files(path);
+      uint64_t total = 0, done = 0;
+      for (const fs::path& f : files) {
+        std::error_code ec;
+        const auto size = fs::file_size(f, ec);
+        if (!ec) total += size;
+      }
+      std::vector<char> buf(16 << 20);
+      double last_reported = -1;
+      for (const fs::path& f : files) {
+        std::ifstream in(f, std::ios::binary);
+        if (!in) throw Error(Errc::io, f.string() + ": cannot open the model file");
+        while (in && !stop_) {
+          in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+          done += static_cast<uint64_t>(in.gcount());
+          const double p = total > 0 ? 0.8 * static_cast<double>(done) / static_cast<double>(total) : 0.8;
+          if (p - last_reported >= 0.05 || done == total) {
+            last_reported = p;
+            set_state({.progress = p, .stage = "reading " + f.filename().string()});
+          }
+        }
+      }
+      if (stop_) return;
+      set_state({.progress = 0.8, .stage = "loading the model"});
+      options_.pipeline.model = Model::load(path);
+    }
+    if (stop_) return;
+    set_state({.progress = 0.9, .stage = "starting the pipeline"});
+    const PipelineConfig& cfg = options_.pipeline;
+    std::unique_ptr<Pipeline> p = Pipeline::start(cfg);
+
+    const Model& model = p->model();
+    const ModelConfig& mc = model.config();
+    const Tokenizer& tok = p->tokenizer();
+    info_.id = options_.model_id.empty() ? model_id_from_path(path.empty() ? model.path() : path) : options_.model_id;
+    // The scheduler's limit, capped as the pipeline caps it, and by what
+    // the KV pool can hold at all.
+    int64_t ctx = cfg.scheduler.context_length;
+    if (mc.n_ctx_train > 0) ctx = std::min(ctx, mc.n_ctx_train);
+    ctx = std::min<int64_t>(ctx, static_cast<int64_t>(cfg.n_kv_blocks) * cfg.kv_block_size);
+    info_.context_length = static_cast<int32_t>(ctx);
+    info_.created = static_cast<int64_t>(std::time(nullptr));
+    info_.chat_template = model.chat_template();
+    const auto& tokens = tok.vocab().tokens;
+    if (tok.bos() >= 0 && static_cast<size_t>(tok.bos()) < tokens.size()) info_.bos_text = tokens[tok.bos()];
+    if (tok.eos() >= 0 && static_cast<size_t>(tok.eos()) < tokens.size()) info_.eos_text = tokens[tok.eos()];
+    pools_.weight_bytes = model.weight_bytes();
+    // K and V, f32, every layer, every page.
+    pools_.kv_bytes = 2 * mc.n_layer * static_cast<int64_t>(cfg.n_kv_blocks) * cfg.kv_block_size * mc.kv_dim() *
+                      static_cast<int64_t>(sizeof(float));
+    pools_.kv_block_size = cfg.kv_block_size;
+    pipeline_ = std::move(p);
+    ready_.store(true, std::memory_order_release);
+    set_state({.ready = true, .progress = 1.0, .stage = "ready"});
+  } catch (const std::exception& e) {
+    set_state({.failed = true, .progress = 0, .stage = e.what()});
+  }
+}
+
+bool PipelineBackend::wait_loaded() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return state_.ready || state_.failed; });
+  return state_.ready;
+}
+
+LoadState PipelineBackend::load_state() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+const Tokenizer& PipelineBackend::tokenizer() const {
+  if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
+  return pipeline_->tokenizer();
+}
+
+ModelInfo PipelineBackend::model_info() const {
+  if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
+  return info_;
+}
+
+MemoryPools PipelineBackend::memory_pools() const {
+  if (!ready_.load(std::memory_order_acquire)) return {};
+  return pools_;
+}
+
+RequestId PipelineBackend::submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) {
+  if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
+  return pipeline_->submit(std::move(prompt), std::move(params), std::move(callbacks));
+}
+
+void PipelineBackend::cancel(RequestId id) {
+  if (ready_.load(std::memory_order_acquire)) pipeline_->cancel(id);
+}
+
+PipelineStats PipelineBackend::stats() const {
+  if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
+  return pipeline_->stats();
+}
+
+}  // namespace troupe::net

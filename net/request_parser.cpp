@@ -1,0 +1,388 @@
+// Boost.JSON -> ParsedRequest. Each field has one reader that knows its type
+// and range, so every error names the field the way a client wrote it
+// ("messages[2].content", "stop[1]") and says what was wrong.
+#include "net/request_parser.hpp"
+
+#include <boost/json/stream_parser.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "net/api_error.hpp"
+
+namespace troupe::net {
+namespace {
+
+namespace json = boost::json;
+
+const char* kind_name(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64: return "an integer";
+    case json::kind::double_: return "a number";
+    case json::kind::string: return "a string";
+    case json::kind::array: return "an array";
+    case json::kind::object: return "an object";
+  }
+  return "a value";
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const char* expected, const json::value& got) {
+  throw invalid_field(param, "'" + param + "' must be " + expected + ", got " + kind_name(got), "invalid_type");
+}
+
+[[noreturn]] void out_of_range(const std::string& param, const std::string& range) {
+  throw invalid_field(param, "'" + param + "' must be " + range, "invalid_value");
+}
+
+json::object parse_object(std::string_view body, const char* what) {
+  json::stream_parser p;
+  boost::system::error_code ec;
+  const size_t used = p.write(body.data(), body.size(), ec);
+  if (!ec) p.finish(ec);
+  if (ec) {
+    throw ApiError(400, std::string(what) + " is not valid JSON (" + ec.message() + " near byte " +
+                            std::to_string(used) + ")",
+                   {}, "invalid_json");
+  }
+  json::value root = p.release();
+  if (!root.is_object()) {
+    throw ApiError(400, std::string(what) + " must be a JSON object, got " + kind_name(root), {}, "invalid_json");
+  }
+  return std::move(root.as_object());
+}
+
+// Absent and null are the same for optional fields, as in OpenAI's API.
+const json::value* field(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return (v == nullptr || v->is_null()) ? nullptr : v;
+}
+
+std::optional<bool> get_bool(const json::object& o, const char* key) {
+  const json::value* v = field(o, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_bool()) wrong_type(key, "a boolean", *v);
+  return v->as_bool();
+}
+
+// An integer in [lo, hi]; a number with a fraction is a type error.
+std::optional<int64_t> get_int(const json::object& o, const char* key, int64_t lo, int64_t hi) {
+  const json::value* v = field(o, key);
+  if (v == nullptr) return std::nullopt;
+  int64_t x = 0;
+  if (v->is_int64()) {
+    x = v->as_int64();
+  } else if (v->is_uint64()) {
+    x = std::numeric_limits<int64_t>::max();  // beyond any range we accept
+  } else {
+    wrong_type(key, "an integer", *v);
+  }
+  if (x < lo || x > hi) out_of_range(key, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+std::string fmt(double x) {
+  std::string s = std::to_string(x);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+// A finite number in [lo, hi] (or (lo, hi] when lo_open).
+std::optional<float> get_number(const json::object& o, const char* key, double lo, double hi, bool lo_open = false) {
+  const json::value* v = field(o, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) wrong_type(key, "a number", *v);
+  const double x = v->to_number<double>();
+  if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi) {
+    out_of_range(key, std::string("a number in ") + (lo_open ? "(" : "[") + fmt(lo) + ", " + fmt(hi) + "]");
+  }
+  return static_cast<float>(x);
+}
+
+std::optional<std::string> get_string(const json::object& o, const char* key) {
+  const json::value* v = field(o, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) wrong_type(key, "a string", *v);
+  return std::string(v->as_string().data(), v->as_string().size());
+}
+
+std::vector<int32_t> token_list(const json::array& a, const std::string& param) {
+  std::vector<int32_t> out;
+  out.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!a[i].is_int64()) wrong_type(p, "an integer token id", a[i]);
+    const int64_t t = a[i].as_int64();
+    if (t < 0 || t > std::numeric_limits<int32_t>::max()) out_of_range(p, "a token id >= 0");
+    out.push_back(static_cast<int32_t>(t));
+  }
+  return out;
+}
+
+// "prompt": a string, an array of strings (a batch), an array of token ids,
+// or an array of such arrays.
+void read_prompt(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+  const json::value* v = field(o, "prompt");
+  if (v == nullptr) throw invalid_field("prompt", "'prompt' is required", "missing_field");
+  if (v->is_string()) {
+    r.prompts.emplace_back(v->as_string().data(), v->as_string().size());
+    return;
+  }
+  if (!v->is_array()) wrong_type("prompt", "a string or an array", *v);
+  const json::array& a = v->as_array();
+  if (a.empty()) throw invalid_field("prompt", "'prompt' must not be an empty array");
+  if (a[0].is_int64()) {
+    r.token_prompts.push_back(token_list(a, "prompt"));
+    return;
+  }
+  if (a.size() > static_cast<size_t>(limits.max_prompts)) {
+    out_of_range("prompt", "a batch of at most " + std::to_string(limits.max_prompts) + " prompts");
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = "prompt[" + std::to_string(i) + "]";
+    if (a[i].is_string()) {
+      if (!r.token_prompts.empty()) wrong_type(p, "an array of token ids like the other prompts", a[i]);
+      r.prompts.emplace_back(a[i].as_string().data(), a[i].as_string().size());
+    } else if (a[i].is_array()) {
+      if (!r.prompts.empty()) wrong_type(p, "a string like the other prompts", a[i]);
+      if (a[i].as_array().empty()) throw invalid_field(p, "'" + p + "' must not be empty");
+      r.token_prompts.push_back(token_list(a[i].as_array(), p));
+    } else {
+      wrong_type(p, "a string or an array of token ids", a[i]);
+    }
+  }
+}
+
+std::string message_content(const json::value& c, const std::string& param, bool may_be_null) {
+  if (c.is_null()) {
+    if (!may_be_null) throw invalid_field(param, "'" + param + "' is required", "missing_field");
+    return {};
+  }
+  if (c.is_string()) return std::string(c.as_string().data(), c.as_string().size());
+  if (!c.is_array()) wrong_type(param, "a string or an array of content parts", c);
+  std::string text;
+  const json::array& parts = c.as_array();
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const std::string p = param + "[" + std::to_string(j) + "]";
+    if (!parts[j].is_object()) wrong_type(p, "an object", parts[j]);
+    const json::object& part = parts[j].as_object();
+    const json::value* type = field(part, "type");
+    if (type == nullptr) throw invalid_field(p + ".type", "'" + p + ".type' is required", "missing_field");
+    if (!type->is_string()) wrong_type(p + ".type", "a string", *type);
+    if (type->as_string() != "text") {
+      throw invalid_field(p + ".type", "content parts of type '" +
+                                           std::string(type->as_string().data(), type->as_string().size()) +
+                                           "' are not supported (only 'text')",
+                          "unsupported_value");
+    }
+    const json::value* t = field(part, "text");
+    if (t == nullptr) throw invalid_field(p + ".text", "'" + p + ".text' is required", "missing_field");
+    if (!t->is_string()) wrong_type(p + ".text", "a string", *t);
+    text.append(t->as_string().data(), t->as_string().size());
+  }
+  return text;
+}
+
+void read_messages(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+  const json::value* v = field(o, "messages");
+  if (v == nullptr) throw invalid_field("messages", "'messages' is required", "missing_field");
+  if (!v->is_array()) wrong_type("messages", "an array", *v);
+  const json::array& a = v->as_array();
+  if (a.empty()) throw invalid_field("messages", "'messages' must not be empty");
+  if (a.size() > static_cast<size_t>(limits.max_messages)) {
+    out_of_range("messages", "an array of at most " + std::to_string(limits.max_messages) + " messages");
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!a[i].is_object()) wrong_type(p, "an object", a[i]);
+    const json::object& m = a[i].as_object();
+    const json::value* role = field(m, "role");
+    if (role == nullptr) throw invalid_field(p + ".role", "'" + p + ".role' is required", "missing_field");
+    if (!role->is_string()) wrong_type(p + ".role", "a string", *role);
+    const std::string role_s(role->as_string().data(), role->as_string().size());
+    if (role_s != "system" && role_s != "developer" && role_s != "user" && role_s != "assistant" &&
+        role_s != "tool") {
+      throw invalid_field(p + ".role", "'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" +
+                                           role_s + "'");
+    }
+    const json::value* content = m.if_contains("content");
+    if (content == nullptr && role_s != "assistant") {
+      throw invalid_field(p + ".content", "'" + p + ".content' is required", "missing_field");
+    }
+    static const json::value null_value;
+    r.messages.push_back(
+        {.role = role_s,
+         .content = message_content(content != nullptr ? *content : null_value, p + ".content", role_s == "assistant")});
+  }
+}
+
+void read_stop(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+  const json::value* v = field(o, "stop");
+  if (v == nullptr) return;
+  auto add = [&](const json::value& s, const std::string& param) {
+    if (!s.is_string()) wrong_type(param, "a string", s);
+    if (s.as_string().empty()) throw invalid_field(param, "'" + param + "' must not be empty");
+    r.params.stop.emplace_back(s.as_string().data(), s.as_string().size());
+  };
+  if (v->is_string()) {
+    add(*v, "stop");
+    return;
+  }
+  if (!v->is_array()) wrong_type("stop", "a string or an array of strings", *v);
+  const json::array& a = v->as_array();
+  if (a.size() > static_cast<size_t>(limits.max_stop)) {
+    out_of_range("stop", "at most " + std::to_string(limits.max_stop) + " strings");
+  }
+  for (size_t i = 0; i < a.size(); ++i) add(a[i], "stop[" + std::to_string(i) + "]");
+}
+
+// Fields shared by both endpoints and the WebSocket: length, sampling,
+// stop strings, seed, n.
+void read_common(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+  if (auto m = get_string(o, "model")) r.model = *m;
+  r.stream = get_bool(o, "stream").value_or(false);
+  if (const json::value* so = field(o, "stream_options")) {
+    if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+    const json::value* iu = field(so->as_object(), "include_usage");
+    if (iu != nullptr && !iu->is_bool()) wrong_type("stream_options.include_usage", "a boolean", *iu);
+    r.include_usage = iu != nullptr && iu->as_bool();
+  }
+  if (auto n = get_int(o, "n", 1, limits.max_n)) r.n = static_cast<int32_t>(*n);
+  if (auto b = get_int(o, "best_of", 1, limits.max_n); b && *b != r.n) {
+    throw invalid_field("best_of", "'best_of' other than n is not supported", "unsupported_value");
+  }
+  if (auto m = get_int(o, "max_tokens", 1, limits.max_tokens)) r.max_tokens = static_cast<int32_t>(*m);
+  SamplingParams& s = r.params.sampling;
+  if (auto t = get_number(o, "temperature", 0.0, 2.0)) s.temperature = *t;
+  if (auto p = get_number(o, "top_p", 0.0, 1.0, /*lo_open=*/true)) s.top_p = *p;
+  if (auto k = get_int(o, "top_k", -1, std::numeric_limits<int32_t>::max())) s.top_k = static_cast<int32_t>(std::max<int64_t>(*k, 0));
+  if (auto m = get_number(o, "min_p", 0.0, 1.0)) s.min_p = *m;
+  if (auto p = get_number(o, "presence_penalty", -2.0, 2.0)) s.presence_penalty = *p;
+  if (auto f = get_number(o, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *f;
+  if (auto rp = get_number(o, "repetition_penalty", 0.0, 10.0, /*lo_open=*/true)) s.repetition_penalty = *rp;
+  if (const json::value* seed = field(o, "seed")) {
+    if (seed->is_int64()) {
+      r.seed = static_cast<uint64_t>(seed->as_int64());
+    } else if (seed->is_uint64()) {
+      r.seed = seed->as_uint64();
+    } else {
+      wrong_type("seed", "an integer", *seed);
+    }
+  }
+  read_stop(o, limits, r);
+  r.params.ignore_eos = get_bool(o, "ignore_eos").value_or(false);
+  if (const json::value* lb = field(o, "logit_bias")) {
+    if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
+    if (!lb->as_object().empty()) {
+      throw invalid_field("logit_bias", "'logit_bias' is not supported", "unsupported_value");
+    }
+  }
+  if (const json::value* rf = field(o, "response_format")) {
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    const json::value* type = field(rf->as_object(), "type");
+    if (type != nullptr && !(type->is_string() && type->as_string() == "text")) {
+      throw invalid_field("response_format.type", "only the 'text' response format is supported", "unsupported_value");
+    }
+  }
+}
+
+void read_chat_fields(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+  r.endpoint = Endpoint::chat;
+  read_messages(o, limits, r);
+  // The newer name wins when both are given.
+  if (auto m = get_int(o, "max_completion_tokens", 1, limits.max_tokens)) r.max_tokens = static_cast<int32_t>(*m);
+  r.logprobs = get_bool(o, "logprobs").value_or(false);
+  if (auto t = get_int(o, "top_logprobs", 0, 20)) {
+    if (!r.logprobs && *t > 0) {
+      throw invalid_field("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+    }
+    r.top_logprobs = static_cast<int32_t>(*t);
+  }
+}
+
+void read_completion_fields(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+  r.endpoint = Endpoint::completions;
+  read_prompt(o, limits, r);
+  r.echo = get_bool(o, "echo").value_or(false);
+  if (auto lp = get_int(o, "logprobs", 0, 5)) {
+    r.logprobs = true;
+    r.top_logprobs = static_cast<int32_t>(*lp);
+  }
+  if (auto suffix = get_string(o, "suffix"); suffix && !suffix->empty()) {
+    throw invalid_field("suffix", "'suffix' is not supported", "unsupported_value");
+  }
+}
+
+void finish(ParsedRequest& r) {
+  r.params.sampling.logprobs = r.logprobs;
+  r.params.sampling.n_logprobs = r.top_logprobs;
+}
+
+void require_model(const ParsedRequest& r) {
+  if (r.model.empty()) throw invalid_field("model", "'model' is required", "missing_field");
+}
+
+}  // namespace
+
+ParsedRequest parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  const json::object o = parse_object(body, "the request body");
+  ParsedRequest r;
+  read_common(o, limits, r);
+  require_model(r);
+  read_completion_fields(o, limits, r);
+  finish(r);
+  return r;
+}
+
+ParsedRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  const json::object o = parse_object(body, "the request body");
+  ParsedRequest r;
+  read_common(o, limits, r);
+  require_model(r);
+  read_chat_fields(o, limits, r);
+  finish(r);
+  return r;
+}
+
+WsClientMessage parse_ws_message(std::string_view text, const RequestLimits& limits, std::string* id_out) {
+  const json::object o = parse_object(text, "the message");
+  WsClientMessage m;
+  const auto type = get_string(o, "type");
+  if (!type) throw invalid_field("type", "'type' is required ('generate' or 'cancel')", "missing_field");
+  const json::value* id = field(o, "id");
+  if (id == nullptr) throw invalid_field("id", "'id' is required", "missing_field");
+  if (!id->is_string()) wrong_type("id", "a string", *id);
+  if (id->as_string().empty() || id->as_string().size() > 128) out_of_range("id", "a string of 1 to 128 bytes");
+  m.id.assign(id->as_string().data(), id->as_string().size());
+  if (id_out != nullptr) *id_out = m.id;
+  if (*type == "cancel") {
+    m.kind = WsClientMessage::Kind::cancel;
+    return m;
+  }
+  if (*type != "generate") {
+    throw invalid_field("type", "'type' must be 'generate' or 'cancel', got '" + *type + "'");
+  }
+  m.kind = WsClientMessage::Kind::generate;
+  ParsedRequest& r = m.request;
+  read_common(o, limits, r);
+  if (r.n != 1) out_of_range("n", "1 over the WebSocket (send one message per request)");
+  if (field(o, "messages") != nullptr) {
+    read_chat_fields(o, limits, r);
+  } else if (field(o, "prompt") != nullptr) {
+    const json::value* p = field(o, "prompt");
+    if (!p->is_string()) wrong_type("prompt", "a string", *p);
+    read_completion_fields(o, limits, r);
+  } else {
+    throw invalid_field("messages", "a generate message needs 'messages' (chat) or 'prompt' (text)", "missing_field");
+  }
+  r.stream = true;
+  finish(r);
+  return m;
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,96 @@
+// Routing: a plain function from HttpRequest to a reply or an asynchronous
+// reply, with everything the endpoints share (the backend, metrics,
+// admission, limits, the API key, the chat template). Knows nothing of
+// sockets, so tests drive it directly; net/http_session.cpp and
+// net/ws_session.cpp are the transports.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "net/admission.hpp"
+#include "net/backend.hpp"
+#include "net/generation.hpp"
+#include "net/http_types.hpp"
+#include "net/metrics.hpp"
+#include "net/request_parser.hpp"
+
+namespace troupe::net {
+
+class ChatPrompter;
+
+struct ServerLimits {
+  size_t max_body_bytes = 1 << 20;         // larger bodies: 413
+  size_t ws_max_message_bytes = 64 << 10;  // larger WebSocket messages: close 1009
+  size_t send_queue_bytes = 4 << 20;       // per connection; a client this far behind is dropped
+  int32_t ws_max_requests = 16;            // running at once on one WebSocket
+  RequestLimits request;                   // max_tokens, n, stop strings, batch size
+};
+
+struct CoreOptions {
+  ServerLimits limits;
+  AdmissionOptions admission;
+  std::string api_key;        // empty: no authentication
+  std::string chat_template;  // Jinja source overriding the model's; empty: the model's (or the built-in)
+};
+
+class ServerCore {
+ public:
+  ServerCore(Backend& backend, CoreOptions options);
+  ~ServerCore();
+  ServerCore(const ServerCore&) = delete;
+  ServerCore& operator=(const ServerCore&) = delete;
+
+  // Every HTTP request that is not a WebSocket upgrade. Never throws.
+  RouteResult handle(const HttpRequest& req);
+
+  // A WebSocket upgrade of req.target: nullopt to accept, else the reply
+  // refusing it (404 for another path, 401, 503 while loading).
+  std::optional<HttpReply> check_upgrade(const HttpRequest& req);
+
+  // Tokenizes and checks a parsed request against the model (model name,
+  // context length, token ids) and fills defaults: the JobSpec to run.
+  // Throws ApiError.
+  JobSpec prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model_name);
+
+  // Admits n choices or throws ApiError(429) with Retry-After; applies the
+  // degradation cap to the spec's max_new_tokens.
+  void admit(JobSpec& spec);
+
+  // An error reply with OpenAI's body, counted in the metrics.
+  HttpReply error_reply(const ApiError& e);
+
+  Backend& backend() { return backend_; }
+  Metrics& metrics() { return metrics_; }
+  AdmissionControl& admission() { return admission_; }
+  const CoreOptions& options() const { return options_; }
+
+  // The /metrics text (asks the engine for its counters).
+  std::string metrics_text();
+
+ private:
+  bool authorized(std::string_view authorization, std::string_view target) const;
+  RouteResult generate(const HttpRequest& req, Endpoint endpoint);
+  const ChatPrompter& prompter();
+
+  Backend& backend_;
+  CoreOptions options_;
+  Metrics metrics_;
+  AdmissionControl admission_;
+  std::mutex prompter_mutex_;
+  std::unique_ptr<ChatPrompter> prompter_;  // made once the model is loaded
+};
+
+// The id of a new response ("cmpl-" / "chatcmpl-" and 24 random characters).
+std::string new_response_id(std::string_view prefix);
+
+// Splits "/path?query" and reads one query parameter (percent-decoded).
+std::string_view target_path(std::string_view target);
+std::optional<std::string> query_param(std::string_view target, std::string_view name);
+
+}  // namespace troupe::net

@@ -1,0 +1,50 @@
+// The HTTP/WebSocket server: a listener on host:port and a few I/O threads
+// serving a ServerCore (net/routes.hpp). Beast and Asio stay behind this
+// small interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace troupe::net {
+
+class ServerCore;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
+  uint16_t port = 8080;            // 0: any free port (see Server::port)
+  int io_threads = 2;
+  int idle_timeout_s = 60;   // keep-alive connections with nothing to read
+  int write_timeout_s = 60;  // a client that takes nothing for this long is dropped
+};
+
+class Server {
+ public:
+  // Binds and listens; throws Error(io) naming host:port when it cannot.
+  // `core` must outlive the server.
+  static std::unique_ptr<Server> start(ServerCore& core, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The port actually bound.
+  uint16_t port() const;
+  // Blocks until SIGINT or SIGTERM arrives, stop() is called, or `until`
+  // (when given) returns true; it is asked every 100 ms.
+  void wait_for_signal(const std::function<bool()>& until = {});
+  // Stops accepting, closes every connection (cancelling its requests),
+  // waits up to `drain_s` for requests to end, then joins the I/O threads.
+  // Queued handlers are kept until destruction, so pipeline callbacks that
+  // arrive afterwards still find the I/O context. Repeatable.
+  void stop(double drain_s = 5.0);
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::net

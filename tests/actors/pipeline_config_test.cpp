@@ -1,0 +1,112 @@
+// Pipeline topologies from JSON: every field read, strictness about unknown
+// keys and types, relative model paths, and the files shipped in configs/.
+#include "actors/pipeline_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+const std::string kConfigs = std::string(TROUPE_FIXTURES_DIR) + "/../../configs";
+
+TEST(PipelineConfigJson, ReadsEveryField) {
+  const PipelineConfig c = parse_pipeline_config(R"({
+    // comments are allowed
+    "model": "/models/m.gguf",
+    "stages": [{"layers": [0, 3], "threads": 2}, {"layers": [3, -1]}],
+    "micro_batches": 3, "tokenizers": 2, "actor_threads": 4,
+    "kv": {"blocks": 100, "block_size": 32, "prefix_caching": false},
+    "scheduler": {"max_batch_size": 8, "max_tokens_per_step": 256, "chunked_prefill": false,
+                  "prefill_chunk": 64, "min_batch_size": 2, "max_wait_ms": 2.5, "max_waiting": 10,
+                  "context_length": 1024, "kv_watermark": 0.05, "level_bounds": [16, 128, 512],
+                  "level_aging_ms": 500}
+  })");
+  EXPECT_EQ(c.model_path, "/models/m.gguf");
+  ASSERT_EQ(c.stages.size(), 2u);
+  EXPECT_EQ(c.stages[0].first_layer, 0);
+  EXPECT_EQ(c.stages[0].last_layer, 3);
+  EXPECT_EQ(c.stages[0].threads, 2);
+  EXPECT_EQ(c.stages[1].first_layer, 3);
+  EXPECT_EQ(c.stages[1].last_layer, -1);
+  EXPECT_EQ(c.stages[1].threads, 1);
+  EXPECT_EQ(c.micro_batches, 3);
+  EXPECT_EQ(c.tokenizer_pool, 2);
+  EXPECT_EQ(c.actor_threads, 4);
+  EXPECT_EQ(c.n_kv_blocks, 100);
+  EXPECT_EQ(c.kv_block_size, 32);
+  EXPECT_FALSE(c.prefix_caching);
+  EXPECT_EQ(c.scheduler.max_batch_size, 8);
+  EXPECT_EQ(c.scheduler.max_tokens_per_step, 256);
+  EXPECT_FALSE(c.scheduler.chunked_prefill);
+  EXPECT_EQ(c.scheduler.prefill_chunk, 64);
+  EXPECT_EQ(c.scheduler.min_batch_size, 2);
+  EXPECT_EQ(c.scheduler.max_wait, std::chrono::microseconds(2500));
+  EXPECT_EQ(c.scheduler.max_waiting, 10);
+  EXPECT_EQ(c.scheduler.context_length, 1024);
+  EXPECT_DOUBLE_EQ(c.scheduler.kv_watermark, 0.05);
+  EXPECT_EQ(c.scheduler.level_bounds, (std::vector<int32_t>{16, 128, 512}));
+  EXPECT_EQ(c.scheduler.level_aging, std::chrono::milliseconds(500));
+}
+
+TEST(PipelineConfigJson, EmptyObjectGivesDefaults) {
+  const PipelineConfig c = parse_pipeline_config("{}");
+  const PipelineConfig d;
+  EXPECT_TRUE(c.stages.empty());
+  EXPECT_EQ(c.n_kv_blocks, d.n_kv_blocks);
+  EXPECT_EQ(c.scheduler.max_batch_size, d.scheduler.max_batch_size);
+  EXPECT_EQ(c.scheduler.level_bounds, d.scheduler.level_bounds);
+}
+
+void expect_error(const std::string& json, const std::string& mentions) {
+  try {
+    parse_pipeline_config(json, "test.json");
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format);
+    EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("test.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PipelineConfigJson, ErrorsNameTheKey) {
+  expect_error("{\"stage\": []}", "unknown key 'stage'");
+  expect_error("{\"kv\": {\"blocks\": \"many\"}}", "kv.blocks");
+  expect_error("{\"scheduler\": {\"max_batch\": 3}}", "unknown key 'max_batch'");
+  expect_error("{\"stages\": [{\"layers\": [0]}]}", "stages[0].layers");
+  expect_error("{\"stages\": [{\"threads\": 1}]}", "stages[0]");
+  expect_error("{\"scheduler\": {\"level_bounds\": [1, \"x\"]}}", "scheduler.level_bounds");
+  expect_error("{\"micro_batches\": 1.5}", "micro_batches");
+  expect_error("{\"tokenizers\": 99999999999}", "out of range");
+  expect_error("[1, 2]", "must be an object");
+  expect_error("{\"model\": ", "not valid JSON");
+}
+
+TEST(PipelineConfigJson, RelativeModelPathIsRelativeToTheFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "troupe_config_test";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path file = dir / "c.json";
+  std::ofstream(file) << R"({"model": "../models/x.gguf"})";
+  const PipelineConfig c = load_pipeline_config(file.string());
+  EXPECT_EQ(c.model_path, (dir.parent_path() / "models" / "x.gguf").lexically_normal().string());
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(load_pipeline_config((dir / "missing.json").string()), Error);
+}
+
+TEST(PipelineConfigJson, ShippedConfigsParse) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kConfigs)) {
+    if (entry.path().extension() != ".json") continue;
+    const PipelineConfig c = load_pipeline_config(entry.path().string());
+    EXPECT_FALSE(c.stages.empty()) << entry.path();
+    ++n;
+  }
+  EXPECT_GE(n, 3);
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,100 @@
+// CUDA matmul for every weight dtype and both paths (the dequantizing GEMV
+// for n_tokens <= 8, cuBLAS beyond) against the exact product (a double dot
+// of the dequantized weights) and the CPU matmul on the same weight bytes.
+//
+// Tolerance: |y - ref| <= tol * sum_i |w_i x_i| (outputs may cancel, so the
+// scale is the sum of magnitudes). The GEMV keeps f32 activations and
+// accumulates in f32, like the CPU: only the summation order differs, so
+// tol = 1e-5 (see tests/kernels/matmul_test.cpp for that bound). The GEMM
+// path rounds activations (and dequantized weights) to bf16 or f16, a
+// relative error of at most 2^-9 per product: tol = 1e-2, the usual 16-bit
+// tolerance. f32 weights kept as f32 use SGEMM without TF32: tol = 1e-5.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+#include "cuda_test_util.hpp"
+#include "kernels/cpu_kernels.hpp"
+
+namespace troupe {
+namespace {
+
+using test::DeviceFloats;
+using test::random_floats;
+
+void check_case(CudaBackend& gpu, ThreadPool& pool, std::mt19937& rng, DType t, int64_t n_tokens, int64_t n_in,
+                int64_t n_out, double tol) {
+  SCOPED_TRACE(std::string(dtype_name(t)) + " n_tokens=" + std::to_string(n_tokens) + " n_in=" +
+               std::to_string(n_in) + " n_out=" + std::to_string(n_out));
+  const auto src = random_floats(rng, n_in * n_out, -1.0f, 1.0f);
+  const int64_t rb = row_bytes(t, n_in);
+  std::vector<uint8_t> w(static_cast<size_t>(rb * n_out));
+  std::vector<float> deq(src.size());
+  for (int64_t r = 0; r < n_out; ++r) {
+    quantize_row(t, src.data() + r * n_in, w.data() + r * rb, n_in);
+    dequantize_row(t, w.data() + r * rb, deq.data() + r * n_in, n_in);
+  }
+  const auto x = random_floats(rng, n_tokens * n_in, -1.0f, 1.0f);
+  std::vector<float> want(n_tokens * n_out);
+  kernels::matmul(want.data(), x.data(), w.data(), t, n_tokens, n_in, n_out, pool);
+
+  const Weight dev = gpu.upload_weight({.data = w.data(), .type = t, .n_in = n_in, .n_out = n_out});
+  ASSERT_EQ(dev.type, t);
+  DeviceFloats dx(gpu, x), dy(gpu, want.size());
+  gpu.matmul(dy.get(), dx.get(), dev, n_tokens);
+  const std::vector<float> got = dy.read();
+  double worst_exact = 0, worst_cpu = 0;
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    for (int64_t o = 0; o < n_out; ++o) {
+      double scale = 0, exact = 0;
+      for (int64_t k = 0; k < n_in; ++k) {
+        const double p = static_cast<double>(x[i * n_in + k]) * deq[o * n_in + k];
+        scale += std::abs(p);
+        exact += p;
+      }
+      const double g = got[i * n_out + o];
+      const double e_exact = std::abs(g - exact), e_cpu = std::abs(g - want[i * n_out + o]);
+      worst_exact = std::max(worst_exact, std::isnan(e_exact) ? INFINITY : e_exact / scale);
+      worst_cpu = std::max(worst_cpu, std::isnan(e_cpu) ? INFINITY : e_cpu / scale);
+    }
+  }
+  // Against the exact product (double dot of the dequantized weights), and
+  // against the CPU kernel, itself within 1e-5 of exact.
+  EXPECT_LE(worst_exact, tol);
+  EXPECT_LE(worst_cpu, tol + 1e-5);
+  gpu.deallocate(const_cast<void*>(dev.data));
+}
+
+TEST(CudaMatmul, EveryWeightTypeOnBothPathsMatchesTheCpu) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackendOptions opt = test::small_options();
+  opt.f32_weights = WeightPrecision::f32;
+  CudaBackend gpu(opt);
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1}) {
+    for (int64_t n_tokens : {1, 3, 8}) check_case(gpu, pool, rng, t, n_tokens, 1024, 136, 1e-5);
+    const double gemm_tol = t == DType::f32 ? 1e-5 : 1e-2;
+    for (int64_t n_tokens : {9, 70}) check_case(gpu, pool, rng, t, n_tokens, 512, 200, gemm_tol);
+  }
+  // A row length the GEMV does not take (not a multiple of 8) goes to cuBLAS.
+  check_case(gpu, pool, rng, DType::bf16, 2, 100, 30, 1e-2);
+}
+
+TEST(CudaMatmul, QuantizedPrefillDequantizesInTilesThatFitTheWorkspace) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackendOptions opt = test::small_options();
+  opt.workspace_bytes = size_t{1} << 20;  // 1 MiB: 4096-wide rows tile by ~100
+  CudaBackend gpu(opt);
+  ThreadPool pool(2);
+  std::mt19937 rng(12);
+  check_case(gpu, pool, rng, DType::q8_0, 16, 4096, 700, 1e-2);
+  check_case(gpu, pool, rng, DType::q4_1, 16, 4096, 700, 1e-2);
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,227 @@
+// Whole forward steps on the CUDA backend against the CPU backend, through
+// the model code (ModelStage) both share: a small random Llama (weights
+// rounded to bf16, so the GPU's bf16 copies are the CPU's f32 values
+// exactly), batched prefill and decode, CUDA graphs replaying the decode
+// steps; and, where the file is present, stories260K decoded greedily for
+// 200 tokens giving the CPU's tokens.
+// Tolerances: steps of <= 8 tokens run in fp32 on both sides (the GEMV keeps
+// f32 activations): 1e-4 relative to the largest logit. Longer steps use
+// 16-bit GEMM inputs (and leave 16-bit-rounded keys and values in the cache
+// for the decode steps after them): 3e-2 of the largest logit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/generator.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+
+namespace troupe {
+namespace {
+
+// A Llama-shaped model with random weights held in host memory.
+class TinyLlama final : public Model {
+ public:
+  explicit TinyLlama(uint32_t seed) {
+    ModelConfig& c = config_;
+    c.arch = "llama";
+    c.name = "tiny-llama";
+    c.n_vocab = 96;
+    c.n_embd = 64;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_head_kv = 2;
+    c.head_dim = 16;
+    c.n_ff = 160;
+    c.n_ctx_train = 1024;
+    c.norm_eps = 1e-5f;
+    c.rope_layout = kernels::RopeLayout::normal;
+    c.n_rot = 16;
+    c.rope_theta = 10000.0f;
+    std::mt19937 rng(seed);
+    weights_.tok_embd = matrix(rng, c.n_embd, c.n_vocab, 1.0f);
+    weights_.output = matrix(rng, c.n_embd, c.n_vocab, 0.2f);
+    weights_.output_norm = norm_weight(rng, c.n_embd);
+    weights_.layers.resize(static_cast<size_t>(c.n_layer));
+    for (LayerWeights& l : weights_.layers) {
+      l.attn_norm = norm_weight(rng, c.n_embd);
+      l.wq = matrix(rng, c.n_embd, c.q_dim(), 0.15f);
+      l.wk = matrix(rng, c.n_embd, c.kv_dim(), 0.15f);
+      l.wv = matrix(rng, c.n_embd, c.kv_dim(), 0.15f);
+      l.wo = matrix(rng, c.q_dim(), c.n_embd, 0.15f);
+      l.ffn_norm = norm_weight(rng, c.n_embd);
+      l.w_gate = matrix(rng, c.n_embd, c.n_ff, 0.15f);
+      l.w_up = matrix(rng, c.n_embd, c.n_ff, 0.15f);
+      l.w_down = matrix(rng, c.n_ff, c.n_embd, 0.1f);
+    }
+  }
+
+ private:
+  Weight matrix(std::mt19937& rng, int64_t n_in, int64_t n_out, float scale) {
+    std::vector<float>& v = data_.emplace_back(test::random_floats(rng, n_in * n_out, -scale, scale));
+    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    return {.data = v.data(), .type = DType::f32, .n_in = n_in, .n_out = n_out};
+  }
+  const float* norm_weight(std::mt19937& rng, int64_t n) {
+    return data_.emplace_back(test::random_floats(rng, n, 0.8f, 1.2f)).data();
+  }
+  std::vector<std::vector<float>> data_;  // the weights' storage
+};
+
+// A chain of stages (pipeline parallelism), each on its own backend: hidden
+// states go to the host between them, as the executors pass them on.
+struct Chain {
+  std::vector<std::unique_ptr<ModelStage>> stages;
+  std::vector<float> hidden_a, hidden_b;
+
+  void forward(const BatchView& batch, float* logits) {
+    const float* in = nullptr;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const bool last = i + 1 == stages.size();
+      std::vector<float>& out = i % 2 == 0 ? hidden_a : hidden_b;
+      if (!last) out.resize(static_cast<size_t>(batch.n_tokens() * stages[i]->model().config().n_embd));
+      stages[i]->forward(batch, in, last ? logits : out.data());
+      in = out.data();
+    }
+  }
+};
+
+// Layer ranges [0, split) on `first` and [split, n_layer) on `second`
+// (split 0: the whole model on `first`).
+Chain make_chain(const std::shared_ptr<const Model>& model, Backend& first, Backend* second, int64_t split) {
+  const StageOptions base{.max_tokens = 128, .max_seqs = 4, .n_kv_blocks = 64, .kv_block_size = 16};
+  Chain c;
+  if (split == 0) {
+    c.stages.push_back(std::make_unique<ModelStage>(model, first, base));
+    return c;
+  }
+  StageOptions a = base, b = base;
+  a.last_layer = split;
+  b.first_layer = split;
+  c.stages.push_back(std::make_unique<ModelStage>(model, first, a));
+  c.stages.push_back(std::make_unique<ModelStage>(model, *second, b));
+  return c;
+}
+
+// Two sequences through one prefill step (prompt lengths p0, p1), then
+// n_decode steps of one token each; the logits of every step.
+std::vector<std::vector<float>> run_steps(const std::shared_ptr<const Model>& model, Chain chain, int32_t p0,
+                                          int32_t p1, int n_decode) {
+  const ModelConfig& c = model->config();
+  // Shuffled physical blocks: sequence 0 and 1 interleave in the pool.
+  std::vector<int32_t> t0{5, 2, 9, 11, 0, 30}, t1{7, 1, 3, 20, 8, 40};
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.n_vocab - 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(p0 + p1));
+  for (int32_t& t : tokens) t = tok(rng);
+  std::vector<std::vector<float>> out;
+  std::vector<BatchSeq> seqs{{.n_tokens = p0, .n_past = 0, .block_table = t0, .want_logits = true},
+                             {.n_tokens = p1, .n_past = 0, .block_table = t1, .want_logits = true}};
+  std::vector<float> logits(static_cast<size_t>(2 * c.n_vocab));
+  chain.forward({.tokens = tokens, .seqs = seqs}, logits.data());
+  out.push_back(logits);
+  for (int s = 0; s < n_decode; ++s) {
+    seqs[0] = {.n_tokens = 1, .n_past = p0 + s, .block_table = t0, .want_logits = true};
+    seqs[1] = {.n_tokens = 1, .n_past = p1 + s, .block_table = t1, .want_logits = true};
+    const std::vector<int32_t> next{tok(rng), tok(rng)};
+    chain.forward({.tokens = next, .seqs = seqs}, logits.data());
+    out.push_back(logits);
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> run_steps(const std::shared_ptr<const Model>& model, Backend& backend, int32_t p0,
+                                          int32_t p1, int n_decode) {
+  return run_steps(model, make_chain(model, backend, nullptr, 0), p0, p1, n_decode);
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel) {
+  double max_abs = 0;
+  for (float v : want) max_abs = std::max(max_abs, std::abs(static_cast<double>(v)));
+  EXPECT_LE(test::worst_ratio(got, want, rel * max_abs, 0.0), 1.0);
+}
+
+TEST(CudaModelStage, SmallStepsMatchTheCpuAndDecodeReplaysGraphs) {
+  TROUPE_REQUIRE_GPU();
+  auto model = std::make_shared<TinyLlama>(1);
+  CpuBackend cpu({.n_threads = 2});
+  CudaBackend gpu(test::small_options(true));
+  CudaBackend eager(test::small_options(false));
+  // Prompts of 3 and 5 tokens: every step has <= 8 tokens (fp32 GEMV path).
+  const auto want = run_steps(model, cpu, 3, 5, 8);
+  const auto got = run_steps(model, gpu, 3, 5, 8);
+  const auto got_eager = run_steps(model, eager, 3, 5, 8);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    expect_close(got[s], want[s], 1e-4);
+    // A replayed graph runs the very kernels the eager path runs.
+    EXPECT_EQ(got[s], got_eager[s]);
+  }
+  // Decode steps 1 and 2 run eagerly and get captured; the rest replay.
+  EXPECT_GE(gpu.stats().graph_captures, 1);
+  EXPECT_GE(gpu.stats().graph_replays, 5);
+  EXPECT_EQ(eager.stats().graph_replays, 0);
+}
+
+TEST(CudaModelStage, PrefillThroughTheGemmPathMatchesTheCpu) {
+  TROUPE_REQUIRE_GPU();
+  auto model = std::make_shared<TinyLlama>(2);
+  CpuBackend cpu({.n_threads = 2});
+  CudaBackend gpu(test::small_options(true));
+  // 37 + 50 prompt tokens: the prefill attention tiles and 16-bit GEMMs.
+  const auto want = run_steps(model, cpu, 37, 50, 3);
+  const auto got = run_steps(model, gpu, 37, 50, 3);
+  for (size_t s = 0; s < want.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    expect_close(got[s], want[s], 3e-2);
+  }
+}
+
+TEST(CudaModelStage, HybridChainOfCudaAndCpuStagesMatchesOneCpuStage) {
+  TROUPE_REQUIRE_GPU();
+  // Layer 0 on the GPU, layer 1 on the CPU (and the other way round): the
+  // hidden states cross between devices through the host.
+  auto model = std::make_shared<TinyLlama>(3);
+  CpuBackend cpu({.n_threads = 2});
+  CudaBackend gpu(test::small_options(true));
+  const auto want = run_steps(model, cpu, 3, 5, 4);
+  const auto gpu_first = run_steps(model, make_chain(model, gpu, &cpu, 1), 3, 5, 4);
+  const auto cpu_first = run_steps(model, make_chain(model, cpu, &gpu, 1), 3, 5, 4);
+  for (size_t s = 0; s < want.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    expect_close(gpu_first[s], want[s], 1e-4);
+    expect_close(cpu_first[s], want[s], 1e-4);
+  }
+}
+
+TEST(CudaModelStage, Stories260kGreedyDecodeGivesTheCpuTokens) {
+  TROUPE_REQUIRE_GPU();
+  const std::string path = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "model file not present: " << path;
+  auto model = Model::load(path);
+  // f32 weights kept f32 and one token per step: fp32 throughout.
+  CudaBackendOptions opt = test::small_options(true);
+  opt.f32_weights = WeightPrecision::f32;
+  CudaBackend gpu(opt);
+  CpuBackend cpu({.n_threads = 2});
+  const int32_t bos = model->vocab().bos_id;
+  const GenerateRequest req{.max_new_tokens = 200, .sampling = {.temperature = 0.0f}};
+  Generator gpu_gen(model, gpu, {.n_ctx = 512});
+  Generator cpu_gen(model, cpu, {.n_ctx = 512});
+  const auto got = gpu_gen.generate(std::span(&bos, 1), req);
+  const auto want = cpu_gen.generate(std::span(&bos, 1), req);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(gpu.stats().graph_replays, 100);
+}
+
+}  // namespace
+}  // namespace troupe

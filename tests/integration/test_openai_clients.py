@@ -1,0 +1,147 @@
+"""The official `openai` package against `troupe serve`: completions and chat,
+streamed and not, checked against references from outside Troupe: the
+greedy text published with stories260K, Hugging Face transformers' logits
+(tests/fixtures/stories260k_logits.json), and chat templates rendered by
+Python's jinja2 the way transformers renders them."""
+import json
+import math
+import pathlib
+
+import pytest
+
+openai = pytest.importorskip("openai")
+jinja2 = pytest.importorskip("jinja2")
+
+HERE = pathlib.Path(__file__).resolve().parent
+TEMPLATE = HERE / "chat_template.jinja"
+MODEL = "stories260K"
+
+
+@pytest.fixture(scope="module")
+def chat_server(start_server):
+    return start_server("--chat-template", TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def client(chat_server):
+    return openai.OpenAI(base_url=chat_server.url("/v1"), api_key="unused", max_retries=0, timeout=60)
+
+
+def render_with_jinja2(messages):
+    """What transformers' apply_chat_template renders for this template."""
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(TEMPLATE.read_text()).render(
+        messages=messages, add_generation_prompt=True, bos_token="<s>", eos_token="</s>")
+
+
+def test_models_list(client):
+    models = client.models.list()
+    assert [m.id for m in models.data] == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
+
+
+def test_completion_matches_the_published_greedy_text(client, reference_text):
+    r = client.completions.create(model=MODEL, prompt="", max_tokens=200, temperature=0)
+    assert r.object == "text_completion"
+    assert r.choices[0].text == reference_text
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.prompt_tokens == 1  # BOS alone
+    assert r.usage.completion_tokens == 200
+    assert r.usage.total_tokens == 201
+
+
+def test_streamed_completion_matches_too(client, reference_text):
+    chunks = list(client.completions.create(model=MODEL, prompt="", max_tokens=200, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == reference_text
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
+    assert len([c for c in chunks if c.choices]) > 10  # streamed, not one block
+    assert chunks[-1].usage.completion_tokens == 200
+
+
+def test_logprobs_match_transformers(client):
+    fixture = json.loads((HERE.parent / "fixtures/stories260k_logits.json").read_text())
+    for case in fixture["cases"]:
+        r = client.completions.create(model=MODEL, prompt=case["prompt_ids"], max_tokens=len(case["greedy_ids"]),
+                                      temperature=0, logprobs=5, extra_body={"ignore_eos": True})
+        choice = r.choices[0]
+        assert choice.text == case["greedy_text"]
+        logits = case["last_logits"]
+        mx = max(logits)
+        lse = mx + math.log(sum(math.exp(x - mx) for x in logits))
+        ref = sorted((x - lse for x in logits), reverse=True)
+        assert abs(choice.logprobs.token_logprobs[0] - ref[0]) < 1e-4
+        top = sorted(choice.logprobs.top_logprobs[0].values(), reverse=True)
+        assert len(top) == 5
+        for got, want in zip(top, ref[:5]):
+            assert abs(got - want) < 1e-4
+
+
+def test_stop_strings_cut_the_text(client, reference_text):
+    r = client.completions.create(model=MODEL, prompt="", max_tokens=100, temperature=0, stop=["little", "xyz"])
+    assert r.choices[0].finish_reason == "stop"
+    assert r.choices[0].text == reference_text[:reference_text.index("little")]
+
+
+def test_seed_makes_sampling_repeatable(client):
+    kw = dict(model=MODEL, prompt="Once upon a time", max_tokens=40, temperature=1.0)
+    a = client.completions.create(seed=1234, **kw).choices[0].text
+    b = client.completions.create(seed=1234, **kw).choices[0].text
+    assert a == b
+    n = client.completions.create(seed=1234, n=3, **kw)
+    assert [c.index for c in n.choices] == [0, 1, 2]
+    assert len({c.text for c in n.choices}) > 1  # each choice samples on its own
+
+
+def test_chat_applies_the_template(client):
+    messages = [{"role": "system", "content": "Tell a story."},
+                {"role": "user", "content": "Who is Lily?"}]
+    chat = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=40, temperature=0)
+    assert chat.object == "chat.completion"
+    assert chat.choices[0].message.role == "assistant"
+    # The same prompt text through /v1/completions: the same greedy text and
+    # prompt length, so the server rendered the template as jinja2 does.
+    rendered = render_with_jinja2(messages)
+    assert rendered.endswith("Question: Who is Lily?\nAnswer:")
+    plain = client.completions.create(model=MODEL, prompt=rendered, max_tokens=40, temperature=0)
+    assert chat.choices[0].message.content == plain.choices[0].text
+    assert chat.usage.prompt_tokens == plain.usage.prompt_tokens
+    assert chat.choices[0].finish_reason == plain.choices[0].finish_reason
+
+
+def test_chat_stream(client):
+    messages = [{"role": "user", "content": "Tell me about a dog."}]
+    full = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=30, temperature=0)
+    chunks = list(client.chat.completions.create(model=MODEL, messages=messages, max_tokens=30, temperature=0,
+                                                 stream=True))
+    assert chunks[0].object == "chat.completion.chunk"
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == full.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_chat_logprobs(client):
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=5,
+                                       temperature=0, logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    assert len(content) == 5
+    for entry in content:
+        assert len(entry.top_logprobs) == 2
+        # Greedy: the chosen token is the most likely one.
+        assert abs(entry.logprob - entry.top_logprobs[0].logprob) < 1e-6
+        assert bytes(entry.bytes).decode("utf-8", "replace") == entry.token
+
+
+def test_errors_reach_the_client_typed(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="no-such-model", prompt="x")
+    assert e.value.body["param"] == "model"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL, prompt="x", temperature=7)
+    assert e.value.body["param"] == "temperature"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=100000)
+    assert e.value.body["param"] == "max_tokens"

@@ -1,0 +1,370 @@
+// Hugging Face models against transformers: for each architecture, the tiny
+// random model in tests/fixtures/hf/<arch>/ (made by
+// tools/fixtures/make_hf_tiny_models.py with save_pretrained) run as one
+// ragged batch through ModelStage with scattered KV blocks, through the
+// Generator, and split over two stages; logits within 1e-4 of transformers'
+// and greedy continuations identical. Also bf16 and quantized weights, RoPE
+// frequencies, and loader errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/generator.hpp"
+#include "model/hf_config.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "safetensors_test_util.hpp"
+
+namespace troupe {
+namespace {
+
+// transformers computes in f32 with its own summation order; that moves
+// logits (|logit| < 6 here) by ~1e-6, so 1e-4 catches any real error.
+constexpr float kTolerance = 1e-4f;
+constexpr int64_t kBlock = 4;  // small KV pages: every prompt spans several
+
+std::string fixture_dir(const std::string& arch) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + arch; }
+
+nlohmann::json reference(const std::string& arch) {
+  std::ifstream in(fixture_dir(arch) + "/reference.json");
+  EXPECT_TRUE(in) << "missing fixture " << arch;
+  return in ? nlohmann::json::parse(in) : nlohmann::json{};
+}
+
+float max_abs_diff(const float* a, const std::vector<float>& b) {
+  float worst = 0;
+  for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+int32_t argmax(const float* x, int64_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+
+// Runs the prompts as one batch, then decodes all of them together one token
+// per step, each sequence in its own interleaved KV blocks. Returns the
+// prompt logits [n_prompts, n_vocab] and fills the greedy continuations.
+struct BatchRun {
+  std::vector<float> prompt_logits;
+  std::vector<std::vector<int32_t>> greedy;
+};
+
+BatchRun run_batched(const std::shared_ptr<const Model>& model, const std::vector<std::vector<int32_t>>& prompts,
+                     int64_t n_new, std::vector<ModelStage*> stages) {
+  const auto n_seqs = static_cast<int32_t>(prompts.size());
+  const int64_t n_vocab = model->config().n_vocab;
+  const int64_t n_embd = model->config().n_embd;
+  const int64_t per_seq = stages.front()->options().n_kv_blocks / n_seqs;
+  // Sequence i owns physical blocks i, i + n, i + 2n, ...: neighbours in the
+  // pool belong to different sequences.
+  std::vector<std::vector<int32_t>> tables(prompts.size());
+  for (int32_t i = 0; i < n_seqs; ++i) {
+    for (int64_t b = 0; b < per_seq; ++b) tables[static_cast<size_t>(i)].push_back(static_cast<int32_t>(i + b * n_seqs));
+  }
+  BatchRun run;
+  run.greedy.resize(prompts.size());
+  std::vector<int32_t> n_past(prompts.size(), 0);
+  std::vector<float> logits(prompts.size() * static_cast<size_t>(n_vocab));
+  std::vector<int32_t> tokens;
+  for (const auto& p : prompts) tokens.insert(tokens.end(), p.begin(), p.end());
+  for (int64_t step = 0;; ++step) {
+    std::vector<BatchSeq> seqs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto n = static_cast<int32_t>(step == 0 ? prompts[i].size() : 1);
+      seqs.push_back({.n_tokens = n, .n_past = n_past[i], .block_table = tables[i], .want_logits = true});
+    }
+    const BatchView batch{.tokens = tokens, .seqs = seqs};
+    std::vector<float> hidden;
+    const float* in = nullptr;
+    for (ModelStage* s : stages) {
+      if (s->is_last()) {
+        s->forward(batch, in, logits.data());
+      } else {
+        hidden.assign(static_cast<size_t>(batch.n_tokens() * n_embd), 0.0f);
+        s->forward(batch, in, hidden.data());
+        in = hidden.data();
+      }
+    }
+    if (step == 0) run.prompt_logits = logits;
+    if (step == n_new) break;
+    tokens.clear();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      n_past[i] += seqs[i].n_tokens;
+      const int32_t next = argmax(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab);
+      run.greedy[i].push_back(next);
+      tokens.push_back(next);
+    }
+    if (step + 1 == n_new) break;  // the last tokens' own logits are not needed
+  }
+  return run;
+}
+
+StageOptions stage_options(size_t n_seqs, int64_t first = 0, int64_t last = -1) {
+  return {.first_layer = first,
+          .last_layer = last,
+          .max_tokens = 64,
+          .max_seqs = static_cast<int64_t>(n_seqs),
+          .n_kv_blocks = static_cast<int64_t>(n_seqs) * 10,  // 40 positions per sequence
+          .kv_block_size = kBlock};
+}
+
+void expect_matches(const nlohmann::json& ref, const BatchRun& run, int64_t n_vocab, float tolerance,
+                    const char* logits_key = "last_logits") {
+  const auto& want = ref[logits_key];
+  ASSERT_EQ(run.prompt_logits.size(), want.size() * static_cast<size_t>(n_vocab));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto w = want[i].get<std::vector<float>>();
+    ASSERT_EQ(static_cast<int64_t>(w.size()), n_vocab);
+    EXPECT_LT(max_abs_diff(run.prompt_logits.data() + i * static_cast<size_t>(n_vocab), w), tolerance)
+        << "prompt " << i << " (" << logits_key << ")";
+  }
+}
+
+class HfArch : public testing::TestWithParam<std::string> {};
+
+TEST_P(HfArch, BatchedStageMatchesTransformers) {
+  const auto ref = reference(GetParam());
+  auto model = Model::load(fixture_dir(GetParam()));
+  EXPECT_EQ(model->config().arch, GetParam().substr(0, GetParam().find('_')));
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, static_cast<int64_t>(greedy[0].size()), {&stage});
+  expect_matches(ref, run, model->config().n_vocab, kTolerance);
+  EXPECT_EQ(run.greedy, greedy);
+}
+
+TEST_P(HfArch, GeneratorMatchesTransformers) {
+  const auto ref = reference(GetParam());
+  auto model = Model::load(fixture_dir(GetParam()));
+  CpuBackend backend({.n_threads = 2});
+  // Prefill in chunks of 5: prompts cross chunk (and KV page) boundaries.
+  Generator gen(model, backend, {.n_ctx = 48, .prefill_chunk = 5, .kv_block_size = kBlock});
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    const auto want = ref["last_logits"][i].get<std::vector<float>>();
+    const std::vector<float> got = gen.prompt_logits(prompts[i]);
+    EXPECT_LT(max_abs_diff(got.data(), want), kTolerance);
+    const auto want_ids = ref["greedy"][i].get<std::vector<int32_t>>();
+    const auto ids = gen.generate(prompts[i], {.max_new_tokens = static_cast<int64_t>(want_ids.size()),
+                                               .sampling = {.temperature = 0.0f},
+                                               .stop_tokens = {-1}});
+    EXPECT_EQ(ids, want_ids);
+  }
+}
+
+TEST_P(HfArch, TwoStagesEqualOneStage) {
+  const auto ref = reference(GetParam());
+  auto model = Model::load(fixture_dir(GetParam()));
+  ASSERT_EQ(model->config().n_layer, 2);
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage whole(model, backend, stage_options(prompts.size()));
+  ModelStage first(model, backend, stage_options(prompts.size(), 0, 1));
+  ModelStage second(model, backend, stage_options(prompts.size(), 1, 2));
+  EXPECT_TRUE(first.is_first());
+  EXPECT_FALSE(first.is_last());
+  EXPECT_EQ(first.output_width(), model->config().n_embd);
+  EXPECT_EQ(second.output_width(), model->config().n_vocab);
+  const BatchRun one = run_batched(model, prompts, 4, {&whole});
+  const BatchRun two = run_batched(model, prompts, 4, {&first, &second});
+  // The same kernels on the same inputs: the split changes nothing at all.
+  EXPECT_EQ(one.prompt_logits, two.prompt_logits);
+  EXPECT_EQ(one.greedy, two.greedy);
+  expect_matches(ref, two, model->config().n_vocab, kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
+                         testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "gpt2", "llama_bf16"),
+                         [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST(HfModels, Bf16WeightsStayBf16) {
+  auto model = Model::load(fixture_dir("llama_bf16"));
+  const ModelWeights& w = model->weights();
+  EXPECT_EQ(w.tok_embd.type, DType::bf16);
+  EXPECT_EQ(w.layers[0].wq.type, DType::bf16);
+  EXPECT_EQ(w.layers[1].w_down.type, DType::bf16);
+  EXPECT_EQ(w.output.type, DType::bf16);
+}
+
+TEST(HfModels, Bf16AgainstTransformersBf16Compute) {
+  // transformers in bf16 rounds every activation to 8 mantissa bits; on these
+  // logits that moved it by up to 0.066 from its own f32 compute
+  // (max_diff_bf16_compute). Troupe accumulates in f32, so it is held to
+  // 1e-4 of the f32-compute reference (above) and to 0.15 of this one.
+  const auto ref = reference("llama_bf16");
+  auto model = Model::load(fixture_dir("llama_bf16"));
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, 0, {&stage});
+  EXPECT_LT(ref["max_diff_bf16_compute"].get<float>(), 0.1f);
+  expect_matches(ref, run, model->config().n_vocab, 0.15f, "last_logits_bf16_compute");
+}
+
+class HfQuantized : public testing::TestWithParam<DType> {};
+
+TEST_P(HfQuantized, MatchesTransformersOnGgufQuantizedWeights) {
+  // The reference: transformers in f32 on the values gguf-py's quantizer
+  // rounds each matrix to. Troupe's matmul dequantizes exactly and
+  // accumulates in f32, so the same 1e-4 holds.
+  const DType type = GetParam();
+  const auto ref = reference("llama");
+  auto model = Model::load(fixture_dir("llama"), {.quantize = type});
+  const ModelWeights& w = model->weights();
+  EXPECT_EQ(w.tok_embd.type, type);
+  EXPECT_EQ(w.output.type, type);
+  EXPECT_EQ(w.layers[0].wk.type, type);
+  EXPECT_EQ(w.layers[1].w_up.type, type);
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, 0, {&stage});
+  expect_matches(ref["quantized"][std::string(dtype_name(type))], run, model->config().n_vocab, kTolerance);
+  EXPECT_LT(model->weight_bytes(), Model::load(fixture_dir("llama"))->weight_bytes() / 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, HfQuantized, testing::Values(DType::q8_0, DType::q4_0),
+                         [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+
+TEST(HfModels, QuantizeRejectsOtherTypes) {
+  st_test::expect_error([] { Model::load(fixture_dir("llama"), {.quantize = DType::q4_1}); }, Errc::unsupported,
+                        {"q4_1", "q8_0, q4_0"});
+}
+
+TEST(HfModels, QuantizeNamesAMatrixItCannotBlock) {
+  // stories260K's FFN is 172 wide: its down projection's rows do not split
+  // into 32-value blocks.
+  const std::string gguf = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  st_test::expect_error([&] { Model::load(gguf, {.quantize = DType::q8_0}); }, Errc::unsupported,
+                        {"stories260K.gguf", "'blk.0.ffn_down'", "172", "multiple of 32"});
+}
+
+TEST(HfModels, OneFileOfADirectoryIsNotAModel) {
+  st_test::expect_error([] { Model::load(fixture_dir("llama") + "/model.safetensors"); }, Errc::invalid_argument,
+                        {"model.safetensors", "directory"});
+}
+
+TEST(HfModels, RopeFrequenciesMatchTransformers) {
+  // inv_freq as transformers computes it (including Llama 3 and linear
+  // scaling) against theta^(-2i/n_rot) * freq_scale / freq_factors[i].
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "mixtral"}) {
+    SCOPED_TRACE(arch);
+    const auto want = reference(arch)["inv_freq"].get<std::vector<double>>();
+    const auto model = Model::load(fixture_dir(arch));
+    const ModelConfig& c = model->config();
+    EXPECT_EQ(c.rope_layout, kernels::RopeLayout::neox);
+    ASSERT_EQ(static_cast<int64_t>(want.size()), c.n_rot / 2);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double f = c.rope_freq_factors.empty() ? 1.0 : c.rope_freq_factors[i];
+      const double got = std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) /
+                                                                         static_cast<double>(c.n_rot)) *
+                         c.rope_freq_scale / f;
+      EXPECT_NEAR(got, want[i], 1e-6 * want[i]) << "pair " << i;
+    }
+  }
+}
+
+TEST(HfModels, ConfigFields) {
+  const auto mistral = Model::load(fixture_dir("mistral"));
+  EXPECT_EQ(mistral->config().sliding_window, 4);
+  EXPECT_TRUE(mistral->config().tied_output);
+  const auto qwen3 = Model::load(fixture_dir("qwen3"));
+  EXPECT_EQ(qwen3->config().head_dim, 24);
+  EXPECT_EQ(qwen3->config().q_dim(), 96);
+  const auto mixtral = Model::load(fixture_dir("mixtral"));
+  EXPECT_EQ(mixtral->config().n_expert, 4);
+  EXPECT_EQ(mixtral->config().n_expert_used, 2);
+  EXPECT_EQ(mixtral->weights().layers[1].experts.size(), 4u);
+  const auto gpt2 = Model::load(fixture_dir("gpt2"));
+  EXPECT_EQ(gpt2->config().n_ctx_train, 64);
+  EXPECT_EQ(gpt2->weights().output.data, gpt2->weights().tok_embd.data);
+  EXPECT_EQ(gpt2->vocab().eos_id, 2);
+}
+
+TEST(HfModels, LearnedPositionsBoundTheContext) {
+  auto model = Model::load(fixture_dir("gpt2"));  // 64 positions
+  CpuBackend backend({.n_threads = 1});
+  ModelStage stage(model, backend, {.max_tokens = 8, .max_seqs = 1, .n_kv_blocks = 20, .kv_block_size = kBlock});
+  std::vector<int32_t> table(20);
+  for (int32_t i = 0; i < 20; ++i) table[static_cast<size_t>(i)] = i;
+  const std::vector<int32_t> token = {5};
+  const BatchSeq seq{.n_tokens = 1, .n_past = 64, .block_table = table};
+  std::vector<float> logits(static_cast<size_t>(model->config().n_vocab));
+  st_test::expect_error([&] { stage.forward({.tokens = token, .seqs = std::span(&seq, 1)}, nullptr, logits.data()); },
+                        Errc::invalid_argument, {"position 64", "64 learned positions"});
+}
+
+TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
+  st_test::TempDir dir("hf_unknown");
+  st_test::write_text(dir.file("config.json"), R"({"architectures": ["FooForCausalLM"], "model_type": "foo"})");
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
+                        {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                         "Qwen3ForCausalLM", "MixtralForCausalLM", "GPT2LMHeadModel"});
+  st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
+}
+
+// The llama fixture's config with a replacement checkpoint.
+void copy_config(const st_test::TempDir& dir, const std::function<void(nlohmann::json&)>& edit = {}) {
+  std::ifstream in(fixture_dir("llama") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  if (edit) edit(cfg);
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+}
+
+TEST(HfModels, MissingOrMisshapenTensorIsNamed) {
+  st_test::TempDir dir("hf_missing");
+  copy_config(dir);
+  std::vector<uint8_t> embd(256 * 64 * 4);
+  st_test::write_safetensors(dir.file("model.safetensors"), {{"model.embed_tokens.weight", "F32", {256, 64}, embd}});
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"missing tensor 'model.norm.weight'"});
+  st_test::write_safetensors(dir.file("model.safetensors"), {{"model.embed_tokens.weight", "F32", {64, 256}, embd}});
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format,
+                        {"model.safetensors", "'model.embed_tokens.weight'", "[64, 256]", "expected [256, 64]"});
+  st_test::write_safetensors(dir.file("model.safetensors"),
+                             {{"model.embed_tokens.weight", "I32", {256, 64}, embd}});
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
+                        {"'model.embed_tokens.weight'", "I32"});
+}
+
+TEST(HfModels, ConfigErrorsNameTheKey) {
+  st_test::TempDir dir("hf_config");
+  std::vector<uint8_t> embd(4);
+  st_test::write_safetensors(dir.file("model.safetensors"), {{"x", "F32", {1}, embd}});
+  copy_config(dir, [](nlohmann::json& c) { c.erase("hidden_size"); });
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "'hidden_size'"});
+  copy_config(dir, [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
+                        {"rope type 'yarn'", "default, linear, llama3"});
+  copy_config(dir, [](nlohmann::json& c) { c["hidden_act"] = "gelu"; });
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported, {"hidden_act 'gelu'"});
+  copy_config(dir, [](nlohmann::json& c) { c["num_key_value_heads"] = 3; });
+  st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"num_key_value_heads 3"});
+}
+
+TEST(HfModels, Llama3FactorsAtTheBandEdges) {
+  // Worked by hand from the Llama 3.1 formula: theta 10000, n_rot 8 gives
+  // wavelengths 2*pi*{1, 10, 100, 1000}; with an original context of 64,
+  // low_freq_factor 1 and high_freq_factor 4 the bands are < 16 (kept),
+  // > 64 (divided by 8) and, between, smooth = (64 / wavelen - 1) / 3.
+  const std::vector<float> f = llama3_freq_factors(8, 10000.0, 8.0, 1.0, 4.0, 64.0);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  const double s = (64.0 / (2 * std::numbers::pi * 10.0) - 1.0) / 3.0;
+  EXPECT_FLOAT_EQ(f[1], static_cast<float>(1.0 / ((1.0 - s) / 8.0 + s)));
+  EXPECT_FLOAT_EQ(f[2], 8.0f);
+  EXPECT_FLOAT_EQ(f[3], 8.0f);
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,71 @@
+// Admission control: the in-flight bound, the breaker's hysteresis, the
+// degradation cap and the Retry-After estimate.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "net/admission.hpp"
+
+namespace troupe::net {
+namespace {
+
+TEST(Admission, BoundsRequestsInFlight) {
+  AdmissionControl a({.max_running = 2, .max_queue = 2, .degraded_max_tokens = 0});
+  EXPECT_EQ(a.capacity(), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(a.try_admit(1).admitted) << i;
+  const Admission refused = a.try_admit(1);
+  EXPECT_FALSE(refused.admitted);
+  EXPECT_GE(refused.retry_after, 1);
+  EXPECT_LE(refused.retry_after, 60);
+  EXPECT_EQ(a.in_flight(), 4);
+  EXPECT_TRUE(a.breaker_open());
+}
+
+TEST(Admission, GroupsAreAllOrNothing) {
+  AdmissionControl a({.max_running = 2, .max_queue = 1});
+  EXPECT_TRUE(a.try_admit(2).admitted);
+  EXPECT_FALSE(a.try_admit(2).admitted);
+  EXPECT_EQ(a.in_flight(), 2);
+}
+
+TEST(Admission, BreakerClosesOnlyBelowTheLowWaterMark) {
+  AdmissionControl a({.max_running = 4, .max_queue = 4, .resume_fraction = 0.5, .degraded_max_tokens = 0});
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a.try_admit(1).admitted);
+  EXPECT_FALSE(a.try_admit(1).admitted);  // trips the breaker
+  a.release(1.0);                          // 7 in flight: room for one, but the breaker holds
+  EXPECT_FALSE(a.try_admit(1).admitted);
+  for (int i = 0; i < 3; ++i) a.release(1.0);  // 4 = 0.5 * 8: closes
+  EXPECT_TRUE(a.try_admit(1).admitted);
+  EXPECT_FALSE(a.breaker_open());
+}
+
+TEST(Admission, DegradesNearCapacity) {
+  AdmissionControl a({.max_running = 5, .max_queue = 5, .degrade_fraction = 0.5, .degraded_max_tokens = 32});
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(a.try_admit(1).max_tokens_cap, 0) << i;
+  const Admission sixth = a.try_admit(1);
+  EXPECT_TRUE(sixth.admitted);
+  EXPECT_EQ(sixth.max_tokens_cap, 32);
+}
+
+TEST(Admission, RetryAfterGrowsWithTheBacklogAndRequestTime) {
+  AdmissionControl fast({.max_running = 1, .max_queue = 9, .resume_fraction = 0.1});
+  AdmissionControl slow({.max_running = 1, .max_queue = 9, .resume_fraction = 0.1});
+  for (int i = 0; i < 50; ++i) slow.release(20.0);  // requests take ~20 s each
+  for (int i = 0; i < 10; ++i) {
+    fast.try_admit(1);
+    slow.try_admit(1);
+  }
+  const int f = fast.try_admit(1).retry_after;
+  const int s = slow.try_admit(1).retry_after;
+  EXPECT_GE(f, 1);
+  EXPECT_GT(s, f);
+  EXPECT_LE(s, 60);
+}
+
+TEST(Admission, RejectsBadOptions) {
+  EXPECT_THROW(AdmissionControl({.max_running = 0}), Error);
+  EXPECT_THROW(AdmissionControl({.max_queue = -1}), Error);
+  EXPECT_THROW(AdmissionControl({.resume_fraction = 0.0}), Error);
+}
+
+}  // namespace
+}  // namespace troupe::net

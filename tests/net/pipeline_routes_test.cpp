@@ -1,0 +1,121 @@
+// The routes over the real actor pipeline and stories260K, still without
+// sockets: greedy text and logprobs against the Hugging Face transformers
+// reference (tests/fixtures/stories260k_logits.json), and a client that
+// leaves mid-stream freeing its KV blocks at once.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "net/pipeline_backend.hpp"
+#include "net/routes.hpp"
+#include "tests/net/fake_backend.hpp"
+
+namespace troupe::net {
+namespace {
+
+using nlohmann::json;
+using test::RecordingWriter;
+
+class PipelineRoutes : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    backend_ = new PipelineBackend({.pipeline = {.model_path = std::string(TROUPE_SHARED_DIR) +
+                                                               "/models/stories260K/stories260K.gguf",
+                                                 .stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}},
+                                                 .n_kv_blocks = 64}});
+    ASSERT_TRUE(backend_->wait_loaded()) << backend_->load_state().stage;
+    core_ = new ServerCore(*backend_, {});
+  }
+  static void TearDownTestSuite() {
+    delete backend_;  // ends the pipeline first: its callbacks reach the core
+    delete core_;
+  }
+
+  static json fixture() {
+    std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/stories260k_logits.json");
+    return json::parse(in);
+  }
+
+  static PipelineBackend* backend_;
+  static ServerCore* core_;
+};
+
+PipelineBackend* PipelineRoutes::backend_ = nullptr;
+ServerCore* PipelineRoutes::core_ = nullptr;
+
+TEST_F(PipelineRoutes, ModelInfo) {
+  const ModelInfo info = backend_->model_info();
+  EXPECT_EQ(info.id, "stories260K");
+  // The file says 2048 tokens; the 64 KV pages of 16 tokens hold fewer.
+  EXPECT_EQ(info.context_length, 1024);
+  EXPECT_EQ(info.bos_text, "<s>");
+}
+
+TEST_F(PipelineRoutes, GreedyTextAndLogprobsMatchTheReference) {
+  const json cases = fixture()["cases"];
+  for (const json& c : cases) {
+    json body = {{"model", "stories260K"},
+                 {"prompt", c["prompt_ids"]},
+                 {"max_tokens", c["greedy_ids"].size()},
+                 {"temperature", 0},
+                 {"logprobs", 5},
+                 {"ignore_eos", true}};
+    RouteResult r = core_->handle({.method = "POST", .target = "/v1/completions", .body = body.dump()});
+    ASSERT_TRUE(r.async) << r.reply.body;
+    auto w = std::make_shared<RecordingWriter>();
+    r.async->start(w);
+    ASSERT_TRUE(w->wait(std::chrono::seconds(60)));
+    ASSERT_EQ(w->reply.status, 200) << w->reply.body;
+    const json out = json::parse(w->reply.body);
+    const json& choice = out["choices"][0];
+    EXPECT_EQ(choice["text"], c["greedy_text"]) << c["prompt_text"];
+    EXPECT_EQ(out["usage"]["prompt_tokens"], c["prompt_ids"].size());
+
+    // The first token's logprobs: log_softmax of the reference logits.
+    std::vector<double> logits = c["last_logits"].get<std::vector<double>>();
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (double l : logits) sum += std::exp(l - mx);
+    std::vector<double> ref;
+    for (double l : logits) ref.push_back(l - mx - std::log(sum));
+    std::sort(ref.rbegin(), ref.rend());
+    const json& lp = choice["logprobs"];
+    EXPECT_NEAR(lp["token_logprobs"][0].get<double>(), ref[0], 1e-4);
+    std::vector<double> top;
+    for (const auto& [tok, v] : lp["top_logprobs"][0].items()) top.push_back(v.get<double>());
+    std::sort(top.rbegin(), top.rend());
+    ASSERT_EQ(top.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(top[i], ref[i], 1e-4) << i;
+  }
+}
+
+TEST_F(PipelineRoutes, ClientLeavingMidStreamFreesItsKvAtOnce) {
+  const json body = {{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"max_tokens", 400},
+                     {"temperature", 0.8},     {"ignore_eos", true},             {"stream", true}};
+  RouteResult r = core_->handle({.method = "POST", .target = "/v1/completions", .body = body.dump()});
+  ASSERT_TRUE(r.async);
+  auto w = std::make_shared<RecordingWriter>();
+  r.async->start(w);
+  // Wait until the request holds KV, then leave.
+  bool holding = false;
+  for (int i = 0; i < 500 && !holding; ++i) {
+    holding = backend_->stats().kv_blocks_used > 0;
+    if (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(holding);
+  r.async->cancel();
+  ASSERT_TRUE(w->wait());
+  const PipelineStats s = backend_->stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_GE(s.cancelled, 1u);
+  EXPECT_EQ(core_->admission().in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace troupe::net

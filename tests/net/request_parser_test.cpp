@@ -1,0 +1,304 @@
+// The OpenAI request parser: every malformed field is a 400 naming that
+// field; unknown fields are ignored; each accepted form lands in the
+// parsed request.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "net/api_error.hpp"
+#include "net/request_parser.hpp"
+
+namespace troupe::net {
+namespace {
+
+const RequestLimits kLimits{};
+
+// The ApiError a completion body raises (fails the test when none).
+ApiError completion_error(const std::string& body) {
+  try {
+    parse_completion_request(body, kLimits);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "none");
+}
+
+ApiError chat_error(const std::string& body) {
+  try {
+    parse_chat_request(body, kLimits);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "none");
+}
+
+TEST(RequestParser, MinimalCompletion) {
+  const ParsedRequest r = parse_completion_request(R"({"model": "m", "prompt": "Hello"})", kLimits);
+  EXPECT_EQ(r.endpoint, Endpoint::completions);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0], "Hello");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.n, 1);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.seed.has_value());
+}
+
+TEST(RequestParser, AllSamplingFields) {
+  const ParsedRequest r = parse_completion_request(
+      R"({"model": "m", "prompt": "x", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40,
+          "min_p": 0.1, "presence_penalty": -1, "frequency_penalty": 1.5, "repetition_penalty": 1.1,
+          "seed": 12345, "stop": ["a", "bc"], "n": 3, "stream": true, "stream_options": {"include_usage": true},
+          "logprobs": 2, "echo": true, "ignore_eos": true})",
+      kLimits);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.params.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.params.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.params.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.params.sampling.presence_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(r.params.sampling.frequency_penalty, 1.5f);
+  EXPECT_FLOAT_EQ(r.params.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.seed, 12345u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(r.n, 3);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 2);
+  EXPECT_TRUE(r.params.sampling.logprobs);
+  EXPECT_EQ(r.params.sampling.n_logprobs, 2);
+  EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.params.ignore_eos);
+}
+
+TEST(RequestParser, UnknownFieldsAndNullsAreIgnored) {
+  const ParsedRequest r = parse_completion_request(
+      R"({"model": "m", "prompt": "x", "user": "u1", "something_new": {"a": [1, 2]}, "temperature": null,
+          "max_tokens": null, "stop": null})",
+      kLimits);
+  EXPECT_FLOAT_EQ(r.params.sampling.temperature, 1.0f);  // the default
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_TRUE(r.params.stop.empty());
+}
+
+TEST(RequestParser, PromptForms) {
+  const ParsedRequest batch = parse_completion_request(R"({"model": "m", "prompt": ["a", "b"]})", kLimits);
+  EXPECT_EQ(batch.prompts, (std::vector<std::string>{"a", "b"}));
+  const ParsedRequest ids = parse_completion_request(R"({"model": "m", "prompt": [1, 2, 3]})", kLimits);
+  ASSERT_EQ(ids.token_prompts.size(), 1u);
+  EXPECT_EQ(ids.token_prompts[0], (std::vector<int32_t>{1, 2, 3}));
+  const ParsedRequest id_batch = parse_completion_request(R"({"model": "m", "prompt": [[1], [2, 3]]})", kLimits);
+  EXPECT_EQ(id_batch.token_prompts.size(), 2u);
+}
+
+TEST(RequestParser, MalformedJsonIs400) {
+  for (const char* body : {"{", "", "not json", R"({"model": "m",})", "[1, 2]", "\"text\""}) {
+    const ApiError e = completion_error(body);
+    EXPECT_EQ(e.status(), 400) << body;
+    EXPECT_EQ(e.code(), "invalid_json") << body;
+    EXPECT_NE(std::string(e.what()).find("JSON"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RequestParser, InvalidUtf8IsMalformedJson) {
+  const ApiError e = completion_error("{\"model\": \"m\", \"prompt\": \"\xff\xfe\"}");
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.code(), "invalid_json");
+}
+
+TEST(RequestParser, MissingFieldsAreNamed) {
+  EXPECT_EQ(completion_error(R"({"prompt": "x"})").param(), "model");
+  EXPECT_EQ(completion_error(R"({"model": "m"})").param(), "prompt");
+  EXPECT_EQ(chat_error(R"({"model": "m"})").param(), "messages");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"content": "hi"}]})").param(), "messages[0].role");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user"}]})").param(), "messages[0].content");
+  EXPECT_EQ(completion_error(R"({"prompt": "x"})").code(), "missing_field");
+}
+
+TEST(RequestParser, WrongTypesAreNamed) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"model": 5, "prompt": "x"})", "model"},
+      {R"({"model": "m", "prompt": 5})", "prompt"},
+      {R"({"model": "m", "prompt": "x", "temperature": "hot"})", "temperature"},
+      {R"({"model": "m", "prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {R"({"model": "m", "prompt": "x", "max_tokens": "10"})", "max_tokens"},
+      {R"({"model": "m", "prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"model": "m", "prompt": "x", "stop": 3})", "stop"},
+      {R"({"model": "m", "prompt": "x", "stop": ["a", 3]})", "stop[1]"},
+      {R"({"model": "m", "prompt": "x", "seed": "s"})", "seed"},
+      {R"({"model": "m", "prompt": "x", "n": true})", "n"},
+      {R"({"model": "m", "prompt": ["a", 1]})", "prompt[1]"},
+      {R"({"model": "m", "prompt": [1, "a"]})", "prompt[1]"},
+      {R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = completion_error(c.body);
+    EXPECT_EQ(e.status(), 400) << c.body;
+    EXPECT_EQ(e.param(), c.param) << c.body;
+    EXPECT_EQ(e.code(), "invalid_type") << c.body;
+    EXPECT_NE(std::string(e.what()).find(c.param), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": {"role": "user"}})").param(), "messages");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": ["hi"]})").param(), "messages[0]");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": 5}]})").param(),
+            "messages[0].content");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}], "logprobs": 1})").param(),
+            "logprobs");
+}
+
+TEST(RequestParser, OutOfRangeValuesAreNamed) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"model": "m", "prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"model": "m", "prompt": "x", "max_tokens": 4097})", "max_tokens"},
+      {R"({"model": "m", "prompt": "x", "max_tokens": -3})", "max_tokens"},
+      {R"({"model": "m", "prompt": "x", "max_tokens": 18446744073709551615})", "max_tokens"},
+      {R"({"model": "m", "prompt": "x", "temperature": 2.5})", "temperature"},
+      {R"({"model": "m", "prompt": "x", "temperature": -0.1})", "temperature"},
+      {R"({"model": "m", "prompt": "x", "top_p": 0})", "top_p"},
+      {R"({"model": "m", "prompt": "x", "top_p": 1.01})", "top_p"},
+      {R"({"model": "m", "prompt": "x", "presence_penalty": 3})", "presence_penalty"},
+      {R"({"model": "m", "prompt": "x", "frequency_penalty": -2.5})", "frequency_penalty"},
+      {R"({"model": "m", "prompt": "x", "n": 0})", "n"},
+      {R"({"model": "m", "prompt": "x", "n": 9})", "n"},
+      {R"({"model": "m", "prompt": "x", "logprobs": 6})", "logprobs"},
+      {R"({"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", "stop"},
+      {R"({"model": "m", "prompt": "x", "stop": ""})", "stop"},
+      {R"({"model": "m", "prompt": []})", "prompt"},
+      {R"({"model": "m", "prompt": [-1]})", "prompt[0]"},
+      {R"({"model": "m", "prompt": "x", "top_k": -2})", "top_k"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = completion_error(c.body);
+    EXPECT_EQ(e.status(), 400) << c.body;
+    EXPECT_EQ(e.param(), c.param) << c.body;
+  }
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": []})").param(), "messages");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "wizard", "content": "a"}]})").param(),
+            "messages[0].role");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}], "top_logprobs": 21,
+                          "logprobs": true})")
+                .param(),
+            "top_logprobs");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})").param(),
+            "top_logprobs");
+}
+
+TEST(RequestParser, UnsupportedFeaturesAreRefusedNotIgnored) {
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": {"5": 10}})").param(), "logit_bias");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "suffix": "end"})").param(), "suffix");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "best_of": 3})").param(), "best_of");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}],
+                          "response_format": {"type": "json_object"}})")
+                .param(),
+            "response_format.type");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content":
+                          [{"type": "image_url", "image_url": {"url": "x"}}]}]})")
+                .param(),
+            "messages[0].content[0].type");
+}
+
+TEST(RequestParser, ChatMessages) {
+  const ParsedRequest r = parse_chat_request(
+      R"({"model": "m", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]},
+            {"role": "assistant", "content": null, "tool_calls": []},
+            {"role": "user", "content": "Again", "name": "bob"}],
+          "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3})",
+      kLimits);
+  EXPECT_EQ(r.endpoint, Endpoint::chat);
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hello there");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.messages[3].content, "Again");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+}
+
+TEST(RequestParser, LimitsAreConfigurable) {
+  const RequestLimits small{.max_tokens = 10, .max_n = 2, .max_prompts = 2, .max_stop = 1, .max_messages = 1};
+  auto param_of = [&](const char* body, bool chat) {
+    try {
+      chat ? parse_chat_request(body, small) : parse_completion_request(body, small);
+    } catch (const ApiError& e) {
+      return e.param();
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(param_of(R"({"model": "m", "prompt": "x", "max_tokens": 11})", false), "max_tokens");
+  EXPECT_EQ(param_of(R"({"model": "m", "prompt": "x", "n": 3})", false), "n");
+  EXPECT_EQ(param_of(R"({"model": "m", "prompt": ["a", "b", "c"]})", false), "prompt");
+  EXPECT_EQ(param_of(R"({"model": "m", "prompt": "x", "stop": ["a", "b"]})", false), "stop");
+  EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"role": "user", "content": "a"},
+                         {"role": "user", "content": "b"}]})", true), "messages");
+  EXPECT_EQ(param_of(R"({"model": "m", "prompt": "x", "max_tokens": 10})", false), "(none)");
+}
+
+TEST(RequestParser, DeeplyNestedJsonIsRefused) {
+  std::string body = R"({"model": "m", "prompt": "x", "extra": )";
+  for (int i = 0; i < 200; ++i) body += "[";
+  for (int i = 0; i < 200; ++i) body += "]";
+  body += "}";
+  EXPECT_EQ(completion_error(body).status(), 400);
+}
+
+TEST(WsMessages, GenerateAndCancel) {
+  const WsClientMessage chat = parse_ws_message(
+      R"({"type": "generate", "id": "a1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})",
+      kLimits);
+  EXPECT_EQ(chat.kind, WsClientMessage::Kind::generate);
+  EXPECT_EQ(chat.id, "a1");
+  EXPECT_EQ(chat.request.endpoint, Endpoint::chat);
+  EXPECT_EQ(chat.request.max_tokens, 5);
+  EXPECT_TRUE(chat.request.model.empty());
+
+  const WsClientMessage text = parse_ws_message(R"({"type": "generate", "id": "b", "prompt": "Once"})", kLimits);
+  EXPECT_EQ(text.request.endpoint, Endpoint::completions);
+  EXPECT_EQ(text.request.prompts, std::vector<std::string>{"Once"});
+
+  const WsClientMessage cancel = parse_ws_message(R"({"type": "cancel", "id": "a1"})", kLimits);
+  EXPECT_EQ(cancel.kind, WsClientMessage::Kind::cancel);
+  EXPECT_EQ(cancel.id, "a1");
+}
+
+TEST(WsMessages, ErrorsNameTheFieldAndKeepTheId) {
+  auto error_of = [](const std::string& text, std::string* id) {
+    try {
+      parse_ws_message(text, kLimits, id);
+    } catch (const ApiError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "no error for " << text;
+    return ApiError(0, "none");
+  };
+  std::string id;
+  EXPECT_EQ(error_of(R"({"id": "x"})", &id).param(), "type");
+  EXPECT_EQ(error_of(R"({"type": "generate"})", &id).param(), "id");
+  EXPECT_EQ(error_of(R"({"type": "generate", "id": 7})", &id).param(), "id");
+  EXPECT_EQ(error_of(R"({"type": "generate", "id": ""})", &id).param(), "id");
+  EXPECT_EQ(error_of(R"({"type": "dance", "id": "x"})", &id).param(), "type");
+  id.clear();
+  EXPECT_EQ(error_of(R"({"type": "generate", "id": "r9"})", &id).param(), "messages");
+  EXPECT_EQ(id, "r9");
+  EXPECT_EQ(error_of(R"({"type": "generate", "id": "r9", "prompt": ["a"]})", &id).param(), "prompt");
+  EXPECT_EQ(error_of(R"({"type": "generate", "id": "r9", "prompt": "a", "n": 2})", &id).param(), "n");
+  EXPECT_EQ(error_of(R"({"type": "generate", "id": "r9", "prompt": "a", "temperature": 9})", &id).param(),
+            "temperature");
+  EXPECT_EQ(error_of("{nope", &id).code(), "invalid_json");
+}
+
+}  // namespace
+}  // namespace troupe::net

@@ -1,0 +1,36 @@
+// tokenizer.json normalizers: the text rewrites Hugging Face runs on each
+// piece of input between added tokens, before pre-tokenization. Supported:
+// NFC, NFD, NFKC, NFKD (utf8proc), Prepend, Replace with a plain string, and
+// Sequence of these.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace troupe::hf {
+
+struct NormalizerStep {
+  enum class Kind { nfc, nfd, nfkc, nfkd, prepend, replace };
+  Kind kind = Kind::nfc;
+  std::string pattern;  // replace: the text to find
+  std::string content;  // prepend: the text put first; replace: the substitute
+};
+
+class Normalizer {
+ public:
+  Normalizer() = default;  // changes nothing
+  explicit Normalizer(std::vector<NormalizerStep> steps) : steps_(std::move(steps)) {}
+  // From the JSON of a tokenizer.json "normalizer" value (null: none).
+  static Normalizer from_json(std::string_view json_text);
+
+  // The steps in order. text must be valid UTF-8; so is the result.
+  std::string apply(std::string_view text) const;
+  bool empty() const { return steps_.empty(); }
+
+ private:
+  std::vector<NormalizerStep> steps_;
+};
+
+}  // namespace troupe::hf

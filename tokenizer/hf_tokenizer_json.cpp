@@ -1,0 +1,270 @@
+// tokenizer.json -> HfBpeTokenizer: the BPE model's vocab and merges, the
+// added tokens (matched in text before BPE), the post-processor's BOS/EOS,
+// and the normalizer/pre-tokenizer/decoder of hf_json_pipeline.cpp.
+#include <algorithm>
+#include <climits>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "tokenizer/hf_json.hpp"
+
+namespace troupe::hf {
+namespace {
+
+struct AddedToken {
+  int32_t id;
+  std::string content;
+  bool special;
+  bool normalized;
+};
+
+int32_t id_of(const JsonAt& at) {
+  const int64_t id = at.integer();
+  if (id < 0 || id >= INT32_MAX) at.bad("token id " + std::to_string(id) + " is out of range");
+  return static_cast<int32_t>(id);
+}
+
+std::vector<AddedToken> parse_added_tokens(const JsonAt& list) {
+  std::vector<AddedToken> out;
+  if (list.is_null()) return out;
+  list.expect_array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonAt t = list[i];
+    t.expect_object();
+    // Stripping whitespace around a match and whole-word matching change
+    // what is matched; no supported file uses them, so refuse rather than
+    // tokenize differently.
+    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+      if (t.flag(flag, false)) t[flag].unsupported(std::string(flag) + " = true is not supported");
+    }
+    AddedToken a{id_of(t["id"]), t["content"].string(), t.flag("special", false), t.flag("normalized", false)};
+    if (a.content.empty()) t["content"].bad("empty added token");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// The ids TemplateProcessing puts before and after the text ($A), -1 if none.
+struct Template {
+  int32_t prefix = -1;
+  int32_t suffix = -1;
+};
+
+void parse_template(const JsonAt& at, Template& t) {
+  const JsonAt single = at["single"];
+  single.expect_array();
+  const JsonAt specials = at["special_tokens"];
+  bool seen_a = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    const JsonAt item = single[i];
+    item.expect_object();
+    if (!item["Sequence"].is_null()) {
+      if (item["Sequence"]["id"].string() != "A" || seen_a) item.unsupported("only one $A sequence is supported");
+      seen_a = true;
+      continue;
+    }
+    const JsonAt special = item["SpecialToken"];
+    if (special.is_null()) item.bad("expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+    const std::string name = special["id"].string();
+    const JsonAt ids = specials[name]["ids"];
+    ids.expect_array();
+    if (ids.size() != 1) ids.unsupported("a special token of " + std::to_string(ids.size()) + " ids is not supported");
+    int32_t& slot = seen_a ? t.suffix : t.prefix;
+    if (slot >= 0) item.unsupported("more than one special token " + std::string(seen_a ? "after" : "before") +
+                                    " the text is not supported");
+    slot = id_of(ids[0]);
+  }
+  if (!seen_a) single.bad("no $A sequence");
+}
+
+Template parse_post_processor(const JsonAt& at) {
+  Template t;
+  if (at.is_null()) return t;
+  at.expect_object();
+  const std::string type = at["type"].string();
+  if (type == "ByteLevel") return t;  // only offsets; the ids stay as they are
+  if (type == "TemplateProcessing") {
+    parse_template(at, t);
+    return t;
+  }
+  if (type == "Sequence") {
+    const JsonAt list = at["processors"];
+    list.expect_array();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Template inner = parse_post_processor(list[i]);
+      if (inner.prefix >= 0 || inner.suffix >= 0) {
+        if (t.prefix >= 0 || t.suffix >= 0) list[i].unsupported("a second TemplateProcessing is not supported");
+        t = inner;
+      }
+    }
+    return t;
+  }
+  at["type"].unsupported("post-processor '" + type +
+                         "' is not supported; supported: TemplateProcessing, ByteLevel, Sequence");
+}
+
+// "left right" (exactly one space) or ["left", "right"].
+std::pair<std::string, std::string> merge_pair(const JsonAt& at) {
+  if (at.is_array()) {
+    if (at.size() != 2) at.bad("expected two tokens");
+    return {at[0].string(), at[1].string()};
+  }
+  const std::string s = at.string();
+  const size_t space = s.find(' ');
+  if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+    at.bad("'" + s + "' is not two tokens split by one space");
+  }
+  return {s.substr(0, space), s.substr(space + 1)};
+}
+
+void check_model(const JsonAt& model) {
+  model.expect_object();
+  const JsonAt type = model["type"];
+  if (!type.is_null() && type.string() != "BPE") {
+    type.unsupported("model '" + type.string() + "' is not supported; supported: BPE");
+  }
+  const JsonAt dropout = model["dropout"];
+  if (!dropout.is_null() && !(dropout.node().is_number() && dropout.node().get<double>() == 0.0)) {
+    dropout.unsupported("BPE dropout is not supported (it makes encoding random)");
+  }
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const JsonAt a = model[affix];
+    if (!a.is_null() && !a.string().empty()) a.unsupported("a non-empty " + std::string(affix) + " is not supported");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& file, const SpecialNames& names) {
+  const JsonAt top(root, file, "");
+  top.expect_object();
+  for (const char* key : {"truncation", "padding"}) {
+    if (!top[key].is_null()) top[key].unsupported("is not supported (set it to null)");
+  }
+  const JsonAt model = top["model"];
+  check_model(model);
+
+  // Model vocab, then added tokens, into one id-indexed list.
+  const JsonAt vocab_at = model["vocab"];
+  vocab_at.expect_object();
+  std::unordered_map<std::string, int32_t> model_ids;
+  model_ids.reserve(vocab_at.size());
+  int32_t n = 0;
+  for (auto it = vocab_at.node().begin(); it != vocab_at.node().end(); ++it) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX) {
+      vocab_at[it.key()].bad("expected a token id");
+    }
+    const auto id = static_cast<int32_t>(it->get<int64_t>());
+    model_ids.emplace(it.key(), id);
+    n = std::max(n, id + 1);
+  }
+  const std::vector<AddedToken> added = parse_added_tokens(top["added_tokens"]);
+  for (const AddedToken& a : added) n = std::max(n, a.id + 1);
+
+  VocabData v;
+  v.model = "hf-bpe";
+  v.tokens.resize(static_cast<size_t>(n));
+  v.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
+  HfPipeline p;
+  p.model.in_model.assign(static_cast<size_t>(n), false);
+  std::vector<bool> filled(static_cast<size_t>(n), false);
+  for (const auto& [text, id] : model_ids) {
+    if (filled[static_cast<size_t>(id)]) vocab_at[text].bad("id " + std::to_string(id) + " is used twice");
+    filled[static_cast<size_t>(id)] = true;
+    v.tokens[static_cast<size_t>(id)] = text;
+    p.model.in_model[static_cast<size_t>(id)] = true;
+  }
+  const bool has_normalizer = !top["normalizer"].is_null();
+  bool any_normalized = false;
+  bool any_raw = false;
+  for (size_t i = 0; i < added.size(); ++i) {
+    const AddedToken& a = added[i];
+    const JsonAt at = top["added_tokens"][i];
+    const auto i_id = static_cast<size_t>(a.id);
+    if (filled[i_id] && v.tokens[i_id] != a.content) {
+      at["id"].bad("id " + std::to_string(a.id) + " is '" + v.tokens[i_id] + "' in model.vocab, not '" + a.content + "'");
+    }
+    if (const auto it = model_ids.find(a.content); it != model_ids.end() && it->second != a.id) {
+      at["id"].bad("'" + a.content + "' is id " + std::to_string(it->second) + " in model.vocab");
+    }
+    filled[i_id] = true;
+    v.tokens[i_id] = a.content;
+    v.token_types[i_id] = static_cast<int32_t>(a.special ? TokenType::control : TokenType::user_defined);
+    (a.normalized ? any_normalized : any_raw) = true;
+    // Hugging Face matches normalized tokens in the normalized text, after
+    // the others; only the case where that order cannot matter is supported.
+    if (a.normalized && has_normalizer) {
+      at["normalized"].unsupported("normalized added tokens with a normalizer are not supported");
+    }
+  }
+  if (any_normalized && any_raw) {
+    top["added_tokens"].unsupported("a mix of normalized and not normalized added tokens is not supported");
+  }
+  for (int32_t id = 0; id < n; ++id) {
+    if (!filled[static_cast<size_t>(id)]) vocab_at.unsupported("no token has id " + std::to_string(id) + "; ids must be contiguous");
+  }
+
+  // The BPE model.
+  const JsonAt unk = model["unk_token"];
+  if (!unk.is_null()) {
+    const auto it = model_ids.find(unk.string());
+    if (it == model_ids.end()) unk.bad("'" + unk.string() + "' is not in model.vocab");
+    p.model.unk_id = it->second;
+  }
+  p.model.byte_fallback = model.flag("byte_fallback", false);
+  p.model.fuse_unk = model.flag("fuse_unk", false);
+  p.model.ignore_merges = model.flag("ignore_merges", false);
+  const JsonAt merges = model["merges"];
+  if (!merges.is_null()) {
+    merges.expect_array();
+    p.model.merges.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+      const auto [left, right] = merge_pair(merges[i]);
+      const auto l = model_ids.find(left);
+      const auto r = model_ids.find(right);
+      if (l == model_ids.end() || r == model_ids.end()) {
+        merges[i].bad("'" + (l == model_ids.end() ? left : right) + "' is not in model.vocab");
+      }
+      p.model.merges.push_back({l->second, r->second});
+    }
+  }
+  p.normalizer = parse_normalizer(top["normalizer"]);
+  p.pre_tokenizer = parse_pre_tokenizer(top["pre_tokenizer"]);
+  p.decoder = parse_decoder(top["decoder"]);
+
+  // Special tokens: the post-processor's BOS/EOS, else tokenizer_config's.
+  const Template t = parse_post_processor(top["post_processor"]);
+  for (const int32_t id : {t.prefix, t.suffix}) {
+    if (id >= n) top["post_processor"].bad("token id " + std::to_string(id) + " is outside the vocabulary");
+  }
+  auto named = [&](const std::string& text) {
+    if (text.empty()) return -1;
+    for (const AddedToken& a : added) {
+      if (a.content == text) return a.id;
+    }
+    const auto it = model_ids.find(text);
+    if (it == model_ids.end()) {
+      throw Error(Errc::bad_format, "tokenizer_config.json: special token '" + text + "' is not in " + file);
+    }
+    return it->second;
+  };
+  v.bos_id = t.prefix >= 0 ? t.prefix : named(names.bos);
+  v.add_bos = t.prefix >= 0;
+  v.eos_id = named(names.eos);
+  if (t.suffix >= 0) {
+    if (v.eos_id >= 0 && v.eos_id != t.suffix) {
+      top["post_processor"].unsupported("it appends '" + v.tokens[static_cast<size_t>(t.suffix)] +
+                                        "' but tokenizer_config.json's eos_token is '" + names.eos + "'");
+    }
+    v.eos_id = t.suffix;
+    v.add_eos = true;
+  }
+  v.unk_id = p.model.unk_id >= 0 ? p.model.unk_id : named(names.unk);
+  v.pad_id = named(names.pad);
+  if (v.unk_id >= 0 && v.token_types[static_cast<size_t>(v.unk_id)] == static_cast<int32_t>(TokenType::control)) {
+    v.token_types[static_cast<size_t>(v.unk_id)] = static_cast<int32_t>(TokenType::unknown);
+  }
+  return std::make_unique<HfBpeTokenizer>(std::move(v), std::move(p));
+}
+
+}  // namespace troupe::hf

@@ -1,0 +1,164 @@
+// `troupe serve`: loads a model into the actor pipeline and serves it over
+// HTTP (OpenAI-compatible), WebSocket and a chat page at /. Settings come
+// from defaults, then a config file (--config), then flags.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "net/pipeline_backend.hpp"
+#include "net/routes.hpp"
+#include "net/server.hpp"
+#include "net/server_config.hpp"
+#include "tools/cli/commands.hpp"
+#include "tools/cli/default_model.hpp"
+
+namespace troupe::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string config;
+  std::string host;
+  int port = -1;
+  std::string api_key;
+  std::string model_name;
+  std::string chat_template;
+  int64_t max_body = -1;
+  int max_queue = -1;
+  int max_running = -1;
+  int max_tokens = -1;
+  int64_t ws_max_message = -1;
+  int64_t send_queue = -1;
+  int io_threads = -1;
+  int write_timeout = -1;
+  int kv_blocks = -1;
+  int ctx = -1;
+  int threads = -1;
+};
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Errc::io, std::string(what) + ": cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Defaults < config file < flags.
+net::ServeConfig resolve(const ServeArgs& a) {
+  net::ServeConfig c = a.config.empty() ? net::ServeConfig{} : net::load_serve_config(a.config);
+  net::ServerSettings& s = c.server;
+  if (!a.model.empty()) c.pipeline.model_path = a.model;
+  if (c.pipeline.model_path.empty()) c.pipeline.model_path = default_model_path();
+  if (!a.host.empty()) s.listen.host = a.host;
+  if (a.port >= 0) s.listen.port = static_cast<uint16_t>(a.port);
+  if (!a.api_key.empty()) s.core.api_key = a.api_key;
+  if (!a.model_name.empty()) s.model_name = a.model_name;
+  if (!a.chat_template.empty()) s.chat_template_file = a.chat_template;
+  if (a.max_body >= 0) s.core.limits.max_body_bytes = static_cast<size_t>(a.max_body);
+  if (a.max_queue >= 0) s.core.admission.max_queue = a.max_queue;
+  if (a.max_running >= 0) c.pipeline.scheduler.max_batch_size = a.max_running;
+  if (a.max_tokens >= 0) s.core.limits.request.max_tokens = a.max_tokens;
+  if (a.ws_max_message >= 0) s.core.limits.ws_max_message_bytes = static_cast<size_t>(a.ws_max_message);
+  if (a.send_queue >= 0) s.core.limits.send_queue_bytes = static_cast<size_t>(a.send_queue);
+  if (a.io_threads >= 0) s.listen.io_threads = a.io_threads;
+  if (a.write_timeout >= 0) s.listen.write_timeout_s = a.write_timeout;
+  if (a.kv_blocks >= 0) c.pipeline.n_kv_blocks = a.kv_blocks;
+  if (a.ctx >= 0) c.pipeline.scheduler.context_length = a.ctx;
+  if (a.threads >= 0) {
+    if (c.pipeline.stages.empty()) c.pipeline.stages.push_back({.first_layer = 0, .last_layer = -1});
+    for (StageSpec& st : c.pipeline.stages) st.threads = a.threads;
+  }
+  if (!s.chat_template_file.empty()) s.core.chat_template = read_file(s.chat_template_file, "--chat-template");
+  // The server admits what the scheduler runs at once plus its own queue;
+  // the scheduler's waiting queue must hold at least that queue.
+  s.core.admission.max_running = c.pipeline.scheduler.max_batch_size;
+  c.pipeline.scheduler.max_waiting = std::max(c.pipeline.scheduler.max_waiting, s.core.admission.max_queue + 1);
+  return c;
+}
+
+void run_serve(const ServeArgs& a) {
+  const net::ServeConfig cfg = resolve(a);
+  const std::string model_path = cfg.pipeline.model_path;
+  std::fprintf(stderr, "troupe serve: loading %s\n", model_path.c_str());
+  auto backend = std::make_unique<net::PipelineBackend>(net::PipelineBackendOptions{
+      .pipeline = cfg.pipeline,
+      .model_id = cfg.server.model_name,
+      .on_progress = [](const net::LoadState& s) {
+        if (s.failed) return;
+        std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());
+      }});
+  net::ServerCore core(*backend, cfg.server.core);
+  auto server = net::Server::start(core, cfg.server.listen);
+  const std::string url = "http://" + cfg.server.listen.host + ":" + std::to_string(server->port()) + "/";
+  std::printf("troupe serve: listening on %s\n", url.c_str());
+  std::fflush(stdout);
+
+  bool announced = false;
+  server->wait_for_signal([&] {
+    const net::LoadState s = backend->load_state();
+    if (s.ready && !announced) {
+      announced = true;
+      const net::ModelInfo info = backend->model_info();
+      std::printf("troupe serve: ready: model '%s', context %d tokens. Open %s in a browser to chat.\n",
+                  info.id.c_str(), info.context_length, url.c_str());
+      std::fflush(stdout);
+    }
+    return s.failed;
+  });
+  const net::LoadState end_state = backend->load_state();
+  std::fprintf(stderr, "troupe serve: stopping\n");
+  // Order matters: connections close and the I/O threads stop first; the
+  // pipeline then ends what still runs (its callbacks find the I/O context
+  // still there); the server object goes last.
+  server->stop();
+  backend.reset();
+  server.reset();
+  if (end_state.failed) throw Error(Errc::io, "loading " + model_path + " failed: " + end_state.stage);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI API), WebSocket and a chat page");
+  cmd->add_option("-m,--model", a->model,
+                  "GGUF file or Hugging Face directory (default: the set-up's SmolLM2-135M-Instruct)");
+  cmd->add_option("-c,--config", a->config, "Topology and server settings (configs/*.json)");
+  cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--model-name", a->model_name, "The model id clients send (default: the file's name)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "Jinja chat template file (default: the model's, else a plain built-in one)");
+  cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (default 1 MiB; larger: 413)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-queue", a->max_queue, "Requests queued beyond those running (default 64; more: 429)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-running", a->max_running, "Requests running at once (the scheduler's batch, default 64)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-tokens", a->max_tokens, "Largest max_tokens a request may ask for (default 4096)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ws-max-message", a->ws_max_message,
+                  "Largest WebSocket message in bytes (default 64 KiB; larger: close 1009)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--send-queue", a->send_queue,
+                  "Bytes a client may fall behind before it is dropped (default 4 MiB)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--io-threads", a->io_threads, "Network threads (default 2)")->check(CLI::Range(1, 256));
+  cmd->add_option("--write-timeout", a->write_timeout,
+                  "Seconds a client may take no data before it is dropped (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-blocks", a->kv_blocks, "KV pages of 16 tokens (default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--ctx", a->ctx, "Context length, capped at the model's (default 4096)")->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--threads", a->threads, "Kernel threads per stage (0: all hardware threads)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([a] { run_serve(*a); });
+}
+
+}  // namespace troupe::cli
