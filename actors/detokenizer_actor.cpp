@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "actors/actor_meter.hpp"
 #include "actors/stop_strings.hpp"
 #include "tokenizer/incremental_decoder.hpp"
 
@@ -186,7 +187,9 @@ class DetokenizerImpl : public detokenizer_actor::base {
 
 }  // namespace
 
-detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer) {
+detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
+                                    std::shared_ptr<ActorMeter> meter) {
+  if (meter) return system.spawn<Metered<DetokenizerImpl>>(std::move(meter), std::move(tokenizer));
   return system.spawn<DetokenizerImpl>(std::move(tokenizer));
 }
 

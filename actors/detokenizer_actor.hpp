@@ -14,6 +14,10 @@
 
 namespace troupe {
 
-detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer);
+struct ActorMeter;  // actors/actor_meter.hpp
+
+// `meter`, when given, records the actor's busy time and mailbox depth.
+detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
+                                    std::shared_ptr<ActorMeter> meter = nullptr);
 
 }  // namespace troupe

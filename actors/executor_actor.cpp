@@ -7,6 +7,7 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/actor_meter.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -106,7 +107,11 @@ class ExecutorImpl : public executor_actor::base {
 }  // namespace
 
 executor_actor spawn_executor(caf::actor_system& system, ExecutorParts parts, executor_actor next,
-                              sampler_actor sampler) {
+                              sampler_actor sampler, std::shared_ptr<ActorMeter> meter) {
+  if (meter) {
+    return system.spawn<Metered<ExecutorImpl>, caf::detached>(std::move(meter), parts, std::move(next),
+                                                             std::move(sampler));
+  }
   return system.spawn<ExecutorImpl, caf::detached>(parts, std::move(next), std::move(sampler));
 }
 

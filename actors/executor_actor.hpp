@@ -13,6 +13,8 @@
 
 namespace troupe {
 
+struct ActorMeter;  // actors/actor_meter.hpp
+
 struct ExecutorParts {
   std::unique_ptr<Backend> backend;  // owned here, destroyed after the stage
   std::unique_ptr<ModelStage> stage;
@@ -26,7 +28,8 @@ struct ExecutorParts {
 // goes there). The scheduler's handle arrives in a connect message before the
 // first step. A step the stage cannot run becomes a StepFailed to the
 // scheduler, which fails the requests in it; the stage keeps running.
+// `meter`, when given, records the actor's busy time and mailbox depth.
 executor_actor spawn_executor(caf::actor_system& system, ExecutorParts parts, executor_actor next,
-                              sampler_actor sampler);
+                              sampler_actor sampler, std::shared_ptr<ActorMeter> meter = nullptr);
 
 }  // namespace troupe

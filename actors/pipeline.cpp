@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "actors/actor_meter.hpp"
 #include "actors/callback_sink.hpp"
 #include "actors/detokenizer_actor.hpp"
 #include "actors/engine_set.hpp"
@@ -85,6 +86,7 @@ struct Pipeline::Impl {
   std::vector<executor_actor> stages;
   std::vector<tokenizer_actor> tokenizers;
   std::vector<observer_actor> observers;
+  std::vector<std::shared_ptr<ActorMeter>> meters;  // for actor_loads()
   std::atomic<RequestId> next_id{1};
   std::atomic<uint32_t> next_tokenizer{0};
 
@@ -182,7 +184,12 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
 
   impl->sampler = extensions.make_sampler ? extensions.make_sampler(sys, impl->model)
                                           : spawn_sampler(sys, impl->tokenizer);
-  impl->detokenizer = spawn_detokenizer(sys, impl->tokenizer);
+  auto meter = [&](std::string name) {
+    impl->meters.push_back(std::make_shared<ActorMeter>(std::move(name)));
+    return impl->meters.back();
+  };
+  const auto scheduler_meter = meter("scheduler");
+  impl->detokenizer = spawn_detokenizer(sys, impl->tokenizer, meter("detokenizer"));
   for (const auto& make : extensions.observers) {
     impl->observers.push_back(make(sys));
     caf::anon_send(impl->detokenizer, caf::add_atom::value, impl->observers.back());
@@ -190,14 +197,15 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->stages.resize(parts.size());
   executor_actor next;
   for (size_t i = parts.size(); i-- > 0;) {
-    impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler);
+    impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler,
+                                     meter("executor_" + std::to_string(i)));
     next = impl->stages[i];
   }
   impl->scheduler = spawn_scheduler(sys, {.scheduler = sc,
                                      .kv = kv,
                                      .n_engines = n_engines,
                                      .n_vocab = static_cast<int32_t>(mc.n_vocab)},
-                                    impl->stages.front(), impl->sampler, impl->detokenizer);
+                                    impl->stages.front(), impl->sampler, impl->detokenizer, scheduler_meter);
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
   for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
@@ -281,6 +289,17 @@ PipelineStats Pipeline::stats() const {
 
 KvSnapshot Pipeline::kv_snapshot() const {
   return ask<KvSnapshot>(*impl_->system, impl_->scheduler, kv_atom_v, "kv_snapshot");
+}
+
+std::vector<ActorLoad> Pipeline::actor_loads() const {
+  std::vector<ActorLoad> out;
+  for (const auto& m : impl_->meters) {
+    out.push_back({.actor = m->name,
+                   .busy_seconds = static_cast<double>(m->busy_ns.load(std::memory_order_relaxed)) * 1e-9,
+                   .mailbox_depth = m->mailbox_depth.load(std::memory_order_relaxed),
+                   .activations = m->activations.load(std::memory_order_relaxed)});
+  }
+  return out;
 }
 
 const Model& Pipeline::model() const { return *impl_->model; }

@@ -124,7 +124,10 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   } catch (const json::parse_error& e) {
     r.fail("", std::string("not valid JSON: ") + e.what());
   }
-  r.only_keys(root, "", {"model", "stages", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler"});
+  // "server" belongs to the network edge (net/server_config), which reads
+  // the same files; the pipeline leaves it alone.
+  r.only_keys(root, "",
+              {"model", "stages", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "server"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (const auto it = root.find("stages"); it != root.end()) read_stages(r, *it, c);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "actors/actor_meter.hpp"
 #include "actors/engine_set.hpp"
 #include "model/sampler.hpp"
 
@@ -318,7 +319,11 @@ class SchedulerImpl : public scheduler_actor::base {
 
 scheduler_actor spawn_scheduler(caf::actor_system& system, SchedulerActorOptions options,
                                 executor_actor first_stage, sampler_actor sampler,
-                                detokenizer_actor detokenizer) {
+                                detokenizer_actor detokenizer, std::shared_ptr<ActorMeter> meter) {
+  if (meter) {
+    return system.spawn<Metered<SchedulerImpl>>(std::move(meter), options, std::move(first_stage),
+                                                std::move(sampler), std::move(detokenizer));
+  }
   return system.spawn<SchedulerImpl>(options, std::move(first_stage), std::move(sampler),
                                      std::move(detokenizer));
 }

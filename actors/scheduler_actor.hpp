@@ -5,12 +5,16 @@
 // per step and no second copy of the block tables to keep in step.
 #pragma once
 
+#include <memory>
+
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
 #include "memory/kv_cache_manager.hpp"
 
 namespace troupe {
+
+struct ActorMeter;  // actors/actor_meter.hpp
 
 struct SchedulerActorOptions {
   SchedulerConfig scheduler;
@@ -26,9 +30,10 @@ struct SchedulerActorOptions {
 // Messages to the first stage carry this scheduler's steps; the last stage
 // sends logits to `sampler` on the scheduler's behalf, so the SampledStep
 // comes back here, is applied, then forwarded to `detokenizer` (followed by
-// a RequestDone for each request that ended).
+// a RequestDone for each request that ended). `meter`, when given, records
+// the actor's busy time and mailbox depth.
 scheduler_actor spawn_scheduler(caf::actor_system& system, SchedulerActorOptions options,
                                 executor_actor first_stage, sampler_actor sampler,
-                                detokenizer_actor detokenizer);
+                                detokenizer_actor detokenizer, std::shared_ptr<ActorMeter> meter = nullptr);
 
 }  // namespace troupe

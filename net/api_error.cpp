@@ -15,11 +15,16 @@ boost::json::value text_or_null(const std::string& s) {
 
 std::string type_for(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 
@@ -38,14 +43,19 @@ ApiError invalid_field(const std::string& param, const std::string& message, con
 
 ApiError api_error_from(Errc code, const std::string& message) {
   switch (code) {
-    case Errc::invalid_argument: return ApiError(400, message, {}, "invalid_request");
-    case Errc::unsupported: return ApiError(400, message, {}, "unsupported");
+    case Errc::invalid_argument:
+      return ApiError(400, message, {}, "invalid_request");
+    case Errc::unsupported:
+      return ApiError(400, message, {}, "unsupported");
     // The pipeline's own queue or KV pool is full: overload, not a bug.
-    case Errc::out_of_memory: return ApiError(429, message, {}, "overloaded").with_retry_after(1);
-    case Errc::cancelled: return ApiError(503, message, {}, "cancelled").with_retry_after(1);
+    case Errc::out_of_memory:
+      return ApiError(429, message, {}, "overloaded").with_retry_after(1);
+    case Errc::cancelled:
+      return ApiError(503, message, {}, "cancelled").with_retry_after(1);
     case Errc::io:
     case Errc::bad_format:
-    case Errc::internal: break;
+    case Errc::internal:
+      break;
   }
   return ApiError(500, message, {}, "internal_error");
 }

@@ -38,8 +38,7 @@ class ApiError : public std::runtime_error {
 };
 
 // A 400 naming the request field at fault ("messages[1].content").
-ApiError invalid_field(const std::string& param, const std::string& message,
-                       const std::string& code = "invalid_value");
+ApiError invalid_field(const std::string& param, const std::string& message, const std::string& code = "invalid_value");
 
 // The status and error a pipeline error kind turns into (a request the
 // engine refused or failed).

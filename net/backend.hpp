@@ -24,8 +24,8 @@ struct ModelInfo {
 // Sizes of the engine's memory pools, for /metrics.
 struct MemoryPools {
   int64_t weight_bytes = 0;
-  int64_t kv_bytes = 0;         // all KV pages of all stages
-  int32_t kv_block_size = 0;    // tokens per KV page
+  int64_t kv_bytes = 0;       // all KV pages of all stages
+  int32_t kv_block_size = 0;  // tokens per KV page
 };
 
 // Progress of loading, for /ready and the console.
@@ -52,6 +52,8 @@ class Backend {
   virtual RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) = 0;
   virtual void cancel(RequestId id) = 0;
   virtual PipelineStats stats() const = 0;
+  // Busy time and mailbox depth per actor (empty when not known).
+  virtual std::vector<ActorLoad> actor_loads() const { return {}; }
 };
 
 }  // namespace troupe::net

@@ -34,30 +34,43 @@ GenerationJob::GenerationJob(Backend& backend, Metrics& metrics, AdmissionContro
 }
 
 void GenerationJob::start() {
-  std::vector<size_t> never_submitted;
+  // Choices that never reach the pipeline still end (and release their
+  // admission slot) through on_final, called once the lock is released.
+  std::vector<std::pair<size_t, FinalEvent>> ended_here;
   {
     std::lock_guard lock(mutex_);
     for (size_t i = 0; i < choices_.size(); ++i) {
       PreparedChoice& c = spec_.choices[i];
-      metrics_.request_started(spec_.endpoint_label, static_cast<int32_t>(c.prompt.size()));
+      const auto n_prompt = static_cast<int32_t>(c.prompt.size());
+      metrics_.request_started(spec_.endpoint_label, n_prompt);
       if (cancelled_) {
-        never_submitted.push_back(i);
+        ended_here.emplace_back(i, FinalEvent{.reason = EndReason::cancelled,
+                                              .error_code = Errc::cancelled,
+                                              .error_message = "cancelled before it started",
+                                              .prompt_tokens = n_prompt});
         continue;
       }
       auto self = shared_from_this();
       RequestCallbacks cb{.on_token = [self, i](const TokenEvent& ev) { self->on_token(i, ev); },
                           .on_final = [self, i](const FinalEvent& f) { self->on_final(i, f); }};
-      // Callbacks may run before submit returns; they do not need the id.
-      choices_[i].id = backend_.submit(c.prompt, c.params, std::move(cb));
-      choices_[i].submitted = true;
+      try {
+        // Callbacks may run before submit returns; they do not need the id.
+        choices_[i].id = backend_.submit(c.prompt, c.params, std::move(cb));
+        choices_[i].submitted = true;
+      } catch (const Error& e) {
+        ended_here.emplace_back(i, FinalEvent{.reason = EndReason::error,
+                                              .error_code = e.code(),
+                                              .error_message = e.what(),
+                                              .prompt_tokens = n_prompt});
+      } catch (const std::exception& e) {
+        ended_here.emplace_back(i, FinalEvent{.reason = EndReason::error,
+                                              .error_code = Errc::internal,
+                                              .error_message = e.what(),
+                                              .prompt_tokens = n_prompt});
+      }
     }
   }
-  for (size_t i : never_submitted) {
-    on_final(i, FinalEvent{.reason = EndReason::cancelled,
-                           .error_code = Errc::cancelled,
-                           .error_message = "cancelled before it started",
-                           .prompt_tokens = static_cast<int32_t>(spec_.choices[i].prompt.size())});
-  }
+  for (const auto& [i, f] : ended_here) on_final(i, f);
 }
 
 void GenerationJob::cancel() {
@@ -97,7 +110,8 @@ void GenerationJob::on_token(size_t i, const TokenEvent& ev) {
   const int32_t token_offset = c.text_offset + static_cast<int32_t>(text.size());
   text += c.joiner.push(ev.text);
   c.text_offset += static_cast<int32_t>(text.size());
-  const bool want_logprobs = spec_.choices[i].params.sampling.logprobs || spec_.choices[i].params.sampling.n_logprobs > 0;
+  const bool want_logprobs =
+      spec_.choices[i].params.sampling.logprobs || spec_.choices[i].params.sampling.n_logprobs > 0;
   TokenLogprobs lp;
   if (want_logprobs) lp = logprobs_of(ev, token_offset);
   if (!listener_->on_token(static_cast<int32_t>(i), ev, text, want_logprobs ? &lp : nullptr)) cancel_locked();

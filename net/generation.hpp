@@ -30,7 +30,7 @@ struct JobSpec {
   ResponseMeta meta;
   std::string endpoint_label;  // completions, chat, websocket (metrics)
   std::vector<PreparedChoice> choices;
-  int32_t prompt_tokens = 0;   // usage: each distinct prompt once
+  int32_t prompt_tokens = 0;  // usage: each distinct prompt once
 };
 
 // The job calls these serially (never two at once), from pipeline threads:
@@ -71,8 +71,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool submitted = false;
     bool ended = false;
     Utf8Joiner joiner;
-    std::string prefix;      // echo text not yet delivered
-    int32_t text_offset = 0; // bytes of text delivered so far
+    std::string prefix;       // echo text not yet delivered
+    int32_t text_offset = 0;  // bytes of text delivered so far
     int64_t last_token_ns = -1;
   };
 

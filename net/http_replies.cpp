@@ -47,10 +47,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     if (text.empty() && lp == nullptr) return true;
     std::vector<TokenLogprobs> one;
     if (lp != nullptr) one.push_back(*lp);
-    return send_event(ChunkInput{.index = choice,
-                                 .text = text,
-                                 .with_logprobs = lp != nullptr,
-                                 .logprobs = &one});
+    return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lp != nullptr, .logprobs = &one});
   }
 
   bool on_choice_end(int32_t choice, const FinalEvent& f, std::string_view text) override {
@@ -58,9 +55,10 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     completion_tokens_ += f.completion_tokens;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
       if (!error_) {
-        error_ = f.reason == EndReason::error
-                     ? api_error_from(f.error_code, f.error_message)
-                     : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
+        error_ =
+            f.reason == EndReason::error
+                ? api_error_from(f.error_code, f.error_message)
+                : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
       }
       if (!stream_ || failed_) return false;
       if (!head_sent_ && spec_.choices.size() == 1) {

@@ -7,10 +7,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
@@ -61,8 +62,7 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   bool reserve(size_t n) {
     if (closed_) return false;
     if (backlog_.fetch_add(n) + n > core_.options().limits.send_queue_bytes) {
-      asio::post(stream_.get_executor(),
-                 [self = shared_from_this()] { self->drop(DisconnectReason::slow_reader); });
+      asio::post(stream_.get_executor(), [self = shared_from_this()] { self->drop(DisconnectReason::slow_reader); });
       return false;
     }
     return true;
@@ -110,6 +110,25 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
     parser_->body_limit(core_.options().limits.max_body_bytes);
     parser_->header_limit(kHeaderLimit);
     stream_.expires_after(ctx_->idle_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  // A client that sent "Expect: 100-continue" (curl does for bodies over
+  // 1 KiB) waits for this before sending its body. A body over the limit
+  // has already failed the header read (413), so it is never asked for.
+  void on_header(beast::error_code ec) {
+    if (ec || closed_) return on_read(ec);
+    if (!beast::iequals(parser_->get()[http::field::expect], "100-continue")) return read_body();
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                      [self = shared_from_this()](beast::error_code wec, size_t) {
+                        if (wec) return self->drop(std::nullopt);
+                        self->read_body();
+                      });
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
@@ -128,20 +147,22 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
       head_sent_ = false;
       reply_done_ = false;
       if (ec == http::error::body_limit) {
-        return write_whole(reply_seq_,
-                           core_.error_reply(ApiError(413,
-                                                      "the request body is over the limit of " +
-                                                          std::to_string(core_.options().limits.max_body_bytes) +
-                                                          " bytes",
-                                                      {}, "request_too_large")),
-                           0);
+        return write_whole(
+            reply_seq_,
+            core_.error_reply(ApiError(413,
+                                       "the request body is over the limit of " +
+                                           std::to_string(core_.options().limits.max_body_bytes) + " bytes",
+                                       {}, "request_too_large")),
+            0);
       }
       if (ec == http::error::header_limit) {
-        return write_whole(reply_seq_, core_.error_reply(ApiError(431, "the request headers are too large", {}, "headers_too_large")), 0);
+        return write_whole(
+            reply_seq_, core_.error_reply(ApiError(431, "the request headers are too large", {}, "headers_too_large")),
+            0);
       }
       if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
-        return write_whole(reply_seq_,
-                           core_.error_reply(ApiError(400, "malformed HTTP request: " + ec.message(), {}, "bad_http")), 0);
+        return write_whole(
+            reply_seq_, core_.error_reply(ApiError(400, "malformed HTTP request: " + ec.message(), {}, "bad_http")), 0);
       }
       return drop(std::nullopt);
     }
@@ -230,10 +251,8 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   // Watches for the client hanging up while its reply is being produced.
   void start_watch() {
     watching_ = true;
-    stream_.socket().async_wait(tcp::socket::wait_read,
-                                [self = shared_from_this(), seq = reply_seq_](beast::error_code ec) {
-                                  self->on_watch(ec, seq);
-                                });
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = reply_seq_](
+                                                            beast::error_code ec) { self->on_watch(ec, seq); });
   }
 
   void stop_watch() {

@@ -47,8 +47,8 @@ class AsyncReply {
 };
 
 struct RouteResult {
-  HttpReply reply;                     // when async is null
-  std::shared_ptr<AsyncReply> async;   // a reply that comes later
+  HttpReply reply;                    // when async is null
+  std::shared_ptr<AsyncReply> async;  // a reply that comes later
 };
 
 }  // namespace troupe::net

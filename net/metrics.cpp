@@ -82,18 +82,17 @@ struct Metrics::Impl {
   }
 
   // Latencies (seconds).
-  Histogram& ttft = histogram("troupe_time_to_first_token_seconds", "Submit to first generated token",
-                              exp_buckets(0.001, 2.0, 16));
+  Histogram& ttft =
+      histogram("troupe_time_to_first_token_seconds", "Submit to first generated token", exp_buckets(0.001, 2.0, 16));
   Histogram& itl = histogram("troupe_inter_token_latency_seconds", "Gap between consecutive tokens of a request",
                              exp_buckets(0.0002, 2.0, 16));
-  Histogram& e2e = histogram("troupe_e2e_request_latency_seconds", "Submit to the end of a request",
-                             exp_buckets(0.005, 2.0, 17));
-  Histogram& queue = histogram("troupe_queue_time_seconds", "Submit to first scheduled",
-                               exp_buckets(0.0002, 2.0, 18));
-  Histogram& prompt_len = histogram("troupe_request_prompt_tokens", "Prompt tokens per request",
-                                    exp_buckets(1, 2.0, 16));
-  Histogram& gen_len = histogram("troupe_request_generation_tokens", "Generated tokens per request",
-                                 exp_buckets(1, 2.0, 16));
+  Histogram& e2e =
+      histogram("troupe_e2e_request_latency_seconds", "Submit to the end of a request", exp_buckets(0.005, 2.0, 17));
+  Histogram& queue = histogram("troupe_queue_time_seconds", "Submit to first scheduled", exp_buckets(0.0002, 2.0, 18));
+  Histogram& prompt_len =
+      histogram("troupe_request_prompt_tokens", "Prompt tokens per request", exp_buckets(1, 2.0, 16));
+  Histogram& gen_len =
+      histogram("troupe_request_generation_tokens", "Generated tokens per request", exp_buckets(1, 2.0, 16));
 
   // Counters.
   prometheus::Family<Counter>& requests_f = counter("troupe_requests_total", "Requests accepted, by endpoint");
@@ -102,12 +101,14 @@ struct Metrics::Impl {
   prometheus::Family<Counter>& disconnects_f =
       counter("troupe_client_disconnects_total", "Clients that went away or were dropped, by reason");
   prometheus::Family<Counter>& http_f = counter("troupe_http_responses_total", "HTTP responses, by status class");
-  Counter& degraded_c = counter("troupe_degraded_requests_total", "Requests admitted with max_tokens capped (load)").Add({});
+  Counter& degraded_c =
+      counter("troupe_degraded_requests_total", "Requests admitted with max_tokens capped (load)").Add({});
   Counter& prompt_tokens_c = counter("troupe_prompt_tokens_total", "Prompt tokens submitted").Add({});
   Counter& gen_tokens_c = counter("troupe_generation_tokens_total", "Tokens generated").Add({});
   Counter& preemptions_c = counter("troupe_preemptions_total", "Sequences preempted for KV").Add({});
   Counter& steps_c = counter("troupe_scheduler_steps_total", "Forward steps planned").Add({});
-  Counter& prefix_hits_c = counter("troupe_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache").Add({});
+  Counter& prefix_hits_c =
+      counter("troupe_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache").Add({});
 
   // Gauges.
   Gauge& ready_g = gauge("troupe_model_ready", "1 once the model is loaded and requests are served").Add({});
@@ -122,16 +123,25 @@ struct Metrics::Impl {
   Gauge& kv_cached_g = kv_f.Add({{"state", "cached"}});
   Gauge& kv_total_g = gauge("troupe_kv_blocks_total", "KV pages in the pool").Add({});
   Gauge& kv_usage_g = gauge("troupe_kv_usage_ratio", "Fraction of KV pages held by sequences").Add({});
-  Gauge& prefix_rate_g = gauge("troupe_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens").Add({});
-  Gauge& in_rate_g = gauge("troupe_prompt_tokens_per_second", "Prompt tokens submitted per second (10 s window)").Add({});
+  Gauge& prefix_rate_g =
+      gauge("troupe_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens").Add({});
+  Gauge& in_rate_g =
+      gauge("troupe_prompt_tokens_per_second", "Prompt tokens submitted per second (10 s window)").Add({});
   Gauge& out_rate_g = gauge("troupe_generation_tokens_per_second", "Tokens generated per second (10 s window)").Add({});
   prometheus::Family<Gauge>& pool_f = gauge("troupe_memory_pool_bytes", "Size of the engine's memory pools");
   Gauge& pool_weights_g = pool_f.Add({{"pool", "weights"}});
   Gauge& pool_kv_g = pool_f.Add({{"pool", "kv"}});
-  Gauge& pool_kv_used_g = gauge("troupe_memory_pool_used_bytes", "Bytes of the KV pool held by sequences").Add({{"pool", "kv"}});
+  Gauge& pool_kv_used_g =
+      gauge("troupe_memory_pool_used_bytes", "Bytes of the KV pool held by sequences").Add({{"pool", "kv"}});
   Gauge& frag_g = gauge("troupe_kv_fragmentation_ratio",
                         "Estimated unused token slots in the KV pages sequences hold (internal fragmentation)")
                       .Add({});
+  prometheus::Family<Gauge>& mailbox_f =
+      gauge("troupe_actor_mailbox_depth", "Messages waiting in an actor's mailbox when it last got to run");
+  prometheus::Family<Counter>& busy_f =
+      counter("troupe_actor_busy_seconds_total", "Time an actor spent handling messages");
+  prometheus::Family<Counter>& activations_f =
+      counter("troupe_actor_activations_total", "Times an actor was scheduled to handle its mailbox");
   prometheus::Family<Gauge>& conns_f = gauge("troupe_open_connections", "Open client connections, by kind");
   Gauge& conns_http_g = conns_f.Add({{"kind", "http"}});
   Gauge& conns_ws_g = conns_f.Add({{"kind", "websocket"}});
@@ -146,6 +156,14 @@ struct Metrics::Impl {
   std::atomic<int64_t> kv_tokens{0};  // tokens of requests past their first token (in KV)
   std::mutex scrape_mutex;            // one scrape at a time (the engine deltas)
   uint64_t last_steps = 0, last_preemptions = 0, last_prefix_hits = 0;
+  struct ActorSeries {
+    Gauge* mailbox = nullptr;
+    Counter* busy = nullptr;
+    Counter* activations = nullptr;
+    double last_busy = 0;
+    uint64_t last_activations = 0;
+  };
+  std::map<std::string, ActorSeries, std::less<>> actors;  // created at the first scrape that names them
 
   Impl() {
     for (const char* e : {"completions", "chat", "websocket"}) requests[e] = &requests_f.Add({{"endpoint", e}});
@@ -241,6 +259,22 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     advance(m.steps_c, s.steps, m.last_steps);
     advance(m.preemptions_c, s.preemptions, m.last_preemptions);
     advance(m.prefix_hits_c, s.prefix_hit_tokens, m.last_prefix_hits);
+  }
+  for (const ActorLoad& a : snap.actors) {
+    auto it = m.actors.find(a.actor);
+    if (it == m.actors.end()) {
+      Impl::ActorSeries s{.mailbox = &m.mailbox_f.Add({{"actor", a.actor}}),
+                          .busy = &m.busy_f.Add({{"actor", a.actor}}),
+                          .activations = &m.activations_f.Add({{"actor", a.actor}})};
+      it = m.actors.emplace(a.actor, s).first;
+    }
+    Impl::ActorSeries& s = it->second;
+    s.mailbox->Set(static_cast<double>(a.mailbox_depth));
+    if (a.busy_seconds > s.last_busy) s.busy->Increment(a.busy_seconds - s.last_busy);
+    s.last_busy = std::max(s.last_busy, a.busy_seconds);
+    if (a.activations > s.last_activations)
+      s.activations->Increment(static_cast<double>(a.activations - s.last_activations));
+    s.last_activations = std::max(s.last_activations, a.activations);
   }
   return prometheus::TextSerializer().Serialize(m.reg->Collect());
 }

@@ -26,6 +26,7 @@ struct EngineSnapshot {
   bool have_stats = false;  // false before the model is loaded
   PipelineStats stats;
   MemoryPools pools;
+  std::vector<ActorLoad> actors;
   int32_t in_flight = 0;  // admitted by the server, not yet ended
   bool breaker_open = false;
 };
@@ -39,7 +40,7 @@ class Metrics {
 
   // Thread-safe recorders.
   void request_started(std::string_view endpoint, int32_t prompt_tokens);
-  void first_token(int32_t prompt_tokens);  // the prompt now sits in KV
+  void first_token(int32_t prompt_tokens);    // the prompt now sits in KV
   void token(double seconds_since_previous);  // < 0: the first token (no gap)
   void request_ended(const FinalEvent& f);
   void rejected(RejectReason r);

@@ -162,6 +162,11 @@ void PipelineBackend::cancel(RequestId id) {
   if (ready_.load(std::memory_order_acquire)) pipeline_->cancel(id);
 }
 
+std::vector<ActorLoad> PipelineBackend::actor_loads() const {
+  if (!ready_.load(std::memory_order_acquire)) return {};
+  return pipeline_->actor_loads();
+}
+
 PipelineStats PipelineBackend::stats() const {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
   return pipeline_->stats();

@@ -34,6 +34,7 @@ class PipelineBackend : public Backend {
   RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) override;
   void cancel(RequestId id) override;
   PipelineStats stats() const override;
+  std::vector<ActorLoad> actor_loads() const override;
 
   // Blocks until loaded or failed; returns whether it loaded.
   bool wait_loaded();

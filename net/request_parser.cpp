@@ -19,14 +19,21 @@ namespace json = boost::json;
 
 const char* kind_name(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return "a boolean";
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
     case json::kind::int64:
-    case json::kind::uint64: return "an integer";
-    case json::kind::double_: return "a number";
-    case json::kind::string: return "a string";
-    case json::kind::array: return "an array";
-    case json::kind::object: return "an object";
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
   }
   return "a value";
 }
@@ -45,9 +52,9 @@ json::object parse_object(std::string_view body, const char* what) {
   const size_t used = p.write(body.data(), body.size(), ec);
   if (!ec) p.finish(ec);
   if (ec) {
-    throw ApiError(400, std::string(what) + " is not valid JSON (" + ec.message() + " near byte " +
-                            std::to_string(used) + ")",
-                   {}, "invalid_json");
+    throw ApiError(
+        400, std::string(what) + " is not valid JSON (" + ec.message() + " near byte " + std::to_string(used) + ")", {},
+        "invalid_json");
   }
   json::value root = p.release();
   if (!root.is_object()) {
@@ -175,9 +182,9 @@ std::string message_content(const json::value& c, const std::string& param, bool
     if (type == nullptr) throw invalid_field(p + ".type", "'" + p + ".type' is required", "missing_field");
     if (!type->is_string()) wrong_type(p + ".type", "a string", *type);
     if (type->as_string() != "text") {
-      throw invalid_field(p + ".type", "content parts of type '" +
-                                           std::string(type->as_string().data(), type->as_string().size()) +
-                                           "' are not supported (only 'text')",
+      throw invalid_field(p + ".type",
+                          "content parts of type '" + std::string(type->as_string().data(), type->as_string().size()) +
+                              "' are not supported (only 'text')",
                           "unsupported_value");
     }
     const json::value* t = field(part, "text");
@@ -205,19 +212,19 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
     if (role == nullptr) throw invalid_field(p + ".role", "'" + p + ".role' is required", "missing_field");
     if (!role->is_string()) wrong_type(p + ".role", "a string", *role);
     const std::string role_s(role->as_string().data(), role->as_string().size());
-    if (role_s != "system" && role_s != "developer" && role_s != "user" && role_s != "assistant" &&
-        role_s != "tool") {
-      throw invalid_field(p + ".role", "'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" +
-                                           role_s + "'");
+    if (role_s != "system" && role_s != "developer" && role_s != "user" && role_s != "assistant" && role_s != "tool") {
+      throw invalid_field(
+          p + ".role",
+          "'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" + role_s + "'");
     }
     const json::value* content = m.if_contains("content");
     if (content == nullptr && role_s != "assistant") {
       throw invalid_field(p + ".content", "'" + p + ".content' is required", "missing_field");
     }
     static const json::value null_value;
-    r.messages.push_back(
-        {.role = role_s,
-         .content = message_content(content != nullptr ? *content : null_value, p + ".content", role_s == "assistant")});
+    r.messages.push_back({.role = role_s,
+                          .content = message_content(content != nullptr ? *content : null_value, p + ".content",
+                                                     role_s == "assistant")});
   }
 }
 
@@ -260,7 +267,8 @@ void read_common(const json::object& o, const RequestLimits& limits, ParsedReque
   SamplingParams& s = r.params.sampling;
   if (auto t = get_number(o, "temperature", 0.0, 2.0)) s.temperature = *t;
   if (auto p = get_number(o, "top_p", 0.0, 1.0, /*lo_open=*/true)) s.top_p = *p;
-  if (auto k = get_int(o, "top_k", -1, std::numeric_limits<int32_t>::max())) s.top_k = static_cast<int32_t>(std::max<int64_t>(*k, 0));
+  if (auto k = get_int(o, "top_k", -1, std::numeric_limits<int32_t>::max()))
+    s.top_k = static_cast<int32_t>(std::max<int64_t>(*k, 0));
   if (auto m = get_number(o, "min_p", 0.0, 1.0)) s.min_p = *m;
   if (auto p = get_number(o, "presence_penalty", -2.0, 2.0)) s.presence_penalty = *p;
   if (auto f = get_number(o, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *f;

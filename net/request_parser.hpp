@@ -61,8 +61,8 @@ ParsedRequest parse_chat_request(std::string_view body, const RequestLimits& lim
 // {"type": "cancel", "id": ...}.
 struct WsClientMessage {
   enum class Kind : uint8_t { generate, cancel } kind = Kind::generate;
-  std::string id;          // the client's own id, 1..128 bytes
-  ParsedRequest request;   // generate
+  std::string id;         // the client's own id, 1..128 bytes
+  ParsedRequest request;  // generate
 };
 
 // Throws ApiError; when the message had a usable "id" the error's param is

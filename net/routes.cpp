@@ -73,9 +73,9 @@ std::string percent_decode(std::string_view s) {
 std::string new_response_id(std::string_view prefix) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   std::string id(prefix);
-  uint64_t bits = random_u64();
+  uint64_t bits = 0;
   for (int i = 0; i < 24; ++i) {
-    if (i == 10) bits = random_u64();
+    if (i % 10 == 0) bits = random_u64();  // 62^10 < 2^64: ten characters per draw
     id.push_back(kAlphabet[bits % 62]);
     bits /= 62;
   }
@@ -106,25 +106,36 @@ ServerCore::ServerCore(Backend& backend, CoreOptions options)
 
 ServerCore::~ServerCore() = default;
 
-bool ServerCore::authorized(std::string_view authorization, std::string_view target) const {
+bool ServerCore::authorized(std::string_view authorization, std::string_view target, bool allow_query) const {
   if (options_.api_key.empty()) return true;
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization.size() > kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer) {
     return same_secret(authorization.substr(kBearer.size()), options_.api_key);
   }
-  // Browsers cannot set headers on a WebSocket: the page passes the key in the URL.
+  if (!allow_query) return false;
   if (auto key = query_param(target, "api_key")) return same_secret(*key, options_.api_key);
   return false;
 }
 
 HttpReply ServerCore::error_reply(const ApiError& e) {
   switch (e.status()) {
-    case 400: metrics_.rejected(RejectReason::invalid); break;
-    case 401: metrics_.rejected(RejectReason::unauthorized); break;
-    case 413: metrics_.rejected(RejectReason::too_large); break;
-    case 429: metrics_.rejected(RejectReason::overload); break;
-    case 503: metrics_.rejected(RejectReason::not_ready); break;
-    default: break;
+    case 400:
+      metrics_.rejected(RejectReason::invalid);
+      break;
+    case 401:
+      metrics_.rejected(RejectReason::unauthorized);
+      break;
+    case 413:
+      metrics_.rejected(RejectReason::too_large);
+      break;
+    case 429:
+      metrics_.rejected(RejectReason::overload);
+      break;
+    case 503:
+      metrics_.rejected(RejectReason::not_ready);
+      break;
+    default:
+      break;
   }
   HttpReply r = json_reply(e.status(), error_body(e));
   if (e.retry_after() > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after()));
@@ -149,6 +160,7 @@ std::string ServerCore::metrics_text() {
       // A scheduler too busy to answer in time: report what the edge knows.
     }
     snap.pools = backend_.memory_pools();
+    snap.actors = backend_.actor_loads();
   }
   snap.in_flight = admission_.in_flight();
   snap.breaker_open = admission_.breaker_open();
@@ -222,8 +234,8 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
                             "context_length_exceeded");
       }
     } else {
-      const int32_t wanted = chat || endpoint_label == "websocket" ? options_.limits.request.max_tokens
-                                                                   : kCompletionsDefaultMaxTokens;
+      const int32_t wanted =
+          chat || endpoint_label == "websocket" ? options_.limits.request.max_tokens : kCompletionsDefaultMaxTokens;
       max_tokens = std::min(wanted, ctx - n_prompt);
     }
     spec.prompt_tokens += n_prompt;
@@ -270,11 +282,12 @@ RouteResult ServerCore::generate(const HttpRequest& req, Endpoint endpoint) {
 
 std::optional<HttpReply> ServerCore::check_upgrade(const HttpRequest& req) {
   if (target_path(req.target) != "/v1/stream") {
-    return error_reply(ApiError(404, "no WebSocket endpoint at " + std::string(target_path(req.target)), {}, "not_found"));
+    return error_reply(
+        ApiError(404, "no WebSocket endpoint at " + std::string(target_path(req.target)), {}, "not_found"));
   }
-  if (!authorized(req.authorization, req.target)) {
-    return error_reply(ApiError(401, "a valid API key is required (Authorization: Bearer or ?api_key=)", {},
-                                "invalid_api_key"));
+  if (!authorized(req.authorization, req.target, /*allow_query=*/true)) {
+    return error_reply(
+        ApiError(401, "a valid API key is required (Authorization: Bearer or ?api_key=)", {}, "invalid_api_key"));
   }
   if (!backend_.ready()) {
     return error_reply(ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1));
@@ -287,7 +300,8 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
   auto method_not_allowed = [&](const char* allow) {
-    HttpReply r = error_reply(ApiError(405, req.method + " is not allowed on " + std::string(path), {}, "method_not_allowed"));
+    HttpReply r =
+        error_reply(ApiError(405, req.method + " is not allowed on " + std::string(path), {}, "method_not_allowed"));
     r.headers.emplace_back("Allow", allow);
     return RouteResult{.reply = std::move(r)};
   };
@@ -299,21 +313,23 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
     if (path == "/ready") {
       if (!get) return method_not_allowed("GET");
       const LoadState s = backend_.load_state();
-      std::string body = std::string(R"({"status":")") + (s.ready ? "ready" : s.failed ? "failed" : "loading") +
-                         R"(","progress":)" + std::to_string(s.progress) +
-                         R"(,"auth_required":)" + (options_.api_key.empty() ? "false" : "true") + "}";
+      std::string body = std::string(R"({"status":")") +
+                         (s.ready    ? "ready"
+                          : s.failed ? "failed"
+                                     : "loading") +
+                         R"(","progress":)" + std::to_string(s.progress) + R"(,"auth_required":)" +
+                         (options_.api_key.empty() ? "false" : "true") + "}";
       HttpReply r = json_reply(s.ready ? 200 : 503, std::move(body));
       if (!s.ready) r.headers.emplace_back("Retry-After", "1");
       return {.reply = std::move(r)};
     }
     if (path == "/metrics") {
       if (!get) return method_not_allowed("GET");
-      return {.reply = HttpReply{.status = 200,
-                                 .content_type = "text/plain; version=0.0.4; charset=utf-8",
-                                 .body = metrics_text()}};
+      return {.reply = HttpReply{
+                  .status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = metrics_text()}};
     }
     if (path.substr(0, 4) == "/v1/") {
-      if (!authorized(req.authorization, req.target)) {
+      if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
       }
       if (path == "/v1/completions" || path == "/v1/chat/completions") {
@@ -322,23 +338,27 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       }
       if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
         if (!get) return method_not_allowed("GET");
-        if (!backend_.ready()) throw ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
+        if (!backend_.ready())
+          throw ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
         const ModelInfo info = backend_.model_info();
         if (path == "/v1/models") return {.reply = json_reply(200, models_list_json(info.id, info.created))};
         if (path.substr(11) != info.id) {
-          throw ApiError(404, "the model '" + std::string(path.substr(11)) + "' does not exist", "model", "model_not_found");
+          throw ApiError(404, "the model '" + std::string(path.substr(11)) + "' does not exist", "model",
+                         "model_not_found");
         }
         return {.reply = json_reply(200, model_json(info.id, info.created))};
       }
       if (path == "/v1/stream") {
-        HttpReply r = error_reply(ApiError(426, "/v1/stream is a WebSocket endpoint: send an Upgrade request", {}, "upgrade_required"));
+        HttpReply r = error_reply(
+            ApiError(426, "/v1/stream is a WebSocket endpoint: send an Upgrade request", {}, "upgrade_required"));
         r.headers.emplace_back("Upgrade", "websocket");
         return {.reply = std::move(r)};
       }
     }
     if (const StaticAsset* a = find_static_asset(path)) {
       if (!get) return method_not_allowed("GET");
-      return {.reply = HttpReply{.status = 200, .content_type = std::string(a->content_type), .body = std::string(a->body)}};
+      return {.reply =
+                  HttpReply{.status = 200, .content_type = std::string(a->content_type), .body = std::string(a->body)}};
     }
     throw ApiError(404, "no route for " + req.method + " " + std::string(path), {}, "not_found");
   } catch (const ApiError& e) {

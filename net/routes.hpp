@@ -74,7 +74,9 @@ class ServerCore {
   std::string metrics_text();
 
  private:
-  bool authorized(std::string_view authorization, std::string_view target) const;
+  // allow_query: the WebSocket upgrade, where a browser cannot set headers
+  // and the key may come as ?api_key=.
+  bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
   const ChatPrompter& prompter();
 

@@ -52,15 +52,22 @@ class Listener : public std::enable_shared_from_this<Listener> {
  private:
   void do_accept() {
     // Each connection gets its own strand: its handlers never run at once.
-    acceptor_.async_accept(asio::make_strand(ioc_), [self = shared_from_this()](boost::system::error_code ec,
-                                                                                 tcp::socket socket) {
-      self->on_accept(ec, std::move(socket));
-    });
+    acceptor_.async_accept(asio::make_strand(ioc_),
+                           [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+                             self->on_accept(ec, std::move(socket));
+                           });
   }
 
   void on_accept(boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
+      // Tokens go out as small writes: no Nagle delay. Failures here only
+      // cost performance, so they are ignored.
+      boost::system::error_code opt_ec;
+      socket.set_option(tcp::no_delay(true), opt_ec);
+      if (ctx_->socket_send_buffer > 0) {
+        socket.set_option(asio::socket_base::send_buffer_size(ctx_->socket_send_buffer), opt_ec);
+      }
       start_http_session(std::move(socket), ctx_);
     } else if (ec != asio::error::connection_aborted) {
       // Out of file descriptors, say: log, and keep accepting after a pause
@@ -118,6 +125,7 @@ std::unique_ptr<Server> Server::start(ServerCore& core, ServerOptions options) {
   impl->ctx = std::make_shared<TransportContext>(core);
   impl->ctx->idle_timeout = std::chrono::seconds(options.idle_timeout_s);
   impl->ctx->write_timeout = std::chrono::seconds(options.write_timeout_s);
+  impl->ctx->socket_send_buffer = options.socket_send_buffer;
   boost::system::error_code ec;
   const asio::ip::address address = asio::ip::make_address(options.host, ec);
   if (ec) throw Error(Errc::invalid_argument, "--host: '" + options.host + "' is not an IP address");

@@ -18,6 +18,11 @@ struct ServerOptions {
   int io_threads = 2;
   int idle_timeout_s = 60;   // keep-alive connections with nothing to read
   int write_timeout_s = 60;  // a client that takes nothing for this long is dropped
+  // SO_SNDBUF of each connection (the kernel doubles it); 0 keeps the
+  // kernel's autotuning, which may buffer megabytes for a client that
+  // reads nothing. Kept small so that the server's own bounded queue
+  // (ServerLimits::send_queue_bytes) is what notices a slow reader.
+  int socket_send_buffer = 256 << 10;
 };
 
 class Server {

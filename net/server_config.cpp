@@ -23,10 +23,25 @@ namespace json = boost::json;
 class SectionReader {
  public:
   SectionReader(const json::object& o, std::string origin) : o_(o), origin_(std::move(origin)) {
-    static constexpr const char* kKeys[] = {
-        "host", "port", "io_threads", "idle_timeout_s", "write_timeout_s", "api_key", "model_name",
-        "chat_template_file", "max_body_bytes", "ws_max_message_bytes", "send_queue_bytes", "ws_max_requests",
-        "max_tokens", "max_n", "max_queue", "degraded_max_tokens", "degrade_fraction", "resume_fraction"};
+    static constexpr const char* kKeys[] = {"host",
+                                            "port",
+                                            "io_threads",
+                                            "idle_timeout_s",
+                                            "write_timeout_s",
+                                            "socket_send_buffer",
+                                            "api_key",
+                                            "model_name",
+                                            "chat_template_file",
+                                            "max_body_bytes",
+                                            "ws_max_message_bytes",
+                                            "send_queue_bytes",
+                                            "ws_max_requests",
+                                            "max_tokens",
+                                            "max_n",
+                                            "max_queue",
+                                            "degraded_max_tokens",
+                                            "degrade_fraction",
+                                            "resume_fraction"};
     for (const auto& kv : o_) {
       bool known = false;
       for (const char* k : kKeys) known = known || kv.key() == k;
@@ -77,6 +92,7 @@ void read_server(const json::object& o, const std::string& origin, ServerSetting
   r.integer("io_threads", s.listen.io_threads, 1, 256);
   r.integer("idle_timeout_s", s.listen.idle_timeout_s, 1, kBig);
   r.integer("write_timeout_s", s.listen.write_timeout_s, 1, kBig);
+  r.integer("socket_send_buffer", s.listen.socket_send_buffer, 0, kBig);
   r.str("api_key", s.core.api_key);
   r.str("model_name", s.model_name);
   r.str("chat_template_file", s.chat_template_file);

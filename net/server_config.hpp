@@ -16,9 +16,9 @@
 namespace troupe::net {
 
 struct ServerSettings {
-  ServerOptions listen;        // host, port, I/O threads, timeouts
-  CoreOptions core;            // limits, admission, API key, chat template source
-  std::string model_name;      // the id clients use; empty: from the model file
+  ServerOptions listen;            // host, port, I/O threads, timeouts
+  CoreOptions core;                // limits, admission, API key, chat template source
+  std::string model_name;          // the id clients use; empty: from the model file
   std::string chat_template_file;  // read into core.chat_template by the caller
 };
 

@@ -29,6 +29,7 @@ struct TransportContext {
   ServerCore& core;
   std::chrono::seconds idle_timeout{60};   // keep-alive connections with nothing to read
   std::chrono::seconds write_timeout{60};  // a write that makes no progress this long drops the client
+  int socket_send_buffer = 0;              // SO_SNDBUF of accepted sockets; 0: the kernel's default
 
   void add(const std::shared_ptr<Closable>& s);
   void close_all();

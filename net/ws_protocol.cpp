@@ -21,14 +21,14 @@ class WsConnection::RequestListener : public JobListener {
     if (f.reason == EndReason::error) {
       return out_->send_text(ws_error(id_, api_error_from(f.error_code, f.error_message)));
     }
-    return out_->send_text(ws_final(WsFinal{.id = id_,
-                                            .finish_reason = to_string(f.reason),
-                                            .text = std::string(text),
-                                            .usage = {.prompt_tokens = f.prompt_tokens,
-                                                      .completion_tokens = f.completion_tokens},
-                                            .queue_seconds = f.queue_seconds,
-                                            .first_token_seconds = f.first_token_seconds,
-                                            .total_seconds = f.total_seconds}));
+    return out_->send_text(
+        ws_final(WsFinal{.id = id_,
+                         .finish_reason = to_string(f.reason),
+                         .text = std::string(text),
+                         .usage = {.prompt_tokens = f.prompt_tokens, .completion_tokens = f.completion_tokens},
+                         .queue_seconds = f.queue_seconds,
+                         .first_token_seconds = f.first_token_seconds,
+                         .total_seconds = f.total_seconds}));
   }
 
   void on_job_end() override {
@@ -75,7 +75,8 @@ void WsConnection::generate(const std::string& id, const ParsedRequest& r) {
   {
     std::lock_guard lock(mutex_);
     if (closed_) return;
-    if (jobs_.count(id) != 0) throw invalid_field("id", "a request with id '" + id + "' is still running", "duplicate_id");
+    if (jobs_.count(id) != 0)
+      throw invalid_field("id", "a request with id '" + id + "' is still running", "duplicate_id");
     if (jobs_.size() >= static_cast<size_t>(core_.options().limits.ws_max_requests)) {
       throw ApiError(429,
                      "at most " + std::to_string(core_.options().limits.ws_max_requests) +

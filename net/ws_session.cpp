@@ -105,8 +105,8 @@ class WsSession : public Closable, public std::enable_shared_from_this<WsSession
     if (closing_) return;
     if (buffer_.size() > limit()) {
       core_.metrics().disconnected(DisconnectReason::message_too_big);
-      return start_close(websocket::close_reason(
-          websocket::close_code::too_big, "message over the limit of " + std::to_string(limit()) + " bytes"));
+      return start_close(websocket::close_reason(websocket::close_code::too_big,
+                                                 "message over the limit of " + std::to_string(limit()) + " bytes"));
     }
     if (!ws_.is_message_done()) return do_read();
     if (!ws_.got_text()) {

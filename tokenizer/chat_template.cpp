@@ -24,7 +24,9 @@ void check_utf8(const nlohmann::ordered_json& j, const std::string& where) {
     for (size_t i = 0; i < j.size(); ++i) check_utf8(j[i], where + "[" + std::to_string(i) + "]");
   } else if (j.is_object()) {
     for (const auto& [k, v] : j.items()) {
-      if (!utf8::is_valid(k)) throw Error(Errc::invalid_argument, "chat template input: a key in " + where + " is not valid UTF-8");
+      if (!utf8::is_valid(k)) {
+        throw Error(Errc::invalid_argument, "chat template input: a key in " + where + " is not valid UTF-8");
+      }
       check_utf8(v, where + "." + k);
     }
   }
@@ -50,7 +52,9 @@ jinja::Value message_value(const ChatMessage& m, size_t index) {
   j["role"] = m.role;
   if (m.content) j["content"] = *m.content;
   if (!m.tool_calls.is_null()) j["tool_calls"] = m.tool_calls;
-  if (!m.extra.is_object()) throw Error(Errc::invalid_argument, "chat template input: " + where + ".extra must be an object");
+  if (!m.extra.is_object()) {
+    throw Error(Errc::invalid_argument, "chat template input: " + where + ".extra must be an object");
+  }
   for (const auto& [k, v] : m.extra.items()) {
     if (!v.is_null()) j[k] = v;
   }
@@ -101,7 +105,9 @@ std::string ChatTemplate::render(const ChatRenderInput& input) const {
   vars.emplace_back("add_generation_prompt", jinja::Value(input.add_generation_prompt));
   for (const auto& [name, token] : {std::pair{"bos_token", &input.bos_token}, std::pair{"eos_token", &input.eos_token}}) {
     if (!*token) continue;
-    if (!utf8::is_valid(**token)) throw Error(Errc::invalid_argument, std::string("chat template input: ") + name + " is not valid UTF-8");
+    if (!utf8::is_valid(**token)) {
+      throw Error(Errc::invalid_argument, std::string("chat template input: ") + name + " is not valid UTF-8");
+    }
     vars.emplace_back(name, jinja::Value(**token));
   }
   if (!input.extra.is_object()) throw Error(Errc::invalid_argument, "chat template input: extra must be a JSON object");

@@ -39,7 +39,8 @@ struct ChatMessage {
   // The OpenAI-style list [{"type": "function", "function": {"name", "arguments"}}]; null: none.
   nlohmann::ordered_json tool_calls;
   // More fields a template may read ("reasoning_content", "name", "tool_call_id"), in
-  // order; fields whose value is null are dropped, as transformers drops them.
+  // order; fields whose value is null are dropped, as transformers drops them. A
+  // "content" here (a list of multimodal parts) replaces the string content.
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 

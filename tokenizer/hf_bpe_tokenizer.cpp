@@ -82,14 +82,15 @@ HfBpeTokenizer::HfBpeTokenizer(VocabData vocab, HfPipeline pipeline)
   for (size_t rank = 0; rank < model.merges.size(); ++rank) {
     const auto [left, right] = model.merges[rank];
     if (left < 0 || right < 0 || left >= n || right >= n) {
-      throw Error(Errc::bad_format, "tokenizer.json: model.merges[" + std::to_string(rank) + "] names a token id outside the vocabulary");
+      throw Error(Errc::bad_format, "tokenizer.json: model.merges[" + std::to_string(rank) +
+                                        "] names a token id outside the vocabulary");
     }
-    const int32_t merged = model_id(vocab_.tokens[static_cast<size_t>(left)] + vocab_.tokens[static_cast<size_t>(right)]);
+    const std::string& l = vocab_.tokens[static_cast<size_t>(left)];
+    const std::string& r = vocab_.tokens[static_cast<size_t>(right)];
+    const int32_t merged = model_id(l + r);
     if (merged < 0) {
       throw Error(Errc::bad_format, "tokenizer.json: model.merges[" + std::to_string(rank) + "] ('" +
-                                        vocab_.tokens[static_cast<size_t>(left)] + "' '" +
-                                        vocab_.tokens[static_cast<size_t>(right)] +
-                                        "') makes a token that is not in model.vocab");
+                                        l + "' '" + r + "') makes a token that is not in model.vocab");
     }
     // Hugging Face collects merges into a map, so a repeated pair keeps its last rank.
     merges_.add(left, right, merged, true);
@@ -101,7 +102,9 @@ HfBpeTokenizer::HfBpeTokenizer(VocabData vocab, HfPipeline pipeline)
   special_from_pieces_ = true;
   bool opening_differs = false;
   for (const HfDecoder::Replace& r : decoder.after) opening_differs = opening_differs || r.drop_when_opening;
-  if (vocab_.token_types.empty()) vocab_.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
+  if (vocab_.token_types.empty()) {
+    vocab_.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
+  }
   piece_bytes_.resize(static_cast<size_t>(n));
   if (opening_differs) first_piece_bytes_.resize(static_cast<size_t>(n));
   for (int32_t id = 0; id < n; ++id) {

@@ -151,9 +151,13 @@ void add_decoder(const JsonAt& at, size_t count, HfDecoder& d, bool& fallback, b
     d.after.push_back({.from = replacement_of(at), .to = " ",
                        .drop_when_opening = prepend_scheme_of(at) != PrependScheme::never});
   } else if (type == "ByteFallback") {
-    if (fallback || fuse || !d.after.empty()) at.unsupported("ByteFallback after Metaspace, Fuse or another ByteFallback is not supported");
+    if (fallback || fuse || !d.after.empty()) {
+      at.unsupported("ByteFallback after Metaspace, Fuse or another ByteFallback is not supported");
+    }
     for (const HfDecoder::Replace& r : d.before) {
-      if (touches_byte_tokens(r.from)) at.unsupported("a Replace of '" + r.from + "' before ByteFallback would change <0xNN> tokens");
+      if (touches_byte_tokens(r.from)) {
+        at.unsupported("a Replace of '" + r.from + "' before ByteFallback would change <0xNN> tokens");
+      }
     }
     fallback = true;
     d.byte_fallback = true;

@@ -192,7 +192,9 @@ PreTokenizer::PreTokenizer(std::vector<PreTokenizerStep> steps, std::vector<std:
       if (i + 1 != steps.size()) {
         throw Error(Errc::unsupported, where + ": ByteLevel is supported only as the last pre-tokenizer step");
       }
-      if (bl->use_regex) step->regex = std::make_unique<Regex>(troupe::PreTokenizer::gpt2_pattern(), where, Errc::internal);
+      if (bl->use_regex) {
+        step->regex = std::make_unique<Regex>(troupe::PreTokenizer::gpt2_pattern(), where, Errc::internal);
+      }
       byte_level_ = true;
     } else if (const auto* sp = std::get_if<SplitStep>(&step->spec)) {
       step->behavior = sp->behavior;

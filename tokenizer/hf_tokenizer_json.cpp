@@ -182,7 +182,8 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     const JsonAt at = top["added_tokens"][i];
     const auto i_id = static_cast<size_t>(a.id);
     if (filled[i_id] && v.tokens[i_id] != a.content) {
-      at["id"].bad("id " + std::to_string(a.id) + " is '" + v.tokens[i_id] + "' in model.vocab, not '" + a.content + "'");
+      at["id"].bad("id " + std::to_string(a.id) + " is '" + v.tokens[i_id] + "' in model.vocab, not '" +
+                   a.content + "'");
     }
     if (const auto it = model_ids.find(a.content); it != model_ids.end() && it->second != a.id) {
       at["id"].bad("'" + a.content + "' is id " + std::to_string(it->second) + " in model.vocab");
@@ -201,7 +202,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     top["added_tokens"].unsupported("a mix of normalized and not normalized added tokens is not supported");
   }
   for (int32_t id = 0; id < n; ++id) {
-    if (!filled[static_cast<size_t>(id)]) vocab_at.unsupported("no token has id " + std::to_string(id) + "; ids must be contiguous");
+    if (!filled[static_cast<size_t>(id)]) {
+      vocab_at.unsupported("no token has id " + std::to_string(id) + "; ids must be contiguous");
+    }
   }
 
   // The BPE model.

@@ -256,9 +256,11 @@ void Interpreter::bind_targets(const std::vector<std::string>& targets, const Va
   }
   std::vector<Value> parts = iterate(v);
   if (parts.size() != targets.size()) {
-    throw Failure(Errc::invalid_argument, parts.size() < targets.size()
-                                              ? "not enough values to unpack (expected " + std::to_string(targets.size()) + ", got " + std::to_string(parts.size()) + ")"
-                                              : "too many values to unpack (expected " + std::to_string(targets.size()) + ")");
+    const std::string expected = std::to_string(targets.size());
+    throw Failure(Errc::invalid_argument,
+                  parts.size() < targets.size()
+                      ? "not enough values to unpack (expected " + expected + ", got " + std::to_string(parts.size()) + ")"
+                      : "too many values to unpack (expected " + expected + ")");
   }
   for (size_t i = 0; i < parts.size(); ++i) scope.set(targets[i], std::move(parts[i]));
 }
@@ -340,7 +342,11 @@ Value Interpreter::eval_inner(const Expr& e, Scope& scope) {
     }
     case ExprKind::dict: {
       DictData d;
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) d.set(eval(*e.args[i], scope), eval(*e.args[i + 1], scope));
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        Value key = eval(*e.args[i], scope);
+        if (!hashable(key)) throw Failure(Errc::invalid_argument, "unhashable type: '" + type_name(key) + "'");
+        d.set(std::move(key), eval(*e.args[i + 1], scope));
+      }
       return Value::dict(std::move(d));
     }
     case ExprKind::attr: return get_attr(eval(*e.args[0], scope), e.name);

@@ -170,7 +170,9 @@ Value f_string(Interpreter&, Value v, CallArgs args) {
 
 std::optional<int64_t> float_to_int(double d) {
   if (std::isnan(d)) return std::nullopt;
-  if (std::isinf(d) || std::fabs(d) >= 9.2e18) throw Failure(Errc::invalid_argument, "cannot convert float to a 64-bit integer");
+  if (std::isinf(d) || std::fabs(d) >= 9.2e18) {
+    throw Failure(Errc::invalid_argument, "cannot convert float to a 64-bit integer");
+  }
   return static_cast<int64_t>(std::trunc(d));
 }
 
@@ -249,6 +251,7 @@ Value f_unique(Interpreter&, Value v, CallArgs args) {
   std::vector<Value> out, seen;
   for (const Value& item : iterate(v)) {
     Value k = sort_key(item, attribute, case_sensitive);
+    if (!hashable(k)) throw Failure(Errc::invalid_argument, "unhashable type: '" + type_name(k) + "'");  // Jinja keeps a set
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) continue;
     seen.push_back(std::move(k));
     out.push_back(item);
@@ -260,10 +263,14 @@ Value f_dictsort(Interpreter&, Value v, CallArgs args) {
   BoundArgs a("dictsort", std::move(args), {"case_sensitive", "by", "reverse"});
   const bool case_sensitive = a.bool_at(0, false), reverse = a.bool_at(2, false);
   const std::string by = a.string_at(1, "key");
-  if (by != "key" && by != "value") throw Failure(Errc::invalid_argument, "You can only sort by either \"key\" or \"value\"");
+  if (by != "key" && by != "value") {
+    throw Failure(Errc::invalid_argument, "You can only sort by either \"key\" or \"value\"");
+  }
   if (!v.is_dict()) throw Failure(Errc::invalid_argument, "dictsort(): expected a mapping, got " + type_name(v));
   std::vector<std::pair<Value, Value>> items = v.as_dict().items;
-  auto key = [&](const std::pair<Value, Value>& kv) { return sort_key(by == "key" ? kv.first : kv.second, std::nullopt, case_sensitive); };
+  auto key = [&](const std::pair<Value, Value>& kv) {
+    return sort_key(by == "key" ? kv.first : kv.second, std::nullopt, case_sensitive);
+  };
   std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
     return reverse ? compare(key(y), key(x)) < 0 : compare(key(x), key(y)) < 0;
   });

@@ -186,7 +186,9 @@ Value g_range(Interpreter&, CallArgs args) {
 // dict(mapping or pairs, **kwargs) and namespace(...) share the argument rules.
 DictData mapping_from(const char* fn, CallArgs& args) {
   DictData d;
-  if (args.positional.size() > 1) throw Failure(Errc::invalid_argument, std::string(fn) + "() takes at most 1 positional argument");
+  if (args.positional.size() > 1) {
+    throw Failure(Errc::invalid_argument, std::string(fn) + "() takes at most 1 positional argument");
+  }
   if (!args.positional.empty()) {
     const Value& src = args.positional[0];
     if (src.is_dict()) {

@@ -185,6 +185,10 @@ class Lexer {
   }
 
   void comment(size_t open, size_t body) {
+    if (body == src_.size()) {  // "{#" ending the template: Jinja's lexer just stops there
+      pos_ = body;
+      return;
+    }
     size_t close = src_.find("#}", body);
     if (close == std::string::npos) fail(open, "missing end of comment tag");
     char sign = 0;
@@ -231,7 +235,8 @@ class Lexer {
       }
     }
     if (std::string_view("+-*/%~()[]{}<>=.:|,;").find(c) == std::string_view::npos) {
-      fail(i, "unexpected character '" + std::string(1, c) + "'");
+      const size_t len = std::max<size_t>(1, utf8::sequence_length(src_, i));  // the whole character, so messages stay UTF-8
+      fail(i, "unexpected character '" + src_.substr(i, len) + "'");
     }
     if (c == '(' || c == '[' || c == '{') brackets.push_back(c == '(' ? ')' : (c == '[' ? ']' : '}'));
     if (c == ')' || c == ']' || c == '}') {

@@ -135,7 +135,9 @@ int64_t pad_width(const BoundArgs& a) {
 Value pad(const std::string& s, const BoundArgs& a, int where) {  // -1 ljust, 0 center, 1 rjust
   const int64_t width = pad_width(a);
   const std::string fill = a.string_at(1, " ");
-  if (text::length(fill) != 1) throw Failure(Errc::invalid_argument, "the fill character must be exactly one character long");
+  if (text::length(fill) != 1) {
+    throw Failure(Errc::invalid_argument, "the fill character must be exactly one character long");
+  }
   const auto n = static_cast<int64_t>(text::length(s));
   if (width <= n) return Value(s);
   const int64_t total = width - n;

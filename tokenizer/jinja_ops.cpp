@@ -210,7 +210,9 @@ bool contains(const Value& container, const Value& item) {
                       "'in <string>' requires string as left operand, not " + type_name(item));
       }
       return container.as_string().find(item.as_string()) != std::string::npos;
-    case Value::Kind::dict: return container.as_dict().find(item) != nullptr;
+    case Value::Kind::dict:
+      if (!hashable(item)) throw Failure(Errc::invalid_argument, "unhashable type: '" + type_name(item) + "'");
+      return container.as_dict().find(item) != nullptr;
     case Value::Kind::sequence: {
       const SeqData& s = container.as_seq();
       const size_t from = s.kind == SeqKind::iterator ? s.cursor : 0;

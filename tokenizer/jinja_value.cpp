@@ -269,6 +269,21 @@ int compare(const Value& a, const Value& b) {
                                                    "' and '", type_name(b), "'"}));
 }
 
+bool hashable(const Value& v) {
+  if (v.is_dict()) return false;
+  if (!v.is_sequence()) return true;
+  switch (v.as_seq().kind) {
+    case SeqKind::tuple:
+      for (const Value& item : v.as_seq().items) {
+        if (!hashable(item)) return false;
+      }
+      return true;
+    case SeqKind::iterator:
+    case SeqKind::range: return true;
+    default: return false;
+  }
+}
+
 void fail_undefined(const Value& v) {
   throw Failure(Errc::invalid_argument, v.is_undefined() ? v.undefined_hint() : "value is undefined");
 }

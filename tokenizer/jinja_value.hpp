@@ -152,6 +152,10 @@ bool equals(const Value& a, const Value& b);
 // lists or tuples element by element. Throws Failure for other pairs.
 int compare(const Value& a, const Value& b);
 
+// Whether Python can hash it (be a dict key, be looked up with `in` a dict):
+// not lists, dicts or dict views, nor tuples holding them.
+bool hashable(const Value& v);
+
 // Throws Failure naming the Undefined's hint (Jinja's UndefinedError).
 [[noreturn]] void fail_undefined(const Value& v);
 

@@ -88,7 +88,8 @@ function onFrame(f) {
     const now = performance.now();
     if (current.tokens === 0) current.firstAt = now;
     current.tokens += 1;
-    current.text += f.text;
+    // The reply's leading space (the model continuing "Assistant:") is not shown.
+    current.text = current.text ? current.text + f.text : f.text.trimStart();
     current.body.textContent = current.text;
     current.div.dataset.tokens = String(current.tokens);
     const ttft = current.firstAt - current.sentAt;

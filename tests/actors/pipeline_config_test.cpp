@@ -75,6 +75,7 @@ void expect_error(const std::string& json, const std::string& mentions) {
 
 TEST(PipelineConfigJson, ErrorsNameTheKey) {
   expect_error("{\"stage\": []}", "unknown key 'stage'");
+  EXPECT_NO_THROW(parse_pipeline_config("{\"server\": {\"port\": 1}}"));  // the network edge's section
   expect_error("{\"kv\": {\"blocks\": \"many\"}}", "kv.blocks");
   expect_error("{\"scheduler\": {\"max_batch\": 3}}", "unknown key 'max_batch'");
   expect_error("{\"stages\": [{\"layers\": [0]}]}", "stages[0].layers");

@@ -20,6 +20,13 @@ def pytest_addoption(parser):
     parser.addoption("--artifacts", default=os.environ.get("TROUPE_TEST_ARTIFACTS", "build/test-artifacts"))
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """A module skipped whole (a client package or chromium missing) leaves
+    no test run: report that to ctest as skipped (77), not as a failure."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = 77
+
+
 class Server:
     """A `troupe serve` process on 127.0.0.1 and a free port."""
 

@@ -174,3 +174,22 @@ def test_a_client_that_stops_reading_is_dropped(srv):
         assert requests.get(srv.url("/health"), timeout=10).status_code == 200
     finally:
         s.close()
+
+
+def test_expect_100_continue(srv):
+    """curl sends bodies over 1 KiB only after "100 Continue"; a body over the
+    limit is refused before it is sent."""
+    body = json.dumps({"model": "stories260K", "prompt": "x" * 2000, "max_tokens": 2}).encode()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert s.recv(4096).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += s.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 200")
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY * 4))
+        assert s.recv(4096).startswith(b"HTTP/1.1 413")

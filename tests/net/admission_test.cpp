@@ -1,9 +1,10 @@
 // Admission control: the in-flight bound, the breaker's hysteresis, the
 // degradation cap and the Retry-After estimate.
+#include "net/admission.hpp"
+
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "net/admission.hpp"
 
 namespace troupe::net {
 namespace {
@@ -31,7 +32,7 @@ TEST(Admission, BreakerClosesOnlyBelowTheLowWaterMark) {
   AdmissionControl a({.max_running = 4, .max_queue = 4, .resume_fraction = 0.5, .degraded_max_tokens = 0});
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(a.try_admit(1).admitted);
   EXPECT_FALSE(a.try_admit(1).admitted);  // trips the breaker
-  a.release(1.0);                          // 7 in flight: room for one, but the breaker holds
+  a.release(1.0);                         // 7 in flight: room for one, but the breaker holds
   EXPECT_FALSE(a.try_admit(1).admitted);
   for (int i = 0; i < 3; ++i) a.release(1.0);  // 4 = 0.5 * 8: closes
   EXPECT_TRUE(a.try_admit(1).admitted);

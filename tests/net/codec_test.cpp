@@ -18,8 +18,8 @@ const ResponseMeta kCompletion{.endpoint = Endpoint::completions, .id = "cmpl-1"
 const ResponseMeta kChat{.endpoint = Endpoint::chat, .id = "chatcmpl-1", .created = 17, .model = "m"};
 
 TEST(ResponseJson, CompletionBody) {
-  const json j = json::parse(response_body(
-      kCompletion, {{.index = 0, .text = "Hi", .finish_reason = "length"}}, {.prompt_tokens = 3, .completion_tokens = 2}));
+  const json j = json::parse(response_body(kCompletion, {{.index = 0, .text = "Hi", .finish_reason = "length"}},
+                                           {.prompt_tokens = 3, .completion_tokens = 2}));
   EXPECT_EQ(j["id"], "cmpl-1");
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["created"], 17);
@@ -99,8 +99,10 @@ TEST(ResponseJson, StreamChunks) {
 
 TEST(ResponseJson, ErrorBodyAndModels) {
   const json e = json::parse(error_body(invalid_field("temperature", "bad", "invalid_value")));
-  EXPECT_EQ(e["error"], (json{{"message", "bad"}, {"type", "invalid_request_error"}, {"param", "temperature"},
-                              {"code", "invalid_value"}}));
+  EXPECT_EQ(
+      e["error"],
+      (json{
+          {"message", "bad"}, {"type", "invalid_request_error"}, {"param", "temperature"}, {"code", "invalid_value"}}));
   const json e500 = json::parse(error_body(ApiError(500, "boom")));
   EXPECT_EQ(e500["error"]["type"], "server_error");
   EXPECT_TRUE(e500["error"]["param"].is_null());
@@ -123,7 +125,10 @@ TEST(ResponseJson, PipelineErrorKindsMapToStatuses) {
 
 TEST(WsFrames, Shapes) {
   const json hello = json::parse(ws_hello("m", 1024, 4));
-  EXPECT_EQ(hello, (json{{"type", "hello"}, {"protocol", "troupe.v1"}, {"model", "m"}, {"max_message_bytes", 1024},
+  EXPECT_EQ(hello, (json{{"type", "hello"},
+                         {"protocol", "troupe.v1"},
+                         {"model", "m"},
+                         {"max_message_bytes", 1024},
                          {"max_requests", 4}}));
   const json tok = json::parse(ws_token("r1", 3, 42, "hi", nullptr));
   EXPECT_EQ(tok, (json{{"type", "token"}, {"id", "r1"}, {"index", 3}, {"token", 42}, {"text", "hi"}}));
@@ -181,7 +186,10 @@ TEST(Utf8Joiner, HoldsBackSplitCharacters) {
   EXPECT_EQ(j.push("\xF0\x9F\x98"), "");        // 3 of the 4 bytes of 😀
   EXPECT_EQ(j.push("\x80"), "\xF0\x9F\x98\x80");
   // Bytes that can never become valid are replaced at once.
-  EXPECT_EQ(j.push("\xFF" "b"), "\xEF\xBF\xBD" "b");
+  EXPECT_EQ(j.push("\xFF"
+                   "b"),
+            "\xEF\xBF\xBD"
+            "b");
   // An unfinished character at the end becomes U+FFFD.
   EXPECT_EQ(j.push("\xE2\x82"), "");
   EXPECT_EQ(j.finish(), "\xEF\xBF\xBD");

@@ -64,9 +64,12 @@ class FakeBackend : public net::Backend {
   }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   net::ModelInfo model_info() const override {
-    return {.id = "fake", .context_length = context_length, .created = 1700000000, .bos_text = "<s>", .eos_text = "</s>"};
+    return {
+        .id = "fake", .context_length = context_length, .created = 1700000000, .bos_text = "<s>", .eos_text = "</s>"};
   }
-  net::MemoryPools memory_pools() const override { return {.weight_bytes = 1000, .kv_bytes = 2000, .kv_block_size = 16}; }
+  net::MemoryPools memory_pools() const override {
+    return {.weight_bytes = 1000, .kv_bytes = 2000, .kv_block_size = 16};
+  }
 
   RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks cb) override {
     std::lock_guard lock(mutex_);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "net/pipeline_backend.hpp"
@@ -24,10 +25,10 @@ using test::RecordingWriter;
 class PipelineRoutes : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    backend_ = new PipelineBackend({.pipeline = {.model_path = std::string(TROUPE_SHARED_DIR) +
-                                                               "/models/stories260K/stories260K.gguf",
-                                                 .stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}},
-                                                 .n_kv_blocks = 64}});
+    backend_ = new PipelineBackend(
+        {.pipeline = {.model_path = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf",
+                      .stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}},
+                      .n_kv_blocks = 64}});
     ASSERT_TRUE(backend_->wait_loaded()) << backend_->load_state().stage;
     core_ = new ServerCore(*backend_, {});
   }
@@ -94,9 +95,30 @@ TEST_F(PipelineRoutes, GreedyTextAndLogprobsMatchTheReference) {
   }
 }
 
+TEST_F(PipelineRoutes, ActorLoadsReachTheMetrics) {
+  // After the requests above (or this one), every metered actor has run.
+  const json body = {{"model", "stories260K"}, {"prompt", "Hi"}, {"max_tokens", 4}};
+  RouteResult r = core_->handle({.method = "POST", .target = "/v1/completions", .body = body.dump()});
+  ASSERT_TRUE(r.async);
+  auto w = std::make_shared<RecordingWriter>();
+  r.async->start(w);
+  ASSERT_TRUE(w->wait());
+  std::set<std::string> names;
+  for (const ActorLoad& a : backend_->actor_loads()) {
+    names.insert(a.actor);
+    EXPECT_GT(a.busy_seconds, 0.0) << a.actor;
+    EXPECT_GT(a.activations, 0u) << a.actor;
+    EXPECT_GE(a.mailbox_depth, 0) << a.actor;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"scheduler", "detokenizer", "executor_0"}));
+  const std::string text = core_->metrics_text();
+  EXPECT_NE(text.find("troupe_actor_busy_seconds_total{actor=\"executor_0\"}"), std::string::npos);
+  EXPECT_NE(text.find("troupe_actor_mailbox_depth{actor=\"scheduler\"}"), std::string::npos);
+}
+
 TEST_F(PipelineRoutes, ClientLeavingMidStreamFreesItsKvAtOnce) {
   const json body = {{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"max_tokens", 400},
-                     {"temperature", 0.8},     {"ignore_eos", true},             {"stream", true}};
+                     {"temperature", 0.8},     {"ignore_eos", true},           {"stream", true}};
   RouteResult r = core_->handle({.method = "POST", .target = "/v1/completions", .body = body.dump()});
   ASSERT_TRUE(r.async);
   auto w = std::make_shared<RecordingWriter>();

@@ -1,12 +1,13 @@
 // The OpenAI request parser: every malformed field is a 400 naming that
 // field; unknown fields are ignored; each accepted form lands in the
 // parsed request.
+#include "net/request_parser.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "net/api_error.hpp"
-#include "net/request_parser.hpp"
 
 namespace troupe::net {
 namespace {
@@ -243,7 +244,9 @@ TEST(RequestParser, LimitsAreConfigurable) {
   EXPECT_EQ(param_of(R"({"model": "m", "prompt": ["a", "b", "c"]})", false), "prompt");
   EXPECT_EQ(param_of(R"({"model": "m", "prompt": "x", "stop": ["a", "b"]})", false), "stop");
   EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"role": "user", "content": "a"},
-                         {"role": "user", "content": "b"}]})", true), "messages");
+                         {"role": "user", "content": "b"}]})",
+                     true),
+            "messages");
   EXPECT_EQ(param_of(R"({"model": "m", "prompt": "x", "max_tokens": 10})", false), "(none)");
 }
 
@@ -257,8 +260,7 @@ TEST(RequestParser, DeeplyNestedJsonIsRefused) {
 
 TEST(WsMessages, GenerateAndCancel) {
   const WsClientMessage chat = parse_ws_message(
-      R"({"type": "generate", "id": "a1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})",
-      kLimits);
+      R"({"type": "generate", "id": "a1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})", kLimits);
   EXPECT_EQ(chat.kind, WsClientMessage::Kind::generate);
   EXPECT_EQ(chat.id, "a1");
   EXPECT_EQ(chat.request.endpoint, Endpoint::chat);

@@ -2,14 +2,16 @@
 // OpenAI error bodies for bad input, authentication, overload (429 with
 // Retry-After), JSON and SSE replies, UTF-8-safe chunks, cancellation when
 // the client goes away or falls behind, and the /metrics exposition.
+#include "net/routes.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include <sstream>
+#include <cctype>
 #include <set>
+#include <sstream>
 
-#include "net/routes.hpp"
 #include "tests/net/fake_backend.hpp"
 
 namespace troupe::net {
@@ -93,6 +95,21 @@ TEST(Routes, HealthReadyAndNotFound) {
   EXPECT_EQ(env.call("GET", "/v1/stream").status, 426);
 }
 
+TEST(Routes, ResponseIdsAreRandomThroughout) {
+  std::set<std::string> ids;
+  std::set<char> last_chars;
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = new_response_id("cmpl-");
+    ASSERT_EQ(id.size(), 5u + 24u);
+    EXPECT_EQ(id.rfind("cmpl-", 0), 0u);
+    for (char c : id.substr(5)) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << id;
+    ids.insert(id);
+    last_chars.insert(id.back());
+  }
+  EXPECT_EQ(ids.size(), 200u);
+  EXPECT_GT(last_chars.size(), 20u);  // the tail is as random as the head
+}
+
 TEST(Routes, ChatPageIsServed) {
   Env env;
   const HttpReply page = env.call("GET", "/");
@@ -121,14 +138,16 @@ TEST(Routes, ApiKey) {
   EXPECT_EQ(env.call("POST", "/v1/completions", body, "Bearer wrong").status, 401);
   EXPECT_EQ(env.call("POST", "/v1/completions", body, "Bearer s3cre").status, 401);
   EXPECT_EQ(env.call("GET", "/v1/models", {}, "Basic s3cret").status, 401);
+  // Keys in URLs end up in logs: only the WebSocket upgrade takes one.
+  EXPECT_EQ(env.call("GET", "/v1/models?api_key=s3cret").status, 401);
   EXPECT_EQ(env.call("POST", "/v1/completions", body, "Bearer s3cret").status, 200);
   // Health and readiness stay open (for load balancers).
   EXPECT_EQ(env.call("GET", "/health").status, 200);
   // The WebSocket: the header, or the page's query parameter.
   EXPECT_EQ(env.core.check_upgrade({.method = "GET", .target = "/v1/stream"})->status, 401);
   EXPECT_FALSE(env.core.check_upgrade({.method = "GET", .target = "/v1/stream?api_key=s3cret"}).has_value());
-  EXPECT_FALSE(env.core.check_upgrade({.method = "GET", .target = "/v1/stream", .authorization = "Bearer s3cret"})
-                   .has_value());
+  EXPECT_FALSE(
+      env.core.check_upgrade({.method = "GET", .target = "/v1/stream", .authorization = "Bearer s3cret"}).has_value());
   EXPECT_EQ(env.core.check_upgrade({.method = "GET", .target = "/elsewhere"})->status, 404);
 }
 
@@ -169,13 +188,14 @@ TEST(Routes, ContextLengthIsChecked) {
   Env env;
   env.backend.context_length = 16;
   // "Once upon a time" four times is well over 16 tokens.
-  const HttpReply long_prompt = env.call(
-      "POST", "/v1/completions",
-      R"({"model": "fake", "prompt": "Once upon a time Once upon a time Once upon a time Once upon a time"})");
+  const HttpReply long_prompt =
+      env.call("POST", "/v1/completions",
+               R"({"model": "fake", "prompt": "Once upon a time Once upon a time Once upon a time Once upon a time"})");
   EXPECT_EQ(long_prompt.status, 400);
   EXPECT_EQ(error_of(long_prompt)["param"], "prompt");
   EXPECT_EQ(error_of(long_prompt)["code"], "context_length_exceeded");
-  const HttpReply too_many = env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": "Once", "max_tokens": 16})");
+  const HttpReply too_many =
+      env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": "Once", "max_tokens": 16})");
   EXPECT_EQ(too_many.status, 400);
   EXPECT_EQ(error_of(too_many)["param"], "max_tokens");
   // Absent max_tokens: what is left of the context, for chat.
@@ -192,16 +212,16 @@ TEST(Routes, ContextLengthIsChecked) {
 TEST(Routes, UnknownFieldsAreIgnored) {
   Env env;
   env.backend.script = {.texts = {"ok"}};
-  const HttpReply r =
-      env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": "x", "max_tokens": 3, "frobnicate": [1, {}]})");
+  const HttpReply r = env.call("POST", "/v1/completions",
+                               R"({"model": "fake", "prompt": "x", "max_tokens": 3, "frobnicate": [1, {}]})");
   EXPECT_EQ(r.status, 200);
 }
 
 TEST(Routes, CompletionJsonBody) {
   Env env;
   env.backend.script = {.texts = {"Once", " upon"}, .reason = EndReason::length};
-  const HttpReply r =
-      env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": "Hi", "max_tokens": 2, "seed": 7, "echo": true})");
+  const HttpReply r = env.call("POST", "/v1/completions",
+                               R"({"model": "fake", "prompt": "Hi", "max_tokens": 2, "seed": 7, "echo": true})");
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = json::parse(r.body);
   EXPECT_EQ(j["object"], "text_completion");
@@ -217,7 +237,8 @@ TEST(Routes, CompletionJsonBody) {
 TEST(Routes, ChoicesGetTheirOwnSeeds) {
   Env env;
   env.backend.script = {.texts = {"a"}};
-  const HttpReply r = env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": ["x", "y"], "n": 2, "seed": 100})");
+  const HttpReply r =
+      env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": ["x", "y"], "n": 2, "seed": 100})");
   ASSERT_EQ(r.status, 200);
   const json j = json::parse(r.body);
   ASSERT_EQ(j["choices"].size(), 4u);
@@ -318,8 +339,9 @@ TEST(Routes, OverloadIs429WithRetryAfter) {
 TEST(Routes, ClientGoneCancelsEveryChoice) {
   Env env;
   env.backend.script = {.texts = {"a"}, .hold = true};
-  RouteResult r = env.core.handle(
-      {.method = "POST", .target = "/v1/completions", .body = R"({"model": "fake", "prompt": "x", "n": 3, "stream": true})"});
+  RouteResult r = env.core.handle({.method = "POST",
+                                   .target = "/v1/completions",
+                                   .body = R"({"model": "fake", "prompt": "x", "n": 3, "stream": true})"});
   ASSERT_TRUE(r.async);
   auto w = std::make_shared<RecordingWriter>();
   r.async->start(w);

@@ -1,12 +1,13 @@
 // The WebSocket protocol without a socket: several requests at once under
 // the client's ids, token and final frames, cancel by id, errors as frames,
 // and everything cancelled when the connection closes.
+#include "net/ws_protocol.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "net/routes.hpp"
-#include "net/ws_protocol.hpp"
 #include "tests/net/fake_backend.hpp"
 
 namespace troupe::net {
@@ -18,7 +19,9 @@ using test::RecordingWsOutput;
 
 struct WsEnv {
   explicit WsEnv(CoreOptions options = {})
-      : core(backend, std::move(options)), out(std::make_shared<RecordingWsOutput>()), conn(WsConnection::create(core, out)) {}
+      : core(backend, std::move(options)),
+        out(std::make_shared<RecordingWsOutput>()),
+        conn(WsConnection::create(core, out)) {}
   ~WsEnv() {
     conn->on_closed();
     backend.drain();
@@ -57,7 +60,8 @@ TEST(WsProtocol, ConcurrentRequestsOnOneConnection) {
   WsEnv env;
   env.backend.script = {.texts = {"x", "y", "z"}, .reason = EndReason::length};
   env.conn->on_message(R"({"type": "generate", "id": "a", "prompt": "Once", "max_tokens": 3})");
-  env.conn->on_message(R"({"type": "generate", "id": "b", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})");
+  env.conn->on_message(
+      R"({"type": "generate", "id": "b", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})");
   ASSERT_TRUE(env.wait_frame("final", "a"));
   ASSERT_TRUE(env.wait_frame("final", "b"));
   std::map<std::string, std::string> text;

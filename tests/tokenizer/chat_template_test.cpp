@@ -173,6 +173,8 @@ TEST(JinjaWhitespace, NewlinesAreNormalizedAndOneTrailingNewlineDropped) {
   EXPECT_EQ(render("a\r\nb\rc\n"), "a\nb\nc");
   EXPECT_EQ(render("a\n\n"), "a\n");
   EXPECT_EQ(render("{% raw %}{{ x }}{% endraw %}"), "{{ x }}");
+  EXPECT_EQ(render("a{#"), "a");  // Jinja's lexer stops quietly at a final "{#"
+  EXPECT_EQ(error_of("a{# b", true).code(), Errc::bad_format);
 }
 
 TEST(JinjaLoops, LoopVariablesAndElse) {
@@ -289,6 +291,10 @@ TEST(JinjaLimits, UntrustedTemplatesFailCleanly) {
   EXPECT_EQ(error_of(chain + " }}", true).code(), Errc::bad_format);
   EXPECT_EQ(error_of("{{ 'x' * 100000000000 }}").code(), Errc::invalid_argument);
   EXPECT_EQ(error_of("{{ 9223372036854775807 + 1 }}").code(), Errc::invalid_argument);
+  // Steps near the int64 limits end the sequence instead of wrapping around.
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}"),
+            "[9223372036854775800, 9223372036854775805]");
+  EXPECT_EQ(render("{{ [1, 2, 3][1::9223372036854775807] }}{{ [1, 2, 3][::-9223372036854775807] }}"), "[2][3]");
   // A namespace that holds itself renders and is freed (the ASan build checks for leaks).
   EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns.me.me.a }}"), "1");
 }
@@ -326,13 +332,15 @@ TEST(ChatTemplateApi, RejectsBadInput) {
   };
   EXPECT_EQ(code_of({}), Errc::invalid_argument);  // no messages
   EXPECT_EQ(code_of({.messages = {{.role = "user", .content = "bad \xC3\x28"}}}), Errc::invalid_argument);
-  EXPECT_EQ(code_of({.messages = {{.role = "user", .content = "x"}}, .extra = {{"messages", 1}}}), Errc::invalid_argument);
+  EXPECT_EQ(code_of({.messages = {{.role = "user", .content = "x"}}, .extra = {{"messages", 1}}}),
+            Errc::invalid_argument);  // extra may not replace the conversation
   EXPECT_THROW(ChatTemplate::parse("bad \xFF"), Error);
 }
 
 TEST(ChatTemplateApi, TemplateFromConfig) {
   EXPECT_EQ(chat_template_from_config(json{{"chat_template", "{{ x }}"}}), "{{ x }}");
-  const json named = {{"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool_use"}, {"template", "T"}}}}};
+  const json named = {
+      {"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool_use"}, {"template", "T"}}}}};
   EXPECT_EQ(chat_template_from_config(named), "D");
   EXPECT_EQ(chat_template_from_config(named, "tool_use"), "T");
   EXPECT_THROW(chat_template_from_config(named, "rag"), Error);

@@ -212,7 +212,7 @@ INSTANTIATE_TEST_SUITE_P(Fixture, HfTokenizerVariants, testing::Range<size_t>(0,
                            return fixture().at("variants").at(p.param).at("name").template get<std::string>();
                          });
 
-TEST(HfTokenizerVariants, FixtureHasThemAll) { EXPECT_EQ(fixture().at("variants").size(), 7u); }
+TEST(HfFixtureFile, HasAllSevenVariants) { EXPECT_EQ(fixture().at("variants").size(), 7u); }
 
 // --- single components, as normalize_str / pre_tokenize_str give them ---
 
@@ -291,7 +291,8 @@ TEST(HfTokenizerErrors, UnsupportedConstructsNameTheirJsonPath) {
        "pre_tokenizer"},
       {{{"decoder", {{"type", "WordPiece"}}}}, "decoder.type"},
       {{{"decoder", nullptr}}, "decoder"},
-      {{{"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}},
+      {{{"decoder",
+         {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}},
        "decoder.decoders[0]"},
       {{{"post_processor", {{"type", "BertProcessing"}}}}, "post_processor.type"},
       {{{"truncation", {{"max_length", 8}}}}, "truncation"},

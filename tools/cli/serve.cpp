@@ -2,6 +2,7 @@
 // HTTP (OpenAI-compatible), WebSocket and a chat page at /. Settings come
 // from defaults, then a config file (--config), then flags.
 #include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -87,9 +88,7 @@ void run_serve(const ServeArgs& a) {
   const std::string model_path = cfg.pipeline.model_path;
   std::fprintf(stderr, "troupe serve: loading %s\n", model_path.c_str());
   auto backend = std::make_unique<net::PipelineBackend>(net::PipelineBackendOptions{
-      .pipeline = cfg.pipeline,
-      .model_id = cfg.server.model_name,
-      .on_progress = [](const net::LoadState& s) {
+      .pipeline = cfg.pipeline, .model_id = cfg.server.model_name, .on_progress = [](const net::LoadState& s) {
         if (s.failed) return;
         std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());
       }});
@@ -147,8 +146,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--ws-max-message", a->ws_max_message,
                   "Largest WebSocket message in bytes (default 64 KiB; larger: close 1009)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--send-queue", a->send_queue,
-                  "Bytes a client may fall behind before it is dropped (default 4 MiB)")
+  cmd->add_option("--send-queue", a->send_queue, "Bytes a client may fall behind before it is dropped (default 4 MiB)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--io-threads", a->io_threads, "Network threads (default 2)")->check(CLI::Range(1, 256));
   cmd->add_option("--write-timeout", a->write_timeout,
