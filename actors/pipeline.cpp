@@ -178,6 +178,11 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   }
 
   impl->cfg.set("scheduler.max-threads", static_cast<size_t>(config.actor_threads));
+  // Idle workers sleep on a condition variable instead of polling (CAF's
+  // default work stealing polls every 50 us while idle): the pipeline's
+  // light actors run once per step, and polling threads would take CPU from
+  // the executors' kernels.
+  impl->cfg.set("scheduler.policy", caf::atom("sharing"));
   impl->cfg.add_message_types<caf::id_block::troupe>();
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   caf::actor_system& sys = *impl->system;
@@ -295,9 +300,9 @@ std::vector<ActorLoad> Pipeline::actor_loads() const {
   std::vector<ActorLoad> out;
   for (const auto& m : impl_->meters) {
     out.push_back({.actor = m->name,
-                   .busy_seconds = static_cast<double>(m->busy_ns.load(std::memory_order_relaxed)) * 1e-9,
                    .mailbox_depth = m->mailbox_depth.load(std::memory_order_relaxed),
-                   .activations = m->activations.load(std::memory_order_relaxed)});
+                   .messages = m->messages.load(std::memory_order_relaxed),
+                   .busy_seconds = static_cast<double>(m->busy_ns.load(std::memory_order_relaxed)) * 1e-9});
   }
   return out;
 }

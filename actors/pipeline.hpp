@@ -94,8 +94,9 @@ class Pipeline {
   // when the scheduler does not answer within a few seconds.
   PipelineStats stats() const;
   KvSnapshot kv_snapshot() const;
-  // Busy time and mailbox depth of the scheduler, the detokenizer and each
-  // executor stage. Lock-free reads; callable from anywhere.
+  // Mailbox depth, messages handled and busy time of the scheduler, the
+  // detokenizer and each executor stage. Lock-free reads; callable from
+  // anywhere, callbacks included.
   std::vector<ActorLoad> actor_loads() const;
 
   const Model& model() const;

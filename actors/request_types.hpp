@@ -84,14 +84,13 @@ struct PipelineStats {
   double prefix_hit_rate = 0;
 };
 
-// One actor's load (Pipeline::actor_loads): time spent handling messages
-// since it started, and the messages that were waiting in its mailbox when
-// it last got to run.
+// One actor's load (Pipeline::actor_loads): messages in its mailbox now,
+// and the messages it has handled and the time that took, since it started.
 struct ActorLoad {
   std::string actor;  // scheduler, detokenizer, executor_0, executor_1, ...
-  double busy_seconds = 0;
   int64_t mailbox_depth = 0;
-  uint64_t activations = 0;
+  uint64_t messages = 0;
+  double busy_seconds = 0;
 };
 
 // One sequence's KV block table, for checks and debugging.

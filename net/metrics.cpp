@@ -137,11 +137,10 @@ struct Metrics::Impl {
                         "Estimated unused token slots in the KV pages sequences hold (internal fragmentation)")
                       .Add({});
   prometheus::Family<Gauge>& mailbox_f =
-      gauge("troupe_actor_mailbox_depth", "Messages waiting in an actor's mailbox when it last got to run");
+      gauge("troupe_actor_mailbox_depth", "Messages waiting in an actor's mailbox");
   prometheus::Family<Counter>& busy_f =
       counter("troupe_actor_busy_seconds_total", "Time an actor spent handling messages");
-  prometheus::Family<Counter>& activations_f =
-      counter("troupe_actor_activations_total", "Times an actor was scheduled to handle its mailbox");
+  prometheus::Family<Counter>& messages_f = counter("troupe_actor_messages_total", "Messages an actor has handled");
   prometheus::Family<Gauge>& conns_f = gauge("troupe_open_connections", "Open client connections, by kind");
   Gauge& conns_http_g = conns_f.Add({{"kind", "http"}});
   Gauge& conns_ws_g = conns_f.Add({{"kind", "websocket"}});
@@ -159,9 +158,9 @@ struct Metrics::Impl {
   struct ActorSeries {
     Gauge* mailbox = nullptr;
     Counter* busy = nullptr;
-    Counter* activations = nullptr;
+    Counter* messages = nullptr;
     double last_busy = 0;
-    uint64_t last_activations = 0;
+    uint64_t last_messages = 0;
   };
   std::map<std::string, ActorSeries, std::less<>> actors;  // created at the first scrape that names them
 
@@ -265,16 +264,15 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     if (it == m.actors.end()) {
       Impl::ActorSeries s{.mailbox = &m.mailbox_f.Add({{"actor", a.actor}}),
                           .busy = &m.busy_f.Add({{"actor", a.actor}}),
-                          .activations = &m.activations_f.Add({{"actor", a.actor}})};
+                          .messages = &m.messages_f.Add({{"actor", a.actor}})};
       it = m.actors.emplace(a.actor, s).first;
     }
     Impl::ActorSeries& s = it->second;
     s.mailbox->Set(static_cast<double>(a.mailbox_depth));
     if (a.busy_seconds > s.last_busy) s.busy->Increment(a.busy_seconds - s.last_busy);
     s.last_busy = std::max(s.last_busy, a.busy_seconds);
-    if (a.activations > s.last_activations)
-      s.activations->Increment(static_cast<double>(a.activations - s.last_activations));
-    s.last_activations = std::max(s.last_activations, a.activations);
+    if (a.messages > s.last_messages) s.messages->Increment(static_cast<double>(a.messages - s.last_messages));
+    s.last_messages = std::max(s.last_messages, a.messages);
   }
   return prometheus::TextSerializer().Serialize(m.reg->Collect());
 }

@@ -294,6 +294,21 @@ TEST(PipelineCancel, BeforeAdmissionAndUnknownIds) {
   EXPECT_EQ(test::wait_for(first).final.reason, EndReason::length);
 }
 
+TEST(PipelineBatching, MaxWaitWakesTheScheduler) {
+  // An idle engine waits for min_batch_size requests, but at most max_wait:
+  // a lone request must still run, woken by the scheduler's delayed_send.
+  PipelineConfig cfg = test::stories_config(test::split(1));
+  cfg.scheduler.min_batch_size = 4;
+  cfg.scheduler.max_wait = std::chrono::milliseconds(60);
+  auto p = Pipeline::start(cfg);
+  const std::vector<int32_t> prompt = prompt_of("A big fish swam");
+  auto run = p->generate(prompt, greedy(8));
+  const Completion c = test::wait_for(run);
+  EXPECT_EQ(test::ids_of(c), test::reference(prompt, 8));
+  EXPECT_GE(c.final.queue_seconds, 0.055);
+  EXPECT_LT(c.final.queue_seconds, 5.0);
+}
+
 TEST(PipelineConfigErrors, StagesMustCoverTheLayers) {
   EXPECT_THROW(Pipeline::start(test::stories_config({{.first_layer = 0, .last_layer = 2}})), Error);
   EXPECT_THROW(Pipeline::start(test::stories_config({{.first_layer = 1, .last_layer = -1}})), Error);
