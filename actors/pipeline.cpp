@@ -23,6 +23,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "kernels/cpu_backend.hpp"
+#include "model/model_tokenizer.hpp"
 
 namespace troupe {
 namespace {
@@ -141,7 +142,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     require(!config.model_path.empty(), "neither model nor model_path is set");
     impl->model = Model::load(config.model_path);
   }
-  impl->tokenizer = Tokenizer::create(impl->model->vocab());
+  impl->tokenizer = load_model_tokenizer(*impl->model);
   const ModelConfig& mc = impl->model->config();
 
   const std::vector<StageSpec> stages = resolve_stages(std::move(config.stages), mc.n_layer);

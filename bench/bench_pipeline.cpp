@@ -18,6 +18,7 @@
 #include "actors/pipeline.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
+#include "model/model_tokenizer.hpp"
 
 namespace {
 
@@ -153,7 +154,7 @@ int main(int argc, char** argv) {
   }
   try {
     auto model = troupe::Model::load(a.model);
-    const auto tokenizer = troupe::Tokenizer::create(model->vocab());
+    const auto tokenizer = troupe::load_model_tokenizer(*model);
     const int max_streams = *std::max_element(a.streams.begin(), a.streams.end());
     const auto prompts = make_prompts(*tokenizer, max_streams, a.prompt);
     const int64_t n_layer = model->config().n_layer;

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "actors/pipeline_extensions.hpp"
+#include "model/model_tokenizer.hpp"
 
 namespace {
 
@@ -25,7 +26,7 @@ struct LipogramState {
 troupe::sampler_actor::behavior_type lipogram_sampler(troupe::sampler_actor::stateful_pointer<LipogramState> self,
                                                       std::shared_ptr<const troupe::Model> model) {
   LipogramState& st = self->state;
-  st.tokenizer = troupe::Tokenizer::create(model->vocab());
+  st.tokenizer = troupe::load_model_tokenizer(*model);
   for (int32_t id = 0; id < st.tokenizer->n_vocab(); ++id) {
     const std::string bytes = st.tokenizer->token_to_bytes(id);
     st.allowed.push_back(bytes.find_first_of("eE") == std::string::npos);

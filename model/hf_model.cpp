@@ -2,6 +2,8 @@
 // architecture, whose loader reads the hyperparameters and binds the
 // safetensors tensors (mapped in place, or converted into the model's store).
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -10,6 +12,7 @@
 #include "model/hf_weights.hpp"
 #include "model/model_loaders.hpp"
 #include "model/safetensors.hpp"
+#include "tokenizer/chat_template.hpp"
 
 namespace troupe {
 namespace {
@@ -31,6 +34,27 @@ class HfModel final : public Model {
  private:
   safetensors::Checkpoint checkpoint_;  // the mappings the weights point into
 };
+
+// The directory's chat template, as transformers picks it: chat_template.jinja
+// first, then tokenizer_config.json's "chat_template"; "" when it has none.
+std::string read_chat_template(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (const fs::path jinja = fs::path(dir) / "chat_template.jinja"; fs::exists(jinja)) {
+    std::ifstream in(jinja, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const fs::path config = fs::path(dir) / "tokenizer_config.json";
+  if (!fs::exists(config)) return {};
+  std::ifstream in(config, std::ios::binary);
+  nlohmann::ordered_json json;
+  try {
+    json = nlohmann::ordered_json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Errc::bad_format, config.string() + ": " + e.what());
+  }
+  if (!json.contains("chat_template")) return {};
+  return chat_template_from_config(json);
+}
 
 void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   namespace fs = std::filesystem;
@@ -64,6 +88,7 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   vocab_.bos_id = token_id(cfg, "bos_token_id");
   vocab_.eos_id = token_id(cfg, "eos_token_id");
   vocab_.pad_id = token_id(cfg, "pad_token_id");
+  chat_template_ = read_chat_template(dir);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
 #include "model/model.hpp"
+#include "model/model_tokenizer.hpp"
 #include "tokenizer/incremental_decoder.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tools/cli/commands.hpp"
@@ -51,7 +52,7 @@ void run_generate(const GenerateArgs& a) {
   if (a.quantize == "q8_0") load_options.quantize = DType::q8_0;
   if (a.quantize == "q4_0") load_options.quantize = DType::q4_0;
   auto model = Model::load(path, load_options);
-  auto tokenizer = Tokenizer::create(model->vocab());
+  auto tokenizer = load_model_tokenizer(*model);
 
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt, !a.no_bos, true);
   if (prompt.empty()) prompt.push_back(tokenizer->bos());
