@@ -3,6 +3,7 @@
 // byte_fallback, else unk), then merges by rank. Decoding precomputes each
 // token's bytes through the decoder's per-token rules.
 #include "tokenizer/hf_bpe_tokenizer.hpp"
+#include "tokenizer/text_util.hpp"
 
 #include <cstdio>
 
@@ -12,36 +13,6 @@
 
 namespace troupe {
 namespace {
-
-// A "<0xNN>" byte token (either hex case, as Rust's from_str_radix), or -1.
-int parse_byte_token(std::string_view t) {
-  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
-  int v = 0;
-  for (size_t i = 3; i < 5; ++i) {
-    const char c = t[i];
-    v *= 16;
-    if (c >= '0' && c <= '9') v += c - '0';
-    else if (c >= 'A' && c <= 'F') v += c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v += c - 'a' + 10;
-    else return -1;
-  }
-  return v;
-}
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  if (from.empty()) return std::string(s);
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(s.substr(pos));
-  return out;
-}
 
 // The ByteLevel decoder on one token: its characters as the bytes they stand
 // for, or, if any character is outside the byte alphabet, the token's own
@@ -110,7 +81,7 @@ HfBpeTokenizer::HfBpeTokenizer(VocabData vocab, HfPipeline pipeline)
   for (int32_t id = 0; id < n; ++id) {
     const auto i = static_cast<size_t>(id);
     const std::string& text = vocab_.tokens[i];
-    const int byte = decoder.byte_fallback ? parse_byte_token(text) : -1;
+    const int byte = decoder.byte_fallback ? parse_byte_piece(text) : -1;
     if (byte >= 0) {
       if (type_of(id) == TokenType::normal) vocab_.token_types[i] = static_cast<int32_t>(TokenType::byte);
       piece_bytes_[i] = std::string(1, static_cast<char>(byte));

@@ -1,6 +1,7 @@
 // The normalizers of hf_normalizer.hpp. Unicode normal forms come from
 // utf8proc; Prepend adds nothing to empty text, as Hugging Face's does.
 #include "tokenizer/hf_normalizer.hpp"
+#include "tokenizer/text_util.hpp"
 
 #include <utf8proc.h>
 
@@ -33,22 +34,6 @@ std::string unicode_form(std::string_view text, int options) {
                 std::string("tokenizer: Unicode normalization failed: ") + utf8proc_errmsg(n));
   }
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
-}
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  if (from.empty()) return std::string(s);
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(s.substr(pos));
-  return out;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // non-match spans, the behaviour decides what becomes a piece, and empty
 // pieces are dropped.
 #include "tokenizer/hf_pre_tokenizer.hpp"
+#include "tokenizer/text_util.hpp"
 
 #include "core/error.hpp"
 #include "tokenizer/byte_level.hpp"
@@ -84,20 +85,6 @@ void literal_matches(std::string_view text, std::string_view pattern, std::vecto
     out.emplace_back(pos, pos + pattern.size());
     pos += pattern.size();
   }
-}
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(s.substr(pos));
-  return out;
 }
 
 // s = prefix + s. (std::string::insert at 0 trips GCC 12's false -Wrestrict

@@ -4,6 +4,7 @@
 // space (Metaspace, prepend_scheme "first"), and unknown characters that
 // cannot fall back to bytes fuse into one unk.
 #include "tokenizer/spm_tokenizer.hpp"
+#include "tokenizer/text_util.hpp"
 
 #include <cstdio>
 #include <queue>
@@ -15,36 +16,6 @@ namespace troupe {
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581 "▁"
-
-// A "<0xNN>" byte piece, or -1.
-int parse_byte_piece(std::string_view t) {
-  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
-  int v = 0;
-  for (size_t i = 3; i < 5; ++i) {
-    const char c = t[i];
-    v *= 16;
-    if (c >= '0' && c <= '9') v += c - '0';
-    else if (c >= 'A' && c <= 'F') v += c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v += c - 'a' + 10;
-    else return -1;
-  }
-  return v;
-}
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(s.substr(pos));
-  return out;
-}
 
 struct Symbol {
   uint32_t start;  // byte span in the escaped text
