@@ -178,52 +178,45 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
   ctx.arena.rewind(mark);
 }
 
-void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope) {
-  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+namespace {
+
+// x += body(norm(x)): the pre-norm residual shape every block shares. The
+// block's temporaries ([n_tokens, n_embd] each) are released at its end.
+template <class Body>
+void residual(const StepContext& ctx, float* x, Norm kind, const float* weight, const float* bias, Body&& body) {
   const int64_t n = ctx.n_tokens * ctx.config.n_embd;
   const size_t mark = ctx.arena.used();
   float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd] normed input
-  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd] attention output
-  norm(ctx, kind, xb, x, w.attn_norm, w.attn_norm_b, ctx.n_tokens);
-  self_attention(ctx, w, kv, xb, proj, rope);
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd] block output
+  norm(ctx, kind, xb, x, weight, bias, ctx.n_tokens);
+  body(xb, proj);
   ctx.backend.add(x, proj, n);
   ctx.arena.rewind(mark);
+}
+
+}  // namespace
+
+void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  residual(ctx, x, kind, w.attn_norm, w.attn_norm_b,
+           [&](float* xb, float* proj) { self_attention(ctx, w, kv, xb, proj, rope); });
 }
 
 void swiglu_block(const StepContext& ctx, int64_t il, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
-  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
-  const size_t mark = ctx.arena.used();
-  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
-  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd]
-  norm(ctx, Norm::rms, xb, x, w.ffn_norm, nullptr, ctx.n_tokens);
-  swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens);
-  ctx.backend.add(x, proj, n);
-  ctx.arena.rewind(mark);
+  residual(ctx, x, Norm::rms, w.ffn_norm, nullptr, [&](float* xb, float* proj) {
+    swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens);
+  });
 }
 
 void gelu_block(const StepContext& ctx, int64_t il, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
-  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
-  const size_t mark = ctx.arena.used();
-  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
-  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd]
-  norm(ctx, Norm::layer, xb, x, w.ffn_norm, w.ffn_norm_b, ctx.n_tokens);
-  gelu_ffn(ctx, w, xb, proj);
-  ctx.backend.add(x, proj, n);
-  ctx.arena.rewind(mark);
+  residual(ctx, x, Norm::layer, w.ffn_norm, w.ffn_norm_b, [&](float* xb, float* proj) { gelu_ffn(ctx, w, xb, proj); });
 }
 
 void moe_block(const StepContext& ctx, int64_t il, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
-  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
-  const size_t mark = ctx.arena.used();
-  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
-  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd]
-  norm(ctx, Norm::rms, xb, x, w.ffn_norm, nullptr, ctx.n_tokens);
-  moe_ffn(ctx, w, xb, proj);
-  ctx.backend.add(x, proj, n);
-  ctx.arena.rewind(mark);
+  residual(ctx, x, Norm::rms, w.ffn_norm, nullptr, [&](float* xb, float* proj) { moe_ffn(ctx, w, xb, proj); });
 }
 
 void embed_tokens(const StepContext& ctx, float* x) {
