@@ -20,8 +20,12 @@ double seconds_between(int64_t from_ns, int64_t to_ns) { return static_cast<doub
 
 class DetokenizerImpl : public detokenizer_actor::base {
  public:
-  DetokenizerImpl(caf::actor_config& cfg, std::shared_ptr<const Tokenizer> tokenizer)
-      : detokenizer_actor::base(cfg), tokenizer_(std::move(tokenizer)) {
+  DetokenizerImpl(caf::actor_config& cfg, std::shared_ptr<const Tokenizer> tokenizer,
+                  std::shared_ptr<AnomalyMonitor> monitor, AnomalyOptions anomaly)
+      : detokenizer_actor::base(cfg),
+        tokenizer_(std::move(tokenizer)),
+        monitor_(std::move(monitor)),
+        ttfts_(anomaly) {
     if (tokenizer_->strips_leading_space()) {
       for (int32_t id = 0; id < tokenizer_->n_vocab() && prime_token_ < 0; ++id) {
         const std::string b = tokenizer_->token_to_bytes(id);
@@ -110,7 +114,10 @@ class DetokenizerImpl : public detokenizer_actor::base {
 
   void on_token(StreamIt it, SampledToken& t) {
     Stream& s = it->second;
-    if (s.first_token_ns == 0) s.first_token_ns = steady_now_ns();
+    if (s.first_token_ns == 0) {
+      s.first_token_ns = steady_now_ns();
+      watch_ttft(t.id, s);
+    }
     TokenEvent ev{.id = t.id, .index = s.n_tokens++, .token = t.token};
     StopStringMatcher::Result r;
     try {
@@ -172,6 +179,20 @@ class DetokenizerImpl : public detokenizer_actor::base {
             .total_seconds = seconds_between(s.submit_ns, now)};
   }
 
+  // TTFT against the baseline of its prompt-length class.
+  void watch_ttft(RequestId id, const Stream& s) {
+    if (!monitor_) return;
+    const double ttft = seconds_between(s.submit_ns, s.first_token_ns);
+    const EwmaDetector::Verdict v = ttfts_.observe(0, s.prompt_tokens, ttft);
+    if (!v.anomaly) return;
+    monitor_->report({.metric = "ttft",
+                      .value_s = ttft,
+                      .baseline_s = v.baseline,
+                      .deviation_s = v.deviation,
+                      .requests = {id},
+                      .detail = BucketedDetector::bucket_name("prompt", s.prompt_tokens)});
+  }
+
   template <class Event>
   void deliver(const Stream& s, Event&& ev) {
     for (const observer_actor& o : observers_) send(o, ev);
@@ -179,6 +200,8 @@ class DetokenizerImpl : public detokenizer_actor::base {
   }
 
   std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<AnomalyMonitor> monitor_;
+  BucketedDetector ttfts_;
   int32_t prime_token_ = -1;  // a plain ASCII token (tokenizers that strip a leading space only)
   scheduler_actor scheduler_;
   std::vector<observer_actor> observers_;
@@ -188,9 +211,12 @@ class DetokenizerImpl : public detokenizer_actor::base {
 }  // namespace
 
 detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
-                                    std::shared_ptr<ActorMeter> meter) {
-  if (meter) return system.spawn<Metered<DetokenizerImpl>>(std::move(meter), std::move(tokenizer));
-  return system.spawn<DetokenizerImpl>(std::move(tokenizer));
+                                    DetokenizerOptions options) {
+  if (options.meter) {
+    return system.spawn<Metered<DetokenizerImpl>>(std::move(options.meter), std::move(tokenizer),
+                                                  std::move(options.monitor), options.anomaly);
+  }
+  return system.spawn<DetokenizerImpl>(std::move(tokenizer), std::move(options.monitor), options.anomaly);
 }
 
 }  // namespace troupe

@@ -10,14 +10,22 @@
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
+#include "telemetry/anomaly.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace troupe {
 
 struct ActorMeter;  // actors/actor_meter.hpp
 
-// `meter`, when given, records the actor's busy time and mailbox depth.
+struct DetokenizerOptions {
+  // Records the actor's busy time and mailbox depth (and its trace track).
+  std::shared_ptr<ActorMeter> meter;
+  // TTFT excursions (one baseline per prompt-length class) go here; null: not watched.
+  std::shared_ptr<AnomalyMonitor> monitor;
+  AnomalyOptions anomaly;
+};
+
 detokenizer_actor spawn_detokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
-                                    std::shared_ptr<ActorMeter> meter = nullptr);
+                                    DetokenizerOptions options = {});
 
 }  // namespace troupe

@@ -20,6 +20,7 @@ class ExecutorImpl : public executor_actor::base {
         backend_(std::move(parts.backend)),
         stage_(std::move(parts.stage)),
         pool_(TensorPool::create(parts.max_free_buffers)),
+        before_step_(std::move(parts.before_step)),
         next_(std::move(next)),
         sampler_(std::move(sampler)) {}
 
@@ -53,7 +54,9 @@ class ExecutorImpl : public executor_actor::base {
     const BatchView view{.tokens = batch.tokens, .seqs = seqs_};
     const int64_t n_rows = stage_->is_last() ? view.n_logit_rows() : view.n_tokens();
     TensorHandle out;
+    const int64_t t0 = steady_now_ns();
     try {
+      if (before_step_) before_step_(batch.step);
       const float* hidden_in = nullptr;
       if (!stage_->is_first()) {
         const int64_t n_embd = stage_->model().config().n_embd;
@@ -73,12 +76,14 @@ class ExecutorImpl : public executor_actor::base {
       return;
     }
     batch.hidden = nullptr;  // back to the previous stage's pool
+    batch.compute_ns += steady_now_ns() - t0;
     if (next_) {
       batch.hidden = std::move(out);
       send(next_, std::move(batch));
       return;
     }
-    StepLogits logits{.step = batch.step, .engine = batch.engine, .logits = std::move(out)};
+    StepLogits logits{
+        .step = batch.step, .engine = batch.engine, .logits = std::move(out), .compute_ns = batch.compute_ns};
     for (const StageSeq& s : batch.seqs) {
       if (s.want_logits) logits.rows.push_back(s.id);
     }
@@ -98,6 +103,7 @@ class ExecutorImpl : public executor_actor::base {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ModelStage> stage_;
   std::shared_ptr<TensorPool> pool_;
+  std::function<void(uint64_t)> before_step_;
   executor_actor next_;
   sampler_actor sampler_;
   scheduler_actor scheduler_;

@@ -3,6 +3,7 @@
 // blocks for the length of a step; a chain of them is pipeline parallelism.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include <caf/fwd.hpp>
@@ -21,6 +22,9 @@ struct ExecutorParts {
   // Idle output buffers the stage keeps (hidden states or logits): one per
   // micro-batch in flight behind it, plus one.
   size_t max_free_buffers = 4;
+  // Called on the stage's thread before each forward pass with the step id
+  // (PipelineExtensions::before_stage_step: instrumentation, fault injection).
+  std::function<void(uint64_t step)> before_step;
 };
 
 // `next`: the following stage, or none for the last stage, which sends each

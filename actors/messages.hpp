@@ -82,6 +82,7 @@ struct StageBatch {
   std::vector<StageSeq> seqs;
   std::vector<int32_t> tokens;  // [n_tokens] ids, sequences back to back
   TensorHandle hidden;          // [n_tokens, n_embd] into stages after the first
+  int64_t compute_ns = 0;       // forward time of the stages so far (not their queueing)
 };
 
 // Last stage -> sampler (sent as the scheduler, so the reply goes there).
@@ -90,6 +91,7 @@ struct StepLogits {
   int32_t engine = 0;
   std::vector<RequestId> rows;  // [n_logit_rows] the request of each row
   TensorHandle logits;          // [n_logit_rows, n_vocab]
+  int64_t compute_ns = 0;       // forward time of every stage
 };
 
 struct SampledToken {
@@ -107,6 +109,7 @@ struct SampledStep {
   uint64_t step = 0;
   int32_t engine = 0;
   std::vector<SampledToken> tokens;
+  int64_t compute_ns = 0;  // the step's forward time over all stages (from StepLogits)
 };
 
 // Executor -> scheduler: a stage could not run a step.
@@ -166,7 +169,7 @@ typename Inspector::result_type inspect(Inspector& f, FinalEvent& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PipelineStats& x) {
   return f(caf::meta::type_name("PipelineStats"), x.kv_blocks_total, x.kv_blocks_used,
-           x.kv_blocks_cached, x.kv_blocks_free, x.running, x.waiting, x.steps_in_flight, x.steps,
+           x.kv_blocks_cached, x.kv_blocks_free, x.kv_blocks_peak, x.running, x.waiting, x.steps_in_flight, x.steps,
            x.admitted, x.preemptions, x.finished, x.cancelled, x.rejected, x.prompt_tokens,
            x.prefix_hit_tokens, x.prefix_hit_rate);
 }
@@ -234,12 +237,14 @@ typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageBatch& x) {
-  return f(caf::meta::type_name("StageBatch"), x.step, x.engine, x.seqs, x.tokens, x.hidden);
+  return f(caf::meta::type_name("StageBatch"), x.step, x.engine, x.seqs, x.tokens, x.hidden,
+           x.compute_ns);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepLogits& x) {
-  return f(caf::meta::type_name("StepLogits"), x.step, x.engine, x.rows, x.logits);
+  return f(caf::meta::type_name("StepLogits"), x.step, x.engine, x.rows, x.logits,
+           x.compute_ns);
 }
 
 template <class Inspector>
@@ -250,7 +255,8 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledStep& x) {
-  return f(caf::meta::type_name("SampledStep"), x.step, x.engine, x.tokens);
+  return f(caf::meta::type_name("SampledStep"), x.step, x.engine, x.tokens,
+           x.compute_ns);
 }
 
 template <class Inspector>

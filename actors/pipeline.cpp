@@ -88,6 +88,8 @@ struct Pipeline::Impl {
   std::vector<tokenizer_actor> tokenizers;
   std::vector<observer_actor> observers;
   std::vector<std::shared_ptr<ActorMeter>> meters;  // for actor_loads()
+  std::unique_ptr<Tracer> tracer;                   // null: tracing off
+  std::shared_ptr<AnomalyMonitor> monitor;
   std::atomic<RequestId> next_id{1};
   std::atomic<uint32_t> next_tokenizer{0};
 
@@ -168,6 +170,11 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   for (const StageSpec& s : stages) {
     ExecutorParts p{.backend = std::make_unique<CpuBackend>(CpuBackendOptions{.n_threads = s.threads}),
                     .max_free_buffers = static_cast<size_t>(n_engines) + 1};
+    if (extensions.before_stage_step) {
+      p.before_step = [hook = extensions.before_stage_step, i = static_cast<int32_t>(parts.size())](uint64_t step) {
+        hook(i, step);
+      };
+    }
     p.stage = std::make_unique<ModelStage>(impl->model, *p.backend,
                                            StageOptions{.first_layer = s.first_layer,
                                                         .last_layer = s.last_layer,
@@ -188,14 +195,30 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   caf::actor_system& sys = *impl->system;
 
-  impl->sampler = extensions.make_sampler ? extensions.make_sampler(sys, impl->model)
-                                          : spawn_sampler(sys, impl->tokenizer);
+  if (config.trace.enabled) {
+    require(config.trace.capacity >= 1, "trace.capacity must be at least 1");
+    impl->tracer = std::make_unique<Tracer>(config.trace.capacity);
+  }
+  impl->monitor = std::make_shared<AnomalyMonitor>(std::move(config.on_anomaly));
+  // Meters (and trace tracks) in pipeline order, so a trace's tracks read
+  // top to bottom as a request flows.
   auto meter = [&](std::string name) {
-    impl->meters.push_back(std::make_shared<ActorMeter>(std::move(name)));
+    std::shared_ptr<TraceTrack> track = impl->tracer ? impl->tracer->add_track(name) : nullptr;
+    impl->meters.push_back(std::make_shared<ActorMeter>(std::move(name), std::move(track)));
     return impl->meters.back();
   };
+  std::vector<std::shared_ptr<ActorMeter>> tokenizer_meters;
+  for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
+    tokenizer_meters.push_back(meter(config.tokenizer_pool == 1 ? "tokenizer" : "tokenizer_" + std::to_string(i)));
+  }
   const auto scheduler_meter = meter("scheduler");
-  impl->detokenizer = spawn_detokenizer(sys, impl->tokenizer, meter("detokenizer"));
+  std::vector<std::shared_ptr<ActorMeter>> stage_meters;
+  for (size_t i = 0; i < parts.size(); ++i) stage_meters.push_back(meter("executor_" + std::to_string(i)));
+  impl->sampler = extensions.make_sampler ? extensions.make_sampler(sys, impl->model)
+                                          : spawn_sampler(sys, impl->tokenizer, {.meter = meter("sampler")});
+  impl->detokenizer = spawn_detokenizer(
+      sys, impl->tokenizer,
+      {.meter = meter("detokenizer"), .monitor = impl->monitor, .anomaly = config.anomaly});
   for (const auto& make : extensions.observers) {
     impl->observers.push_back(make(sys));
     caf::anon_send(impl->detokenizer, caf::add_atom::value, impl->observers.back());
@@ -203,19 +226,21 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->stages.resize(parts.size());
   executor_actor next;
   for (size_t i = parts.size(); i-- > 0;) {
-    impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler,
-                                     meter("executor_" + std::to_string(i)));
+    impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler, stage_meters[i]);
     next = impl->stages[i];
   }
   impl->scheduler = spawn_scheduler(sys, {.scheduler = sc,
                                      .kv = kv,
                                      .n_engines = n_engines,
-                                     .n_vocab = static_cast<int32_t>(mc.n_vocab)},
+                                     .n_vocab = static_cast<int32_t>(mc.n_vocab),
+                                     .monitor = impl->monitor,
+                                     .anomaly = config.anomaly},
                                     impl->stages.front(), impl->sampler, impl->detokenizer, scheduler_meter);
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
   for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
-    impl->tokenizers.push_back(spawn_tokenizer(sys, impl->tokenizer, impl->scheduler, impl->detokenizer));
+    impl->tokenizers.push_back(spawn_tokenizer(sys, impl->tokenizer, impl->scheduler, impl->detokenizer,
+                                               tokenizer_meters[static_cast<size_t>(i)]));
   }
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
 }
@@ -307,6 +332,23 @@ std::vector<ActorLoad> Pipeline::actor_loads() const {
   }
   return out;
 }
+
+bool Pipeline::tracing() const { return impl_->tracer != nullptr; }
+
+std::vector<TrackData> Pipeline::trace() const {
+  return impl_->tracer ? collect_trace(*impl_->tracer) : std::vector<TrackData>{};
+}
+
+void Pipeline::write_trace(const std::string& path) const {
+  if (!impl_->tracer) throw Error(Errc::invalid_argument, "Pipeline::write_trace: tracing is off (PipelineConfig::trace)");
+  write_chrome_trace_file(path, collect_trace(*impl_->tracer), impl_->tracer->origin_ns());
+}
+
+TraceSummary Pipeline::trace_summary() const { return summarize_trace(trace()); }
+
+std::map<std::string, uint64_t> Pipeline::anomaly_counts() const { return impl_->monitor->counts(); }
+
+std::vector<AnomalyEvent> Pipeline::recent_anomalies() const { return impl_->monitor->recent(); }
 
 const Model& Pipeline::model() const { return *impl_->model; }
 const Tokenizer& Pipeline::tokenizer() const { return *impl_->tokenizer; }

@@ -6,12 +6,16 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/request_types.hpp"
+#include "telemetry/actor_summary.hpp"
+#include "telemetry/anomaly.hpp"
+#include "telemetry/chrome_trace.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -28,6 +32,13 @@ struct StageSpec {
   int threads = 1;          // kernel threads of this stage (0: all hardware threads)
 };
 
+// Per-actor timelines (telemetry/trace_ring.hpp): every message an actor
+// handles becomes a span in that actor's bounded ring.
+struct TraceOptions {
+  bool enabled = false;
+  size_t capacity = 1 << 16;  // spans kept per actor (about 120 bytes each, ids included)
+};
+
 struct PipelineConfig {
   std::string model_path;               // loaded when `model` is null
   std::shared_ptr<const Model> model;   // an already loaded model
@@ -41,6 +52,12 @@ struct PipelineConfig {
   int32_t micro_batches = 0;            // steps in flight at once; 0: one per stage
   int32_t tokenizer_pool = 1;           // tokenizer actors, round-robin
   int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
+  TraceOptions trace;
+  // TTFT and step-time excursions: counted (Pipeline::anomaly_counts), kept
+  // (recent_anomalies) and passed to on_anomaly, which runs on an actor
+  // thread (keep it short: a log line).
+  AnomalyOptions anomaly;
+  std::function<void(const AnomalyEvent&)> on_anomaly;
 };
 
 struct RequestCallbacks {
@@ -98,6 +115,18 @@ class Pipeline {
   // detokenizer and each executor stage. Lock-free reads; callable from
   // anywhere, callbacks included.
   std::vector<ActorLoad> actor_loads() const;
+
+  // Tracing (PipelineConfig::trace): the spans of every actor (tokenizers,
+  // scheduler, executor stages, sampler, detokenizer; one track each), as
+  // a Chrome trace file, and the per-actor summary that names the busiest
+  // actor. Empty when tracing is off. Callable while requests run.
+  bool tracing() const;
+  std::vector<TrackData> trace() const;
+  void write_trace(const std::string& path) const;
+  TraceSummary trace_summary() const;
+
+  std::map<std::string, uint64_t> anomaly_counts() const;  // "ttft", "step_time"
+  std::vector<AnomalyEvent> recent_anomalies() const;
 
   const Model& model() const;
   const Tokenizer& tokenizer() const;

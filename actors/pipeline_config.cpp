@@ -127,7 +127,8 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   // "server" belongs to the network edge (net/server_config), which reads
   // the same files; the pipeline leaves it alone.
   r.only_keys(root, "",
-              {"model", "stages", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "server"});
+              {"model", "stages", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
+                "server"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (const auto it = root.find("stages"); it != root.end()) read_stages(r, *it, c);
@@ -141,6 +142,25 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
     r.get(*it, "prefix_caching", "kv", c.prefix_caching);
   }
   if (const auto it = root.find("scheduler"); it != root.end()) read_scheduler(r, *it, c.scheduler);
+  if (const auto it = root.find("trace"); it != root.end()) {
+    r.only_keys(*it, "trace", {"enabled", "capacity"});
+    r.get(*it, "enabled", "trace", c.trace.enabled);
+    int64_t capacity = static_cast<int64_t>(c.trace.capacity);
+    r.get(*it, "capacity", "trace", capacity);
+    if (capacity < 1) r.fail("trace.capacity", "must be at least 1");
+    c.trace.capacity = static_cast<size_t>(capacity);
+  }
+  if (const auto it = root.find("anomaly"); it != root.end()) {
+    r.only_keys(*it, "anomaly", {"alpha", "threshold", "min_ratio", "warmup", "min_excess_ms"});
+    r.get(*it, "alpha", "anomaly", c.anomaly.alpha);
+    r.get(*it, "threshold", "anomaly", c.anomaly.threshold);
+    r.get(*it, "min_ratio", "anomaly", c.anomaly.min_ratio);
+    r.get(*it, "warmup", "anomaly", c.anomaly.warmup);
+    double excess_ms = c.anomaly.min_excess_s * 1e3;
+    r.get(*it, "min_excess_ms", "anomaly", excess_ms);
+    c.anomaly.min_excess_s = excess_ms * 1e-3;
+    if (!(c.anomaly.alpha > 0 && c.anomaly.alpha <= 1)) r.fail("anomaly.alpha", "must be in (0, 1]");
+  }
   return c;
 }
 

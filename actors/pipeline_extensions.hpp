@@ -25,6 +25,10 @@ struct PipelineExtensions {
   // Each gets every TokenEvent and FinalEvent of every request, in order per
   // request, besides the request's own sink.
   std::vector<std::function<observer_actor(caf::actor_system&)>> observers;
+  // Runs on executor stage `stage`'s thread before each of its forward
+  // passes: instrumentation, or fault injection in tests (a stage that
+  // sleeps). An exception thrown here fails that step's requests.
+  std::function<void(int32_t stage, uint64_t step)> before_stage_step;
 };
 
 }  // namespace troupe

@@ -70,6 +70,7 @@ struct PipelineStats {
   int32_t kv_blocks_used = 0;    // held by sequences
   int32_t kv_blocks_cached = 0;  // free but holding a reusable prefix
   int32_t kv_blocks_free = 0;
+  int32_t kv_blocks_peak = 0;    // most ever held by sequences at once
   int32_t running = 0;  // sequences holding KV
   int32_t waiting = 0;  // queued, not yet admitted (or preempted)
   int32_t steps_in_flight = 0;

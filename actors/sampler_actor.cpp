@@ -8,6 +8,7 @@
 
 #include <unordered_map>
 
+#include "actors/actor_meter.hpp"
 #include "model/sampler.hpp"
 
 namespace troupe {
@@ -55,46 +56,60 @@ void sample_row(SamplerState& st, const StepLogits& in, size_t row, SampledToken
   }
 }
 
-sampler_actor::behavior_type sampler_behavior(sampler_actor::stateful_pointer<SamplerState> self,
-                                              std::shared_ptr<const Tokenizer> tokenizer) {
-  self->state.tokenizer = std::move(tokenizer);
-  return {
-      [self](SeqOpen& open) {
-        // Parameters were validated by the scheduler; a Sampler that still
-        // refuses them leaves the request unknown, so its rows end it.
-        try {
-          self->state.seqs.erase(open.id);
-          self->state.seqs.emplace(open.id, SamplerState::Seq(open));
-        } catch (const std::exception&) {
-          self->state.seqs.erase(open.id);
-        }
-      },
-      [self](SeqClose& close) { self->state.seqs.erase(close.id); },
-      [self](StepLogits& in) -> SampledStep {
-        SampledStep out{.step = in.step, .engine = in.engine};
-        out.tokens.resize(in.rows.size());
-        const bool shaped = in.logits && in.logits->rows == static_cast<int64_t>(in.rows.size());
-        for (size_t i = 0; i < in.rows.size(); ++i) {
-          out.tokens[i].id = in.rows[i];
-          if (shaped) {
-            sample_row(self->state, in, i, out.tokens[i]);
-          } else {
-            out.tokens[i].finished = true;
-            out.tokens[i].error = "logits of step " + std::to_string(in.step) + " do not match its rows";
+class SamplerImpl : public sampler_actor::base {
+ public:
+  SamplerImpl(caf::actor_config& cfg, std::shared_ptr<const Tokenizer> tokenizer) : sampler_actor::base(cfg) {
+    state_.tokenizer = std::move(tokenizer);
+  }
+
+  behavior_type make_behavior() override {
+    return {
+        [this](SeqOpen& open) {
+          // Parameters were validated by the scheduler; a Sampler that still
+          // refuses them leaves the request unknown, so its rows end it.
+          try {
+            state_.seqs.erase(open.id);
+            state_.seqs.emplace(open.id, SamplerState::Seq(open));
+          } catch (const std::exception&) {
+            state_.seqs.erase(open.id);
           }
-        }
-        in.logits = nullptr;  // back to the last stage's pool before the reply travels
-        return out;
-      },
-  };
-}
+        },
+        [this](SeqClose& close) { state_.seqs.erase(close.id); },
+        [this](StepLogits& in) -> SampledStep {
+          SampledStep out{.step = in.step, .engine = in.engine, .compute_ns = in.compute_ns};
+          out.tokens.resize(in.rows.size());
+          const bool shaped = in.logits && in.logits->rows == static_cast<int64_t>(in.rows.size());
+          for (size_t i = 0; i < in.rows.size(); ++i) {
+            out.tokens[i].id = in.rows[i];
+            if (shaped) {
+              sample_row(state_, in, i, out.tokens[i]);
+            } else {
+              out.tokens[i].finished = true;
+              out.tokens[i].error = "logits of step " + std::to_string(in.step) + " do not match its rows";
+            }
+          }
+          in.logits = nullptr;  // back to the last stage's pool before the reply travels
+          return out;
+        },
+    };
+  }
+
+ private:
+  SamplerState state_;
+};
 
 }  // namespace
 
 sampler_actor spawn_sampler(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
                             SamplerActorOptions options) {
-  if (options.detached) return system.spawn<caf::detached>(sampler_behavior, std::move(tokenizer));
-  return system.spawn(sampler_behavior, std::move(tokenizer));
+  if (options.meter) {
+    if (options.detached) {
+      return system.spawn<Metered<SamplerImpl>, caf::detached>(std::move(options.meter), std::move(tokenizer));
+    }
+    return system.spawn<Metered<SamplerImpl>>(std::move(options.meter), std::move(tokenizer));
+  }
+  if (options.detached) return system.spawn<SamplerImpl, caf::detached>(std::move(tokenizer));
+  return system.spawn<SamplerImpl>(std::move(tokenizer));
 }
 
 }  // namespace troupe

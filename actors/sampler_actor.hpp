@@ -15,6 +15,8 @@
 
 namespace troupe {
 
+struct ActorMeter;
+
 struct SamplerActorOptions {
   // Scheduled (false) by default: its reply then goes to the scheduler on
   // the same CAF thread, one thread hand-off less per step (measured: the
@@ -22,6 +24,7 @@ struct SamplerActorOptions {
   // own thread, so that sampling a very large vocabulary for many rows does
   // not hold up the other light actors.
   bool detached = false;
+  std::shared_ptr<ActorMeter> meter;  // optional load counters and trace track
 };
 
 sampler_actor spawn_sampler(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,

@@ -40,6 +40,8 @@ class SchedulerImpl : public scheduler_actor::base {
       : scheduler_actor::base(cfg),
         engines_(options.scheduler, options.kv, options.n_engines),
         n_vocab_(options.n_vocab),
+        monitor_(options.monitor),
+        step_times_(options.anomaly),
         first_stage_(std::move(first_stage)),
         sampler_(std::move(sampler)),
         detokenizer_(std::move(detokenizer)) {}
@@ -169,6 +171,7 @@ class SchedulerImpl : public scheduler_actor::base {
       dispatch();
       return;
     }
+    watch_step_time(*plan, s.engine, s.compute_ns);
     const std::vector<FinishedSeq> finished = engines_.complete(s.engine, result);
     send(detokenizer_, std::move(s));
     for (const FinishedSeq& f : finished) {
@@ -222,6 +225,32 @@ class SchedulerImpl : public scheduler_actor::base {
     }
     for (const int32_t engine : round.started) send_step(*engines_.in_flight(engine), engine);
     if (round.wake_at) wake_at(*round.wake_at);
+    kv_peak_ = std::max(kv_peak_, engines_.kv().pool().n_used());
+  }
+
+  // Step time against its size class's baseline: prefill-carrying steps and
+  // pure decode steps, bucketed by tokens in the step. The time is the
+  // stages' forward time, not dispatch-to-sampled: with several micro-batches
+  // in flight a step also waits behind the others at each stage, which
+  // depends on what they carry, and would make every long prefill an
+  // excursion of its neighbours. Queueing shows in TTFT instead.
+  void watch_step_time(const StepPlan& plan, int32_t engine, int64_t compute_ns) {
+    if (!monitor_ || compute_ns <= 0) return;
+    const double seconds = static_cast<double>(compute_ns) * 1e-9;
+    bool prefill = false;
+    for (const ScheduledSeq& e : plan.seqs) prefill |= e.tokens.size() > 1;
+    const int64_t n_tokens = plan.n_tokens();
+    const EwmaDetector::Verdict v = step_times_.observe(prefill ? 1 : 0, n_tokens, seconds);
+    if (!v.anomaly) return;
+    AnomalyEvent e{.metric = "step_time",
+                   .value_s = seconds,
+                   .baseline_s = v.baseline,
+                   .deviation_s = v.deviation,
+                   .step = plan.step,
+                   .engine = engine,
+                   .detail = BucketedDetector::bucket_name(prefill ? "prefill" : "decode", n_tokens)};
+    for (const ScheduledSeq& q : plan.seqs) e.requests.push_back(q.request_id);
+    monitor_->report(std::move(e));
   }
 
   void send_step(const StepPlan& plan, int32_t engine) {
@@ -266,6 +295,7 @@ class SchedulerImpl : public scheduler_actor::base {
             .kv_blocks_used = pool.n_used(),
             .kv_blocks_cached = pool.n_cached(),
             .kv_blocks_free = pool.n_free(),
+            .kv_blocks_peak = kv_peak_,
             .running = engines_.n_running(),
             .waiting = engines_.n_waiting(),
             .steps_in_flight = engines_.n_in_flight(),
@@ -303,6 +333,9 @@ class SchedulerImpl : public scheduler_actor::base {
 
   EngineSet engines_;
   int32_t n_vocab_ = 0;
+  std::shared_ptr<AnomalyMonitor> monitor_;
+  BucketedDetector step_times_;
+  int32_t kv_peak_ = 0;
   std::unordered_map<RequestId, Live> live_;
   executor_actor first_stage_;
   sampler_actor sampler_;

@@ -11,6 +11,7 @@
 
 #include "actors/interfaces.hpp"
 #include "memory/kv_cache_manager.hpp"
+#include "telemetry/anomaly.hpp"
 
 namespace troupe {
 
@@ -25,6 +26,10 @@ struct SchedulerActorOptions {
   // Prompt token ids must lie in [0, n_vocab): an id outside it would index
   // past the embedding table. 0: not checked.
   int32_t n_vocab = 0;
+  // Step-time excursions (the stages' forward time of a step, one baseline
+  // per step size class) are reported here; null: not watched.
+  std::shared_ptr<AnomalyMonitor> monitor;
+  AnomalyOptions anomaly;
 };
 
 // Messages to the first stage carry this scheduler's steps; the last stage

@@ -111,3 +111,25 @@ TEST(PipelineConfigJson, ShippedConfigsParse) {
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+TEST(PipelineConfigJson, TraceAndAnomalySections) {
+  const PipelineConfig c = parse_pipeline_config(R"({
+    "trace": {"enabled": true, "capacity": 1024},
+    "anomaly": {"alpha": 0.1, "threshold": 5, "min_ratio": 3, "warmup": 8, "min_excess_ms": 2.5}})");
+  EXPECT_TRUE(c.trace.enabled);
+  EXPECT_EQ(c.trace.capacity, 1024u);
+  EXPECT_DOUBLE_EQ(c.anomaly.alpha, 0.1);
+  EXPECT_DOUBLE_EQ(c.anomaly.threshold, 5);
+  EXPECT_DOUBLE_EQ(c.anomaly.min_ratio, 3);
+  EXPECT_EQ(c.anomaly.warmup, 8);
+  EXPECT_NEAR(c.anomaly.min_excess_s, 0.0025, 1e-12);
+  EXPECT_THROW(parse_pipeline_config(R"({"trace": {"on": true}})"), Error);
+  EXPECT_THROW(parse_pipeline_config(R"({"anomaly": {"alpha": 0}})"), Error);
+  EXPECT_THROW(parse_pipeline_config(R"({"trace": {"enabled": 1}})"), Error);
+}
+
+}  // namespace
+}  // namespace troupe
