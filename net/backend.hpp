@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ class Backend {
   virtual PipelineStats stats() const = 0;
   // Busy time and mailbox depth per actor (empty when not known).
   virtual std::vector<ActorLoad> actor_loads() const { return {}; }
+  // Anomaly flags raised so far, by metric (PipelineConfig::anomaly).
+  virtual std::map<std::string, uint64_t> anomaly_counts() const { return {}; }
+  // Busy fraction and mailbox wait per actor over the trace ring's window;
+  // empty unless the pipeline traces (PipelineConfig::trace).
+  virtual std::vector<ActorSummary> actor_summary() const { return {}; }
 };
 
 }  // namespace troupe::net

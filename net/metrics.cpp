@@ -141,6 +141,14 @@ struct Metrics::Impl {
   prometheus::Family<Counter>& busy_f =
       counter("troupe_actor_busy_seconds_total", "Time an actor spent handling messages");
   prometheus::Family<Counter>& messages_f = counter("troupe_actor_messages_total", "Messages an actor has handled");
+  prometheus::Family<Counter>& anomalies_f =
+      counter("troupe_anomalies_total", "TTFT or step-time excursions above the metric's running baseline");
+  Gauge& kv_peak_g = gauge("troupe_kv_blocks_peak", "Most KV pages ever held by sequences at once").Add({});
+  prometheus::Family<Gauge>& busy_ratio_f =
+      gauge("troupe_actor_busy_ratio", "Fraction of the trace window an actor spent handling messages (tracing on)");
+  prometheus::Family<Gauge>& wait_f =
+      gauge("troupe_actor_mailbox_wait_seconds", "Time messages waited in an actor's mailbox, by quantile (tracing on)");
+  std::map<std::string, std::pair<Counter*, uint64_t>, std::less<>> anomalies;  // metric -> series, last count
   prometheus::Family<Gauge>& conns_f = gauge("troupe_open_connections", "Open client connections, by kind");
   Gauge& conns_http_g = conns_f.Add({{"kind", "http"}});
   Gauge& conns_ws_g = conns_f.Add({{"kind", "websocket"}});
@@ -258,6 +266,18 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     advance(m.steps_c, s.steps, m.last_steps);
     advance(m.preemptions_c, s.preemptions, m.last_preemptions);
     advance(m.prefix_hits_c, s.prefix_hit_tokens, m.last_prefix_hits);
+    m.kv_peak_g.Set(s.kv_blocks_peak);
+  }
+  for (const auto& [metric, count] : snap.anomalies) {
+    auto it = m.anomalies.find(metric);
+    if (it == m.anomalies.end()) it = m.anomalies.emplace(metric, std::make_pair(&m.anomalies_f.Add({{"metric", metric}}), uint64_t{0})).first;
+    if (count > it->second.second) it->second.first->Increment(static_cast<double>(count - it->second.second));
+    it->second.second = std::max(it->second.second, count);
+  }
+  for (const ActorSummary& a : snap.actor_summary) {
+    m.busy_ratio_f.Add({{"actor", a.actor}}).Set(a.busy_fraction);
+    m.wait_f.Add({{"actor", a.actor}, {"quantile", "0.5"}}).Set(a.wait_p50_us * 1e-6);
+    m.wait_f.Add({{"actor", a.actor}, {"quantile", "0.99"}}).Set(a.wait_p99_us * 1e-6);
   }
   for (const ActorLoad& a : snap.actors) {
     auto it = m.actors.find(a.actor);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,8 @@ struct EngineSnapshot {
   PipelineStats stats;
   MemoryPools pools;
   std::vector<ActorLoad> actors;
+  std::map<std::string, uint64_t> anomalies;  // flags raised so far, by metric
+  std::vector<ActorSummary> actor_summary;    // when the pipeline traces
   int32_t in_flight = 0;  // admitted by the server, not yet ended
   bool breaker_open = false;
 };

@@ -5,6 +5,7 @@
 #include "net/pipeline_backend.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,12 @@ void PipelineBackend::load() {
     }
     if (stop_) return;
     set_state({.progress = 0.9, .stage = "starting the pipeline"});
+    if (!options_.pipeline.on_anomaly) {
+      // The server's log: one line per excursion, with the requests in it.
+      options_.pipeline.on_anomaly = [](const AnomalyEvent& e) {
+        std::fprintf(stderr, "troupe serve: %s\n", describe(e).c_str());
+      };
+    }
     const PipelineConfig& cfg = options_.pipeline;
     std::unique_ptr<Pipeline> p = Pipeline::start(cfg);
 
@@ -160,6 +167,16 @@ RequestId PipelineBackend::submit(std::vector<int32_t> prompt, GenerateParams pa
 
 void PipelineBackend::cancel(RequestId id) {
   if (ready_.load(std::memory_order_acquire)) pipeline_->cancel(id);
+}
+
+std::map<std::string, uint64_t> PipelineBackend::anomaly_counts() const {
+  if (!ready_.load(std::memory_order_acquire)) return {};
+  return pipeline_->anomaly_counts();
+}
+
+std::vector<ActorSummary> PipelineBackend::actor_summary() const {
+  if (!ready_.load(std::memory_order_acquire) || !pipeline_->tracing()) return {};
+  return pipeline_->trace_summary().actors;
 }
 
 std::vector<ActorLoad> PipelineBackend::actor_loads() const {

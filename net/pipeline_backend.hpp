@@ -35,6 +35,8 @@ class PipelineBackend : public Backend {
   void cancel(RequestId id) override;
   PipelineStats stats() const override;
   std::vector<ActorLoad> actor_loads() const override;
+  std::map<std::string, uint64_t> anomaly_counts() const override;
+  std::vector<ActorSummary> actor_summary() const override;
 
   // Blocks until loaded or failed; returns whether it loaded.
   bool wait_loaded();

@@ -228,6 +228,31 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
   }
 }
 
+// "priority": "interactive" | "batch", or vLLM's integer, where smaller is
+// more urgent: 0 (its default) and below are interactive, anything above is
+// batch. Two classes are all the scheduler knows (actors/scheduler_policy.hpp).
+void read_priority(const json::object& o, ParsedRequest& r) {
+  const json::value* v = field(o, "priority");
+  if (v == nullptr) return;
+  if (v->is_string()) {
+    const json::string& s = v->as_string();
+    if (s == "interactive") {
+      r.params.priority = Priority::interactive;
+    } else if (s == "batch") {
+      r.params.priority = Priority::batch;
+    } else {
+      throw invalid_field("priority", "'priority' must be 'interactive', 'batch' or an integer, got '" +
+                                          std::string(s.data(), s.size()) + "'");
+    }
+  } else if (v->is_int64()) {
+    r.params.priority = v->as_int64() > 0 ? Priority::batch : Priority::interactive;
+  } else if (v->is_uint64()) {
+    r.params.priority = Priority::batch;  // beyond int64: certainly > 0
+  } else {
+    wrong_type("priority", "'interactive', 'batch' or an integer", *v);
+  }
+}
+
 void read_stop(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
   const json::value* v = field(o, "stop");
   if (v == nullptr) return;
@@ -284,6 +309,7 @@ void read_common(const json::object& o, const RequestLimits& limits, ParsedReque
   }
   read_stop(o, limits, r);
   r.params.ignore_eos = get_bool(o, "ignore_eos").value_or(false);
+  read_priority(o, r);
   if (const json::value* lb = field(o, "logit_bias")) {
     if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
     if (!lb->as_object().empty()) {

@@ -47,8 +47,8 @@ struct ParsedRequest {
   bool logprobs = false;       // report the chosen tokens' logprobs
   int32_t top_logprobs = 0;    // and this many alternatives
   std::optional<uint64_t> seed;
-  // Sampling, stop strings, ignore_eos; max_new_tokens and seed are set
-  // later from max_tokens and seed.
+  // Sampling, stop strings, ignore_eos, priority; max_new_tokens and seed
+  // are set later from max_tokens and seed.
   GenerateParams params;
 };
 

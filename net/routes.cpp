@@ -161,6 +161,8 @@ std::string ServerCore::metrics_text() {
     }
     snap.pools = backend_.memory_pools();
     snap.actors = backend_.actor_loads();
+    snap.anomalies = backend_.anomaly_counts();
+    snap.actor_summary = backend_.actor_summary();
   }
   snap.in_flight = admission_.in_flight();
   snap.breaker_open = admission_.breaker_open();

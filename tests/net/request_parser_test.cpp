@@ -209,6 +209,39 @@ TEST(RequestParser, UnsupportedFeaturesAreRefusedNotIgnored) {
             "messages[0].content[0].type");
 }
 
+TEST(RequestParser, PriorityByNameOrVllmInteger) {
+  auto priority_of = [](const std::string& value) {
+    return parse_completion_request(R"({"model": "m", "prompt": "x", "priority": )" + value + "}", kLimits)
+        .params.priority;
+  };
+  EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": "x"})", kLimits).params.priority,
+            Priority::interactive);
+  EXPECT_EQ(priority_of("null"), Priority::interactive);
+  EXPECT_EQ(priority_of(R"("interactive")"), Priority::interactive);
+  EXPECT_EQ(priority_of(R"("batch")"), Priority::batch);
+  // vLLM: smaller is more urgent, 0 is its default.
+  EXPECT_EQ(priority_of("0"), Priority::interactive);
+  EXPECT_EQ(priority_of("-5"), Priority::interactive);
+  EXPECT_EQ(priority_of("1"), Priority::batch);
+  EXPECT_EQ(priority_of("18446744073709551615"), Priority::batch);
+  EXPECT_EQ(parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "a"}],
+                                   "priority": "batch"})",
+                               kLimits)
+                .params.priority,
+            Priority::batch);
+
+  const ApiError bad_name = completion_error(R"({"model": "m", "prompt": "x", "priority": "urgent"})");
+  EXPECT_EQ(bad_name.status(), 400);
+  EXPECT_EQ(bad_name.param(), "priority");
+  EXPECT_NE(std::string(bad_name.what()).find("urgent"), std::string::npos) << bad_name.what();
+  for (const char* v : {"1.5", "true", "[1]", R"({"level": 1})"}) {
+    const ApiError e = completion_error(std::string(R"({"model": "m", "prompt": "x", "priority": )") + v + "}");
+    EXPECT_EQ(e.status(), 400) << v;
+    EXPECT_EQ(e.param(), "priority") << v;
+    EXPECT_EQ(e.code(), "invalid_type") << v;
+  }
+}
+
 TEST(RequestParser, ChatMessages) {
   const ParsedRequest r = parse_chat_request(
       R"({"model": "m", "messages": [

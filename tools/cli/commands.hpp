@@ -10,5 +10,6 @@ namespace troupe::cli {
 void add_generate_command(CLI::App& app);
 // Only in builds with the network edge (TROUPE_HAVE_SERVE; not engine-only).
 void add_serve_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace troupe::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   troupe::cli::add_generate_command(app);
 #ifdef TROUPE_HAVE_SERVE
   troupe::cli::add_serve_command(app);
+  troupe::cli::add_bench_command(app);
 #endif
   try {
     app.parse(argc, argv);
