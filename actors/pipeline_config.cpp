@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "actors/json_reader.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -16,54 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-class Reader {
- public:
-  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
-
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(Errc::bad_format, origin_ + ": " + (where.empty() ? "" : where + ": ") + what);
-  }
-
-  void only_keys(const json& obj, const std::string& where, std::initializer_list<const char*> keys) const {
-    if (!obj.is_object()) fail(where, "must be an object");
-    for (const auto& [key, value] : obj.items()) {
-      bool known = false;
-      for (const char* k : keys) known = known || key == k;
-      if (!known) fail(where, "unknown key '" + key + "'");
-    }
-  }
-
-  template <class T>
-  void get(const json& obj, const char* key, const std::string& where, T& out) const {
-    const auto it = obj.find(key);
-    if (it == obj.end()) return;
-    const std::string path = where.empty() ? key : where + "." + key;
-    bool ok = false;
-    if constexpr (std::is_same_v<T, bool>) {
-      ok = it->is_boolean();
-    } else if constexpr (std::is_integral_v<T>) {
-      ok = it->is_number_integer();
-    } else if constexpr (std::is_floating_point_v<T>) {
-      ok = it->is_number();
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      ok = it->is_string();
-    }
-    if (!ok) fail(path, "has the wrong type (" + std::string(it->type_name()) + ")");
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const int64_t v = it->get<int64_t>();
-      if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-          v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
-        fail(path, "is out of range");
-      }
-      out = static_cast<T>(v);
-    } else {
-      out = it->get<T>();
-    }
-  }
-
- private:
-  std::string origin_;
-};
+using Reader = JsonReader;
 
 void read_stages(const Reader& r, const json& arr, PipelineConfig& c) {
   if (!arr.is_array()) r.fail("stages", "must be an array");
@@ -118,12 +72,7 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
 
 PipelineConfig parse_pipeline_config(std::string_view text, const std::string& origin) {
   const Reader r(origin);
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end(), nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    r.fail("", std::string("not valid JSON: ") + e.what());
-  }
+  const json root = r.parse(text);
   // "server" belongs to the network edge (net/server_config), which reads
   // the same files; the pipeline leaves it alone.
   r.only_keys(root, "",

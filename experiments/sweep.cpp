@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "actors/json_reader.hpp"
 #include "actors/pipeline_config.hpp"
 #include "core/error.hpp"
 #include "experiments/inprocess_runner.hpp"
@@ -31,13 +32,7 @@ std::string read_text(const std::string& path, const char* what) {
   return s.str();
 }
 
-json parse_json(const std::string& text, const std::string& origin) {
-  try {
-    return json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    throw Error(Errc::bad_format, origin + ": not valid JSON: " + e.what());
-  }
-}
+json parse_json(const std::string& text, const std::string& origin) { return JsonReader(origin).parse(text); }
 
 struct Load {
   double rate = 0;
@@ -200,12 +195,16 @@ struct Runner {
     return s.topology + (s.setting.empty() ? "" : "_" + s.setting) + "_" + load_label(load);
   }
 
-  RunSummary against_server(const Load& load) {
+  // `run`: the run's position in the sweep. A server keeps its prefix cache
+  // between runs, so each run draws its own prompts (seed + run); repeating
+  // the previous run's prompts would measure cache hits, not the load.
+  RunSummary against_server(const Load& load, int32_t run) {
     const size_t colon = spec.server.rfind(':');
     if (colon == std::string::npos) throw Error(Errc::invalid_argument, "--server wants host:port, got " + spec.server);
     LoadClientOptions opt{.host = spec.server.substr(0, colon),
                                .port = static_cast<uint16_t>(std::stoi(spec.server.substr(colon + 1)))};
-    const WorkloadSpec w = with_load(workload, load, spec.requests);
+    WorkloadSpec w = with_load(workload, load, spec.requests);
+    w.seed += static_cast<uint64_t>(run);
     const std::vector<PlannedRequest> plan = plan_workload(w, *tokenizer, 4096);
     const std::map<std::string, double> before = scrape_metrics(opt);
     const int32_t clients = w.arrival.kind == ArrivalSpec::Kind::concurrency ? w.arrival.clients : 0;
@@ -314,9 +313,9 @@ std::vector<RunSummary> run_sweep(const SweepSpec& spec, std::ostream& log) {
     out.push_back(std::move(s));
   };
   if (!spec.server.empty()) {
-    for (const Load& l : loads) {
-      log << "server " << spec.server << ", " << load_label(l) << "\n";
-      record(run.against_server(l));
+    for (size_t i = 0; i < loads.size(); ++i) {
+      log << "server " << spec.server << ", " << load_label(loads[i]) << "\n";
+      record(run.against_server(loads[i], static_cast<int32_t>(i)));
     }
   } else {
     const std::vector<std::string> topologies = spec.topologies.empty() ? std::vector<std::string>{""} : spec.topologies;

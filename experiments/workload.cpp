@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "actors/json_reader.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -19,104 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-// Reads one JSON document; every error names origin and the key path
-// ("arrival.rate"), the way a user finds it in the file.
-class Reader {
- public:
-  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
-
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(Errc::bad_format, origin_ + ": " + (where.empty() ? "" : where + ": ") + what);
-  }
-
-  static std::string path(const std::string& where, const char* key) {
-    return where.empty() ? std::string(key) : where + "." + key;
-  }
-
-  void only_keys(const json& obj, const std::string& where, std::initializer_list<const char*> keys) const {
-    if (!obj.is_object()) fail(where, "must be an object");
-    for (const auto& [key, value] : obj.items()) {
-      bool known = false;
-      for (const char* k : keys) known = known || key == k;
-      if (!known) fail(where, "unknown key '" + key + "'");
-    }
-  }
-
-  const json* find(const json& obj, const char* key) const {
-    const auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-
-  const json& require(const json& obj, const char* key, const std::string& where) const {
-    const json* v = find(obj, key);
-    if (v == nullptr) fail(path(where, key), "is required");
-    return *v;
-  }
-
-  // The typed getters leave out untouched when the key is absent.
-  void get(const json& obj, const char* key, const std::string& where, bool& out) const {
-    if (const json* v = find(obj, key)) {
-      if (!v->is_boolean()) wrong_type(path(where, key), *v, "a boolean");
-      out = v->get<bool>();
-    }
-  }
-
-  void get(const json& obj, const char* key, const std::string& where, std::string& out) const {
-    if (const json* v = find(obj, key)) {
-      if (!v->is_string()) wrong_type(path(where, key), *v, "a string");
-      out = v->get<std::string>();
-    }
-  }
-
-  void get(const json& obj, const char* key, const std::string& where, double& out) const {
-    if (const json* v = find(obj, key)) out = number(*v, path(where, key));
-  }
-
-  void get(const json& obj, const char* key, const std::string& where, int32_t& out) const {
-    if (const json* v = find(obj, key)) out = int32(*v, path(where, key));
-  }
-
-  // Seeds are 64-bit and non-negative; nlohmann keeps values above 2^63 as unsigned.
-  void get(const json& obj, const char* key, const std::string& where, uint64_t& out) const {
-    if (const json* v = find(obj, key)) {
-      const std::string p = path(where, key);
-      if (!v->is_number_integer()) wrong_type(p, *v, "a non-negative integer");
-      if (v->is_number_unsigned()) {
-        out = v->get<uint64_t>();
-      } else {
-        const int64_t i = v->get<int64_t>();
-        if (i < 0) fail(p, "must be a non-negative integer (got " + std::to_string(i) + ")");
-        out = static_cast<uint64_t>(i);
-      }
-    }
-  }
-
-  double number(const json& v, const std::string& p) const {
-    if (!v.is_number()) wrong_type(p, v, "a number");
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) fail(p, "must be a finite number");
-    return d;
-  }
-
-  int32_t int32(const json& v, const std::string& p) const {
-    if (!v.is_number_integer()) wrong_type(p, v, "an integer");
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-      fail(p, "is out of range");
-    }
-    const int64_t i = v.get<int64_t>();
-    if (i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max()) {
-      fail(p, "is out of range");
-    }
-    return static_cast<int32_t>(i);
-  }
-
-  [[noreturn]] void wrong_type(const std::string& p, const json& v, const char* want) const {
-    fail(p, std::string("must be ") + want + " (got " + v.type_name() + ")");
-  }
-
- private:
-  std::string origin_;
-};
+using Reader = JsonReader;
 
 std::string num(double v) {
   std::ostringstream s;
@@ -151,7 +55,7 @@ void read_arrival(const Reader& r, const json& a, const std::string& base_dir, A
   } else if (type == "concurrency") {
     r.only_keys(a, "arrival", {"type", "clients"});
     out.kind = ArrivalSpec::Kind::concurrency;
-    out.clients = r.int32(r.require(a, "clients", "arrival"), "arrival.clients");
+    out.clients = r.integer<int32_t>(r.require(a, "clients", "arrival"), "arrival.clients");
     if (out.clients < 1) r.fail("arrival.clients", "must be >= 1 (got " + std::to_string(out.clients) + ")");
   } else if (type == "trace") {
     r.only_keys(a, "arrival", {"type", "file"});
@@ -167,7 +71,7 @@ void read_arrival(const Reader& r, const json& a, const std::string& base_dir, A
 LengthDist read_length(const Reader& r, const json& v, const std::string& where) {
   LengthDist d;
   if (v.is_number_integer()) {
-    const int32_t n = r.int32(v, where);
+    const int32_t n = r.integer<int32_t>(v, where);
     if (n < 1) r.fail(where, "must be >= 1 (got " + std::to_string(n) + ")");
     return LengthDist{.kind = LengthDist::Kind::fixed, .value = static_cast<double>(n), .min = n, .max = n};
   }
@@ -177,7 +81,7 @@ LengthDist read_length(const Reader& r, const json& v, const std::string& where)
   const std::string type = t.get<std::string>();
   if (type == "fixed") {
     r.only_keys(v, where, {"type", "value"});
-    const int32_t n = r.int32(r.require(v, "value", where), where + ".value");
+    const int32_t n = r.integer<int32_t>(r.require(v, "value", where), where + ".value");
     if (n < 1) r.fail(where + ".value", "must be >= 1 (got " + std::to_string(n) + ")");
     return LengthDist{.kind = LengthDist::Kind::fixed, .value = static_cast<double>(n), .min = n, .max = n};
   }
@@ -199,7 +103,7 @@ LengthDist read_length(const Reader& r, const json& v, const std::string& where)
   }
   d.min = 1;
   r.get(v, "min", where, d.min);
-  d.max = r.int32(r.require(v, "max", where), where + ".max");
+  d.max = r.integer<int32_t>(r.require(v, "max", where), where + ".max");
   if (d.min < 1) r.fail(where + ".min", "must be >= 1 (got " + std::to_string(d.min) + ")");
   if (d.max < d.min) {
     r.fail(where + ".max", "must be >= min (" + std::to_string(d.max) + " < " + std::to_string(d.min) + ")");
@@ -240,13 +144,7 @@ std::vector<std::pair<int, std::string>> read_lines(const std::string& path, con
   return lines;
 }
 
-json parse_line(const Reader& r, const std::string& text) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    r.fail("", std::string("not valid JSON: ") + e.what());
-  }
-}
+json parse_line(const Reader& r, const std::string& text) { return r.parse(text); }
 
 }  // namespace
 
@@ -311,12 +209,7 @@ std::vector<std::string> read_prompt_dataset(const std::string& path) {
 
 WorkloadSpec parse_workload(std::string_view text, const std::string& origin, const std::string& base_dir) {
   const Reader r(origin);
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end(), nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    r.fail("", std::string("not valid JSON: ") + e.what());
-  }
+  const json root = r.parse(text);
   r.only_keys(root, "",
               {"name", "seed", "requests", "arrival", "prompt_tokens", "output_tokens", "prompts", "shared_prefix",
                "priorities", "ignore_eos"});
