@@ -279,12 +279,15 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   }
 
   // Closes the connection; a reply still being produced is cancelled (and
-  // counted as a disconnect of `reason`).
+  // counted as a disconnect of `reason`). A finished reply whose last
+  // write is in flight is not: a client that closes as soon as it has read
+  // those bytes can be seen leaving before that write's handler runs.
   void drop(std::optional<DisconnectReason> reason) {
     if (closed_) return;
     closed_ = true;
     if (pending_) {
-      if (reason) core_.metrics().disconnected(*reason);
+      const bool last_write_out = reply_done_ && queue_.size() <= 1;
+      if (reason && !last_write_out) core_.metrics().disconnected(*reason);
       pending_->cancel();
       pending_.reset();
     }
