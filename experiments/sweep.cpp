@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +16,8 @@
 #include "actors/pipeline_config.hpp"
 #include "core/error.hpp"
 #include "experiments/inprocess_runner.hpp"
-#include "model/model_tokenizer.hpp"
 #include "experiments/load_client.hpp"
+#include "model/model_tokenizer.hpp"
 
 namespace troupe {
 namespace {
@@ -127,7 +128,6 @@ int32_t longest_output(const WorkloadSpec& w) {
 
 struct Runner {
   const SweepSpec& spec;
-  std::ostream& log;
   WorkloadSpec workload;
   std::shared_ptr<const Model> model;
   std::unique_ptr<Tokenizer> tokenizer;  // server runs plan with it
@@ -180,15 +180,11 @@ struct Runner {
       }
       const std::string label = file_safe(run_label(s, load));
       if (!spec.out_dir.empty()) {
-        write_trace_of(*p, tracks, (fs::path(spec.out_dir) / ("trace_" + label + ".json")).string());
+        p->write_trace((fs::path(spec.out_dir) / ("trace_" + label + ".json")).string());
       }
       markdown_extra += "\n### " + run_label(s, load) + "\n\n" + format_trace_summary(t);
     }
     return s;
-  }
-
-  static void write_trace_of(const Pipeline& p, const std::vector<TrackData>&, const std::string& path) {
-    p.write_trace(path);
   }
 
   static std::string run_label(const RunSummary& s, const Load& load) {
@@ -285,7 +281,7 @@ SweepSpec load_sweep(const std::string& path) {
 
 std::vector<RunSummary> run_sweep(const SweepSpec& spec, std::ostream& log) {
   if (spec.workload_path.empty()) throw Error(Errc::invalid_argument, "a sweep needs a workload file");
-  Runner run{.spec = spec, .log = log, .workload = load_workload(spec.workload_path)};
+  Runner run{.spec = spec, .workload = load_workload(spec.workload_path)};
   if (spec.model_path.empty()) throw Error(Errc::invalid_argument, "a sweep needs the model (its vocabulary draws the prompts)");
   run.model = Model::load(spec.model_path);
   if (!spec.server.empty()) run.tokenizer = load_model_tokenizer(*run.model);
