@@ -56,6 +56,8 @@ class EngineSet {
   int32_t max_total_tokens() const { return engines_.front().policy->max_total_tokens(); }
   SchedulerStats stats() const;  // summed over engines
   const KvCacheManager& kv() const { return kv_; }
+  // No cached prefix is reused any more (a stage's KV contents were lost).
+  void drop_prefix_cache() { kv_.drop_prefix_cache(); }
 
   // KV invariants, and that the sequences holding KV are exactly the running
   // ones of all engines. Throws Errc::internal.

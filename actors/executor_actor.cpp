@@ -8,6 +8,8 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/actor_meter.hpp"
+#include "actors/stage_status.hpp"
+#include "actors/stage_step.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -19,7 +21,8 @@ class ExecutorImpl : public executor_actor::base {
       : executor_actor::base(cfg),
         backend_(std::move(parts.backend)),
         stage_(std::move(parts.stage)),
-        pool_(TensorPool::create(parts.max_free_buffers)),
+        pool_(TensorPool::create(parts.max_free_buffers, std::move(parts.output_memory))),
+        status_(std::move(parts.status)),
         before_step_(std::move(parts.before_step)),
         next_(std::move(next)),
         sampler_(std::move(sampler)) {}
@@ -28,6 +31,11 @@ class ExecutorImpl : public executor_actor::base {
     return {
         [this](StageBatch& batch) { run(batch); },
         [this](caf::connect_atom, scheduler_actor scheduler) { scheduler_ = std::move(scheduler); },
+        // Nothing to forget in-process (KV pages are the scheduler's); a
+        // remote stage further down the chain needs it.
+        [this](ForgetRequests& f) {
+          if (next_) send(next_, std::move(f));
+        },
     };
   }
 
@@ -39,36 +47,21 @@ class ExecutorImpl : public executor_actor::base {
 
  private:
   std::string stage_name() const {
-    return "stage [" + std::to_string(stage_->first_layer()) + ", " + std::to_string(stage_->last_layer()) +
-           ")";
+    return "stage [" + std::to_string(stage_->first_layer()) + ", " + std::to_string(stage_->last_layer()) + ") on " +
+           std::string(backend_->name());
   }
 
   void run(StageBatch& batch) {
-    seqs_.clear();
-    for (const StageSeq& s : batch.seqs) {
-      seqs_.push_back({.n_tokens = s.n_tokens,
-                       .n_past = s.n_past,
-                       .block_table = s.block_table,
-                       .want_logits = s.want_logits});
-    }
-    const BatchView view{.tokens = batch.tokens, .seqs = seqs_};
-    const int64_t n_rows = stage_->is_last() ? view.n_logit_rows() : view.n_tokens();
     TensorHandle out;
     const int64_t t0 = steady_now_ns();
     try {
-      if (before_step_) before_step_(batch.step);
-      const float* hidden_in = nullptr;
-      if (!stage_->is_first()) {
-        const int64_t n_embd = stage_->model().config().n_embd;
-        if (!batch.hidden || batch.hidden->rows != view.n_tokens() || batch.hidden->cols != n_embd) {
-          throw Error(Errc::internal, "hidden state of step " + std::to_string(batch.step) +
-                                          " does not have shape [n_tokens, n_embd]");
-        }
-        hidden_in = batch.hidden->data.data();
+      if (status_ && !status_->up()) {
+        throw Error(Errc::unavailable, "failed earlier: " + status_->snapshot().error);
       }
-      out = pool_->acquire(n_rows, stage_->output_width());
-      stage_->forward(view, hidden_in, out->data.data());
+      if (before_step_) before_step_(batch.step);
+      out = run_stage_step(*stage_, *pool_, batch, seqs_);
     } catch (const Error& e) {
+      if (e.code() == Errc::unavailable && status_ && status_->up()) status_->set_down(e.what());
       fail(batch, e.code(), e.what());
       return;
     } catch (const std::exception& e) {
@@ -100,9 +93,10 @@ class ExecutorImpl : public executor_actor::base {
 
   // Declared before the stage: the stage's destructor returns its memory to
   // the backend.
-  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Backend> backend_;
   std::unique_ptr<ModelStage> stage_;
   std::shared_ptr<TensorPool> pool_;
+  std::shared_ptr<StageStatus> status_;
   std::function<void(uint64_t)> before_step_;
   executor_actor next_;
   sampler_actor sampler_;

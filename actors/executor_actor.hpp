@@ -15,10 +15,17 @@
 namespace troupe {
 
 struct ActorMeter;  // actors/actor_meter.hpp
+class StageStatus;  // actors/stage_status.hpp
 
 struct ExecutorParts {
-  std::unique_ptr<Backend> backend;  // owned here, destroyed after the stage
+  std::shared_ptr<Backend> backend;  // outlives the stage (and the buffers it lends)
   std::unique_ptr<ModelStage> stage;
+  // Where the output buffers come from: a GPU stage's (or the CPU stage
+  // before a GPU stage's) backend gives pinned memory; null: plain memory.
+  std::shared_ptr<Backend> output_memory;
+  // Set down when the device fails (an Errc::unavailable error: a CUDA
+  // error is sticky, so every later step would fail too); may be null.
+  std::shared_ptr<StageStatus> status;
   // Idle output buffers the stage keeps (hidden states or logits): one per
   // micro-batch in flight behind it, plus one.
   size_t max_free_buffers = 4;

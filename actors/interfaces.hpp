@@ -42,14 +42,22 @@ using scheduler_actor = caf::typed_actor<
 // One stage: a contiguous range of layers on its own backend and thread.
 // Forwards hidden states to the next stage, or (last stage) logits to the
 // sampler on behalf of the scheduler.
-using executor_actor =
-    caf::typed_actor<caf::reacts_to<StageBatch>, caf::reacts_to<caf::connect_atom, scheduler_actor>>;
+// A remote stage's link in the head process has this interface too: the
+// chain does not know which of its stages live in other processes.
+using executor_actor = caf::typed_actor<caf::reacts_to<StageBatch>, caf::reacts_to<caf::connect_atom, scheduler_actor>,
+                                        caf::reacts_to<ForgetRequests>>;
 
 // Per-request sampling. A custom sampler implements this interface: it
 // learns a request's parameters from SeqOpen and answers each step's logits
 // with one SampledToken per row, in row order.
 using sampler_actor = caf::typed_actor<caf::reacts_to<SeqOpen>, caf::reacts_to<SeqClose>,
                                        caf::replies_to<StepLogits>::with<SampledStep>>;
+
+// A `troupe stage` worker in another process, published through CAF's
+// middleman: a handshake, then the steps of the session it opened.
+using stage_worker_actor =
+    caf::typed_actor<caf::replies_to<StageHello>::with<StageWelcome>, caf::replies_to<RemoteStep>::with<StageOutput>,
+                     caf::reacts_to<ForgetRequests>, caf::replies_to<stats_atom>::with<WorkerStats>>;
 
 // Token ids -> text pieces, stop strings, the final event; the only actor
 // that talks to sinks.

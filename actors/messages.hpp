@@ -4,13 +4,16 @@
 // copy; only a remote send would serialize their contents.
 #pragma once
 
-#include <caf/meta/load_callback.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/sec.hpp>
+#include <caf/serializer.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "actors/request_types.hpp"
@@ -115,9 +118,62 @@ struct SampledStep {
 // Executor -> scheduler: a stage could not run a step.
 struct StepFailed {
   uint64_t step = 0;
-  int32_t engine = 0;
+  int32_t engine = 0;  // -1: no step (a remote stage was lost while idle)
   Errc code = Errc::internal;
   std::string message;
+  // The stage lost its KV contents (a remote worker died or stopped
+  // answering): every request holding KV fails, and no cached prefix is
+  // reused, since the pages on that stage can no longer be trusted.
+  bool stage_lost = false;
+};
+
+// Scheduler -> executor chain (each stage passes it on): requests that
+// ended, so a remote stage's worker forgets them. Sent after their last step.
+struct ForgetRequests {
+  uint64_t session = 0;  // the remote session it is for (set by the link)
+  std::vector<RequestId> ids;
+};
+
+// -- remote stages: a head process and `troupe stage` workers ----------------
+
+// Head -> worker before any step. The facts travel as JSON text so that a
+// head and a worker of different protocol versions still read each other's
+// version (and secret) and refuse with a sentence instead of a silent drop.
+struct StageHello {
+  uint32_t wire_version = 0;
+  std::string json;  // secret, model identity, layers, KV geometry, step limits
+};
+
+struct StageWelcome {
+  uint32_t wire_version = 0;
+  bool accepted = false;
+  uint64_t session = 0;  // steps of this session only; a new hello starts another
+  std::string json;      // the worker's facts, or {"error": sentence}
+};
+
+// Head -> worker: one step, exactly what an in-process stage gets.
+struct RemoteStep {
+  uint64_t session = 0;
+  StageBatch batch;
+};
+
+// Worker -> head: the stage's output (hidden states [n_tokens, n_embd], or
+// logits [n_logit_rows, n_vocab] from a last stage), or why it failed.
+struct StageOutput {
+  uint64_t step = 0;
+  int32_t engine = 0;
+  TensorHandle out;
+  int64_t compute_ns = 0;
+  Errc code = Errc::internal;
+  std::string error;  // non-empty: the step failed on the worker
+};
+
+struct WorkerStats {
+  uint64_t session = 0;
+  uint64_t steps = 0;
+  int32_t live_sequences = 0;    // requests seen in steps and not forgotten
+  int64_t kv_blocks_in_use = 0;  // distinct KV pages their block tables hold
+  int64_t kv_blocks_total = 0;
 };
 
 // Scheduler or tokenizer -> detokenizer: the request ended there.
@@ -185,22 +241,31 @@ typename Inspector::result_type inspect(Inspector& f, KvSnapshot& x) {
            x.sequences, x.invariant_error);
 }
 
-// A tensor handle: shared locally; serialized as shape + values, and
-// deserialized into a standalone buffer, only when a message leaves the process.
+// A tensor handle: shared locally. Only when a message leaves the process
+// (a remote stage) is it serialized: its shape, then its floats as one raw
+// byte block (no per-element encoding; every host is little-endian x86-64 or
+// arm64), read back into a standalone buffer. Other inspectors (to_string)
+// see the shape only.
+inline constexpr int64_t kMaxWireTensorFloats = int64_t{1} << 30;  // 4 GiB: a corrupt shape is refused, not allocated
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TensorHandle& x) {
   int64_t rows = x ? x->rows : 0;
   int64_t cols = x ? x->cols : 0;
-  std::vector<float> values;
-  if constexpr (Inspector::reads_state) {
-    if (x) values = x->data;
-    return f(caf::meta::type_name("Tensor"), rows, cols, values);
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    if (auto err = f(rows, cols)) return err;
+    const size_t bytes = x ? x->size() * sizeof(float) : 0;
+    return bytes > 0 ? f.apply_raw(bytes, x->data) : caf::error{};
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    if (auto err = f(rows, cols)) return err;
+    if (rows < 0 || cols < 0 || (cols > 0 && rows > kMaxWireTensorFloats / cols)) {
+      return caf::make_error(caf::sec::invalid_argument, "tensor shape out of range");
+    }
+    x = make_tensor(rows, cols);
+    const size_t bytes = x->size() * sizeof(float);
+    return bytes > 0 ? f.apply_raw(bytes, x->data) : caf::error{};
   } else {
-    return f(caf::meta::type_name("Tensor"), rows, cols, values, caf::meta::load_callback([&] {
-               x = std::make_shared<TensorBuffer>(
-                   TensorBuffer{.data = std::move(values), .rows = rows, .cols = cols});
-               return caf::error{};
-             }));
+    return f(caf::meta::type_name("Tensor"), rows, cols);
   }
 }
 
@@ -261,7 +326,38 @@ typename Inspector::result_type inspect(Inspector& f, SampledStep& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepFailed& x) {
-  return f(caf::meta::type_name("StepFailed"), x.step, x.engine, x.code, x.message);
+  return f(caf::meta::type_name("StepFailed"), x.step, x.engine, x.code, x.message, x.stage_lost);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ForgetRequests& x) {
+  return f(caf::meta::type_name("ForgetRequests"), x.session, x.ids);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageHello& x) {
+  return f(caf::meta::type_name("StageHello"), x.wire_version, x.json);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageWelcome& x) {
+  return f(caf::meta::type_name("StageWelcome"), x.wire_version, x.accepted, x.session, x.json);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RemoteStep& x) {
+  return f(caf::meta::type_name("RemoteStep"), x.session, x.batch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageOutput& x) {
+  return f(caf::meta::type_name("StageOutput"), x.step, x.engine, x.out, x.compute_ns, x.code, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerStats& x) {
+  return f(caf::meta::type_name("WorkerStats"), x.session, x.steps, x.live_sequences, x.kv_blocks_in_use,
+           x.kv_blocks_total);
 }
 
 template <class Inspector>
@@ -289,6 +385,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::FinalEvent))
   CAF_ADD_TYPE_ID(troupe, (troupe::PipelineStats))
   CAF_ADD_TYPE_ID(troupe, (troupe::KvSnapshot))
+  CAF_ADD_TYPE_ID(troupe, (troupe::ForgetRequests))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StageHello))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StageWelcome))
+  CAF_ADD_TYPE_ID(troupe, (troupe::RemoteStep))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StageOutput))
+  CAF_ADD_TYPE_ID(troupe, (troupe::WorkerStats))
 
   // Scheduler: a delayed_send to itself when batching waits for arrivals.
   CAF_ADD_ATOM(troupe, troupe, wake_atom, "wake")
@@ -300,5 +402,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe, kv_atom, "kv")
   // Pipeline -> scheduler / detokenizer at teardown: end every request.
   CAF_ADD_ATOM(troupe, troupe, shutdown_atom, "shutdown")
+  // Remote stage link: try to reach the worker again (after a backoff).
+  CAF_ADD_ATOM(troupe, troupe, reconnect_atom, "reconnect")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -6,10 +6,15 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#ifdef TROUPE_HAVE_CAF_OPENSSL
+#include <caf/openssl/manager.hpp>
+#endif
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -19,11 +24,14 @@
 #include "actors/engine_set.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/pipeline_extensions.hpp"
+#include "actors/remote_stage.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
-#include "kernels/cpu_backend.hpp"
+#include "model/device.hpp"
+#include "model/model_identity.hpp"
 #include "model/model_tokenizer.hpp"
+#include "model/stage_plan.hpp"
 
 namespace troupe {
 namespace {
@@ -32,28 +40,6 @@ constexpr auto kAnswerTimeout = std::chrono::seconds(10);
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw Error(Errc::invalid_argument, "PipelineConfig: " + what);
-}
-
-// Fills in defaults and checks that the stages cover [0, n_layer) in order.
-std::vector<StageSpec> resolve_stages(std::vector<StageSpec> stages, int64_t n_layer) {
-  if (stages.empty()) stages.push_back({.first_layer = 0, .last_layer = n_layer, .threads = 0});
-  int64_t expect = 0;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    StageSpec& s = stages[i];
-    const std::string name = "stages[" + std::to_string(i) + "]";
-    if (s.last_layer < 0) s.last_layer = n_layer;
-    require(s.first_layer == expect, name + " starts at layer " + std::to_string(s.first_layer) +
-                                         ", expected " + std::to_string(expect) +
-                                         " (stages must cover the layers in order)");
-    require(s.last_layer > s.first_layer && s.last_layer <= n_layer,
-            name + " has layers [" + std::to_string(s.first_layer) + ", " + std::to_string(s.last_layer) +
-                ") but the model has " + std::to_string(n_layer));
-    require(s.threads >= 0, name + ".threads must not be negative");
-    expect = s.last_layer;
-  }
-  require(expect == n_layer, "the stages end at layer " + std::to_string(expect) + " but the model has " +
-                                 std::to_string(n_layer));
-  return stages;
 }
 
 // Blocks for an actor's answer (never called on an actor thread).
@@ -88,6 +74,7 @@ struct Pipeline::Impl {
   std::vector<tokenizer_actor> tokenizers;
   std::vector<observer_actor> observers;
   std::vector<std::shared_ptr<ActorMeter>> meters;  // for actor_loads()
+  std::vector<std::shared_ptr<StageStatus>> stage_status;  // one per executor stage
   std::unique_ptr<Tracer> tracer;                   // null: tracing off
   std::shared_ptr<AnomalyMonitor> monitor;
   std::atomic<RequestId> next_id{1};
@@ -147,7 +134,6 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->tokenizer = load_model_tokenizer(*impl->model);
   const ModelConfig& mc = impl->model->config();
 
-  const std::vector<StageSpec> stages = resolve_stages(std::move(config.stages), mc.n_layer);
   SchedulerConfig sc = config.scheduler;
   if (mc.n_ctx_train > 0 && sc.context_length > mc.n_ctx_train) {
     sc.context_length = static_cast<int32_t>(mc.n_ctx_train);
@@ -157,32 +143,124 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   require(config.micro_batches >= 0, "micro_batches must not be negative");
   require(config.tokenizer_pool >= 1, "tokenizer_pool must be at least 1");
   require(config.actor_threads >= 1, "actor_threads must be at least 1");
+  const StageOptions limits{.max_tokens = sc.max_tokens_per_step,
+                            .max_seqs = sc.max_batch_size,
+                            .n_kv_blocks = config.n_kv_blocks,
+                            .kv_block_size = config.kv_block_size};
+  std::vector<StagePlacement> placements;
+  for (const StageSpec& s : config.stages) {
+    placements.push_back({.first_layer = s.first_layer,
+                          .last_layer = s.last_layer,
+                          .device = s.device,
+                          .threads = s.threads,
+                          .remote = !s.remote.empty()});
+  }
+  if (placements.empty()) placements.push_back({.first_layer = 0, .last_layer = mc.n_layer, .threads = 0});
+  if (config.gpu_layers >= 0) {
+    const std::string gpu = config.device.empty() || config.device == "cpu" ? "cuda:0" : config.device;
+    placements = split_gpu_layers(mc.n_layer, config.gpu_layers, placements.front().threads, gpu);
+  } else if (!config.device.empty()) {
+    for (StagePlacement& p : placements) p.device = config.device;
+  }
+  std::vector<std::string> remotes(placements.size());  // "host:port" per stage; empty: in-process
+  if (config.gpu_layers < 0) {
+    for (size_t i = 0; i < config.stages.size() && i < remotes.size(); ++i) remotes[i] = config.stages[i].remote;
+  }
+  std::vector<PlannedStage> plan;
+  try {
+    plan = plan_stages(*impl->model, placements, limits);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("PipelineConfig: ") + e.what());
+  }
   const int32_t n_engines =
-      config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(stages.size());
+      config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(plan.size());
   const KvCacheOptions kv{.n_blocks = config.n_kv_blocks,
                           .block_size = config.kv_block_size,
                           .prefix_caching = config.prefix_caching};
   { EngineSet check(sc, kv, n_engines); }  // a bad scheduler config throws here, not in an actor
 
-  // The stages allocate their KV pages and arenas now, so that running out
-  // of memory is an error of start(), before any actor exists.
-  std::vector<ExecutorParts> parts;
-  for (const StageSpec& s : stages) {
-    ExecutorParts p{.backend = std::make_unique<CpuBackend>(CpuBackendOptions{.n_threads = s.threads}),
-                    .max_free_buffers = static_cast<size_t>(n_engines) + 1};
+  // The stages open their devices and allocate their KV pages and arenas
+  // now, so that a missing GPU or too little memory is an error of start(),
+  // before any actor exists. Backends first: a CPU stage in front of a GPU
+  // stage takes its output buffers from the GPU's (pinned) host memory.
+  // Stages that share a GPU are checked against its free memory together.
+  // A remote stage allocates nothing here.
+  std::vector<std::shared_ptr<Backend>> backends(plan.size());
+  std::map<std::string, DeviceNeeds> device_needs;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedStage& s = plan[i];
+    if (s.remote) continue;
+    DeviceNeeds& need = device_needs[s.device.str()];
+    need.weight_bytes += s.footprint.weight_bytes;
+    need.kv_bytes += s.footprint.kv_bytes;
+    need.arena_bytes += s.footprint.arena_bytes;
+    backends[i] = open_backend(s.device, s.threads, need);
+  }
+  std::vector<ExecutorParts> parts(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedStage& s = plan[i];
+    ExecutorParts& p = parts[i];
+    p.status = std::make_shared<StageStatus>(StageHealth{.name = "executor_" + std::to_string(i),
+                                                         .where = s.remote ? "remote " + remotes[i] : s.device.str(),
+                                                         .first_layer = s.first_layer,
+                                                         .last_layer = s.last_layer});
+    impl->stage_status.push_back(p.status);
+    if (s.remote) continue;
+    p.backend = backends[i];
+    p.max_free_buffers = static_cast<size_t>(n_engines) + 1;
+    if (s.output == HandOff::pinned) p.output_memory = s.device.is_cuda() ? backends[i] : backends[i + 1];
     if (extensions.before_stage_step) {
-      p.before_step = [hook = extensions.before_stage_step, i = static_cast<int32_t>(parts.size())](uint64_t step) {
+      p.before_step = [hook = extensions.before_stage_step, i = static_cast<int32_t>(i)](uint64_t step) {
         hook(i, step);
       };
     }
-    p.stage = std::make_unique<ModelStage>(impl->model, *p.backend,
-                                           StageOptions{.first_layer = s.first_layer,
-                                                        .last_layer = s.last_layer,
-                                                        .max_tokens = sc.max_tokens_per_step,
-                                                        .max_seqs = sc.max_batch_size,
-                                                        .n_kv_blocks = config.n_kv_blocks,
-                                                        .kv_block_size = config.kv_block_size});
-    parts.push_back(std::move(p));
+    StageOptions o = limits;
+    o.first_layer = s.first_layer;
+    o.last_layer = s.last_layer;
+    p.stage = std::make_unique<ModelStage>(impl->model, *p.backend, o);
+  }
+  backends.clear();
+
+  // Remote stages: what this head expects each worker to hold.
+  const bool any_remote = std::any_of(plan.begin(), plan.end(), [](const PlannedStage& s) { return s.remote; });
+  const RemoteSettings& rs = config.remote;
+  const bool tls = !rs.tls_cert.empty() || !rs.tls_key.empty() || !rs.tls_ca.empty();
+  std::vector<RemoteStageOptions> remote_options(plan.size());
+  if (any_remote) {
+    require(!tls || (!rs.tls_cert.empty() && !rs.tls_key.empty() && !rs.tls_ca.empty()),
+            "remote.tls needs a certificate, a key and a CA file together");
+    const std::string model_id = model_identity(*impl->model);
+    const std::string model_name = model_display_name(*impl->model);
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (!plan[i].remote) continue;
+      const auto [host, port] = parse_host_port(remotes[i]);
+      remote_options[i] = {.host = host,
+                           .port = port,
+                           .secret = rs.secret,
+                           .expect = {.model_id = model_id,
+                                      .model_name = model_name,
+                                      .first_layer = plan[i].first_layer,
+                                      .last_layer = plan[i].last_layer,
+                                      .kv_blocks = config.n_kv_blocks,
+                                      .kv_block_size = config.kv_block_size,
+                                      .max_tokens = limits.max_tokens,
+                                      .max_seqs = limits.max_seqs},
+                           .step_timeout = std::chrono::milliseconds(rs.step_timeout_ms),
+                           .hello_timeout = std::chrono::milliseconds(rs.hello_timeout_ms),
+                           .tls = tls,
+                           .wire_version = rs.wire_version != 0 ? rs.wire_version : kStageWireVersion};
+    }
+    impl->cfg.load<caf::io::middleman>();
+    if (tls) {
+#ifdef TROUPE_HAVE_CAF_OPENSSL
+      impl->cfg.openssl_certificate = rs.tls_cert;
+      impl->cfg.openssl_key = rs.tls_key;
+      impl->cfg.openssl_cafile = rs.tls_ca;
+      impl->cfg.load<caf::openssl::manager>();
+#else
+      throw Error(Errc::unsupported, "PipelineConfig: remote TLS needs CAF's OpenSSL module, which this build lacks");
+#endif
+    }
   }
 
   impl->cfg.set("scheduler.max-threads", static_cast<size_t>(config.actor_threads));
@@ -223,18 +301,31 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     impl->observers.push_back(make(sys));
     caf::anon_send(impl->detokenizer, caf::add_atom::value, impl->observers.back());
   }
+  // Remote workers are reached and checked before any actor of the chain
+  // exists: a refusal (secret, protocol, model, layers, KV) ends start().
+  std::vector<RemoteSession> sessions(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].remote) sessions[i] = open_remote_session(sys, remote_options[i]);
+  }
   impl->stages.resize(parts.size());
   executor_actor next;
   for (size_t i = parts.size(); i-- > 0;) {
-    impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler, stage_meters[i]);
+    if (plan[i].remote) {
+      impl->stages[i] = spawn_remote_stage(sys, std::move(remote_options[i]), std::move(sessions[i]), next,
+                                           impl->sampler, parts[i].status, stage_meters[i]);
+    } else {
+      impl->stages[i] = spawn_executor(sys, std::move(parts[i]), next, impl->sampler, stage_meters[i]);
+    }
     next = impl->stages[i];
   }
+  sessions.clear();
   impl->scheduler = spawn_scheduler(sys, {.scheduler = sc,
                                      .kv = kv,
                                      .n_engines = n_engines,
                                      .n_vocab = static_cast<int32_t>(mc.n_vocab),
                                      .monitor = impl->monitor,
-                                     .anomaly = config.anomaly},
+                                     .anomaly = config.anomaly,
+                                     .forward_ended = any_remote},
                                     impl->stages.front(), impl->sampler, impl->detokenizer, scheduler_meter);
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
@@ -349,6 +440,19 @@ TraceSummary Pipeline::trace_summary() const { return summarize_trace(trace()); 
 std::map<std::string, uint64_t> Pipeline::anomaly_counts() const { return impl_->monitor->counts(); }
 
 std::vector<AnomalyEvent> Pipeline::recent_anomalies() const { return impl_->monitor->recent(); }
+
+std::vector<StageHealth> Pipeline::stage_health() const {
+  std::vector<StageHealth> out;
+  for (const auto& s : impl_->stage_status) out.push_back(s->snapshot());
+  return out;
+}
+
+bool Pipeline::stages_up() const {
+  for (const auto& s : impl_->stage_status) {
+    if (!s->up()) return false;
+  }
+  return true;
+}
 
 const Model& Pipeline::model() const { return *impl_->model; }
 const Tokenizer& Pipeline::tokenizer() const { return *impl_->tokenizer; }

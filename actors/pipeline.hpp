@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/request_types.hpp"
+#include "actors/stage_status.hpp"
 #include "telemetry/actor_summary.hpp"
 #include "telemetry/anomaly.hpp"
 #include "telemetry/chrome_trace.hpp"
@@ -25,11 +26,30 @@ class actor_system;
 
 namespace troupe {
 
-// A contiguous range of layers on its own CPU backend and thread count.
+// A contiguous range of layers on its own device: the CPU with its own
+// kernel threads, or a GPU ("cuda", "cuda:N"). Each stage allocates its KV
+// pages and step arena on its device.
 struct StageSpec {
   int64_t first_layer = 0;
-  int64_t last_layer = -1;  // exclusive; -1: the model's last layer
-  int threads = 1;          // kernel threads of this stage (0: all hardware threads)
+  int64_t last_layer = -1;    // exclusive; -1: the model's last layer
+  int threads = 1;            // CPU kernel threads of this stage (0: all hardware threads)
+  std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
+  // "host:port" of a `troupe stage` worker that holds these layers: the
+  // stage runs in that process (threads and device are the worker's).
+  std::string remote;
+};
+
+// How the head talks to remote stages (docs/distributed.md).
+struct RemoteSettings {
+  std::string secret;                // shared secret checked by the workers; empty: none
+  int64_t step_timeout_ms = 30000;   // a step unanswered this long: the worker is lost
+  int64_t hello_timeout_ms = 10000;  // the handshake
+  // TLS between hosts (CAF's OpenSSL module): this side's certificate and
+  // key, and the CA that signed the peers'. All empty: plain TCP.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  uint32_t wire_version = 0;         // 0: this build's protocol (tests pose as another)
 };
 
 // Per-actor timelines (telemetry/trace_ring.hpp): every message an actor
@@ -45,6 +65,14 @@ struct PipelineConfig {
   // In layer order, covering every layer once; empty: one stage with all
   // layers and `threads` 0.
   std::vector<StageSpec> stages;
+  // `--device`: when set, every stage runs there (an empty `stages` is one
+  // stage with every layer).
+  std::string device;
+  // `--gpu-layers N` (llama.cpp's -ngl): when >= 0, replaces `stages` by the
+  // last N layers (and the output head) on `device` (default cuda:0) and the
+  // layers before them on the CPU.
+  int64_t gpu_layers = -1;
+  RemoteSettings remote;
   SchedulerConfig scheduler;            // context_length is capped at the model's trained context
   int32_t n_kv_blocks = 512;            // KV pages shared by all requests (each stage has them for its layers)
   int32_t kv_block_size = 16;           // tokens per page
@@ -127,6 +155,11 @@ class Pipeline {
 
   std::map<std::string, uint64_t> anomaly_counts() const;  // "ttft", "step_time"
   std::vector<AnomalyEvent> recent_anomalies() const;
+
+  // Each executor stage: its layers, device, and whether it is up (a GPU
+  // that reported an error is not). Lock-free enough for /ready.
+  std::vector<StageHealth> stage_health() const;
+  bool stages_up() const;
 
   const Model& model() const;
   const Tokenizer& tokenizer() const;

@@ -24,7 +24,7 @@ void read_stages(const Reader& r, const json& arr, PipelineConfig& c) {
   for (size_t i = 0; i < arr.size(); ++i) {
     const std::string where = "stages[" + std::to_string(i) + "]";
     const json& s = arr[i];
-    r.only_keys(s, where, {"layers", "threads"});
+    r.only_keys(s, where, {"layers", "threads", "device", "remote"});
     StageSpec spec;
     const auto layers = s.find("layers");
     if (layers == s.end()) r.fail(where, "needs \"layers\": [first, last)");
@@ -35,6 +35,8 @@ void read_stages(const Reader& r, const json& arr, PipelineConfig& c) {
     spec.first_layer = (*layers)[0].get<int64_t>();
     spec.last_layer = (*layers)[1].get<int64_t>();
     r.get(s, "threads", where, spec.threads);
+    r.get(s, "device", where, spec.device);
+    r.get(s, "remote", where, spec.remote);
     c.stages.push_back(spec);
   }
 }
@@ -74,13 +76,31 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   const Reader r(origin);
   const json root = r.parse(text);
   // "server" belongs to the network edge (net/server_config), which reads
-  // the same files; the pipeline leaves it alone.
+  // the same files; the pipeline leaves it alone. "replicas" is several
+  // pipelines (actors/replica_config.hpp), which only `troupe serve` runs:
+  // refused here rather than silently running the top-level chain alone.
+  if (root.is_object() && root.contains("replicas")) {
+    r.fail("replicas", "several replicas run only under `troupe serve` (read them with parse_replicas)");
+  }
   r.only_keys(root, "",
-              {"model", "stages", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
+              {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
                 "server"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (const auto it = root.find("stages"); it != root.end()) read_stages(r, *it, c);
+  r.get(root, "device", "", c.device);
+  r.get(root, "gpu_layers", "", c.gpu_layers);
+  if (const auto it = root.find("remote"); it != root.end()) {
+    r.only_keys(*it, "remote", {"secret", "step_timeout_ms", "hello_timeout_ms", "tls_cert", "tls_key", "tls_ca"});
+    r.get(*it, "secret", "remote", c.remote.secret);
+    r.get(*it, "step_timeout_ms", "remote", c.remote.step_timeout_ms);
+    r.get(*it, "hello_timeout_ms", "remote", c.remote.hello_timeout_ms);
+    r.get(*it, "tls_cert", "remote", c.remote.tls_cert);
+    r.get(*it, "tls_key", "remote", c.remote.tls_key);
+    r.get(*it, "tls_ca", "remote", c.remote.tls_ca);
+    if (c.remote.step_timeout_ms < 1) r.fail("remote.step_timeout_ms", "must be at least 1");
+    if (c.remote.hello_timeout_ms < 1) r.fail("remote.hello_timeout_ms", "must be at least 1");
+  }
   r.get(root, "micro_batches", "", c.micro_batches);
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);

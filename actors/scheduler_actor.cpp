@@ -41,6 +41,7 @@ class SchedulerImpl : public scheduler_actor::base {
         engines_(options.scheduler, options.kv, options.n_engines),
         n_vocab_(options.n_vocab),
         monitor_(options.monitor),
+        forward_ended_(options.forward_ended),
         step_times_(options.anomaly),
         first_stage_(std::move(first_stage)),
         sampler_(std::move(sampler)),
@@ -51,8 +52,9 @@ class SchedulerImpl : public scheduler_actor::base {
         [this](TokenRequest& r) { on_request(r); },
         [this](SampledStep& s) { on_sampled(s); },
         [this](StepFailed& f) {
-          const StepPlan* plan = engines_.in_flight(f.engine);
+          const StepPlan* plan = f.engine >= 0 ? engines_.in_flight(f.engine) : nullptr;
           if (plan != nullptr && plan->step == f.step) fail_step(f.engine, f.code, f.message);
+          if (f.stage_lost) lose_kv(f.code, f.message);
           dispatch();
         },
         [this](cancel_atom, RequestId id) {
@@ -68,6 +70,7 @@ class SchedulerImpl : public scheduler_actor::base {
           if (it == live_.end()) return;
           engines_.cancel(id);
           if (it->second.opened) send(sampler_, SeqClose{.id = id});
+          if (it->second.opened && forward_ended_) ended_.push_back(id);
           live_.erase(it);
           ++n_finished_;
           dispatch();
@@ -207,12 +210,31 @@ class SchedulerImpl : public scheduler_actor::base {
     engines_.complete(engine, result);  // everyone in it is gone: only frees the engine
   }
 
+  // A stage lost its KV pages (a remote worker died or hung): every request
+  // holding KV fails with the reason, and no cached prefix is reused. The
+  // requests still waiting are untouched; they run once the stage is back
+  // (until then their steps fail fast with the stage's error).
+  void lose_kv(Errc code, const std::string& message) {
+    std::vector<RequestId> ids;
+    for (const auto& [id, l] : live_) {
+      if (engines_.kv().contains(id)) ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    for (const RequestId id : ids) {
+      engines_.cancel(id);
+      ++n_errors_;
+      end(id, EndReason::error, code, req_name(id) + ": " + message);
+    }
+    engines_.drop_prefix_cache();
+  }
+
   // Ends a live request: one RequestDone to the detokenizer, and the sampler
   // forgets it.
   void end(RequestId id, EndReason reason, Errc code, std::string message) {
     const auto it = live_.find(id);
     if (it == live_.end()) return;
     if (it->second.opened) send(sampler_, SeqClose{.id = id});
+    if (it->second.opened && forward_ended_) ended_.push_back(id);
     send(detokenizer_, RequestDone{.id = id, .reason = reason, .code = code, .message = std::move(message)});
     live_.erase(it);
   }
@@ -222,6 +244,11 @@ class SchedulerImpl : public scheduler_actor::base {
     for (RejectedRequest& r : round.rejected) {
       ++n_errors_;
       end(r.request_id, EndReason::error, r.code, std::move(r.reason));
+    }
+    // Ended requests first: a step planned now may reuse their KV pages.
+    if (!ended_.empty()) {
+      send(first_stage_, ForgetRequests{.ids = std::move(ended_)});
+      ended_.clear();
     }
     for (const int32_t engine : round.started) send_step(*engines_.in_flight(engine), engine);
     if (round.wake_at) wake_at(*round.wake_at);
@@ -334,6 +361,8 @@ class SchedulerImpl : public scheduler_actor::base {
   EngineSet engines_;
   int32_t n_vocab_ = 0;
   std::shared_ptr<AnomalyMonitor> monitor_;
+  bool forward_ended_ = false;
+  std::vector<RequestId> ended_;  // ended since the last dispatch (forward_ended_)
   BucketedDetector step_times_;
   int32_t kv_peak_ = 0;
   std::unordered_map<RequestId, Live> live_;

@@ -30,6 +30,9 @@ struct SchedulerActorOptions {
   // per step size class) are reported here; null: not watched.
   std::shared_ptr<AnomalyMonitor> monitor;
   AnomalyOptions anomaly;
+  // Tell the executor chain which requests ended (ForgetRequests), so that
+  // remote stages' workers forget them. Off when every stage is in-process.
+  bool forward_ended = false;
 };
 
 // Messages to the first stage carry this scheduler's steps; the last stage

@@ -2,12 +2,58 @@
 // whose deleter returns the buffer (and keeps the pool alive until then).
 #include "actors/tensor_pool.hpp"
 
+#include <cstdlib>
+#include <new>
+
 #include "core/error.hpp"
+#include "kernels/backend.hpp"
 
 namespace troupe {
+namespace {
 
-std::shared_ptr<TensorPool> TensorPool::create(size_t max_free) {
-  return std::shared_ptr<TensorPool>(new TensorPool(max_free));
+constexpr size_t kAlignment = 64;
+
+float* plain_alloc(size_t floats) {
+  const size_t bytes = (floats * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+
+}  // namespace
+
+TensorHandle make_tensor(int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0) throw Error(Errc::invalid_argument, "make_tensor: negative shape");
+  auto* b = new TensorBuffer{.rows = rows, .cols = cols, .capacity = static_cast<size_t>(rows * cols)};
+  try {
+    b->data = plain_alloc(b->capacity);
+  } catch (...) {
+    delete b;
+    throw;
+  }
+  return TensorHandle(b, [](TensorBuffer* p) {
+    std::free(p->data);
+    delete p;
+  });
+}
+
+std::shared_ptr<TensorPool> TensorPool::create(size_t max_free, std::shared_ptr<Backend> memory) {
+  return std::shared_ptr<TensorPool>(new TensorPool(max_free, std::move(memory)));
+}
+
+TensorPool::~TensorPool() {
+  for (auto& b : free_) release(*b);
+}
+
+void TensorPool::release(TensorBuffer& b) {
+  if (b.data == nullptr) return;
+  if (memory_) {
+    memory_->host_free(b.data);
+  } else {
+    std::free(b.data);
+  }
+  b.data = nullptr;
+  b.capacity = 0;
 }
 
 TensorHandle TensorPool::acquire(int64_t rows, int64_t cols) {
@@ -26,9 +72,13 @@ TensorHandle TensorPool::acquire(int64_t rows, int64_t cols) {
     }
   }
   if (!b) b = std::make_unique<TensorBuffer>();
-  // resize within the capacity a buffer already has does not reallocate;
-  // buffers grow to the largest step they have seen.
-  b->data.resize(static_cast<size_t>(rows * cols));
+  // Buffers grow to the largest step they have seen, then are reused as they are.
+  const auto need = static_cast<size_t>(rows * cols);
+  if (need > b->capacity) {
+    release(*b);
+    b->data = memory_ ? static_cast<float*>(memory_->host_alloc(need * sizeof(float))) : plain_alloc(need);
+    b->capacity = need;
+  }
   b->rows = rows;
   b->cols = cols;
   std::shared_ptr<TensorPool> self = shared_from_this();
@@ -38,7 +88,11 @@ TensorHandle TensorPool::acquire(int64_t rows, int64_t cols) {
 void TensorPool::give_back(TensorBuffer* b) {
   std::unique_ptr<TensorBuffer> owned(b);
   std::lock_guard lock(mutex_);
-  if (free_.size() < max_free_) free_.push_back(std::move(owned));
+  if (free_.size() < max_free_) {
+    free_.push_back(std::move(owned));
+  } else {
+    release(*owned);
+  }
 }
 
 size_t TensorPool::n_free() const {

@@ -1,10 +1,18 @@
-// GPU benchmarks of the CUDA backend through the model code: HBM copy
-// bandwidth (a copy kernel, the roofline's denominator), then for
-// random-weight BF16 Llama shapes built directly on the device (no weight
-// files): single-stream decode tokens/s against the roofline (weight bytes
-// read per token / measured bandwidth), prefill tokens/s for 512- and
-// 2048-token prompts, and aggregate decode tokens/s at several batch sizes.
+// GPU benchmarks of the CUDA backend through the model code (ModelStage),
+// for random-weight BF16 Llama shapes built directly on the device (no
+// weight files):
+//  - single-stream decode tokens/s as a fraction of the HBM roofline (weight
+//    bytes read per token / the copy bandwidth measured in the same run);
+//  - prefill of 512- and 2048-token prompts: tokens/s and the TFLOP/s of the
+//    layers' matmuls, against plain cuBLAS GEMMs of the very same shapes and
+//    weights timed in the same run (the backend's GEMM configuration: bf16
+//    inputs, fp32 accumulation, f32 output);
+//  - aggregate decode tokens/s at batch 1..256 on the stage directly (the
+//    actor pipeline's figures are bench_cuda_pipeline's).
 //   bench_cuda [--models 1b,8b] [--out results.md]
+// Without a usable GPU it prints "bench_cuda: no CUDA device: <reason>" and
+// exits with 77 (the tests' skip code).
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -159,20 +167,114 @@ std::string fmt(double v, int prec = 1) {
   return buf;
 }
 
+// The layers' matmuls of one n-token prefill as plain cuBLAS GEMMs on the
+// model's own weights: y[n, N] = x[n, K] · W[N, K]^T per weight, bf16 x and W,
+// fp32 accumulation, f32 y (what the backend's GEMM path asks cuBLAS for).
+// Best of 3 timed passes over every layer, after a warm-up.
+class CublasBaseline {
+ public:
+  CublasBaseline(CudaBackend& gpu, const troupe::Model& model, int64_t max_tokens) : gpu_(gpu), model_(model) {
+    const troupe::ModelConfig& c = model.config();
+    const int64_t max_k = std::max(c.n_ff, c.n_embd), max_n = std::max({c.n_ff, c.n_embd, c.q_dim()});
+    x_ = gpu.random_weight(troupe::DType::bf16, max_k, max_tokens, 1.0f, 99).data;
+    y_ = gpu.allocate(static_cast<size_t>(max_tokens * max_n) * sizeof(float));
+    ws_ = gpu.allocate(kWorkspace);
+    TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TROUPE_CUBLAS_CHECK(cublasCreate(&handle_));
+    TROUPE_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+    TROUPE_CUBLAS_CHECK(cublasSetWorkspace(handle_, ws_, kWorkspace));
+    TROUPE_CUDA_CHECK(cudaEventCreate(&a_));
+    TROUPE_CUDA_CHECK(cudaEventCreate(&b_));
+  }
+  ~CublasBaseline() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+    cublasDestroy(handle_);
+    cudaStreamDestroy(stream_);
+    gpu_.deallocate(y_);
+    gpu_.deallocate(ws_);
+  }
+  CublasBaseline(const CublasBaseline&) = delete;
+  CublasBaseline& operator=(const CublasBaseline&) = delete;
+
+  double seconds(int64_t n_tokens) {
+    pass(n_tokens);  // warm-up: cuBLAS picks and loads its kernels
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      TROUPE_CUDA_CHECK(cudaEventRecord(a_, stream_));
+      pass(n_tokens);
+      TROUPE_CUDA_CHECK(cudaEventRecord(b_, stream_));
+      TROUPE_CUDA_CHECK(cudaEventSynchronize(b_));
+      float ms = 0;
+      TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+      best = std::min(best, static_cast<double>(ms) * 1e-3);
+    }
+    return best;
+  }
+
+ private:
+  static constexpr size_t kWorkspace = size_t{32} << 20;
+
+  void pass(int64_t n_tokens) {
+    for (const troupe::LayerWeights& l : model_.weights().layers) {
+      for (const troupe::Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        const float alpha = 1.0f, beta = 0.0f;
+        const int n_out = static_cast<int>(w->n_out), n_in = static_cast<int>(w->n_in), m = static_cast<int>(n_tokens);
+        TROUPE_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n_out, m, n_in, &alpha, w->data,
+                                         CUDA_R_16BF, n_in, x_, CUDA_R_16BF, n_in, &beta, y_, CUDA_R_32F, n_out,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
+    }
+  }
+
+  CudaBackend& gpu_;
+  const troupe::Model& model_;
+  const void* x_ = nullptr;  // [max_tokens, max_k] bf16, random
+  void* y_ = nullptr;        // [max_tokens, max_n] f32
+  void* ws_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t handle_ = nullptr;
+  cudaEvent_t a_ = nullptr, b_ = nullptr;
+};
+
+// FLOPs of the layers' matmuls for n tokens (2 per multiply-add; the output
+// head, one row per prompt, is left out on both sides).
+double layer_matmul_flops(const troupe::ModelConfig& c, int64_t n) {
+  const double per_token = static_cast<double>(c.n_embd) * (2.0 * c.q_dim() + 2.0 * c.kv_dim() + 3.0 * c.n_ff);
+  return 2.0 * static_cast<double>(n) * per_token * static_cast<double>(c.n_layer);
+}
+
+// FLOPs of causal attention over n tokens: QK^T and PV, n(n+1)/2 pairs each.
+double attention_flops(const troupe::ModelConfig& c, int64_t n) {
+  return 2.0 * 2.0 * static_cast<double>(c.n_head * c.head_dim) * static_cast<double>(n) * (n + 1) / 2.0 *
+         static_cast<double>(c.n_layer);
+}
+
 void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, std::ostream& out) {
   auto model = std::make_shared<DeviceLlama>(gpu, shape);
+  const troupe::ModelConfig& c = model->config();
   const double gb = static_cast<double>(model->weight_bytes()) / 1e9;
   out << "\n## " << shape.name << " shapes, random BF16 weights (" << fmt(gb, 2) << " GB read per decode step)\n\n";
 
   Runner r(model, gpu, 256, 2048 + 64, 256);
 
-  // Prefill: one prompt of n tokens (a warm-up run first).
-  out << "| prefill prompt | time (ms) | tokens/s |\n|---|---|---|\n";
+  // Prefill: one prompt of n tokens (a warm-up run first), against the
+  // same GEMMs in plain cuBLAS. TFLOP/s counts the layers' matmuls only, so
+  // the two columns share a numerator: their ratio is the share of the
+  // GEMM-only speed the whole prefill keeps (attention, norms, RoPE, the
+  // activation conversions and launch gaps are the rest).
+  out << "| prefill prompt | time (ms) | tokens/s | matmul TFLOP/s | cuBLAS same GEMMs (ms) | cuBLAS TFLOP/s "
+         "| prefill / cuBLAS | attention share of FLOPs |\n|---|---|---|---|---|---|---|---|\n";
+  CublasBaseline baseline(gpu, *model, 2048);
   for (int32_t n : {512, 2048}) {
     r.step(1, n, 0);
     double best = 1e9;
     for (int i = 0; i < 3; ++i) best = std::min(best, r.step(1, n, 0));
-    out << "| " << n << " | " << fmt(best * 1e3, 2) << " | " << fmt(n / best, 0) << " |\n";
+    const double gemm = baseline.seconds(n);
+    const double flops = layer_matmul_flops(c, n), attn = attention_flops(c, n);
+    out << "| " << n << " | " << fmt(best * 1e3, 2) << " | " << fmt(n / best, 0) << " | "
+        << fmt(flops / best / 1e12, 1) << " | " << fmt(gemm * 1e3, 2) << " | " << fmt(flops / gemm / 1e12, 1)
+        << " | " << fmt(100.0 * gemm / best, 1) << "% | " << fmt(100.0 * attn / (attn + flops), 1) << "% |\n";
   }
 
   // Single-stream decode after a 128-token prompt; the first steps capture
@@ -187,9 +289,9 @@ void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, std::ostre
   out << "\nSingle-stream decode: " << fmt(tok_s, 1) << " tok/s; roofline " << fmt(roof, 1) << " tok/s (" << fmt(gb, 2)
       << " GB / " << fmt(bw_gbs, 0) << " GB/s): **" << fmt(100.0 * tok_s / roof, 1) << "% of roofline**\n\n";
 
-  // Aggregate decode: batch sequences at position 128 (their cache pages
-  // hold zeros: the timing does not depend on the values).
-  out << "| decode batch | step (ms) | aggregate tokens/s |\n|---|---|---|\n";
+  // Aggregate decode on the stage directly: batch sequences at position 128
+  // (their cache pages hold zeros: the timing does not depend on the values).
+  out << "| decode batch (ModelStage directly) | step (ms) | aggregate tokens/s |\n|---|---|---|\n";
   for (int64_t batch : {1, 8, 32, 128, 256}) {
     for (int32_t i = 0; i < 3; ++i) r.step(batch, 1, 128 + i);
     const int steps = 16;
@@ -222,8 +324,10 @@ int main(int argc, char** argv) {
   }
   std::string why;
   if (!troupe::cuda_available(&why)) {
-    std::fprintf(stderr, "bench_cuda: %s\n", why.c_str());
-    return 1;
+    const std::string prefix = "no usable CUDA device: ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    std::fprintf(stderr, "bench_cuda: no CUDA device: %s\n", why.c_str());
+    return 77;
   }
   try {
     if (!out_path.empty()) std::ofstream(out_path, std::ios::trunc) << "";

@@ -11,6 +11,7 @@ const char* to_string(Errc e) {
     case Errc::unsupported: return "unsupported";
     case Errc::out_of_memory: return "out_of_memory";
     case Errc::cancelled: return "cancelled";
+    case Errc::unavailable: return "unavailable";
     case Errc::internal: return "internal";
   }
   return "unknown";

@@ -15,6 +15,7 @@ enum class Errc : uint8_t {
   unsupported,       // well-formed, but something Troupe does not implement
   out_of_memory,     // a pool (KV blocks, arena) cannot hold the request
   cancelled,
+  unavailable,       // a stage cannot serve now: a device error, a remote stage lost or not answering
   internal,
 };
 

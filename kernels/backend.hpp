@@ -40,6 +40,16 @@ class Backend {
   // Waits for queued work (a no-op on the CPU).
   virtual void synchronize() = 0;
 
+  // Host memory for buffers that cross between this backend and the host
+  // every step (hidden states handed to or from another stage, logits for
+  // the sampler). A device backend returns pinned (page-locked) memory, so
+  // copies to and from it are asynchronous DMA; the CPU's is plain aligned
+  // memory. Never called per step: the tensor pools keep what they get.
+  virtual void* host_alloc(size_t bytes);
+  virtual void host_free(void* p);
+  // Whether matmul and embedding run weights of this type here.
+  virtual bool supports(DType type) const;
+
   // y[n_tokens, w.n_out] = x[n_tokens, w.n_in] · w^T
   virtual void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) = 0;
   // y[n_tokens, n_embd] = rows ids of table [n_vocab, n_embd]

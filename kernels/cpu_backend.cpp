@@ -22,6 +22,31 @@ void* CpuBackend::allocate(size_t bytes) {
 
 void CpuBackend::deallocate(void* p) { std::free(p); }
 
+// The Backend defaults: plain aligned host memory, and the weight types the
+// CPU kernels run.
+void* Backend::host_alloc(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void Backend::host_free(void* p) { std::free(p); }
+
+bool Backend::supports(DType type) const {
+  switch (type) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 

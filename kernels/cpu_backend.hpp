@@ -13,7 +13,7 @@ struct CpuBackendOptions {
   int n_threads = 0;  // 0: one per hardware thread
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(CpuBackendOptions options = {});
 

@@ -35,6 +35,7 @@ struct CudaBackendStats {
   int64_t graph_replays = 0;
   int64_t eager_ops = 0;    // ops launched one by one (not from a graph)
   int64_t fused_ops = 0;    // op pairs merged (rope q+k, residual add + rmsnorm)
+  int64_t direct_copies = 0;  // host<->device copies of pinned buffers (async DMA, no bounce)
   size_t weight_bytes = 0;  // live bytes in the weight pool
   size_t pool_bytes = 0;    // live bytes from allocate() (KV pages, arenas)
 };
@@ -45,6 +46,11 @@ bool cuda_available(std::string* why = nullptr);
 // Visible devices; 0 where cuda_available() is false.
 int cuda_device_count();
 
+// Errors: a failed CUDA or cuBLAS call throws Error(unavailable) naming the
+// CUDA error (out_of_memory for a failed allocation), so the step fails
+// and its requests get the error. After a sticky error (an illegal address,
+// a kernel fault: the context is lost) every later call throws
+// Error(unavailable) with that first error at once.
 class CudaBackend final : public Backend {
  public:
   // Throws Error(unsupported) without a usable device, naming the reason.
@@ -59,15 +65,31 @@ class CudaBackend final : public Backend {
   CudaBackendStats stats() const;
 
   // Device memory for pools (KV pages, the step arena): one cudaMalloc each,
-  // zero-filled. Never called per step.
+  // zero-filled. Never called per step. deallocate also frees uploaded
+  // weights (each upload_weight result once) and never fails for a device
+  // fault, so teardown after a failed step completes.
   void* allocate(size_t bytes) override;
   void deallocate(void* p) override;
   // Copies a host weight into the weight pool (f32 matrices converted as
   // options say). A weight already in device memory is returned unchanged.
+  // The same host tensor uploaded again (a tied embedding that is also the
+  // output head) shares the first copy; host bytes must not change while
+  // an upload of them is live (they are the model's read-only mapping).
   Weight upload_weight(const Weight& host) override;
+  // A pinned host buffer (host_alloc, or cudaHostRegister'ed memory) is
+  // copied by async DMA on the backend's stream with no bounce: for
+  // copy_from_host, src must stay unchanged until the next copy_to_host or
+  // synchronize. Other host memory: small copies are staged (src is free on
+  // return), large ones are synchronous.
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
+  // Pinned (page-locked, portable) host memory: what hidden states and
+  // logits cross the host in.
+  void* host_alloc(size_t bytes) override;
+  void host_free(void* p) override;
+  // f32 (stored as options say), f16, bf16, q8_0, q4_0, q4_1.
+  bool supports(DType type) const override;
 
   void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) override;
   void embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) override;

@@ -122,6 +122,21 @@ void KvBlockPool::decref(int32_t block) {
   }
 }
 
+void KvBlockPool::drop_prefix_cache() {
+  for (const EvictKey& key : evictable_) {
+    const int32_t id = std::get<2>(key);
+    Block& b = blocks_[static_cast<size_t>(id)];
+    b.state = BlockState::free;
+    free_.push_back(id);
+  }
+  evictable_.clear();
+  for (Block& b : blocks_) {
+    b.has_hash = false;
+    b.hash = 0;
+  }
+  by_hash_.clear();
+}
+
 bool KvBlockPool::register_full_block(int32_t block, uint64_t hash) {
   check_id(block, "register_full_block");
   Block& b = blocks_[static_cast<size_t>(block)];

@@ -87,6 +87,11 @@ class KvBlockPool {
   // incref() and lookup() hits, stamped by a logical clock (deterministic).
   std::optional<int32_t> next_eviction() const;
 
+  // Forgets every prefix hash: cached blocks become free, blocks in use keep
+  // their sequences but can no longer be shared. For when the KV contents
+  // can no longer be trusted (a remote stage that held them was lost).
+  void drop_prefix_cache();
+
   // Throws Errc::internal naming the first inconsistency: every block in
   // exactly one state and container, ref counts matching states, the hash map
   // and the block hashes mirroring each other.

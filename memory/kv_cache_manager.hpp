@@ -74,6 +74,8 @@ class KvCacheManager {
   int32_t n_sequences() const { return static_cast<int32_t>(seqs_.size()); }
 
   const KvBlockPool& pool() const { return pool_; }
+  // See KvBlockPool::drop_prefix_cache.
+  void drop_prefix_cache() { pool_.drop_prefix_cache(); }
 
   // Pool invariants, plus: every block's ref count equals the number of block
   // tables holding it, and every table covers its sequence's tokens.

@@ -17,6 +17,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Generator::Generator(std::shared_ptr<const Model> model, Backend& backend, GeneratorOptions options)
+    : Generator(std::move(model), std::vector<GeneratorStage>{{.backend = &backend}}, options) {}
+
+Generator::Generator(std::shared_ptr<const Model> model, std::vector<GeneratorStage> stages, GeneratorOptions options)
     : model_(std::move(model)) {
   const ModelConfig& c = model_->config();
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 2048, 4096);
@@ -24,12 +27,39 @@ Generator::Generator(std::shared_ptr<const Model> model, Backend& backend, Gener
   const int64_t n_blocks = (n_ctx_ + options.kv_block_size - 1) / options.kv_block_size;
   block_table_.resize(static_cast<size_t>(n_blocks));
   std::iota(block_table_.begin(), block_table_.end(), 0);
-  stage_ = std::make_unique<ModelStage>(model_, backend,
-                                        StageOptions{.max_tokens = chunk_,
-                                                     .max_seqs = 1,
-                                                     .n_kv_blocks = n_blocks,
-                                                     .kv_block_size = options.kv_block_size});
+  if (stages.empty()) throw Error(Errc::invalid_argument, "Generator: no stages");
+  int64_t expect = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const GeneratorStage& g = stages[i];
+    const int64_t last = g.last_layer < 0 ? c.n_layer : g.last_layer;
+    if (g.backend == nullptr || g.first_layer != expect) {
+      throw Error(Errc::invalid_argument, "Generator: stages must cover the layers in order, each with a backend");
+    }
+    Link link;
+    link.stage = std::make_unique<ModelStage>(model_, *g.backend,
+                                              StageOptions{.first_layer = g.first_layer,
+                                                           .last_layer = last,
+                                                           .max_tokens = chunk_,
+                                                           .max_seqs = 1,
+                                                           .n_kv_blocks = n_blocks,
+                                                           .kv_block_size = options.kv_block_size});
+    if (i + 1 < stages.size()) {
+      // The device side of the boundary provides the buffer, so it is pinned.
+      Backend* next = stages[i + 1].backend;
+      link.out_memory = next != nullptr && next->name() != "cpu" ? next : g.backend;
+      link.out = static_cast<float*>(link.out_memory->host_alloc(static_cast<size_t>(chunk_ * c.n_embd) * sizeof(float)));
+    }
+    links_.push_back(std::move(link));
+    expect = last;
+  }
+  if (expect != c.n_layer) throw Error(Errc::invalid_argument, "Generator: the stages do not reach the last layer");
   logits_.resize(static_cast<size_t>(c.n_vocab));
+}
+
+Generator::~Generator() {
+  for (Link& l : links_) {
+    if (l.out != nullptr) l.out_memory->host_free(l.out);
+  }
 }
 
 void Generator::step(std::span<const int32_t> tokens, int32_t n_past, bool want_logits) {
@@ -37,7 +67,12 @@ void Generator::step(std::span<const int32_t> tokens, int32_t n_past, bool want_
                      .n_past = n_past,
                      .block_table = block_table_,
                      .want_logits = want_logits};
-  stage_->forward(BatchView{.tokens = tokens, .seqs = std::span(&seq, 1)}, nullptr, logits_.data());
+  const BatchView view{.tokens = tokens, .seqs = std::span(&seq, 1)};
+  const float* hidden = nullptr;
+  for (Link& l : links_) {
+    l.stage->forward(view, hidden, l.out != nullptr ? l.out : logits_.data());
+    hidden = l.out;
+  }
 }
 
 std::vector<float> Generator::prompt_logits(std::span<const int32_t> prompt) {

@@ -36,9 +36,24 @@ struct GenerateStats {
   double decode_seconds = 0;
 };
 
+// One link of a chain: layers [first_layer, last_layer) on a backend (a
+// CPU stage in front of a GPU stage is `troupe generate --gpu-layers`).
+struct GeneratorStage {
+  Backend* backend = nullptr;
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;  // -1: the model's last layer
+};
+
 class Generator {
  public:
   Generator(std::shared_ptr<const Model> model, Backend& backend, GeneratorOptions options = {});
+  // Stages in layer order, covering every layer; hidden states cross each
+  // boundary through a host buffer from the device side's host_alloc
+  // (pinned on a GPU).
+  Generator(std::shared_ptr<const Model> model, std::vector<GeneratorStage> stages, GeneratorOptions options = {});
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
 
   // Prefills the prompt, then samples up to max_new_tokens. on_token is called
   // with each new token; returning false stops generation. Returns the
@@ -61,7 +76,12 @@ class Generator {
   int64_t n_ctx_;
   int64_t chunk_;
   std::vector<int32_t> block_table_;
-  std::unique_ptr<ModelStage> stage_;
+  struct Link {
+    std::unique_ptr<ModelStage> stage;
+    Backend* out_memory = nullptr;  // owner of `out` (not the last stage)
+    float* out = nullptr;           // [chunk, n_embd] hidden states to the next stage
+  };
+  std::vector<Link> links_;
   std::vector<float> logits_;
   GenerateStats stats_;
 };

@@ -28,6 +28,75 @@ Weight upload(Backend& backend, const Weight& host, std::vector<void*>& owned) {
 
 }  // namespace
 
+void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
+                          const std::function<void(const std::string& name, const Weight& w)>& f) {
+  const ModelWeights& w = model.weights();
+  const bool is_first = first == 0;
+  const bool is_last = last == model.config().n_layer;
+  if (is_first) {
+    f("token_embd", w.tok_embd);
+    f("position_embd", w.pos_embd);
+  }
+  // A tied head is the embedding table itself: on the first stage too, it is one upload.
+  if (is_last && !(is_first && w.output.data == w.tok_embd.data)) f("output", w.output);
+  for (int64_t il = first; il < last; ++il) {
+    const LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    f(p + "attn_q", l.wq);
+    f(p + "attn_k", l.wk);
+    f(p + "attn_v", l.wv);
+    f(p + "attn_output", l.wo);
+    f(p + "ffn_gate", l.w_gate);
+    f(p + "ffn_up", l.w_up);
+    f(p + "ffn_down", l.w_down);
+    f(p + "ffn_gate_inp", l.ffn_router);
+    for (size_t e = 0; e < l.experts.size(); ++e) {
+      const std::string x = p + "expert" + std::to_string(e) + ".";
+      f(x + "ffn_gate", l.experts[e].w_gate);
+      f(x + "ffn_up", l.experts[e].w_up);
+      f(x + "ffn_down", l.experts[e].w_down);
+    }
+  }
+}
+
+namespace {
+
+int64_t arena_floats(const ModelConfig& c, const StageOptions& o) {
+  const int64_t T = o.max_tokens;
+  return T * c.n_embd + layers::block_scratch_floats(c, T) + o.max_seqs * (c.n_embd + c.n_vocab);
+}
+
+}  // namespace
+
+StageFootprint ModelStage::footprint(const Model& model, const StageOptions& options, bool device_copy) {
+  const ModelConfig& c = model.config();
+  const int64_t first = options.first_layer;
+  const int64_t last = options.last_layer < 0 ? c.n_layer : options.last_layer;
+  StageFootprint fp;
+  if (device_copy) {
+    visit_stage_matrices(model, first, last, [&](const std::string&, const Weight& w) {
+      if (w.data == nullptr) return;
+      // Uploaded as stored in the file (open_backend keeps f32 as f32).
+      fp.weight_bytes += static_cast<size_t>(w.n_out * row_bytes(w.type, w.n_in));
+    });
+    // Norm weights and biases: a few f32 vectors of n_embd or less per layer.
+    fp.weight_bytes += static_cast<size_t>((last - first + 1) * 16 * c.n_embd) * sizeof(float);
+  }
+  const int64_t block_floats = options.kv_block_size * c.n_head_kv * c.head_dim;
+  fp.kv_bytes = static_cast<size_t>(2 * (last - first) * options.n_kv_blocks * block_floats) * sizeof(float);
+  fp.arena_bytes = static_cast<size_t>(arena_floats(c, options)) * sizeof(float) + 32 * 64;
+  return fp;
+}
+
+void ModelStage::check_weight_types() const {
+  visit_stage_matrices(*model_, first_, last_, [&](const std::string& name, const Weight& w) {
+    if (w.data != nullptr && !backend_.supports(w.type)) {
+      throw Error(Errc::unsupported, "the " + std::string(backend_.name()) + " backend cannot run weights of type " +
+                                         std::string(dtype_name(w.type)) + " (tensor " + name + ")");
+    }
+  });
+}
+
 ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, StageOptions options)
     : model_(std::move(model)), backend_(backend), options_(options) {
   const ModelConfig& c = model_->config();
@@ -43,6 +112,8 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
       options_.kv_block_size <= 0) {
     throw Error(Errc::invalid_argument, "stage limits (max_tokens, max_seqs, KV blocks, block size) must be positive");
   }
+
+  check_weight_types();
 
   // Weights: this stage's layers only, plus the embeddings (first stage) and
   // the output head (last stage).
@@ -78,9 +149,7 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   // Step arena, sized for the largest step: the residual stream, one block's
   // temporaries at a time, and the last rows and logits of every sequence.
   const int64_t T = options_.max_tokens;
-  const int64_t floats = T * c.n_embd + layers::block_scratch_floats(c, T) +
-                         options_.max_seqs * (c.n_embd + c.n_vocab);
-  const size_t arena_bytes = static_cast<size_t>(floats) * sizeof(float) + 32 * 64;  // + alignment slack
+  const size_t arena_bytes = static_cast<size_t>(arena_floats(c, options_)) * sizeof(float) + 32 * 64;  // + alignment slack
   void* arena_mem = backend_.allocate(arena_bytes);
   owned_.push_back(arena_mem);
   arena_ = StepArena(arena_mem, arena_bytes);

@@ -4,7 +4,9 @@
 // The layers themselves come from the model's architecture (model/arch_*.cpp).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -25,9 +27,30 @@ struct StageOptions {
   int64_t kv_block_size = 16;   // tokens per page
 };
 
+// Calls f(name, weight) for every weight matrix a stage with layers
+// [first, last) holds: the embeddings on the first stage, the output head on
+// the last (a tied head only once), and each layer's projections.
+void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
+                          const std::function<void(const std::string& name, const Weight& w)>& f);
+
+// Bytes a stage allocates on its backend, known before it exists (the
+// start-up memory check of a device stage, the stage planner).
+struct StageFootprint {
+  size_t weight_bytes = 0;  // copies on a device, as stored in the file; 0 on the CPU (mapped in place)
+  size_t kv_bytes = 0;      // K and V pages of the stage's layers
+  size_t arena_bytes = 0;   // the step arena
+};
+
 class ModelStage {
  public:
+  // Throws Error(unsupported) when the backend cannot run one of the
+  // stage's weight types (naming the tensor), Error(invalid_argument) for a
+  // bad layer range or limits.
   ModelStage(std::shared_ptr<const Model> model, Backend& backend, StageOptions options);
+
+  // What a stage with these options allocates; `device_copy`: weights are
+  // uploaded (a device backend) rather than used in place.
+  static StageFootprint footprint(const Model& model, const StageOptions& options, bool device_copy);
   ~ModelStage();
   ModelStage(const ModelStage&) = delete;
   ModelStage& operator=(const ModelStage&) = delete;
@@ -53,6 +76,7 @@ class ModelStage {
 
  private:
   void check_batch(const BatchView& batch) const;
+  void check_weight_types() const;
   void upload_layer(int64_t il);
 
   std::shared_ptr<const Model> model_;

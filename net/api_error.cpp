@@ -52,6 +52,9 @@ ApiError api_error_from(Errc code, const std::string& message) {
       return ApiError(429, message, {}, "overloaded").with_retry_after(1);
     case Errc::cancelled:
       return ApiError(503, message, {}, "cancelled").with_retry_after(1);
+    // A stage is down (device error, remote worker lost): retry later.
+    case Errc::unavailable:
+      return ApiError(503, message, {}, "stage_unavailable").with_retry_after(2);
     case Errc::io:
     case Errc::bad_format:
     case Errc::internal:

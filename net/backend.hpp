@@ -31,10 +31,22 @@ struct MemoryPools {
 
 // Progress of loading, for /ready and the console.
 struct LoadState {
-  bool ready = false;
+  bool ready = false;   // loaded and every stage up: requests are served
+  bool loaded = false;  // the model is loaded and the pipeline runs (a stage may be down)
   bool failed = false;
   double progress = 0;  // 0..1
-  std::string stage;    // what is happening ("reading", "starting the pipeline", the error)
+  std::string stage;    // what is happening ("reading", "starting the pipeline", the error, the stage that is down)
+  std::vector<StageHealth> stages;  // once loaded: each executor stage, up or not
+};
+
+// One data-parallel replica as its router sees it (net/replica_backend.hpp),
+// for /metrics.
+struct ReplicaFacts {
+  int32_t index = 0;
+  bool up = false;                   // serving (loaded, every stage up)
+  int32_t in_flight = 0;             // requests routed to it, not yet ended
+  uint64_t routed_affinity = 0;      // sent there because it holds their prompt's prefix
+  uint64_t routed_least_loaded = 0;  // sent there as the least loaded
 };
 
 class Backend {
@@ -60,6 +72,8 @@ class Backend {
   // Busy fraction and mailbox wait per actor over the trace ring's window;
   // empty unless the pipeline traces (PipelineConfig::trace).
   virtual std::vector<ActorSummary> actor_summary() const { return {}; }
+  // Each data-parallel replica; empty for a single chain.
+  virtual std::vector<ReplicaFacts> replicas() const { return {}; }
 };
 
 }  // namespace troupe::net

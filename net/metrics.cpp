@@ -113,6 +113,10 @@ struct Metrics::Impl {
   // Gauges.
   Gauge& ready_g = gauge("troupe_model_ready", "1 once the model is loaded and requests are served").Add({});
   Gauge& load_progress_g = gauge("troupe_model_load_progress", "Model loading progress, 0..1").Add({});
+  prometheus::Family<Gauge>& stage_up_f =
+      gauge("troupe_stage_up", "1 while an executor stage is up (0: its GPU failed or its remote worker is lost)");
+  prometheus::Family<Gauge>& stage_reconnects_f =
+      gauge("troupe_stage_reconnects", "Times a remote stage's link came back after being down");
   Gauge& running_g = gauge("troupe_requests_running", "Sequences holding KV").Add({});
   Gauge& waiting_g = gauge("troupe_requests_waiting", "Requests queued in the scheduler").Add({});
   Gauge& in_flight_g = gauge("troupe_requests_in_flight", "Requests admitted by the server, not yet ended").Add({});
@@ -171,6 +175,21 @@ struct Metrics::Impl {
     uint64_t last_messages = 0;
   };
   std::map<std::string, ActorSeries, std::less<>> actors;  // created at the first scrape that names them
+
+  // Data-parallel replicas (net/replica_backend.hpp), labelled by index.
+  prometheus::Family<Gauge>& replica_up_f =
+      gauge("troupe_replica_up", "1 while a data-parallel replica serves (loaded, every stage up)");
+  prometheus::Family<Gauge>& replica_in_flight_f =
+      gauge("troupe_replica_requests_in_flight", "Requests routed to a replica, not yet ended");
+  prometheus::Family<Counter>& replica_routed_f = counter(
+      "troupe_replica_routed_total", "Requests routed to a replica, by reason (affinity: it holds the prompt's prefix)");
+  struct ReplicaSeries {
+    Counter* affinity = nullptr;
+    Counter* least_loaded = nullptr;
+    uint64_t last_affinity = 0;
+    uint64_t last_least_loaded = 0;
+  };
+  std::map<int32_t, ReplicaSeries> replicas;  // created at the first scrape that names them
 
   Impl() {
     for (const char* e : {"completions", "chat", "websocket"}) requests[e] = &requests_f.Add({{"endpoint", e}});
@@ -236,6 +255,11 @@ std::string Metrics::render(const EngineSnapshot& snap) {
   std::lock_guard lock(m.scrape_mutex);
   m.ready_g.Set(snap.load.ready ? 1 : 0);
   m.load_progress_g.Set(snap.load.progress);
+  for (const StageHealth& h : snap.load.stages) {
+    const std::map<std::string, std::string> labels{{"stage", h.name}, {"where", h.where}};
+    m.stage_up_f.Add(labels).Set(h.up ? 1 : 0);
+    m.stage_reconnects_f.Add(labels).Set(static_cast<double>(h.reconnects));
+  }
   m.in_flight_g.Set(snap.in_flight);
   m.breaker_g.Set(snap.breaker_open ? 1 : 0);
   m.in_rate_g.Set(m.in_rate.per_second());
@@ -293,6 +317,24 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     s.last_busy = std::max(s.last_busy, a.busy_seconds);
     if (a.messages > s.last_messages) s.messages->Increment(static_cast<double>(a.messages - s.last_messages));
     s.last_messages = std::max(s.last_messages, a.messages);
+  }
+  for (const ReplicaFacts& r : snap.replicas) {
+    const std::string index = std::to_string(r.index);
+    m.replica_up_f.Add({{"replica", index}}).Set(r.up ? 1 : 0);
+    m.replica_in_flight_f.Add({{"replica", index}}).Set(r.in_flight);
+    auto it = m.replicas.find(r.index);
+    if (it == m.replicas.end()) {
+      Impl::ReplicaSeries s{.affinity = &m.replica_routed_f.Add({{"replica", index}, {"reason", "affinity"}}),
+                            .least_loaded = &m.replica_routed_f.Add({{"replica", index}, {"reason", "least_loaded"}})};
+      it = m.replicas.emplace(r.index, s).first;
+    }
+    Impl::ReplicaSeries& s = it->second;
+    auto advance = [](Counter& c, uint64_t now, uint64_t& last) {
+      if (now > last) c.Increment(static_cast<double>(now - last));
+      last = std::max(last, now);
+    };
+    advance(*s.affinity, r.routed_affinity, s.last_affinity);
+    advance(*s.least_loaded, r.routed_least_loaded, s.last_least_loaded);
   }
   return prometheus::TextSerializer().Serialize(m.reg->Collect());
 }

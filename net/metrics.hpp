@@ -30,6 +30,7 @@ struct EngineSnapshot {
   std::vector<ActorLoad> actors;
   std::map<std::string, uint64_t> anomalies;  // flags raised so far, by metric
   std::vector<ActorSummary> actor_summary;    // when the pipeline traces
+  std::vector<ReplicaFacts> replicas;         // data-parallel replicas, if any
   int32_t in_flight = 0;  // admitted by the server, not yet ended
   bool breaker_open = false;
 };

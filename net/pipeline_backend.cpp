@@ -128,7 +128,7 @@ void PipelineBackend::load() {
     pools_.kv_block_size = cfg.kv_block_size;
     pipeline_ = std::move(p);
     ready_.store(true, std::memory_order_release);
-    set_state({.ready = true, .progress = 1.0, .stage = "ready"});
+    set_state({.ready = true, .loaded = true, .progress = 1.0, .stage = "ready"});
   } catch (const std::exception& e) {
     set_state({.failed = true, .progress = 0, .stage = e.what()});
   }
@@ -141,8 +141,23 @@ bool PipelineBackend::wait_loaded() {
 }
 
 LoadState PipelineBackend::load_state() const {
-  std::lock_guard lock(mutex_);
-  return state_;
+  LoadState s;
+  {
+    std::lock_guard lock(mutex_);
+    s = state_;
+  }
+  if (!s.loaded) return s;
+  // A stage that failed (a GPU error) or is down (a remote worker lost)
+  // takes the server out of readiness until it is back.
+  s.stages = pipeline_->stage_health();
+  for (const StageHealth& h : s.stages) {
+    if (h.up) continue;
+    s.ready = false;
+    s.stage = h.name + " (layers " + std::to_string(h.first_layer) + "-" + std::to_string(h.last_layer - 1) + " on " +
+              h.where + ") is down: " + h.error;
+    break;
+  }
+  return s;
 }
 
 const Tokenizer& PipelineBackend::tokenizer() const {

@@ -4,6 +4,8 @@
 // net/http_replies.cpp.
 #include "net/routes.hpp"
 
+#include <boost/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -31,6 +33,30 @@ std::mt19937_64& rng() {
 uint64_t random_u64() {
   std::lock_guard lock(rng_mutex);
   return rng()();
+}
+
+// 503 while loading, or while a stage is down (a failed GPU, a lost remote
+// worker): the reason says which.
+ApiError not_ready_error(const LoadState& s) {
+  if (s.loaded) return ApiError(503, "not serving now: " + s.stage, {}, "stage_unavailable").with_retry_after(2);
+  return ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
+}
+
+std::string json_string(const std::string& s) { return boost::json::serialize(boost::json::value(s)); }
+
+// [{"name":"executor_0","where":"cuda:0","layers":[0,30],"up":true}, ...]
+std::string stages_json(const std::vector<StageHealth>& stages) {
+  boost::json::array out;
+  for (const StageHealth& h : stages) {
+    boost::json::object o;
+    o["name"] = h.name;
+    o["where"] = h.where;
+    o["layers"] = boost::json::array{h.first_layer, h.last_layer};
+    o["up"] = h.up;
+    if (!h.up) o["error"] = h.error;
+    out.push_back(std::move(o));
+  }
+  return boost::json::serialize(out);
 }
 
 HttpReply json_reply(int status, std::string body) {
@@ -152,7 +178,7 @@ const ChatPrompter& ServerCore::prompter() {
 std::string ServerCore::metrics_text() {
   EngineSnapshot snap;
   snap.load = backend_.load_state();
-  if (snap.load.ready) {
+  if (snap.load.loaded) {
     try {
       snap.stats = backend_.stats();
       snap.have_stats = true;
@@ -164,13 +190,14 @@ std::string ServerCore::metrics_text() {
     snap.anomalies = backend_.anomaly_counts();
     snap.actor_summary = backend_.actor_summary();
   }
+  snap.replicas = backend_.replicas();
   snap.in_flight = admission_.in_flight();
   snap.breaker_open = admission_.breaker_open();
   return metrics_.render(snap);
 }
 
 JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model_name) {
-  if (!backend_.ready()) throw ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
+  if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
   const ModelInfo info = backend_.model_info();
   if (check_model_name && r.model != info.id) {
     throw invalid_field("model", "the model '" + r.model + "' does not exist; this server serves '" + info.id + "'",
@@ -291,9 +318,7 @@ std::optional<HttpReply> ServerCore::check_upgrade(const HttpRequest& req) {
     return error_reply(
         ApiError(401, "a valid API key is required (Authorization: Bearer or ?api_key=)", {}, "invalid_api_key"));
   }
-  if (!backend_.ready()) {
-    return error_reply(ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1));
-  }
+  if (const LoadState s = backend_.load_state(); !s.ready) return error_reply(not_ready_error(s));
   return std::nullopt;
 }
 
@@ -318,9 +343,11 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       std::string body = std::string(R"({"status":")") +
                          (s.ready    ? "ready"
                           : s.failed ? "failed"
+                          : s.loaded ? "stage_down"
                                      : "loading") +
                          R"(","progress":)" + std::to_string(s.progress) + R"(,"auth_required":)" +
-                         (options_.api_key.empty() ? "false" : "true") + "}";
+                         (options_.api_key.empty() ? "false" : "true") + R"(,"stages":)" + stages_json(s.stages) +
+                         (s.ready ? std::string() : R"(,"reason":)" + json_string(s.stage)) + "}";
       HttpReply r = json_reply(s.ready ? 200 : 503, std::move(body));
       if (!s.ready) r.headers.emplace_back("Retry-After", "1");
       return {.reply = std::move(r)};

@@ -1,6 +1,6 @@
-// Splits a serve config into its "server" section (read here) and the
+// Splits a serve config into its "server" section (read here), the
 // topology (handed, re-serialised, to parse_pipeline_config so that its
-// rules and messages stay the topology's own).
+// rules and messages stay the topology's own) and its replicas, if any.
 #include "net/server_config.hpp"
 
 #include <boost/json/parse.hpp>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "actors/pipeline_config.hpp"
+#include "actors/replica_config.hpp"
 #include "core/error.hpp"
 
 namespace troupe::net {
@@ -41,7 +42,8 @@ class SectionReader {
                                             "max_queue",
                                             "degraded_max_tokens",
                                             "degrade_fraction",
-                                            "resume_fraction"};
+                                            "resume_fraction",
+                                            "replica_affinity_slack"};
     for (const auto& kv : o_) {
       bool known = false;
       for (const char* k : kKeys) known = known || kv.key() == k;
@@ -108,6 +110,7 @@ void read_server(const json::object& o, const std::string& origin, ServerSetting
   r.integer("degraded_max_tokens", a.degraded_max_tokens, 0, kBig);
   r.number("degrade_fraction", a.degrade_fraction, 0.0, 1.0);
   r.number("resume_fraction", a.resume_fraction, 0.01, 1.0);
+  r.integer("replica_affinity_slack", s.replica_routing.affinity_slack, 0, kBig);
 }
 
 std::string resolve(const std::string& path, const std::string& base_dir) {
@@ -131,8 +134,14 @@ ServeConfig parse_serve_config(std::string_view text, const std::string& origin,
     read_server(server->as_object(), origin, c.server);
     obj.erase("server");
   }
+  // The top level first, so that its own mistakes are named as such
+  // rather than as those of the replicas that inherit it.
+  const std::string with_replicas = json::serialize(obj);
+  obj.erase("replicas");
   c.pipeline = parse_pipeline_config(json::serialize(obj), origin);
   c.pipeline.model_path = resolve(c.pipeline.model_path, base_dir);
+  c.replicas = parse_replicas(with_replicas, origin);
+  for (PipelineConfig& r : c.replicas) r.model_path = c.pipeline.model_path;
   c.server.chat_template_file = resolve(c.server.chat_template_file, base_dir);
   return c;
 }

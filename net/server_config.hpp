@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/pipeline.hpp"
+#include "net/replica_backend.hpp"
 #include "net/routes.hpp"
 #include "net/server.hpp"
 
@@ -20,10 +22,15 @@ struct ServerSettings {
   CoreOptions core;                // limits, admission, API key, chat template source
   std::string model_name;          // the id clients use; empty: from the model file
   std::string chat_template_file;  // read into core.chat_template by the caller
+  ReplicaRouting replica_routing;  // how requests spread over "replicas", when there are several
 };
 
 struct ServeConfig {
   PipelineConfig pipeline;
+  // "replicas" (actors/replica_config.hpp): when not empty, the server runs
+  // one chain per entry behind one edge, and `pipeline` is only their
+  // common top level.
+  std::vector<PipelineConfig> replicas;
   ServerSettings server;
 };
 

@@ -10,10 +10,15 @@
 // rope(q)+rope(k) and add+rmsnorm can still fuse.
 #pragma once
 
+#include <map>
+#include <string>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/attn_plan.hpp"
+#include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_context.hpp"
 #include "kernels/cuda/device_pool.hpp"
 #include "kernels/cuda/graph_cache.hpp"
@@ -40,6 +45,24 @@ struct CudaBackend::Impl {
   // Makes this backend's device current on the calling thread.
   void use_device() const;
 
+  // Runs f, a public entry point's body. After a sticky CUDA error (the
+  // context is gone) every later call fails at once with that error, code
+  // unavailable, instead of reaching a device that can only fail.
+  template <class F>
+  decltype(auto) guard(F&& f) {
+    check_fault();
+    try {
+      return f();
+    } catch (const cuda::CudaError& e) {
+      if (e.sticky() && fault.empty()) fault = e.what();
+      throw;
+    }
+  }
+  void check_fault() const;
+  // Copies a host weight into the weight pool, converting f32 matrices as
+  // the options say.
+  Weight upload_new(const Weight& host);
+
   CudaBackendOptions opt;
   cuda::DeviceContext ctx;  // first member: destroyed last
   cuda::Staging staging;
@@ -51,7 +74,14 @@ struct CudaBackend::Impl {
   size_t pool_bytes = 0;
   std::vector<cuda::Op> pending;
   std::vector<cuda::Op> running;
-  bool capture_failed = false;
+  bool capture_failed = false;  // graphs are off for good (logged once to stderr)
+  std::string fault;            // the sticky CUDA error that made the device unusable
+  // Uploaded weights by host source (pointer, dtype, n_in, n_out): a tied
+  // embedding that is also the output head is uploaded once and shared.
+  // Each upload_weight of it takes a reference; deallocate drops one.
+  using UploadKey = std::tuple<const void*, int, int64_t, int64_t>;
+  std::map<UploadKey, Weight> uploads;
+  std::unordered_map<const void*, std::pair<UploadKey, int>> upload_refs;  // device pointer -> key, references
   CudaBackendStats stats;
   cuda::AttnPlan plan;                 // reused by every kv_write / attention
   std::vector<double> inv_freq;        // reused by every rope

@@ -1,10 +1,12 @@
 // CudaBackend: device selection, the three memory pools (weights uploaded
 // once into DevicePool chunks; KV pages and step arenas from allocate(), one
-// cudaMalloc each at start-up), host<->device copies, and the run loop that
-// launches recorded ops eagerly or as replayed CUDA graphs.
+// cudaMalloc each at start-up), pinned host buffers and host<->device
+// copies, and the run loop that launches recorded ops eagerly or as
+// replayed CUDA graphs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -28,6 +30,17 @@ bool is_device_pointer(const void* p) {
     return false;
   }
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+// Page-locked host memory (cudaHostAlloc, cudaHostRegister): copies from and
+// to it are DMA the stream can run asynchronously.
+bool is_pinned_host(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
 }
 
 }  // namespace
@@ -78,7 +91,7 @@ CudaBackend::Impl::~Impl() {
   cudaSetDevice(ctx.device());  // unchecked: a destructor must not throw
   try {
     sync_all();
-  } catch (const Error&) {
+  } catch (const std::exception&) {
     // A failed step already reported its error; teardown frees what it can.
   }
   for (auto& [p, bytes] : pools) cudaFree(p);
@@ -87,7 +100,15 @@ CudaBackend::Impl::~Impl() {
 
 void CudaBackend::Impl::use_device() const { TROUPE_CUDA_CHECK(cudaSetDevice(ctx.device())); }
 
+void CudaBackend::Impl::check_fault() const {
+  if (!fault.empty()) {
+    throw Error(Errc::unavailable, "CUDA device " + std::to_string(ctx.device()) +
+                                       " is unusable after an earlier error: " + fault);
+  }
+}
+
 void CudaBackend::Impl::record(const cuda::Op& op) {
+  check_fault();
   if (!pending.empty() && cuda::try_fuse(pending.back(), op)) {
     ++stats.fused_ops;
     return;
@@ -123,41 +144,58 @@ const void* CudaBackend::Impl::stage(cuda::StageTag tag, const void* data, size_
 }
 
 void CudaBackend::Impl::flush() {
-  if (pending.empty()) return;
-  use_device();
-  // Swap first: whatever happens below, these ops are not run twice.
-  running.swap(pending);
-  pending.clear();
-  struct Clear {
-    std::vector<cuda::Op>& v;
-    ~Clear() { v.clear(); }
-  } clear{running};
+  guard([&] {
+    // The device first, even with nothing pending: callers go on to use the
+    // stream (copies, a synchronize) right after.
+    use_device();
+    if (pending.empty()) return;
+    // Swap first: whatever happens below, these ops are not run twice.
+    running.swap(pending);
+    pending.clear();
+    struct Clear {
+      std::vector<cuda::Op>& v;
+      ~Clear() { v.clear(); }
+    } clear{running};
 
-  if (opt.cuda_graphs && !capture_failed && running.size() >= kMinGraphOps) {
-    const uint64_t h = cuda::hash_ops(running);
-    if (cudaGraphExec_t g = graphs.find(h, running)) {
-      TROUPE_CUDA_CHECK(cudaGraphLaunch(g, ctx.stream()));
-      ++stats.graph_replays;
-      return;
-    }
-    if (graphs.note(h)) {
-      if (cudaGraphExec_t g = cuda::capture_ops(running, ctx)) {
-        graphs.insert(h, running, g);
+    if (opt.cuda_graphs && !capture_failed && running.size() >= kMinGraphOps) {
+      const uint64_t h = cuda::hash_ops(running);
+      if (cudaGraphExec_t g = graphs.find(h, running)) {
         TROUPE_CUDA_CHECK(cudaGraphLaunch(g, ctx.stream()));
-        ++stats.graph_captures;
+        ++stats.graph_replays;
         return;
       }
-      capture_failed = true;  // e.g. an op that cannot be captured: stay eager from now on
+      if (graphs.note(h)) {
+        const cuda::Capture c = cuda::capture_ops(running, ctx);
+        if (c.exec != nullptr) {
+          graphs.insert(h, running, c.exec);
+          TROUPE_CUDA_CHECK(cudaGraphLaunch(c.exec, ctx.stream()));
+          ++stats.graph_captures;
+          return;
+        }
+        // An op that failed inside the capture fails again below, eagerly,
+        // with its own error. A capture that failed by itself (an op CUDA
+        // cannot capture, instantiation refused) turns graphs off for this
+        // backend: said once, so a slower server is not a mystery.
+        if (!c.op_failed) {
+          capture_failed = true;
+          std::fprintf(stderr,
+                       "troupe: CUDA graph capture failed on device %d (%s); this backend launches ops one by one "
+                       "from now on\n",
+                       ctx.device(), c.why.c_str());
+        }
+      }
     }
-  }
-  for (const cuda::Op& op : running) cuda::execute(op, ctx);
-  stats.eager_ops += static_cast<int64_t>(running.size());
+    for (const cuda::Op& op : running) cuda::execute(op, ctx);
+    stats.eager_ops += static_cast<int64_t>(running.size());
+  });
 }
 
 void CudaBackend::Impl::sync_all() {
-  flush();
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-  staging.reset();
+  guard([&] {
+    flush();
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    staging.reset();
+  });
 }
 
 // ---- CudaBackend: memory and copies ---------------------------------------
@@ -185,10 +223,53 @@ std::string CudaBackend::device_name() const {
 }
 
 size_t CudaBackend::free_device_memory() const {
+  impl_->check_fault();
   impl_->use_device();
   size_t free_b = 0, total = 0;
   TROUPE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
   return free_b;
+}
+
+bool CudaBackend::supports(DType type) const {
+  // What the GEMV, the cuBLAS path (with its row dequantization) and the
+  // embedding gather run (gemv.cu, dequant.cuh).
+  switch (type) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+      return true;
+  }
+  return false;
+}
+
+void* CudaBackend::host_alloc(size_t bytes) {
+  Impl& m = *impl_;
+  return m.guard([&] {
+    m.use_device();
+    void* p = nullptr;
+    // Portable: pinned for every device's context, so a buffer handed
+    // between stages on different GPUs is DMA-able by each.
+    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(Errc::out_of_memory, "CUDA backend: cannot allocate " + std::to_string(bytes) +
+                                           " bytes of pinned host memory (" + cudaGetErrorString(e) + ")");
+    }
+    return p;
+  });
+}
+
+void CudaBackend::host_free(void* p) {
+  if (p == nullptr) return;
+  // A copy queued from or to p may still be running. Unchecked: called from
+  // destructors, and after a device fault there is nothing to wait for.
+  cudaSetDevice(impl_->ctx.device());
+  cudaStreamSynchronize(impl_->ctx.stream());
+  cudaFreeHost(p);
+  (void)cudaGetLastError();
 }
 
 CudaBackendStats CudaBackend::stats() const {
@@ -200,33 +281,51 @@ CudaBackendStats CudaBackend::stats() const {
 
 void* CudaBackend::allocate(size_t bytes) {
   Impl& m = *impl_;
-  m.use_device();
-  void* p = nullptr;
-  const size_t n = std::max<size_t>(bytes, 256);
-  const cudaError_t e = cudaMalloc(&p, n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error(Errc::out_of_memory, "CUDA backend: cannot allocate " + std::to_string(bytes) + " bytes (" +
-                                         cudaGetErrorString(e) + "), " + std::to_string(free_device_memory()) +
-                                         " bytes free");
-  }
-  // Zeroed, so a KV page nobody wrote reads as 0, never as NaN garbage.
-  TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, n, m.ctx.stream()));
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream()));
-  m.pools[p] = n;
-  m.pool_bytes += n;
-  return p;
+  return m.guard([&] {
+    m.use_device();
+    void* p = nullptr;
+    const size_t n = std::max<size_t>(bytes, 256);
+    const cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(Errc::out_of_memory, "CUDA backend: cannot allocate " + std::to_string(bytes) + " bytes (" +
+                                           cudaGetErrorString(e) + "), " + std::to_string(free_device_memory()) +
+                                           " bytes free");
+    }
+    // Zeroed, so a KV page nobody wrote reads as 0, never as NaN garbage.
+    TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, n, m.ctx.stream()));
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream()));
+    m.pools[p] = n;
+    m.pool_bytes += n;
+    return p;
+  });
 }
 
 void CudaBackend::deallocate(void* p) {
   if (p == nullptr) return;
   Impl& m = *impl_;
-  m.sync_all();  // queued ops may still read p
+  // Queued ops may still read p. Teardown calls this (ModelStage's
+  // destructor), also after a failed step or a device fault: failing to
+  // drain the stream then is that step's error, already reported, and the
+  // memory is freed all the same.
+  try {
+    m.sync_all();
+  } catch (const std::exception&) {
+    cudaStreamSynchronize(m.ctx.stream());
+    (void)cudaGetLastError();
+  }
   if (const auto it = m.pools.find(p); it != m.pools.end()) {
     m.pool_bytes -= it->second;
     m.pools.erase(it);
-    TROUPE_CUDA_CHECK(cudaFree(p));
+    cudaFree(p);  // fails only on a device that already failed
+    (void)cudaGetLastError();
     return;
+  }
+  // A shared upload (a tied embedding) is freed with its last reference.
+  if (const auto it = m.upload_refs.find(p); it != m.upload_refs.end()) {
+    if (--it->second.second > 0) return;
+    m.uploads.erase(it->second.first);
+    m.upload_refs.erase(it);
   }
   if (!m.weights.release(p)) {
     throw Error(Errc::invalid_argument, "CUDA backend: deallocate of a pointer this backend did not allocate");
@@ -236,12 +335,30 @@ void CudaBackend::deallocate(void* p) {
 Weight CudaBackend::upload_weight(const Weight& host) {
   Impl& m = *impl_;
   if (host.data == nullptr) return host;
-  m.use_device();
-  if (is_device_pointer(host.data)) return host;  // built on the device (benchmarks): use in place
-  if (host.n_in <= 0 || host.n_out <= 0) {
-    throw Error(Errc::invalid_argument, "CUDA upload_weight: bad shape [" + std::to_string(host.n_out) + ", " +
-                                            std::to_string(host.n_in) + "]");
-  }
+  return m.guard([&] {
+    m.use_device();
+    if (is_device_pointer(host.data)) return host;  // built on the device (benchmarks): use in place
+    if (host.n_in <= 0 || host.n_out <= 0) {
+      throw Error(Errc::invalid_argument, "CUDA upload_weight: bad shape [" + std::to_string(host.n_out) + ", " +
+                                              std::to_string(host.n_in) + "]");
+    }
+    // The same host tensor again (a tied embedding, which is also the output
+    // head): one device copy, one more reference. Host weights are the
+    // model's read-only mapped bytes, so the pointer names the contents.
+    const Impl::UploadKey key{host.data, static_cast<int>(host.type), host.n_in, host.n_out};
+    if (const auto it = m.uploads.find(key); it != m.uploads.end()) {
+      ++m.upload_refs.at(it->second.data).second;
+      return it->second;
+    }
+    const Weight out = m.upload_new(host);
+    m.uploads.emplace(key, out);
+    m.upload_refs.emplace(out.data, std::make_pair(key, 1));
+    return out;
+  });
+}
+
+Weight CudaBackend::Impl::upload_new(const Weight& host) {
+  Impl& m = *this;
   cudaStream_t s = m.ctx.stream();
   Weight out = host;
   const bool convert = host.type == DType::f32 && host.n_out > 1 && m.opt.f32_weights != WeightPrecision::f32;
@@ -273,35 +390,58 @@ Weight CudaBackend::upload_weight(const Weight& host) {
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   Impl& m = *impl_;
-  m.flush();
-  cudaStream_t s = m.ctx.stream();
-  if (bytes <= m.readback_bytes) {
-    TROUPE_CUDA_CHECK(cudaMemcpyAsync(m.readback, src, bytes, cudaMemcpyDeviceToHost, s));
-    TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
-    std::memcpy(dst, m.readback, bytes);
-  } else {
-    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
-    TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
-  }
-  m.staging.reset();  // the stream is idle
+  m.guard([&] {
+    m.flush();
+    cudaStream_t s = m.ctx.stream();
+    if (bytes == 0) return;
+    // Pinned (host_alloc: a stage's hidden-state and logits buffers) or
+    // large: straight into dst, DMA when pinned. Small pageable copies
+    // bounce through the pinned readback buffer, which is faster than a
+    // pageable copy of a few KB.
+    const bool pinned = is_pinned_host(dst);
+    if (!pinned && bytes <= m.readback_bytes) {
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(m.readback, src, bytes, cudaMemcpyDeviceToHost, s));
+      TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
+      std::memcpy(dst, m.readback, bytes);
+    } else {
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+      TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
+      if (pinned) ++m.stats.direct_copies;
+    }
+    m.staging.reset();  // the stream is idle
+  });
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   Impl& m = *impl_;
   if (bytes == 0) return;
-  // Small copies (a later stage's hidden states) go through pinned staging
-  // and join the recorded run (and its graph); large ones go straight through.
-  if (bytes <= m.staging.capacity() / 2) {
-    const cuda::Staging::Slot slot = m.stage_host(cuda::StageTag::hidden, src, bytes);
-    cuda::Op op(cuda::OpKind::h2d);
-    op.h2d = {.dst = dst, .src = slot.host, .bytes = static_cast<int64_t>(bytes)};
-    m.record(op);
-    return;
-  }
-  m.sync_all();
-  cudaStream_t s = m.ctx.stream();
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
+  m.guard([&] {
+    // Pinned source (a hidden-state buffer from host_alloc): one async DMA
+    // on the stream, after everything recorded so far and before what comes
+    // next; the caller keeps src unchanged until the next copy_to_host or
+    // synchronize. It is launched now rather than recorded, so a step's
+    // graph does not depend on which pool buffer brought its input.
+    if (is_pinned_host(src)) {
+      m.flush();
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, m.ctx.stream()));
+      ++m.stats.direct_copies;
+      return;
+    }
+    // Small pageable copies are copied into pinned staging at once (src is
+    // free on return) and join the recorded run; large ones go straight
+    // through, synchronously.
+    if (bytes <= m.staging.capacity() / 2) {
+      const cuda::Staging::Slot slot = m.stage_host(cuda::StageTag::hidden, src, bytes);
+      cuda::Op op(cuda::OpKind::h2d);
+      op.h2d = {.dst = dst, .src = slot.host, .bytes = static_cast<int64_t>(bytes)};
+      m.record(op);
+      return;
+    }
+    m.sync_all();
+    cudaStream_t s = m.ctx.stream();
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
+  });
 }
 
 void CudaBackend::synchronize() { impl_->sync_all(); }
@@ -309,22 +449,26 @@ void CudaBackend::synchronize() { impl_->sync_all(); }
 Weight CudaBackend::random_weight(DType type, int64_t n_in, int64_t n_out, float scale, uint64_t seed) {
   Impl& m = *impl_;
   if (n_in <= 0 || n_out <= 0) throw Error(Errc::invalid_argument, "CUDA random_weight: bad shape");
-  m.sync_all();
-  const int64_t n = n_in * n_out;
-  void* p = m.weights.alloc(static_cast<size_t>(row_bytes(type, n_in) * n_out));
-  cuda::fill_random(p, type, n, scale, seed, m.ctx.stream());
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream()));
-  return {.data = p, .type = type, .n_in = n_in, .n_out = n_out};
+  return m.guard([&] {
+    m.sync_all();
+    const int64_t n = n_in * n_out;
+    void* p = m.weights.alloc(static_cast<size_t>(row_bytes(type, n_in) * n_out));
+    cuda::fill_random(p, type, n, scale, seed, m.ctx.stream());
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream()));
+    return Weight{.data = p, .type = type, .n_in = n_in, .n_out = n_out};
+  });
 }
 
 float* CudaBackend::constant_vector(int64_t n, float value) {
   Impl& m = *impl_;
   if (n <= 0) throw Error(Errc::invalid_argument, "CUDA constant_vector: bad length");
-  m.sync_all();
-  auto* p = static_cast<float*>(m.weights.alloc(static_cast<size_t>(n) * sizeof(float)));
-  cuda::fill(p, value, n, m.ctx.stream());
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream()));
-  return p;
+  return m.guard([&] {
+    m.sync_all();
+    auto* p = static_cast<float*>(m.weights.alloc(static_cast<size_t>(n) * sizeof(float)));
+    cuda::fill(p, value, n, m.ctx.stream());
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.ctx.stream()));
+    return p;
+  });
 }
 
 }  // namespace troupe

@@ -2,8 +2,8 @@
 #include "kernels/cuda/graph_cache.hpp"
 
 #include <cstring>
-
-#include "core/error.hpp"
+#include <exception>
+#include <string>
 
 namespace troupe::cuda {
 namespace {
@@ -40,26 +40,37 @@ void GraphCache::insert(uint64_t hash, const std::vector<Op>& ops, cudaGraphExec
   seen_.erase(hash);
 }
 
-cudaGraphExec_t capture_ops(const std::vector<Op>& ops, const DeviceContext& ctx) {
-  if (cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+Capture capture_ops(const std::vector<Op>& ops, const DeviceContext& ctx) {
+  Capture c;
+  if (const cudaError_t e = cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
     (void)cudaGetLastError();
-    return nullptr;
+    c.why = std::string("cudaStreamBeginCapture: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    return c;
   }
-  bool ok = true;
+  // Whatever an op throws (troupe::Error, std::bad_alloc, anything), the
+  // capture must still be ended below, or the stream stays in capture mode.
   try {
     for (const Op& op : ops) execute(op, ctx);
-  } catch (const Error&) {
-    ok = false;  // the capture is invalid; end it below and launch eagerly
+  } catch (const std::exception& e) {
+    c.op_failed = true;
+    c.why = e.what();
+  } catch (...) {
+    c.op_failed = true;
+    c.why = "an op threw a non-standard exception";
   }
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(ctx.stream(), &graph);
-  cudaGraphExec_t exec = nullptr;
-  if (ok && end == cudaSuccess && graph != nullptr) {
-    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+  if (!c.op_failed) {
+    if (end != cudaSuccess || graph == nullptr) {
+      c.why = std::string("cudaStreamEndCapture: ") + cudaGetErrorName(end) + ": " + cudaGetErrorString(end);
+    } else if (const cudaError_t e = cudaGraphInstantiate(&c.exec, graph, 0); e != cudaSuccess) {
+      c.exec = nullptr;
+      c.why = std::string("cudaGraphInstantiate: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    }
   }
   if (graph != nullptr) cudaGraphDestroy(graph);
   (void)cudaGetLastError();
-  return exec;
+  return c;
 }
 
 }  // namespace troupe::cuda

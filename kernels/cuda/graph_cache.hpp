@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <list>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -40,9 +41,18 @@ class GraphCache {
   std::unordered_map<uint64_t, int> seen_;
 };
 
-// Captures ops on ctx's stream into an executable; null (and no error left
-// pending) when the capture or instantiation fails, so the caller can fall
-// back to launching the ops one by one.
-cudaGraphExec_t capture_ops(const std::vector<Op>& ops, const DeviceContext& ctx);
+// What capture_ops produced: an executable, or why there is none.
+struct Capture {
+  cudaGraphExec_t exec = nullptr;
+  // An op threw while being captured (a bad argument, a device fault): not
+  // a capture problem; launching the ops eagerly reports the error itself.
+  bool op_failed = false;
+  std::string why;  // empty on success
+};
+
+// Captures ops on ctx's stream into an executable. Never throws, and leaves
+// no (non-sticky) CUDA error pending, so the caller can always fall back to
+// launching the ops one by one.
+Capture capture_ops(const std::vector<Op>& ops, const DeviceContext& ctx);
 
 }  // namespace troupe::cuda

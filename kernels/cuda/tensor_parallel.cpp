@@ -22,7 +22,7 @@ constexpr size_t kRankWorkspace = size_t{64} << 20;
 
 void check_nccl(ncclResult_t r, const char* call) {
   if (r != ncclSuccess) {
-    throw Error(Errc::internal, std::string("NCCL error ") + std::to_string(static_cast<int>(r)) + " (" +
+    throw Error(Errc::unavailable, std::string("NCCL error ") + std::to_string(static_cast<int>(r)) + " (" +
                                     ncclGetErrorString(r) + ") in " + call);
   }
 }
@@ -85,8 +85,14 @@ int TensorParallelGroup::world_size() const { return static_cast<int>(impl_->dev
 int TensorParallelGroup::device(int rank) const { return impl_->devices.at(static_cast<size_t>(rank)); }
 
 float* TensorParallelGroup::alloc(int rank, int64_t n) {
-  auto* p = static_cast<float*>(impl_->alloc_bytes(rank, static_cast<size_t>(n) * sizeof(float)));
-  TROUPE_CUDA_CHECK(cudaMemset(p, 0, static_cast<size_t>(n) * sizeof(float)));
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  auto* p = static_cast<float*>(impl_->alloc_bytes(rank, bytes));
+  // On the rank's own stream: it is non-blocking, so a legacy-stream
+  // cudaMemset would not be ordered before the uploads and products queued
+  // there. Synchronized too, for callers that use p from another stream.
+  cudaStream_t s = impl_->ctx[static_cast<size_t>(rank)]->stream();
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, s));
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
   return p;
 }
 

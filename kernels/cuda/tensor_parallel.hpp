@@ -7,6 +7,8 @@
 //     rank ends with the full y [n_tokens, n_out].
 // An MLP is column-parallel gate/up, a local SwiGLU, row-parallel down: one
 // all-reduce per layer. Built only with NCCL (TROUPE_HAVE_NCCL).
+// A kernel-level building block, tested on its own (tests/cuda): ModelStage
+// does not use it, and a pipeline stage runs on one device.
 #pragma once
 
 #include <cstdint>

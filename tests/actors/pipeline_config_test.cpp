@@ -102,6 +102,8 @@ TEST(PipelineConfigJson, ShippedConfigsParse) {
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kConfigs)) {
     if (entry.path().extension() != ".json") continue;
+    // Replica sets are read by the server (parse_replicas; tests/net).
+    if (entry.path().filename().string().rfind("replicas_", 0) == 0) continue;
     const PipelineConfig c = load_pipeline_config(entry.path().string());
     EXPECT_FALSE(c.stages.empty()) << entry.path();
     ++n;

@@ -59,7 +59,7 @@ class FakeBackend : public net::Backend {
   }
 
   net::LoadState load_state() const override {
-    return ready ? net::LoadState{.ready = true, .progress = 1, .stage = "ready"}
+    return ready ? net::LoadState{.ready = true, .loaded = true, .progress = 1, .stage = "ready"}
                  : net::LoadState{.progress = 0.5, .stage = "reading"};
   }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }

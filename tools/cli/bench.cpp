@@ -31,6 +31,8 @@ struct BenchArgs {
   std::string server;
   std::string out;
   std::string plot_script;
+  std::string device;
+  int64_t gpu_layers = -1;
 };
 
 // "scheduler.max_batch_size=8,32,128" -> axis.
@@ -69,6 +71,9 @@ void run(const BenchArgs& a) {
   if (!a.rates.empty()) s.rates = a.rates;
   if (!a.clients.empty()) s.clients = a.clients;
   for (const std::string& x : a.settings) s.settings.push_back(parse_setting(x));
+  // --device / --gpu-layers are topology keys every run gets.
+  if (!a.device.empty()) s.settings.push_back({.key = "device", .values = {"\"" + a.device + "\""}});
+  if (a.gpu_layers >= 0) s.settings.push_back({.key = "gpu_layers", .values = {std::to_string(a.gpu_layers)}});
   if (a.requests > 0) s.requests = a.requests;
   s.trace = s.trace || a.trace;
   if (a.no_warmup) s.warmup = false;
@@ -91,6 +96,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--rates", args->rates, "Poisson request rates to run (req/s), comma-separated")->delimiter(',');
   cmd->add_option("--clients", args->clients, "Closed-loop client counts to run, comma-separated")->delimiter(',');
   cmd->add_option("--set", args->settings, "Vary a topology key: key=v1,v2 (e.g. scheduler.max_batch_size=8,32)");
+  cmd->add_option("--device", args->device, "Where every stage runs: cpu, cuda or cuda:N");
+  cmd->add_option("--gpu-layers,-g", args->gpu_layers, "The last N layers on the GPU, the rest on the CPU")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--requests", args->requests, "Requests per run (default: the workload's)");
   cmd->add_flag("--trace", args->trace, "Trace every actor; writes trace_<run>.json (Perfetto) and per-actor tables");
   cmd->add_option("--server", args->server, "host:port of a running `troupe serve` to load instead of in-process");

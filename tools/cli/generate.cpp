@@ -1,5 +1,6 @@
-// `troupe generate`: load a model, run one prompt through the engine on the
-// CPU and stream the text to stdout; timing goes to stderr.
+// `troupe generate`: load a model, run one prompt through the engine (on the
+// CPU, a GPU, or layers split between them) and stream the text to stdout;
+// timing goes to stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -8,7 +9,9 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
+#include "model/device.hpp"
 #include "model/generator.hpp"
+#include "model/stage_plan.hpp"
 #include "model/model.hpp"
 #include "model/model_tokenizer.hpp"
 #include "tokenizer/incremental_decoder.hpp"
@@ -33,6 +36,8 @@ struct GenerateArgs {
   int64_t ctx = 0;
   std::string isa;
   std::string quantize;
+  std::string device = "cpu";
+  int64_t gpu_layers = -1;  // -1: not given
   bool no_bos = false;
   bool stats = true;
 };
@@ -47,6 +52,13 @@ Isa parse_isa(const std::string& s) {
 void run_generate(const GenerateArgs& a) {
   if (!a.isa.empty()) force_isa(parse_isa(a.isa));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
+  // Devices first: a wrong device name or a machine without a GPU fails
+  // before the model is read.
+  const Device device = parse_device(a.device);
+  if (a.gpu_layers >= 0 || device.is_cuda()) {
+    const Device gpu = device.is_cuda() ? device : Device{.kind = DeviceKind::cuda};
+    (void)open_backend(gpu, 1);  // throws the one-sentence reason when it cannot be used
+  }
   std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
   ModelLoadOptions load_options;
   if (a.quantize == "q8_0") load_options.quantize = DType::q8_0;
@@ -57,8 +69,32 @@ void run_generate(const GenerateArgs& a) {
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt, !a.no_bos, true);
   if (prompt.empty()) prompt.push_back(tokenizer->bos());
 
-  CpuBackend backend({.n_threads = a.threads});
-  Generator gen(model, backend, {.n_ctx = a.ctx});
+  const int64_t n_layer = model->config().n_layer;
+  std::vector<StagePlacement> placements;
+  if (a.gpu_layers >= 0) {
+    placements = split_gpu_layers(n_layer, a.gpu_layers, a.threads, device.is_cuda() ? device.str() : "cuda:0");
+  } else {
+    placements = {{.first_layer = 0, .last_layer = n_layer, .device = device.str(), .threads = a.threads}};
+  }
+  // The Generator's KV pool holds the whole context in blocks of 16, one sequence.
+  const int64_t n_ctx = a.ctx > 0 ? a.ctx
+                                  : std::min<int64_t>(model->config().n_ctx_train > 0 ? model->config().n_ctx_train : 2048,
+                                                      4096);
+  const std::vector<PlannedStage> plan =
+      plan_stages(*model, placements, {.max_tokens = std::min<int64_t>(512, n_ctx), .max_seqs = 1,
+                                       .n_kv_blocks = (n_ctx + 15) / 16, .kv_block_size = 16});
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<GeneratorStage> stages;
+  std::string where;
+  for (const PlannedStage& p : plan) {
+    const StageFootprint& fp = p.footprint;
+    backends.push_back(open_backend(p.device, p.threads,
+                                    {.weight_bytes = fp.weight_bytes, .kv_bytes = fp.kv_bytes, .arena_bytes = fp.arena_bytes}));
+    stages.push_back({.backend = backends.back().get(), .first_layer = p.first_layer, .last_layer = p.last_layer});
+    where += (where.empty() ? "" : " + ") + std::string("layers ") + std::to_string(p.first_layer) + "-" +
+             std::to_string(p.last_layer - 1) + " on " + p.device.str();
+  }
+  Generator gen(model, stages, {.n_ctx = n_ctx});
   GenerateRequest req{.max_new_tokens = a.max_tokens,
                       .sampling = {.temperature = a.temperature,
                                    .top_k = a.top_k,
@@ -84,15 +120,19 @@ void run_generate(const GenerateArgs& a) {
   std::fputc('\n', stdout);
 
   if (a.stats) {
+    int cpu_threads = 0;
+    for (const auto& b : backends) {
+      if (auto* cpu = dynamic_cast<CpuBackend*>(b.get())) cpu_threads = static_cast<int>(cpu->pool().size());
+    }
     const GenerateStats& s = gen.stats();
     std::fprintf(stderr,
                  "troupe: %lld prompt tokens in %.3f s (%.1f tok/s), %lld generated in %.3f s (%.1f tok/s), "
-                 "%d threads, %s kernels\n",
+                 "%s, %d CPU threads, %s kernels\n",
                  static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
                  s.prefill_seconds > 0 ? static_cast<double>(s.prompt_tokens) / s.prefill_seconds : 0.0,
                  static_cast<long long>(s.generated_tokens), s.decode_seconds,
                  s.decode_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.decode_seconds : 0.0,
-                 backend.pool().size(), std::string(isa_name(active_isa())).c_str());
+                 where.c_str(), cpu_threads, std::string(isa_name(active_isa())).c_str());
   }
 }
 
@@ -117,6 +157,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--isa", args->isa, "Force the kernel path: scalar, avx2 or avx512");
   cmd->add_option("--quantize", args->quantize, "Convert float weights at load")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));
+  cmd->add_option("--device", args->device, "Where the layers run: cpu, cuda or cuda:N");
+  cmd->add_option("--gpu-layers,-g", args->gpu_layers,
+                  "Put the last N layers (and the output head) on the GPU, the rest on the CPU")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-bos", args->no_bos, "Do not add BOS before the prompt");
   cmd->add_flag("!--no-stats", args->stats, "Do not print timing to stderr");
   cmd->callback([args] { run_generate(*args); });

@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Troupe: an actor-based LLM inference engine"};
   app.require_subcommand(1);
   troupe::cli::add_generate_command(app);
+#ifdef TROUPE_HAVE_STAGE
+  troupe::cli::add_stage_command(app);
+#endif
 #ifdef TROUPE_HAVE_SERVE
   troupe::cli::add_serve_command(app);
   troupe::cli::add_bench_command(app);

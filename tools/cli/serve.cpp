@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "net/pipeline_backend.hpp"
+#include "net/replica_backend.hpp"
 #include "net/routes.hpp"
 #include "net/server.hpp"
 #include "net/server_config.hpp"
@@ -40,6 +43,8 @@ struct ServeArgs {
   int kv_blocks = -1;
   int ctx = -1;
   int threads = -1;
+  std::string device;
+  int64_t gpu_layers = -1;
 };
 
 std::string read_file(const std::string& path, const char* what) {
@@ -63,35 +68,76 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!a.chat_template.empty()) s.chat_template_file = a.chat_template;
   if (a.max_body >= 0) s.core.limits.max_body_bytes = static_cast<size_t>(a.max_body);
   if (a.max_queue >= 0) s.core.admission.max_queue = a.max_queue;
-  if (a.max_running >= 0) c.pipeline.scheduler.max_batch_size = a.max_running;
   if (a.max_tokens >= 0) s.core.limits.request.max_tokens = a.max_tokens;
   if (a.ws_max_message >= 0) s.core.limits.ws_max_message_bytes = static_cast<size_t>(a.ws_max_message);
   if (a.send_queue >= 0) s.core.limits.send_queue_bytes = static_cast<size_t>(a.send_queue);
   if (a.io_threads >= 0) s.listen.io_threads = a.io_threads;
   if (a.write_timeout >= 0) s.listen.write_timeout_s = a.write_timeout;
-  if (a.kv_blocks >= 0) c.pipeline.n_kv_blocks = a.kv_blocks;
-  if (a.ctx >= 0) c.pipeline.scheduler.context_length = a.ctx;
-  if (a.threads >= 0) {
-    if (c.pipeline.stages.empty()) c.pipeline.stages.push_back({.first_layer = 0, .last_layer = -1});
-    for (StageSpec& st : c.pipeline.stages) st.threads = a.threads;
-  }
   if (!s.chat_template_file.empty()) s.core.chat_template = read_file(s.chat_template_file, "--chat-template");
-  // The server admits what the scheduler runs at once plus its own queue;
-  // the scheduler's waiting queue must hold at least that queue.
-  s.core.admission.max_running = c.pipeline.scheduler.max_batch_size;
-  c.pipeline.scheduler.max_waiting = std::max(c.pipeline.scheduler.max_waiting, s.core.admission.max_queue + 1);
+  // The topology flags apply to each replica as to a single chain.
+  std::vector<PipelineConfig*> chains{&c.pipeline};
+  for (PipelineConfig& r : c.replicas) {
+    r.model_path = c.pipeline.model_path;
+    chains.push_back(&r);
+  }
+  s.core.admission.max_running = 0;
+  for (PipelineConfig* p : chains) {
+    if (a.max_running >= 0) p->scheduler.max_batch_size = a.max_running;
+    if (a.kv_blocks >= 0) p->n_kv_blocks = a.kv_blocks;
+    if (a.ctx >= 0) p->scheduler.context_length = a.ctx;
+    if (!a.device.empty()) p->device = a.device;
+    if (a.gpu_layers >= 0) p->gpu_layers = a.gpu_layers;
+    if (a.threads >= 0) {
+      if (p->stages.empty()) p->stages.push_back({.first_layer = 0, .last_layer = -1});
+      for (StageSpec& st : p->stages) st.threads = a.threads;
+    }
+    // The server admits what the schedulers run at once plus its own
+    // queue; each waiting queue must hold at least that queue (prefix
+    // affinity may send all of it to one replica).
+    if (p != &c.pipeline || c.replicas.empty()) s.core.admission.max_running += p->scheduler.max_batch_size;
+    p->scheduler.max_waiting = std::max(p->scheduler.max_waiting, s.core.admission.max_queue + 1);
+  }
   return c;
+}
+
+bool uses_gpu(const PipelineConfig& p) {
+  if (p.gpu_layers > 0 || (!p.device.empty() && p.device != "cpu")) return true;
+  return std::any_of(p.stages.begin(), p.stages.end(), [](const StageSpec& s) { return s.device != "cpu"; });
 }
 
 void run_serve(const ServeArgs& a) {
   const net::ServeConfig cfg = resolve(a);
   const std::string model_path = cfg.pipeline.model_path;
   std::fprintf(stderr, "troupe serve: loading %s\n", model_path.c_str());
-  auto backend = std::make_unique<net::PipelineBackend>(net::PipelineBackendOptions{
-      .pipeline = cfg.pipeline, .model_id = cfg.server.model_name, .on_progress = [](const net::LoadState& s) {
-        if (s.failed) return;
-        std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());
-      }});
+  const auto on_progress = [](const net::LoadState& s) {
+    if (s.failed) return;
+    std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());
+  };
+  // One chain, or data-parallel replicas of it behind this one edge.
+  std::unique_ptr<net::Backend> backend;
+  std::function<bool()> wait_loaded;
+  if (cfg.replicas.empty()) {
+    auto b = std::make_unique<net::PipelineBackend>(net::PipelineBackendOptions{
+        .pipeline = cfg.pipeline, .model_id = cfg.server.model_name, .on_progress = on_progress});
+    wait_loaded = [p = b.get()] { return p->wait_loaded(); };
+    backend = std::move(b);
+  } else {
+    std::fprintf(stderr, "troupe serve: %zu replicas\n", cfg.replicas.size());
+    auto b = std::make_unique<net::ReplicaBackend>(net::ReplicaBackendOptions{.replicas = cfg.replicas,
+                                                                              .model_id = cfg.server.model_name,
+                                                                              .on_progress = on_progress,
+                                                                              .routing = cfg.server.replica_routing});
+    wait_loaded = [p = b.get()] { return p->wait_loaded(); };
+    backend = std::move(b);
+  }
+  // A chain with a GPU stage is started in full before the server listens:
+  // no GPU, a wrong device or too little device memory ends start-up with
+  // its one sentence instead of a server that answers for a while and dies.
+  // With replicas, every one of them must start.
+  const bool any_gpu = uses_gpu(cfg.pipeline) || std::any_of(cfg.replicas.begin(), cfg.replicas.end(), uses_gpu);
+  if (any_gpu && !wait_loaded()) {
+    throw Error(Errc::unavailable, "cannot start: " + backend->load_state().stage);
+  }
   net::ServerCore core(*backend, cfg.server.core);
   auto server = net::Server::start(core, cfg.server.listen);
   const std::string url = "http://" + cfg.server.listen.host + ":" + std::to_string(server->port()) + "/";
@@ -155,6 +201,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-blocks", a->kv_blocks, "KV pages of 16 tokens (default 512)")->check(CLI::PositiveNumber);
   cmd->add_option("--ctx", a->ctx, "Context length, capped at the model's (default 4096)")->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", a->threads, "Kernel threads per stage (0: all hardware threads)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", a->device, "Where every stage runs: cpu, cuda or cuda:N (default: the config's, else cpu)");
+  cmd->add_option("--gpu-layers,-g", a->gpu_layers,
+                  "Put the last N layers (and the output head) on the GPU, the rest on the CPU")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([a] { run_serve(*a); });
 }

@@ -1,0 +1,41 @@
+// What a head and a `troupe stage` worker say to each other before the
+// first step, and the one place that decides whether they fit: the shared
+// secret first, then the protocol version, the model, the layer range, the
+// KV geometry and the step limits. Plain functions over JSON text, testable
+// without actors or sockets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace troupe {
+
+// Bumped whenever a message between head and worker changes shape.
+inline constexpr uint32_t kStageWireVersion = 1;
+
+// What one side holds (the head: what it expects of the worker).
+struct StageFacts {
+  std::string model_id;    // model_identity()
+  std::string model_name;  // for messages: the file's name
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;  // exclusive
+  int32_t kv_blocks = 0;
+  int32_t kv_block_size = 0;
+  std::string kv_dtype = "f32";
+  int64_t max_tokens = 0;  // most tokens in one step
+  int64_t max_seqs = 0;    // most sequences in one step
+  std::string device;      // the worker's device ("cpu", "cuda:0"); informative
+};
+
+// The head's hello: its facts and the secret (empty: none).
+std::string hello_json(const StageFacts& head, const std::string& secret);
+std::string facts_json(const StageFacts& facts);
+// Throws Error(bad_format) for text that is not a facts object.
+StageFacts parse_facts(const std::string& json);
+
+// The worker's verdict on a hello: empty when accepted, else one sentence
+// that names both sides' values. `worker_secret` empty: any secret is fine.
+std::string check_hello(uint32_t head_version, const std::string& hello, const StageFacts& worker,
+                        const std::string& worker_secret, uint32_t worker_version = kStageWireVersion);
+
+}  // namespace troupe

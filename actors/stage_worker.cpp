@@ -1,0 +1,166 @@
+// Stage worker: handshake, steps of the open session, forgetting ended
+// requests, and the KV it holds for live ones.
+#include "actors/stage_worker.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "actors/stage_step.hpp"
+#include "core/error.hpp"
+#include "model/device.hpp"
+#include "model/model_identity.hpp"
+#include "model/stage_plan.hpp"
+
+namespace troupe {
+namespace {
+
+struct WorkerParts {
+  std::shared_ptr<Backend> backend;
+  std::unique_ptr<ModelStage> stage;
+  StageFacts facts;
+  std::string secret;
+  uint32_t wire_version = kStageWireVersion;
+  std::function<void(const std::string&)> log;
+};
+
+class StageWorkerImpl : public stage_worker_actor::base {
+ public:
+  StageWorkerImpl(caf::actor_config& cfg, std::shared_ptr<WorkerParts> parts)
+      : stage_worker_actor::base(cfg), parts_(std::move(parts)), pool_(TensorPool::create(8)) {}
+
+  behavior_type make_behavior() override {
+    return {
+        [this](StageHello& h) -> StageWelcome { return hello(h); },
+        [this](RemoteStep& r) -> StageOutput { return step(r); },
+        [this](ForgetRequests& f) {
+          if (f.session != session_) return;
+          for (const RequestId id : f.ids) live_.erase(id);
+        },
+        [this](stats_atom) -> WorkerStats {
+          std::unordered_set<int32_t> blocks;
+          for (const auto& [id, table] : live_) blocks.insert(table.begin(), table.end());
+          return {.session = session_,
+                  .steps = steps_,
+                  .live_sequences = static_cast<int32_t>(live_.size()),
+                  .kv_blocks_in_use = static_cast<int64_t>(blocks.size()),
+                  .kv_blocks_total = parts_->facts.kv_blocks};
+        },
+    };
+  }
+
+ private:
+  void log(const std::string& line) const {
+    if (parts_->log) parts_->log(line);
+  }
+
+  StageWelcome hello(const StageHello& h) {
+    const std::string verdict = check_hello(h.wire_version, h.json, parts_->facts, parts_->secret, parts_->wire_version);
+    if (!verdict.empty()) {
+      log("refused a head: " + verdict);
+      return {.wire_version = parts_->wire_version, .accepted = false, .json = nlohmann_error(verdict)};
+    }
+    // A new head (or the same one reconnecting) starts afresh: whatever the
+    // old session held is forgotten, and its late steps are refused.
+    session_ = next_session();
+    live_.clear();
+    log("session " + std::to_string(session_) + " opened");
+    return {.wire_version = parts_->wire_version,
+            .accepted = true,
+            .session = session_,
+            .json = facts_json(parts_->facts)};
+  }
+
+  static std::string nlohmann_error(const std::string& sentence) {
+    std::string out = "{\"error\":\"";
+    for (const char c : sentence) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) out += c;
+    }
+    return out + "\"}";
+  }
+
+  uint64_t next_session() {
+    uint64_t s = 0;
+    while (s == 0 || s == session_) s = rng_();
+    return s;
+  }
+
+  StageOutput step(RemoteStep& r) {
+    StageOutput out{.step = r.batch.step, .engine = r.batch.engine};
+    if (session_ == 0 || r.session != session_) {
+      out.code = Errc::unavailable;
+      out.error = "step of a session this worker no longer serves (another head connected)";
+      return out;
+    }
+    const int64_t t0 = steady_now_ns();
+    try {
+      out.out = run_stage_step(*parts_->stage, *pool_, r.batch, seqs_);
+    } catch (const Error& e) {
+      out.code = e.code();
+      out.error = e.what();
+      return out;
+    } catch (const std::exception& e) {
+      out.code = Errc::internal;
+      out.error = e.what();
+      return out;
+    }
+    out.compute_ns = steady_now_ns() - t0;
+    ++steps_;
+    for (StageSeq& s : r.batch.seqs) live_[s.id] = std::move(s.block_table);
+    return out;
+  }
+
+  std::shared_ptr<WorkerParts> parts_;
+  std::shared_ptr<TensorPool> pool_;
+  std::vector<BatchSeq> seqs_;
+  uint64_t session_ = 0;
+  uint64_t steps_ = 0;
+  std::unordered_map<RequestId, std::vector<int32_t>> live_;  // request -> its latest block table
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+}  // namespace
+
+stage_worker_actor spawn_stage_worker(caf::actor_system& system, const StageWorkerOptions& o, StageFacts* facts) {
+  if (!o.model) throw Error(Errc::invalid_argument, "stage worker: no model");
+  const Model& model = *o.model;
+  const int64_t n_layer = model.config().n_layer;
+  const int64_t last = o.last_layer < 0 ? n_layer : o.last_layer;
+  if (o.first_layer < 0 || o.first_layer >= last || last > n_layer) {
+    throw Error(Errc::invalid_argument, "--layers " + std::to_string(o.first_layer) + ":" + std::to_string(last) +
+                                            " is not a non-empty range inside the model's " +
+                                            std::to_string(n_layer) + " layers");
+  }
+  const StageOptions limits{.first_layer = o.first_layer,
+                            .last_layer = last,
+                            .max_tokens = o.max_tokens,
+                            .max_seqs = o.max_seqs,
+                            .n_kv_blocks = o.kv_blocks,
+                            .kv_block_size = o.kv_block_size};
+  const Device device = parse_device(o.device);
+  const StageFootprint fp = ModelStage::footprint(model, limits, device.is_cuda());
+  auto parts = std::make_shared<WorkerParts>();
+  parts->backend = open_backend(device, o.threads,
+                                {.weight_bytes = fp.weight_bytes, .kv_bytes = fp.kv_bytes, .arena_bytes = fp.arena_bytes});
+  parts->stage = std::make_unique<ModelStage>(o.model, *parts->backend, limits);
+  parts->facts = {.model_id = model_identity(model),
+                  .model_name = model_display_name(model),
+                  .first_layer = o.first_layer,
+                  .last_layer = last,
+                  .kv_blocks = o.kv_blocks,
+                  .kv_block_size = o.kv_block_size,
+                  .max_tokens = o.max_tokens,
+                  .max_seqs = o.max_seqs,
+                  .device = device.str()};
+  parts->secret = o.secret;
+  parts->wire_version = o.wire_version;
+  parts->log = o.log;
+  if (facts != nullptr) *facts = parts->facts;
+  return system.spawn<StageWorkerImpl, caf::detached>(std::move(parts));
+}
+
+}  // namespace troupe

@@ -1,0 +1,66 @@
+// Plans a chain of stages before anything is allocated: which layers run on
+// which device, what each stage will allocate there, and how hidden states
+// cross each boundary. The actor pipeline and `troupe generate` build their
+// stages from the same plan, and the plan is testable without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/device.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+
+namespace troupe {
+
+// One stage as a user asks for it (a topology entry, a flag).
+struct StagePlacement {
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;  // exclusive; -1: to the model's last layer
+  std::string device = "cpu";
+  int threads = 0;          // CPU kernel threads (0: all hardware threads); ignored on a GPU
+  bool remote = false;      // runs in another process (`troupe stage`): nothing is allocated here
+};
+
+// `--gpu-layers N` (llama.cpp's -ngl): the last N layers, and with them the
+// output head, on `gpu`; the layers before them on the CPU with `threads`.
+// N <= 0: all on the CPU; N >= n_layer: all on the GPU.
+std::vector<StagePlacement> split_gpu_layers(int64_t n_layer, int64_t gpu_layers, int threads,
+                                             const std::string& gpu = "cuda:0");
+
+// How a tensor crosses between a stage and the host every step.
+enum class HandOff {
+  none,    // nothing crosses (the first stage's input is token ids)
+  host,    // plain host memory: both sides are CPU stages
+  pinned,  // page-locked host memory, copied by DMA on the GPU stage's stream
+  wire,    // serialized to or from another process (a remote stage)
+};
+const char* to_string(HandOff h);
+
+struct PlannedStage {
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;
+  Device device;
+  int threads = 0;
+  bool remote = false;
+  StageFootprint footprint;  // what the stage allocates on its device (zero for a remote stage)
+  // Hidden states [max_tokens, n_embd] in (none for the first stage), and
+  // the stage's output: hidden states to the next stage, or logits
+  // [max_seqs, n_vocab] for the sampler (last stage). A boundary is pinned
+  // when either side is a GPU stage.
+  HandOff input = HandOff::none;
+  HandOff output = HandOff::host;
+  size_t output_bytes = 0;  // the largest output buffer of one step
+};
+
+// Resolves and checks placements against the model: the stages cover
+// [0, n_layer) in order without gaps, devices parse. `limits` gives the step
+// size and KV geometry (its layer fields are ignored). Throws
+// Error(invalid_argument) naming the stage at fault. An empty list is one
+// CPU stage with every layer.
+std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StagePlacement> stages,
+                                      const StageOptions& limits);
+
+}  // namespace troupe

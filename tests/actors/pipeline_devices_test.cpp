@@ -1,0 +1,151 @@
+// Devices per stage in the actor pipeline: topologies name them (and
+// `device`, `gpu_layers`, `remote` at the top), start() refuses a device it
+// cannot open with one sentence and builds no actor, and, where a GPU is
+// usable, a cpu -> cuda chain and an all-GPU chain give the CPU's greedy
+// tokens (the *Cuda* tests; they skip, saying why, without a GPU).
+#include <gtest/gtest.h>
+
+#include "actors/pipeline_config.hpp"
+#include "core/error.hpp"
+#include "model/device.hpp"
+#include "pipeline_test_util.hpp"
+#ifdef TROUPE_HAVE_CUDA
+#include "kernels/cuda_backend.hpp"
+#endif
+
+namespace troupe {
+namespace {
+
+TEST(PipelineDevices, TopologyNamesDevicesAndRemotes) {
+  const PipelineConfig c = parse_pipeline_config(R"({
+    "stages": [{"layers": [0, 16], "threads": 4}, {"layers": [16, -1], "device": "cuda:0"},
+               {"layers": [20, -1], "remote": "10.0.0.2:7001"}],
+    "remote": {"secret": "s3", "step_timeout_ms": 1500, "hello_timeout_ms": 900,
+               "tls_cert": "c.pem", "tls_key": "k.pem", "tls_ca": "ca.pem"},
+    "device": "cuda:1", "gpu_layers": 8
+  })");
+  ASSERT_EQ(c.stages.size(), 3u);
+  EXPECT_EQ(c.stages[0].device, "cpu");
+  EXPECT_EQ(c.stages[1].device, "cuda:0");
+  EXPECT_EQ(c.stages[2].remote, "10.0.0.2:7001");
+  EXPECT_EQ(c.device, "cuda:1");
+  EXPECT_EQ(c.gpu_layers, 8);
+  EXPECT_EQ(c.remote.secret, "s3");
+  EXPECT_EQ(c.remote.step_timeout_ms, 1500);
+  EXPECT_EQ(c.remote.hello_timeout_ms, 900);
+  EXPECT_EQ(c.remote.tls_ca, "ca.pem");
+  EXPECT_THROW(parse_pipeline_config(R"({"stages": [{"layers": [0, -1], "gpu": 1}]})"), Error);
+  EXPECT_THROW(parse_pipeline_config(R"({"remote": {"secrt": "x"}})"), Error);
+  EXPECT_THROW(parse_pipeline_config(R"({"remote": {"step_timeout_ms": 0}})"), Error);
+}
+
+std::string start_error(PipelineConfig cfg) {
+  try {
+    auto p = Pipeline::start(std::move(cfg));
+  } catch (const Error& e) {
+    return std::string(to_string(e.code())) + ": " + e.what();
+  }
+  return "started";
+}
+
+bool gpu_usable(std::string* why) {
+#ifdef TROUPE_HAVE_CUDA
+  return cuda_available(why);
+#else
+  *why = "this build has no CUDA backend";
+  return false;
+#endif
+}
+
+TEST(PipelineDevices, UnknownDeviceIsRefusedNamingTheStage) {
+  PipelineConfig cfg = test::stories_config(test::split(2));
+  cfg.stages[1].device = "tpu:0";
+  const std::string e = start_error(cfg);
+  EXPECT_NE(e.find("invalid_argument: PipelineConfig: stages[1].device: unknown device 'tpu:0'"), std::string::npos)
+      << e;
+}
+
+TEST(PipelineDevices, CudaWithoutAGpuIsRefusedAtStart) {
+  std::string why;
+  if (gpu_usable(&why)) GTEST_SKIP() << "this machine has a usable GPU";
+  PipelineConfig cfg = test::stories_config(test::split(2));
+  cfg.stages[1].device = "cuda:0";
+  const std::string e = start_error(cfg);
+  EXPECT_EQ(e.rfind("unsupported: device cuda:0: ", 0), 0u) << e;
+  cfg = test::stories_config({});
+  cfg.gpu_layers = 2;
+  EXPECT_EQ(start_error(cfg).rfind("unsupported: device cuda:0: ", 0), 0u);
+}
+
+// -- with a GPU -----------------------------------------------------------------
+
+class PipelineCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!gpu_usable(&why)) GTEST_SKIP() << "no usable CUDA GPU: " << why;
+  }
+
+  static void expect_cpu_tokens(PipelineConfig cfg) {
+    const std::vector<test::Case> cases = test::make_cases(16);
+    auto p = Pipeline::start(std::move(cfg));
+    std::vector<std::future<Completion>> runs;
+    for (const test::Case& c : cases) runs.push_back(p->generate(c.prompt, test::greedy(c.max_new_tokens)));
+    int same = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Completion got = test::wait_for(runs[i], std::chrono::seconds(120));
+      EXPECT_EQ(got.final.reason == EndReason::error, false) << got.final.error_message;
+      // Same weights, other summation order (GPU reductions): a greedy
+      // choice may part from the CPU's after a near tie, so the first
+      // tokens must agree and whole sequences nearly always.
+      const std::vector<int32_t> ids = test::ids_of(got);
+      const size_t n = std::min<size_t>(4, cases[i].expected.size());
+      ASSERT_GE(ids.size(), n);
+      EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<long>(n)),
+                std::vector<int32_t>(cases[i].expected.begin(), cases[i].expected.begin() + static_cast<long>(n)))
+          << "request " << i;
+      same += ids == cases[i].expected ? 1 : 0;
+    }
+    std::printf("greedy sequences identical to the CPU's: %d of %zu\n", same, runs.size());
+    EXPECT_GE(same, 14);
+    EXPECT_TRUE(p->stages_up());
+    EXPECT_EQ(p->kv_snapshot().n_used, 0);
+  }
+};
+
+TEST_F(PipelineCuda, WholeModelOnTheGpu) {
+  PipelineConfig cfg = test::stories_config({});
+  cfg.device = "cuda:0";
+  expect_cpu_tokens(cfg);
+}
+
+TEST_F(PipelineCuda, CpuThenCudaChain) {
+  PipelineConfig cfg = test::stories_config(test::split(2));
+  cfg.stages[1].device = "cuda:0";
+  expect_cpu_tokens(cfg);
+}
+
+TEST_F(PipelineCuda, GpuLayersSplit) {
+  PipelineConfig cfg = test::stories_config({});
+  cfg.gpu_layers = 3;
+  expect_cpu_tokens(cfg);
+}
+
+TEST_F(PipelineCuda, TooLittleDeviceMemoryIsRefusedWithTheBytes) {
+  PipelineConfig cfg = test::stories_config({});
+  cfg.device = "cuda:0";
+  cfg.n_kv_blocks = 1 << 30;  // about 2^30 x 16 x kv_dim floats: far past any GPU
+  const std::string e = start_error(cfg);
+  EXPECT_NE(e.find("out_of_memory: device cuda:0"), std::string::npos) << e;
+  EXPECT_NE(e.find("free but the stage needs"), std::string::npos) << e;
+}
+
+TEST_F(PipelineCuda, MissingGpuIndexIsRefused) {
+  PipelineConfig cfg = test::stories_config({});
+  cfg.device = "cuda:63";
+  const std::string e = start_error(cfg);
+  EXPECT_NE(e.find("device cuda:63 does not exist"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace troupe

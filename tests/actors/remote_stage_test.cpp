@@ -1,0 +1,383 @@
+// Remote stages with real `troupe stage` processes on 127.0.0.1: 2- and
+// 3-process chains give the single-process greedy tokens (stories260K and
+// SmolLM2, 16 concurrent requests); a worker killed mid-stream, or hung
+// past the step deadline, ends its requests with a clear error, takes the
+// stage down and comes back without a restart; a dead head leaves its
+// worker waiting for the next; each mismatch is refused with its sentence.
+// After every fault, KV usage is back to zero on the head and the workers.
+#include <gtest/gtest.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "actors/interfaces.hpp"
+#include "actors/stage_handshake.hpp"
+#include "core/error.hpp"
+#include "pipeline_test_util.hpp"
+#include "stage_process.hpp"
+
+namespace troupe {
+namespace {
+
+using namespace std::chrono_literals;
+using test::StageProcess;
+
+const std::string kStories = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+
+std::string smollm2_path() {
+  const char* cache = std::getenv("TROUPE_MODEL_CACHE");
+  const char* home = std::getenv("HOME");
+  return (cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/troupe/models") +
+         "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// Asks a worker for its counters, as an outside observer (no session).
+class Probe {
+ public:
+  Probe() {
+    cfg_.add_message_types<caf::id_block::troupe>();
+    cfg_.load<caf::io::middleman>();
+    system_ = std::make_unique<caf::actor_system>(cfg_);
+  }
+
+  WorkerStats stats(uint16_t port) {
+    auto w = system_->middleman().remote_actor<stage_worker_actor>("127.0.0.1", port);
+    if (!w) {
+      ADD_FAILURE() << "cannot reach the worker on port " << port;
+      return {};
+    }
+    WorkerStats out;
+    caf::scoped_actor self{*system_};
+    self->request(*w, 5s, stats_atom_v).receive([&](WorkerStats& s) { out = s; },
+                                                [&](caf::error& e) { ADD_FAILURE() << system_->render(e); });
+    return out;
+  }
+
+  // Ended requests are forgotten asynchronously: wait a little for zero.
+  void expect_idle(uint16_t port) {
+    WorkerStats s;
+    for (int i = 0; i < 50; ++i) {
+      s = stats(port);
+      if (s.live_sequences == 0 && s.kv_blocks_in_use == 0) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "worker on port " << port << " still holds " << s.live_sequences << " sequences, "
+                  << s.kv_blocks_in_use << " KV blocks";
+  }
+
+ private:
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> system_;
+};
+
+void expect_head_idle(const Pipeline& p) {
+  const KvSnapshot kv = p.kv_snapshot();
+  EXPECT_EQ(kv.invariant_error, "");
+  EXPECT_EQ(kv.n_used, 0);
+  EXPECT_TRUE(kv.sequences.empty());
+}
+
+PipelineConfig stories_head(std::vector<StageSpec> stages) {
+  PipelineConfig c = test::stories_config(std::move(stages));
+  c.remote.step_timeout_ms = 10000;
+  c.remote.hello_timeout_ms = 5000;
+  return c;
+}
+
+// The worker's flags that match stories_head's geometry.
+std::vector<std::string> stories_worker(const std::string& layers, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a{"-m", kStories, "--layers", layers, "-t", "1", "--kv-blocks", "512"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<Completion> run_concurrently(Pipeline& p, const std::vector<std::vector<int32_t>>& prompts, int32_t n) {
+  std::vector<std::future<Completion>> runs;
+  for (const auto& prompt : prompts) runs.push_back(p.generate(prompt, test::greedy(n)));
+  std::vector<Completion> out;
+  for (auto& r : runs) out.push_back(test::wait_for(r, 120s));
+  return out;
+}
+
+bool wait_until(const std::function<bool()>& ok, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return ok();
+}
+
+std::string start_error(PipelineConfig cfg) {
+  try {
+    auto p = Pipeline::start(std::move(cfg));
+  } catch (const Error& e) {
+    return std::string(to_string(e.code())) + ": " + e.what();
+  }
+  return "started";
+}
+
+// -- chains give the single-process tokens ---------------------------------------
+
+TEST(RemoteStages, TwoProcessChainMatchesEachRunAlone) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  auto p = Pipeline::start(stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                         {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  const std::vector<test::Case> cases = test::make_cases(16);
+  std::vector<std::future<Completion>> runs;
+  for (const test::Case& c : cases) runs.push_back(p->generate(c.prompt, test::greedy(c.max_new_tokens)));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Completion got = test::wait_for(runs[i], 120s);
+    EXPECT_EQ(test::ids_of(got), cases[i].expected) << "request " << i << ": " << got.final.error_message;
+  }
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+TEST(RemoteStages, ThreeProcessChainMatchesEachRunAlone) {
+  StageProcess a, b;
+  ASSERT_TRUE(a.start(stories_worker("1:3")));
+  ASSERT_TRUE(b.start(stories_worker("3:5")));
+  auto p = Pipeline::start(stories_head({{.first_layer = 0, .last_layer = 1, .threads = 1},
+                                         {.first_layer = 1, .last_layer = 3, .remote = a.address()},
+                                         {.first_layer = 3, .last_layer = -1, .remote = b.address()}}));
+  const std::vector<test::Case> cases = test::make_cases(16);
+  std::vector<std::future<Completion>> runs;
+  for (const test::Case& c : cases) runs.push_back(p->generate(c.prompt, test::greedy(c.max_new_tokens)));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(test::ids_of(test::wait_for(runs[i], 120s)), cases[i].expected) << "request " << i;
+  }
+  expect_head_idle(*p);
+  Probe probe;
+  probe.expect_idle(a.port());
+  probe.expect_idle(b.port());
+}
+
+TEST(RemoteStages, SmolLM2ChainsMatchTheSingleProcessRun) {
+  const std::string path = smollm2_path();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (scripts/setup fetches it)";
+  const std::shared_ptr<const Model> model = Model::load(path);
+  const std::unique_ptr<Tokenizer> tok = Tokenizer::create(model->vocab());
+  std::vector<std::vector<int32_t>> prompts;
+  const char* texts[] = {"The capital of France is", "Write a haiku about the sea.", "def fibonacci(n):",
+                         "Photosynthesis is the process", "Once upon a time", "The three primary colors are"};
+  for (int i = 0; i < 16; ++i) prompts.push_back(tok->encode(texts[i % 6] + std::string(i / 6, '!'), true, false));
+  auto config = [&](std::vector<StageSpec> stages) {
+    PipelineConfig c{.model = model, .stages = std::move(stages)};
+    c.scheduler.max_batch_size = 16;
+    c.scheduler.max_tokens_per_step = 256;
+    c.n_kv_blocks = 256;
+    return c;
+  };
+  std::vector<Completion> alone;
+  {
+    auto p = Pipeline::start(config({{.first_layer = 0, .last_layer = -1, .threads = 2}}));
+    alone = run_concurrently(*p, prompts, 16);
+  }
+  auto worker = [&](const std::string& layers) {
+    return std::vector<std::string>{"-m", path, "--layers", layers, "-t", "1", "--kv-blocks", "256"};
+  };
+  StageProcess a, b;
+  ASSERT_TRUE(a.start(worker("10:20")));
+  ASSERT_TRUE(b.start(worker("20:30")));
+  {
+    auto p = Pipeline::start(config({{.first_layer = 0, .last_layer = 20, .threads = 1},
+                                     {.first_layer = 20, .last_layer = -1, .remote = b.address()}}));
+    const std::vector<Completion> got = run_concurrently(*p, prompts, 16);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), test::ids_of(alone[i])) << "2 processes, " << i;
+    expect_head_idle(*p);
+  }
+  {
+    auto p = Pipeline::start(config({{.first_layer = 0, .last_layer = 10, .threads = 1},
+                                     {.first_layer = 10, .last_layer = 20, .remote = a.address()},
+                                     {.first_layer = 20, .last_layer = -1, .remote = b.address()}}));
+    const std::vector<Completion> got = run_concurrently(*p, prompts, 16);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), test::ids_of(alone[i])) << "3 processes, " << i;
+    expect_head_idle(*p);
+  }
+  Probe probe;
+  probe.expect_idle(a.port());
+  probe.expect_idle(b.port());
+}
+
+// -- faults -------------------------------------------------------------------------
+
+struct Streams {
+  std::vector<std::future<Completion>> done;
+  std::atomic<int> tokens{0};
+};
+
+// Streams of long greedy requests that count their tokens as they come.
+void start_streams(Pipeline& p, Streams& s, int n) {
+  for (int i = 0; i < n; ++i) {
+    auto promise = std::make_shared<std::promise<Completion>>();
+    s.done.push_back(promise->get_future());
+    GenerateParams params = test::greedy(400);
+    params.ignore_eos = true;
+    p.submit(test::stories_tokenizer().encode("Once upon a time", true, false), params,
+             {.on_token = [&s](const TokenEvent&) { ++s.tokens; },
+              .on_final = [promise](const FinalEvent& f) { promise->set_value(Completion{.final = f}); }});
+  }
+}
+
+void expect_all_lost(Streams& s, std::chrono::seconds limit) {
+  for (auto& f : s.done) {
+    const Completion c = test::wait_for(f, limit);
+    EXPECT_EQ(c.final.reason, EndReason::error);
+    EXPECT_EQ(c.final.error_code, Errc::unavailable) << c.final.error_message;
+    EXPECT_NE(c.final.error_message.find("was lost"), std::string::npos) << c.final.error_message;
+  }
+}
+
+TEST(RemoteStages, KilledWorkerFailsItsRequestsAndTheHeadReconnects) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  const uint16_t port = w.port();
+  auto p = Pipeline::start(stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                         {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  Streams s;
+  start_streams(*p, s, 8);
+  ASSERT_TRUE(wait_until([&] { return s.tokens >= 40; }, 20s));
+  const auto killed = std::chrono::steady_clock::now();
+  w.stop(SIGKILL);
+  expect_all_lost(s, 15s);
+  std::printf("every stream ended %.0f ms after the kill\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count());
+  EXPECT_FALSE(p->stages_up());
+  EXPECT_FALSE(p->stage_health()[1].up);
+  expect_head_idle(*p);
+  // A request while the stage is down fails at once, naming the stage.
+  auto while_down = p->generate(test::stories_tokenizer().encode("Hello", true, false), test::greedy(4));
+  const Completion down = test::wait_for(while_down, 10s);
+  EXPECT_EQ(down.final.error_code, Errc::unavailable) << down.final.error_message;
+
+  // Back on the same port: the head reconnects without a restart.
+  ASSERT_TRUE(w.start(stories_worker("2:5"), port));
+  ASSERT_TRUE(wait_until([&] { return p->stages_up(); }, 15s)) << p->stage_health()[1].error;
+  EXPECT_EQ(p->stage_health()[1].reconnects, 1u);
+  const test::Case c = test::make_cases(1).front();
+  auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
+  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+  expect_head_idle(*p);
+  Probe().expect_idle(port);
+}
+
+TEST(RemoteStages, HungWorkerIsLostAtTheDeadlineAndComesBack) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  PipelineConfig cfg = stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                     {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
+  cfg.remote.step_timeout_ms = 800;
+  cfg.remote.hello_timeout_ms = 800;
+  auto p = Pipeline::start(cfg);
+  Streams s;
+  start_streams(*p, s, 4);
+  ASSERT_TRUE(wait_until([&] { return s.tokens >= 20; }, 20s));
+  w.signal(SIGSTOP);
+  expect_all_lost(s, 10s);
+  EXPECT_FALSE(p->stages_up());
+  EXPECT_NE(p->stage_health()[1].error.find("ms"), std::string::npos) << p->stage_health()[1].error;
+  expect_head_idle(*p);
+  w.signal(SIGCONT);
+  ASSERT_TRUE(wait_until([&] { return p->stages_up(); }, 20s)) << p->stage_health()[1].error;
+  const test::Case c = test::make_cases(1).front();
+  auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
+  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+TEST(RemoteStages, DeadHeadLeavesTheWorkerWaitingForTheNext) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  const std::vector<StageSpec> stages{{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                      {.first_layer = 2, .last_layer = -1, .remote = w.address()}};
+  {
+    auto p = Pipeline::start(stories_head(stages));
+    Streams s;
+    start_streams(*p, s, 4);
+    ASSERT_TRUE(wait_until([&] { return s.tokens >= 20; }, 20s));
+  }  // the head goes away with requests in flight
+  EXPECT_TRUE(w.alive());
+  auto p = Pipeline::start(stories_head(stages));
+  const test::Case c = test::make_cases(1).front();
+  auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
+  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+// -- mismatches, refused before the first step ---------------------------------------
+
+TEST(RemoteStages, WrongModelIsRefused) {
+  const std::string path = smollm2_path();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (scripts/setup fetches it)";
+  StageProcess w;
+  ASSERT_TRUE(w.start({"-m", path, "--layers", "2:5", "-t", "1", "--kv-blocks", "512"}));
+  const std::string e = start_error(stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  EXPECT_EQ(e.rfind("invalid_argument: the stage worker at " + w.address() + " refused this head: model differs: the "
+                    "head has stories260K",
+                    0),
+            0u)
+      << e;
+  EXPECT_NE(e.find("the worker has SmolLM2-135M-Instruct.Q4_1"), std::string::npos) << e;
+  Probe().expect_idle(w.port());
+}
+
+TEST(RemoteStages, WrongLayerRangeIsRefused) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("3:5")));
+  const std::string e = start_error(stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  EXPECT_NE(e.find("refused this head: layer range differs: the head expects layers [2, 5) of this stage, the worker "
+                   "holds [3, 5)"),
+            std::string::npos)
+      << e;
+}
+
+TEST(RemoteStages, SecretIsRequiredAndChecked) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--secret", "open sesame"})));
+  PipelineConfig cfg = stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
+  EXPECT_NE(start_error(cfg).find("refused this head: wrong or missing secret"), std::string::npos);
+  cfg.remote.secret = "open sesam";
+  EXPECT_NE(start_error(cfg).find("refused this head: wrong or missing secret"), std::string::npos);
+  cfg.remote.secret = "open sesame";
+  auto p = Pipeline::start(cfg);
+  const test::Case c = test::make_cases(1).front();
+  auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
+  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+}
+
+TEST(RemoteStages, ProtocolVersionMismatchIsRefused) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--wire-version", "99"})));
+  const std::string e = start_error(stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  EXPECT_NE(e.find("refused this head: protocol version differs: the head speaks Troupe stage protocol " +
+                   std::to_string(kStageWireVersion) + ", the worker speaks 99"),
+            std::string::npos)
+      << e;
+}
+
+TEST(RemoteStages, NobodyListeningIsAnUnavailableStage) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  const std::string address = w.address();
+  w.stop();
+  const std::string e = start_error(stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = address}}));
+  EXPECT_EQ(e.rfind("unavailable: cannot reach the stage worker at " + address, 0), 0u) << e;
+}
+
+}  // namespace
+}  // namespace troupe
