@@ -8,28 +8,27 @@
 
 namespace troupe {
 namespace {
+
 constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
-}  // namespace
 
-CpuBackend::CpuBackend(CpuBackendOptions options) : pool_(options.n_threads) {}
-
-void* CpuBackend::allocate(size_t bytes) {
+void* aligned_host_memory(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
+
+}  // namespace
+
+CpuBackend::CpuBackend(CpuBackendOptions options) : pool_(options.n_threads) {}
+
+void* CpuBackend::allocate(size_t bytes) { return aligned_host_memory(bytes); }
 
 void CpuBackend::deallocate(void* p) { std::free(p); }
 
 // The Backend defaults: plain aligned host memory, and the weight types the
 // CPU kernels run.
-void* Backend::host_alloc(size_t bytes) {
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
+void* Backend::host_alloc(size_t bytes) { return aligned_host_memory(bytes); }
 
 void Backend::host_free(void* p) { std::free(p); }
 

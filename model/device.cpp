@@ -58,8 +58,10 @@ std::unique_ptr<Backend> open_backend(const Device& device, int threads, const D
 #else
   std::string why;
   if (!cuda_available(&why)) {
-    throw Error(Errc::unsupported, "device " + device.str() + ": no usable CUDA GPU or driver on this machine (" +
-                                       why + ")");
+    const std::string prefix = "no usable CUDA device: ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    throw Error(Errc::unsupported,
+                "device " + device.str() + ": no usable CUDA GPU or driver on this machine (" + why + ")");
   }
   const int n = cuda_device_count();
   if (device.index >= n) {

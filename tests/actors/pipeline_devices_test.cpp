@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/pipeline_config.hpp"
+#include "actors/pipeline_extensions.hpp"
 #include "core/error.hpp"
 #include "model/device.hpp"
 #include "pipeline_test_util.hpp"
@@ -39,14 +40,7 @@ TEST(PipelineDevices, TopologyNamesDevicesAndRemotes) {
   EXPECT_THROW(parse_pipeline_config(R"({"remote": {"step_timeout_ms": 0}})"), Error);
 }
 
-std::string start_error(PipelineConfig cfg) {
-  try {
-    auto p = Pipeline::start(std::move(cfg));
-  } catch (const Error& e) {
-    return std::string(to_string(e.code())) + ": " + e.what();
-  }
-  return "started";
-}
+using test::start_error;
 
 bool gpu_usable(std::string* why) {
 #ifdef TROUPE_HAVE_CUDA
@@ -75,6 +69,39 @@ TEST(PipelineDevices, CudaWithoutAGpuIsRefusedAtStart) {
   cfg = test::stories_config({});
   cfg.gpu_layers = 2;
   EXPECT_EQ(start_error(cfg).rfind("unsupported: device cuda:0: ", 0), 0u);
+}
+
+TEST(PipelineDevices, AFailedDeviceTakesItsStageDownAndFailsFast) {
+  // What a CUDA error does (CudaBackend throws Errc::unavailable: the
+  // context is unusable from then on), injected on the CPU: the step's
+  // requests fail with it, the stage reports itself down, and every later
+  // step fails at once instead of waiting.
+  PipelineExtensions ext;
+  ext.before_stage_step = [](int32_t stage, uint64_t step) {
+    if (stage == 1 && step == 3) throw Error(Errc::unavailable, "cudaErrorIllegalAddress (injected)");
+  };
+  auto p = Pipeline::start(test::stories_config(test::split(2)), ext);
+  EXPECT_TRUE(p->stages_up());
+  GenerateParams params = test::greedy(40);
+  params.ignore_eos = true;
+  auto first = p->generate(test::stories_tokenizer().encode("Once upon a time", true, false), params);
+  const Completion c = test::wait_for(first);
+  EXPECT_EQ(c.final.reason, EndReason::error);
+  EXPECT_EQ(c.final.error_code, Errc::unavailable);
+  EXPECT_NE(c.final.error_message.find("cudaErrorIllegalAddress (injected)"), std::string::npos)
+      << c.final.error_message;
+  EXPECT_FALSE(p->stages_up());
+  const std::vector<StageHealth> h = p->stage_health();
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_TRUE(h[0].up);
+  EXPECT_FALSE(h[1].up);
+  EXPECT_EQ(h[1].where, "cpu");
+  EXPECT_NE(h[1].error.find("injected"), std::string::npos);
+  auto later = p->generate(test::stories_tokenizer().encode("Hello", true, false), test::greedy(4));
+  const Completion d = test::wait_for(later);
+  EXPECT_EQ(d.final.error_code, Errc::unavailable);
+  EXPECT_NE(d.final.error_message.find("failed earlier"), std::string::npos) << d.final.error_message;
+  EXPECT_EQ(p->kv_snapshot().n_used, 0);
 }
 
 // -- with a GPU -----------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
 
@@ -118,6 +119,16 @@ inline std::vector<StageSpec> split(int n_stages) {
               {.first_layer = 2, .last_layer = 4, .threads = 1},
               {.first_layer = 4, .last_layer = -1, .threads = 1}};
   }
+}
+
+// "kind: message" of the Error that Pipeline::start throws, or "started".
+inline std::string start_error(PipelineConfig cfg) {
+  try {
+    auto p = Pipeline::start(std::move(cfg));
+  } catch (const Error& e) {
+    return std::string(to_string(e.code())) + ": " + e.what();
+  }
+  return "started";
 }
 
 inline GenerateParams greedy(int32_t max_new_tokens) {

@@ -13,6 +13,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -114,14 +115,7 @@ bool wait_until(const std::function<bool()>& ok, std::chrono::milliseconds limit
   return ok();
 }
 
-std::string start_error(PipelineConfig cfg) {
-  try {
-    auto p = Pipeline::start(std::move(cfg));
-  } catch (const Error& e) {
-    return std::string(to_string(e.code())) + ": " + e.what();
-  }
-  return "started";
-}
+using test::start_error;
 
 // -- chains give the single-process tokens ---------------------------------------
 
@@ -367,6 +361,47 @@ TEST(RemoteStages, ProtocolVersionMismatchIsRefused) {
                    std::to_string(kStageWireVersion) + ", the worker speaks 99"),
             std::string::npos)
       << e;
+}
+
+// A CA and one certificate for 127.0.0.1 made with the openssl tool, in a
+// fresh folder; empty when the tool is missing.
+std::string make_test_certificates() {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("troupe-tls-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string cmd = "cd '" + dir +
+                          "' && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj "
+                          "/CN=troupe-test-ca && openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr "
+                          "-subj /CN=127.0.0.1 && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key "
+                          "-CAcreateserial -out node.pem -days 1";
+  if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0) return {};
+  return dir;
+}
+
+TEST(RemoteStages, TlsLinkServesAndAPlainHeadIsRefused) {
+#ifndef TROUPE_HAVE_CAF_OPENSSL
+  GTEST_SKIP() << "this build has no CAF OpenSSL module";
+#else
+  const std::string dir = make_test_certificates();
+  if (dir.empty()) GTEST_SKIP() << "the openssl tool is not available to make test certificates";
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--tls-cert", dir + "/node.pem", "--tls-key", dir + "/node.key",
+                                             "--tls-ca", dir + "/ca.pem"})));
+  PipelineConfig cfg = stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
+  // Without TLS the worker hangs up during the handshake.
+  EXPECT_EQ(start_error(cfg).rfind("unavailable: cannot reach the stage worker at " + w.address(), 0), 0u);
+  cfg.remote.tls_cert = dir + "/node.pem";
+  cfg.remote.tls_key = dir + "/node.key";
+  cfg.remote.tls_ca = dir + "/ca.pem";
+  {
+    auto p = Pipeline::start(cfg);
+    const test::Case c = test::make_cases(1).front();
+    auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
+    EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+    expect_head_idle(*p);
+  }
+  std::filesystem::remove_all(dir);
+#endif
 }
 
 TEST(RemoteStages, NobodyListeningIsAnUnavailableStage) {

@@ -55,7 +55,7 @@ void run_generate(const GenerateArgs& a) {
   // Devices first: a wrong device name or a machine without a GPU fails
   // before the model is read.
   const Device device = parse_device(a.device);
-  if (a.gpu_layers >= 0 || device.is_cuda()) {
+  if (a.gpu_layers > 0 || device.is_cuda()) {
     const Device gpu = device.is_cuda() ? device : Device{.kind = DeviceKind::cuda};
     (void)open_backend(gpu, 1);  // throws the one-sentence reason when it cannot be used
   }

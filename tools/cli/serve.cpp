@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -80,8 +81,12 @@ net::ServeConfig resolve(const ServeArgs& a) {
     r.model_path = c.pipeline.model_path;
     chains.push_back(&r);
   }
+  // The remote stages' shared secret may come from the environment, out of
+  // sight of the process list.
+  const char* stage_secret = std::getenv("TROUPE_STAGE_SECRET");
   s.core.admission.max_running = 0;
   for (PipelineConfig* p : chains) {
+    if (p->remote.secret.empty() && stage_secret != nullptr) p->remote.secret = stage_secret;
     if (a.max_running >= 0) p->scheduler.max_batch_size = a.max_running;
     if (a.kv_blocks >= 0) p->n_kv_blocks = a.kv_blocks;
     if (a.ctx >= 0) p->scheduler.context_length = a.ctx;
@@ -100,9 +105,13 @@ net::ServeConfig resolve(const ServeArgs& a) {
   return c;
 }
 
-bool uses_gpu(const PipelineConfig& p) {
+// Chains whose start can be refused for reasons outside this process: a
+// GPU stage (no GPU, too little memory) or a remote stage (a worker that
+// refuses the handshake or cannot be reached).
+bool must_start_before_listening(const PipelineConfig& p) {
   if (p.gpu_layers > 0 || (!p.device.empty() && p.device != "cpu")) return true;
-  return std::any_of(p.stages.begin(), p.stages.end(), [](const StageSpec& s) { return s.device != "cpu"; });
+  return std::any_of(p.stages.begin(), p.stages.end(),
+                     [](const StageSpec& s) { return s.device != "cpu" || !s.remote.empty(); });
 }
 
 void run_serve(const ServeArgs& a) {
@@ -130,12 +139,14 @@ void run_serve(const ServeArgs& a) {
     wait_loaded = [p = b.get()] { return p->wait_loaded(); };
     backend = std::move(b);
   }
-  // A chain with a GPU stage is started in full before the server listens:
-  // no GPU, a wrong device or too little device memory ends start-up with
-  // its one sentence instead of a server that answers for a while and dies.
-  // With replicas, every one of them must start.
-  const bool any_gpu = uses_gpu(cfg.pipeline) || std::any_of(cfg.replicas.begin(), cfg.replicas.end(), uses_gpu);
-  if (any_gpu && !wait_loaded()) {
+  // A chain with a GPU or remote stage is started in full before the
+  // server listens: no GPU, too little device memory, or a worker that
+  // refuses the handshake ends start-up with its one sentence instead of a
+  // server that answers for a while and dies. With replicas, every one of
+  // them must start.
+  const bool check_first = must_start_before_listening(cfg.pipeline) ||
+                           std::any_of(cfg.replicas.begin(), cfg.replicas.end(), must_start_before_listening);
+  if (check_first && !wait_loaded()) {
     throw Error(Errc::unavailable, "cannot start: " + backend->load_state().stage);
   }
   net::ServerCore core(*backend, cfg.server.core);
