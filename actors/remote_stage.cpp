@@ -1,15 +1,16 @@
 // Remote stage link: requests to the worker with a deadline, the steps in
-// flight, the worker's monitor, and reconnection by a detached helper that
-// does the blocking connect and handshake.
+// flight, the worker's monitor, and reconnection through the middleman's
+// actor (connect, then the handshake), all without blocking.
 #include "actors/remote_stage.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/blocking_actor.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #ifdef TROUPE_HAVE_CAF_OPENSSL
+#include <caf/openssl/manager.hpp>
 #include <caf/openssl/remote_actor.hpp>
 #endif
 
@@ -17,6 +18,7 @@
 
 #include <charconv>
 #include <map>
+#include <set>
 
 #include "actors/actor_meter.hpp"
 #include "core/error.hpp"
@@ -60,8 +62,6 @@ class RemoteStageImpl : public caf::event_based_actor {
           if (next_) send(next_, std::move(f));
         },
         [this](reconnect_atom) { start_reconnect(); },
-        [this](reconnect_atom, caf::actor w, uint64_t session) { on_reconnected(std::move(w), session); },
-        [this](reconnect_atom, std::string& why) { on_reconnect_failed(why); },
     };
   }
 
@@ -167,27 +167,61 @@ class RemoteStageImpl : public caf::event_based_actor {
     delayed_send(this, backoff_, reconnect_atom_v);
   }
 
+  // Asynchronous, through the middleman's own actor: no blocking helper.
+  // (A detached helper that spoke to the worker would stay in CAF's
+  // registry of actors a remote node knows, and the actor system would
+  // wait for its thread forever at shutdown.)
   void start_reconnect() {
     if (worker_ || connecting_) return;
     connecting_ = true;
-    caf::actor self{this};
-    system().spawn([self, o = options_](caf::blocking_actor* helper) {
-      try {
-        RemoteSession s = open_remote_session(helper->system(), o);
-        helper->send(self, reconnect_atom_v, caf::actor_cast<caf::actor>(s.worker), s.session);
-      } catch (const std::exception& e) {
-        helper->send(self, reconnect_atom_v, std::string(e.what()));
-      }
-    });
+    const caf::io::middleman_actor mm = middleman();
+    request(mm, options_.hello_timeout, caf::connect_atom::value, options_.host, options_.port)
+        .then(
+            [this](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+              if (!ptr) {
+                on_reconnect_failed("nothing is published at " + options_.where());
+                return;
+              }
+              hello(caf::actor_cast<stage_worker_actor>(std::move(ptr)));
+            },
+            [this](caf::error& e) {
+              on_reconnect_failed("cannot reach the stage worker at " + options_.where() + ": " + system().render(e));
+            });
   }
 
-  void on_reconnected(caf::actor w, uint64_t session) {
+  caf::io::middleman_actor middleman() {
+#ifdef TROUPE_HAVE_CAF_OPENSSL
+    if (options_.tls) return system().openssl_manager().actor_handle();
+#endif
+    return system().middleman().actor_handle();
+  }
+
+  void hello(stage_worker_actor w) {
+    request(w, options_.hello_timeout,
+            StageHello{.wire_version = options_.wire_version, .json = hello_json(options_.expect, options_.secret)})
+        .then(
+            [this, w](StageWelcome& welcome) {
+              if (!welcome.accepted) {
+                on_reconnect_failed("the stage worker at " + options_.where() + " refused this head: " +
+                                    refusal_text(welcome.json));
+                return;
+              }
+              on_reconnected(w, welcome.session);
+            },
+            [this](caf::error& e) {
+              on_reconnect_failed("the stage worker at " + options_.where() +
+                                  " did not answer the handshake: " + system().render(e));
+            });
+  }
+
+  void on_reconnected(stage_worker_actor w, uint64_t session) {
     connecting_ = false;
-    worker_ = caf::actor_cast<stage_worker_actor>(std::move(w));
+    worker_ = std::move(w);
     session_ = session;
     monitor(worker_);
     status_->set_up();
-    std::fprintf(stderr, "troupe: %s is back (session %llu)\n", stage_name().c_str(), static_cast<unsigned long long>(session));
+    std::fprintf(stderr, "troupe: %s is back (session %llu)\n", stage_name().c_str(),
+                 static_cast<unsigned long long>(session));
   }
 
   void on_reconnect_failed(const std::string& why) {
