@@ -161,7 +161,9 @@ TEST_F(PipelineCuda, GpuLayersSplit) {
 TEST_F(PipelineCuda, TooLittleDeviceMemoryIsRefusedWithTheBytes) {
   PipelineConfig cfg = test::stories_config({});
   cfg.device = "cuda:0";
-  cfg.n_kv_blocks = 1 << 30;  // about 2^30 x 16 x kv_dim floats: far past any GPU
+  // 8M pages of 16 tokens x 5 layers x K and V x kv_dim 32 floats: ~170 GB
+  // of KV, past a 141 GB H200, while the host's block table stays ~300 MB.
+  cfg.n_kv_blocks = 8 << 20;
   const std::string e = start_error(cfg);
   EXPECT_NE(e.find("out_of_memory: device cuda:0"), std::string::npos) << e;
   EXPECT_NE(e.find("free but the stage needs"), std::string::npos) << e;
