@@ -134,8 +134,12 @@ ServerCore::~ServerCore() = default;
 
 bool ServerCore::authorized(std::string_view authorization, std::string_view target, bool allow_query) const {
   if (options_.api_key.empty()) return true;
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() > kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer) {
+  // The scheme name is case-insensitive (RFC 9110 section 11.1): "bearer" too.
+  constexpr std::string_view kBearer = "bearer ";
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  if (authorization.size() > kBearer.size() &&
+      std::equal(kBearer.begin(), kBearer.end(), authorization.begin(),
+                 [&](char want, char got) { return want == lower(got); })) {
     return same_secret(authorization.substr(kBearer.size()), options_.api_key);
   }
   if (!allow_query) return false;

@@ -141,6 +141,10 @@ TEST(Routes, ApiKey) {
   // Keys in URLs end up in logs: only the WebSocket upgrade takes one.
   EXPECT_EQ(env.call("GET", "/v1/models?api_key=s3cret").status, 401);
   EXPECT_EQ(env.call("POST", "/v1/completions", body, "Bearer s3cret").status, 200);
+  // The scheme is case-insensitive (RFC 9110); the key is not.
+  EXPECT_EQ(env.call("POST", "/v1/completions", body, "bearer s3cret").status, 200);
+  EXPECT_EQ(env.call("POST", "/v1/completions", body, "BEARER s3cret").status, 200);
+  EXPECT_EQ(env.call("POST", "/v1/completions", body, "Bearer S3CRET").status, 401);
   // Health and readiness stay open (for load balancers).
   EXPECT_EQ(env.call("GET", "/health").status, 200);
   // The WebSocket: the header, or the page's query parameter.

@@ -31,6 +31,7 @@ struct ServeArgs {
   std::string host;
   int port = -1;
   std::string api_key;
+  std::string api_key_file;
   std::string model_name;
   std::string chat_template;
   int64_t max_body = -1;
@@ -64,7 +65,18 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (c.pipeline.model_path.empty()) c.pipeline.model_path = default_model_path();
   if (!a.host.empty()) s.listen.host = a.host;
   if (a.port >= 0) s.listen.port = static_cast<uint16_t>(a.port);
-  if (!a.api_key.empty()) s.core.api_key = a.api_key;
+  // The key from a flag, a file, or the environment: the last two keep it
+  // out of the process list.
+  if (!a.api_key.empty()) {
+    s.core.api_key = a.api_key;
+  } else if (!a.api_key_file.empty()) {
+    std::string key = read_file(a.api_key_file, "--api-key-file");
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
+    if (key.empty()) throw Error(Errc::invalid_argument, "--api-key-file: " + a.api_key_file + " is empty");
+    s.core.api_key = key;
+  } else if (const char* env = std::getenv("TROUPE_API_KEY"); env != nullptr && *env != '\0') {
+    s.core.api_key = env;
+  }
   if (!a.model_name.empty()) s.model_name = a.model_name;
   if (!a.chat_template.empty()) s.chat_template_file = a.chat_template;
   if (a.max_body >= 0) s.core.limits.max_body_bytes = static_cast<size_t>(a.max_body);
@@ -188,7 +200,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("-c,--config", a->config, "Topology and server settings (configs/*.json)");
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or TROUPE_API_KEY)");
+  cmd->add_option("--api-key-file", a->api_key_file, "Read the API key from a file (not visible in the process list)");
   cmd->add_option("--model-name", a->model_name, "The model id clients send (default: the file's name)");
   cmd->add_option("--chat-template", a->chat_template,
                   "Jinja chat template file (default: the model's, else a plain built-in one)");
