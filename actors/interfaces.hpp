@@ -35,6 +35,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<cancel_atom, RequestId>,
     caf::reacts_to<stop_atom, RequestId>,   // the detokenizer matched a stop string
     caf::reacts_to<wake_atom>,
+    caf::reacts_to<caf::connect_atom, caf::actor>,  // a new sampler (a remote last stage came back)
     caf::replies_to<stats_atom>::with<PipelineStats>,
     caf::replies_to<kv_atom>::with<KvSnapshot>,
     caf::replies_to<shutdown_atom>::with<caf::ok_atom>>;
@@ -57,7 +58,8 @@ using sampler_actor = caf::typed_actor<caf::reacts_to<SeqOpen>, caf::reacts_to<S
 // middleman: a handshake, then the steps of the session it opened.
 using stage_worker_actor =
     caf::typed_actor<caf::replies_to<StageHello>::with<StageWelcome>, caf::replies_to<RemoteStep>::with<StageOutput>,
-                     caf::reacts_to<ForgetRequests>, caf::replies_to<stats_atom>::with<WorkerStats>>;
+                     caf::reacts_to<StageScheduler>, caf::reacts_to<ForgetRequests>,
+                     caf::replies_to<stats_atom>::with<WorkerStats>>;
 
 // Token ids -> text pieces, stop strings, the final event; the only actor
 // that talks to sinks.

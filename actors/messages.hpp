@@ -4,6 +4,7 @@
 // copy; only a remote send would serialize their contents.
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/deserializer.hpp>
 #include <caf/sec.hpp>
 #include <caf/serializer.hpp>
@@ -149,6 +150,18 @@ struct StageWelcome {
   bool accepted = false;
   uint64_t session = 0;  // steps of this session only; a new hello starts another
   std::string json;      // the worker's facts, or {"error": sentence}
+  // A worker that holds the last layers samples where its logits are: this
+  // session's sampler actor (the head's scheduler uses it as its sampler),
+  // so only token ids cross back, not [n_rows, n_vocab] floats. Null when
+  // the worker is not the last stage.
+  caf::actor sampler;
+};
+
+// Head -> worker after the handshake: the scheduler the worker's sampler
+// answers (a last stage sends its logits to the sampler as the scheduler).
+struct StageScheduler {
+  uint64_t session = 0;
+  caf::actor scheduler;
 };
 
 // Head -> worker: one step, exactly what an in-process stage gets.
@@ -162,6 +175,7 @@ struct RemoteStep {
 struct StageOutput {
   uint64_t step = 0;
   int32_t engine = 0;
+  bool sampled = false;  // the worker's sampler took the logits (out is empty)
   TensorHandle out;
   int64_t compute_ns = 0;
   Errc code = Errc::internal;
@@ -341,7 +355,12 @@ typename Inspector::result_type inspect(Inspector& f, StageHello& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageWelcome& x) {
-  return f(caf::meta::type_name("StageWelcome"), x.wire_version, x.accepted, x.session, x.json);
+  return f(caf::meta::type_name("StageWelcome"), x.wire_version, x.accepted, x.session, x.json, x.sampler);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StageScheduler& x) {
+  return f(caf::meta::type_name("StageScheduler"), x.session, x.scheduler);
 }
 
 template <class Inspector>
@@ -351,7 +370,7 @@ typename Inspector::result_type inspect(Inspector& f, RemoteStep& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageOutput& x) {
-  return f(caf::meta::type_name("StageOutput"), x.step, x.engine, x.out, x.compute_ns, x.code, x.error);
+  return f(caf::meta::type_name("StageOutput"), x.step, x.engine, x.sampled, x.out, x.compute_ns, x.code, x.error);
 }
 
 template <class Inspector>
@@ -388,6 +407,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::ForgetRequests))
   CAF_ADD_TYPE_ID(troupe, (troupe::StageHello))
   CAF_ADD_TYPE_ID(troupe, (troupe::StageWelcome))
+  CAF_ADD_TYPE_ID(troupe, (troupe::StageScheduler))
   CAF_ADD_TYPE_ID(troupe, (troupe::RemoteStep))
   CAF_ADD_TYPE_ID(troupe, (troupe::StageOutput))
   CAF_ADD_TYPE_ID(troupe, (troupe::WorkerStats))

@@ -273,6 +273,17 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   caf::actor_system& sys = *impl->system;
 
+  // Remote workers are reached and checked before any actor of the chain
+  // exists: a refusal (secret, protocol, model, layers, KV) ends start().
+  std::vector<RemoteSession> sessions(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].remote) sessions[i] = open_remote_session(sys, remote_options[i]);
+  }
+  // A remote last stage samples in its own process (only token ids cross
+  // back), unless a custom sampler is plugged in.
+  caf::actor remote_sampler = plan.back().remote && !extensions.make_sampler ? sessions.back().sampler : caf::actor{};
+  if (remote_sampler) remote_options.back().remote_sampling = true;
+
   if (config.trace.enabled) {
     require(config.trace.capacity >= 1, "trace.capacity must be at least 1");
     impl->tracer = std::make_unique<Tracer>(config.trace.capacity);
@@ -292,20 +303,18 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   const auto scheduler_meter = meter("scheduler");
   std::vector<std::shared_ptr<ActorMeter>> stage_meters;
   for (size_t i = 0; i < parts.size(); ++i) stage_meters.push_back(meter("executor_" + std::to_string(i)));
-  impl->sampler = extensions.make_sampler ? extensions.make_sampler(sys, impl->model)
-                                          : spawn_sampler(sys, impl->tokenizer, {.meter = meter("sampler")});
+  if (remote_sampler) {
+    impl->sampler = caf::actor_cast<sampler_actor>(remote_sampler);
+  } else {
+    impl->sampler = extensions.make_sampler ? extensions.make_sampler(sys, impl->model)
+                                            : spawn_sampler(sys, impl->tokenizer, {.meter = meter("sampler")});
+  }
   impl->detokenizer = spawn_detokenizer(
       sys, impl->tokenizer,
       {.meter = meter("detokenizer"), .monitor = impl->monitor, .anomaly = config.anomaly});
   for (const auto& make : extensions.observers) {
     impl->observers.push_back(make(sys));
     caf::anon_send(impl->detokenizer, caf::add_atom::value, impl->observers.back());
-  }
-  // Remote workers are reached and checked before any actor of the chain
-  // exists: a refusal (secret, protocol, model, layers, KV) ends start().
-  std::vector<RemoteSession> sessions(plan.size());
-  for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].remote) sessions[i] = open_remote_session(sys, remote_options[i]);
   }
   impl->stages.resize(parts.size());
   executor_actor next;

@@ -56,7 +56,10 @@ class RemoteStageImpl : public caf::event_based_actor {
     if (worker_) monitor(worker_);
     return {
         [this](StageBatch& b) { on_batch(b); },
-        [this](caf::connect_atom, scheduler_actor s) { scheduler_ = std::move(s); },
+        [this](caf::connect_atom, scheduler_actor s) {
+          scheduler_ = std::move(s);
+          tell_scheduler();
+        },
         [this](ForgetRequests& f) {
           if (worker_) send(worker_, ForgetRequests{.session = session_, .ids = f.ids});
           if (next_) send(next_, std::move(f));
@@ -76,6 +79,14 @@ class RemoteStageImpl : public caf::event_based_actor {
   std::string stage_name() const {
     return "remote stage " + options_.where() + " (layers " + std::to_string(options_.expect.first_layer) + "-" +
            std::to_string(options_.expect.last_layer - 1) + ")";
+  }
+
+  // With sampling on the worker: the worker's sampler answers this head's
+  // scheduler.
+  void tell_scheduler() {
+    if (options_.remote_sampling && worker_ && scheduler_) {
+      send(worker_, StageScheduler{.session = session_, .scheduler = caf::actor_cast<caf::actor>(scheduler_)});
+    }
   }
 
   void fail(const StageBatch& b, Errc code, const std::string& message, bool stage_lost) {
@@ -109,6 +120,7 @@ class RemoteStageImpl : public caf::event_based_actor {
     if (it == in_flight_.end()) return;
     StageBatch b = std::move(it->second);
     in_flight_.erase(it);
+    if (o.sampled) return;  // the worker's sampler has answered the scheduler
     if (!o.error.empty()) {
       // Another head took the worker over: its pages are no longer ours.
       if (o.code == Errc::unavailable) {
@@ -206,7 +218,7 @@ class RemoteStageImpl : public caf::event_based_actor {
                                     refusal_text(welcome.json));
                 return;
               }
-              on_reconnected(w, welcome.session);
+              on_reconnected(w, welcome.session, std::move(welcome.sampler));
             },
             [this](caf::error& e) {
               on_reconnect_failed("the stage worker at " + options_.where() +
@@ -214,11 +226,16 @@ class RemoteStageImpl : public caf::event_based_actor {
             });
   }
 
-  void on_reconnected(stage_worker_actor w, uint64_t session) {
+  void on_reconnected(stage_worker_actor w, uint64_t session, caf::actor sampler) {
     connecting_ = false;
     worker_ = std::move(w);
     session_ = session;
     monitor(worker_);
+    if (options_.remote_sampling && scheduler_) {
+      // The old sampler went with the old worker: the scheduler takes the new one.
+      send(scheduler_, caf::connect_atom::value, std::move(sampler));
+      tell_scheduler();
+    }
     status_->set_up();
     std::fprintf(stderr, "troupe: %s is back (session %llu)\n", stage_name().c_str(),
                  static_cast<unsigned long long>(session));
@@ -292,7 +309,10 @@ RemoteSession open_remote_session(caf::actor_system& system, const RemoteStageOp
     throw Error(Errc::invalid_argument,
                 "the stage worker at " + o.where() + " refused this head: " + refusal_text(welcome.json));
   }
-  return {.worker = std::move(*worker), .session = welcome.session, .worker_facts = parse_facts(welcome.json)};
+  return {.worker = std::move(*worker),
+          .session = welcome.session,
+          .worker_facts = parse_facts(welcome.json),
+          .sampler = std::move(welcome.sampler)};
 }
 
 executor_actor spawn_remote_stage(caf::actor_system& system, RemoteStageOptions options, RemoteSession session,

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
@@ -32,6 +33,10 @@ struct RemoteStageOptions {
   std::chrono::milliseconds hello_timeout{10000};
   std::chrono::milliseconds max_backoff{5000};  // reconnect attempts back off up to this
   bool tls = false;  // CAF's OpenSSL module (the actor system must load it)
+  // The worker holds the last layers and samples there (its session's
+  // sampler is the scheduler's): the link tells the worker which scheduler
+  // to answer, and forwards nothing itself. Off with a custom sampler.
+  bool remote_sampling = false;
   uint32_t wire_version = kStageWireVersion;
 
   std::string where() const { return host + ":" + std::to_string(port); }
@@ -46,6 +51,7 @@ struct RemoteSession {
   stage_worker_actor worker;
   uint64_t session = 0;
   StageFacts worker_facts;
+  caf::actor sampler;  // the worker's sampler, when it holds the last layers
 };
 
 // Connects and shakes hands; blocks (never call it on an actor thread).

@@ -79,6 +79,9 @@ class SchedulerImpl : public scheduler_actor::base {
           wake_pending_ = false;
           dispatch();
         },
+        // The remote last stage's worker samples; after a reconnect it has a
+        // new sampler. Every request it knew has ended with the lost stage.
+        [this](caf::connect_atom, caf::actor sampler) { sampler_ = caf::actor_cast<sampler_actor>(std::move(sampler)); },
         [this](stats_atom) -> PipelineStats { return stats(); },
         [this](kv_atom) -> KvSnapshot { return snapshot(); },
         [this](shutdown_atom) -> caf::ok_atom {
@@ -215,6 +218,12 @@ class SchedulerImpl : public scheduler_actor::base {
   // requests still waiting are untouched; they run once the stage is back
   // (until then their steps fail fast with the stage's error).
   void lose_kv(Errc code, const std::string& message) {
+    // Steps still in flight anywhere are abandoned: one whose logits went to
+    // the lost worker's sampler would never be answered. Late answers of
+    // abandoned steps find another step id and are dropped.
+    for (int32_t engine = 0; engine < engines_.n_engines(); ++engine) {
+      if (engines_.in_flight(engine) != nullptr) fail_step(engine, code, message);
+    }
     std::vector<RequestId> ids;
     for (const auto& [id, l] : live_) {
       if (engines_.kv().contains(id)) ids.push_back(id);

@@ -3,22 +3,26 @@
 #include "actors/stage_worker.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actors/sampler_actor.hpp"
 #include "actors/stage_step.hpp"
 #include "core/error.hpp"
 #include "model/device.hpp"
 #include "model/model_identity.hpp"
+#include "model/model_tokenizer.hpp"
 #include "model/stage_plan.hpp"
 
 namespace troupe {
 namespace {
 
 struct WorkerParts {
+  std::shared_ptr<const Tokenizer> tokenizer;  // the last stage's sampler needs it; null otherwise
   std::shared_ptr<Backend> backend;
   std::unique_ptr<ModelStage> stage;
   StageFacts facts;
@@ -40,6 +44,9 @@ class StageWorkerImpl : public stage_worker_actor::base {
           if (f.session != session_) return;
           for (const RequestId id : f.ids) live_.erase(id);
         },
+        [this](StageScheduler& s) {
+          if (s.session == session_) scheduler_ = std::move(s.scheduler);
+        },
         [this](stats_atom) -> WorkerStats {
           std::unordered_set<int32_t> blocks;
           for (const auto& [id, table] : live_) blocks.insert(table.begin(), table.end());
@@ -53,6 +60,12 @@ class StageWorkerImpl : public stage_worker_actor::base {
   }
 
  private:
+  void on_exit() override {
+    if (sampler_) send_exit(sampler_, caf::exit_reason::user_shutdown);
+    sampler_ = nullptr;
+    scheduler_ = nullptr;
+  }
+
   void log(const std::string& line) const {
     if (parts_->log) parts_->log(line);
   }
@@ -67,11 +80,17 @@ class StageWorkerImpl : public stage_worker_actor::base {
     // old session held is forgotten, and its late steps are refused.
     session_ = next_session();
     live_.clear();
+    scheduler_ = nullptr;
+    // A last stage samples here, with a sampler of this session's own.
+    if (sampler_) send_exit(sampler_, caf::exit_reason::user_shutdown);
+    sampler_ = nullptr;
+    if (parts_->tokenizer) sampler_ = spawn_sampler(system(), parts_->tokenizer);
     log("session " + std::to_string(session_) + " opened");
     return {.wire_version = parts_->wire_version,
             .accepted = true,
             .session = session_,
-            .json = facts_json(parts_->facts)};
+            .json = facts_json(parts_->facts),
+            .sampler = caf::actor_cast<caf::actor>(sampler_)};
   }
 
   static std::string nlohmann_error(const std::string& sentence) {
@@ -110,6 +129,19 @@ class StageWorkerImpl : public stage_worker_actor::base {
     }
     out.compute_ns = steady_now_ns() - t0;
     ++steps_;
+    if (sampler_ && scheduler_) {
+      // The logits go to this process's sampler, as the head's scheduler,
+      // so its SampledStep reply goes straight there.
+      StepLogits logits{.step = r.batch.step,
+                        .engine = r.batch.engine,
+                        .logits = std::move(out.out),
+                        .compute_ns = r.batch.compute_ns + out.compute_ns};
+      for (const StageSeq& s : r.batch.seqs) {
+        if (s.want_logits) logits.rows.push_back(s.id);
+      }
+      caf::send_as(caf::actor_cast<scheduler_actor>(scheduler_), sampler_, std::move(logits));
+      out.sampled = true;
+    }
     for (StageSeq& s : r.batch.seqs) live_[s.id] = std::move(s.block_table);
     return out;
   }
@@ -120,6 +152,8 @@ class StageWorkerImpl : public stage_worker_actor::base {
   uint64_t session_ = 0;
   uint64_t steps_ = 0;
   std::unordered_map<RequestId, std::vector<int32_t>> live_;  // request -> its latest block table
+  sampler_actor sampler_;  // this session's (a last stage), else null
+  caf::actor scheduler_;   // the head's, for the sampler's replies
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
@@ -156,6 +190,7 @@ stage_worker_actor spawn_stage_worker(caf::actor_system& system, const StageWork
                   .max_tokens = o.max_tokens,
                   .max_seqs = o.max_seqs,
                   .device = device.str()};
+  if (last == n_layer) parts->tokenizer = load_model_tokenizer(model);
   parts->secret = o.secret;
   parts->wire_version = o.wire_version;
   parts->log = o.log;

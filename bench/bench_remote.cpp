@@ -180,9 +180,15 @@ int run(const Args& a) {
     step.batch.tokens.push_back(1);
   }
   step.batch.hidden = make_tensor(a.streams, c.n_embd);
-  StageOutput out{.step = 1, .out = make_tensor(a.streams, c.n_vocab)};
+  // Back: the worker's sampler answers the scheduler with the tokens, and
+  // the link gets an acknowledgement; the logits stay on the worker.
+  SampledStep sampled{.step = 1};
+  for (int i = 0; i < a.streams; ++i) sampled.tokens.push_back({.id = static_cast<RequestId>(i), .token = 1});
+  const StageOutput ack{.step = 1, .sampled = true};
+  const StageOutput logits_back{.step = 1, .out = make_tensor(a.streams, c.n_vocab)};
   const size_t in_bytes = wire_size(sys, step);
-  const size_t out_bytes = wire_size(sys, out);
+  const size_t back_bytes = wire_size(sys, sampled) + wire_size(sys, ack);
+  const size_t logits_bytes = wire_size(sys, logits_back);
 
   Run best[2];
   for (int k = 0; k < 2; ++k) {
@@ -205,10 +211,11 @@ int run(const Args& a) {
   std::printf("\nper-step time, 2 processes / 1 process: %.3f (median rounds), %.3f (fastest rounds)\n",
               per_step[1] / per_step[0], fastest[1] / fastest[0]);
   std::printf("serialized per decode step of %d streams: %zu bytes to the worker (hidden [%d, %lld] f32 = %lld), "
-              "%zu bytes back (logits [%d, %lld] f32 = %lld)\n",
+              "%zu bytes back (the sampled tokens and an acknowledgement; sending the logits [%d, %lld] f32 instead "
+              "would be %zu)\n",
               a.streams, in_bytes, a.streams, static_cast<long long>(c.n_embd),
-              static_cast<long long>(a.streams * c.n_embd * 4), out_bytes, a.streams, static_cast<long long>(c.n_vocab),
-              static_cast<long long>(a.streams * c.n_vocab * 4));
+              static_cast<long long>(a.streams * c.n_embd * 4), back_bytes, a.streams,
+              static_cast<long long>(c.n_vocab), logits_bytes);
   return 0;
 }
 
