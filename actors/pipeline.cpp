@@ -153,7 +153,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                           .last_layer = s.last_layer,
                           .device = s.device,
                           .threads = s.threads,
-                          .remote = !s.remote.empty()});
+                          .remote = s.remote});
   }
   if (placements.empty()) placements.push_back({.first_layer = 0, .last_layer = mc.n_layer, .threads = 0});
   if (config.gpu_layers >= 0) {
@@ -161,10 +161,6 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     placements = split_gpu_layers(mc.n_layer, config.gpu_layers, placements.front().threads, gpu);
   } else if (!config.device.empty()) {
     for (StagePlacement& p : placements) p.device = config.device;
-  }
-  std::vector<std::string> remotes(placements.size());  // "host:port" per stage; empty: in-process
-  if (config.gpu_layers < 0) {
-    for (size_t i = 0; i < config.stages.size() && i < remotes.size(); ++i) remotes[i] = config.stages[i].remote;
   }
   std::vector<PlannedStage> plan;
   try {
@@ -189,7 +185,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   std::map<std::string, DeviceNeeds> device_needs;
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedStage& s = plan[i];
-    if (s.remote) continue;
+    if (s.is_remote()) continue;
     DeviceNeeds& need = device_needs[s.device.str()];
     need.weight_bytes += s.footprint.weight_bytes;
     need.kv_bytes += s.footprint.kv_bytes;
@@ -201,11 +197,11 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     const PlannedStage& s = plan[i];
     ExecutorParts& p = parts[i];
     p.status = std::make_shared<StageStatus>(StageHealth{.name = "executor_" + std::to_string(i),
-                                                         .where = s.remote ? "remote " + remotes[i] : s.device.str(),
+                                                         .where = s.is_remote() ? "remote " + s.remote : s.device.str(),
                                                          .first_layer = s.first_layer,
                                                          .last_layer = s.last_layer});
     impl->stage_status.push_back(p.status);
-    if (s.remote) continue;
+    if (s.is_remote()) continue;
     p.backend = backends[i];
     p.max_free_buffers = static_cast<size_t>(n_engines) + 1;
     if (s.output == HandOff::pinned) p.output_memory = s.device.is_cuda() ? backends[i] : backends[i + 1];
@@ -222,7 +218,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   backends.clear();
 
   // Remote stages: what this head expects each worker to hold.
-  const bool any_remote = std::any_of(plan.begin(), plan.end(), [](const PlannedStage& s) { return s.remote; });
+  const bool any_remote = std::any_of(plan.begin(), plan.end(), [](const PlannedStage& s) { return s.is_remote(); });
   const RemoteSettings& rs = config.remote;
   const bool tls = !rs.tls_cert.empty() || !rs.tls_key.empty() || !rs.tls_ca.empty();
   std::vector<RemoteStageOptions> remote_options(plan.size());
@@ -232,8 +228,8 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     const std::string model_id = model_identity(*impl->model);
     const std::string model_name = model_display_name(*impl->model);
     for (size_t i = 0; i < plan.size(); ++i) {
-      if (!plan[i].remote) continue;
-      const auto [host, port] = parse_host_port(remotes[i]);
+      if (!plan[i].is_remote()) continue;
+      const auto [host, port] = parse_host_port(plan[i].remote);
       remote_options[i] = {.host = host,
                            .port = port,
                            .secret = rs.secret,
@@ -277,11 +273,11 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   // exists: a refusal (secret, protocol, model, layers, KV) ends start().
   std::vector<RemoteSession> sessions(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].remote) sessions[i] = open_remote_session(sys, remote_options[i]);
+    if (plan[i].is_remote()) sessions[i] = open_remote_session(sys, remote_options[i]);
   }
   // A remote last stage samples in its own process (only token ids cross
   // back), unless a custom sampler is plugged in.
-  caf::actor remote_sampler = plan.back().remote && !extensions.make_sampler ? sessions.back().sampler : caf::actor{};
+  caf::actor remote_sampler = plan.back().is_remote() && !extensions.make_sampler ? sessions.back().sampler : caf::actor{};
   if (remote_sampler) remote_options.back().remote_sampling = true;
 
   if (config.trace.enabled) {
@@ -319,7 +315,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->stages.resize(parts.size());
   executor_actor next;
   for (size_t i = parts.size(); i-- > 0;) {
-    if (plan[i].remote) {
+    if (plan[i].is_remote()) {
       impl->stages[i] = spawn_remote_stage(sys, std::move(remote_options[i]), std::move(sessions[i]), next,
                                            impl->sampler, parts[i].status, stage_meters[i]);
     } else {

@@ -14,8 +14,6 @@
 #include <caf/openssl/remote_actor.hpp>
 #endif
 
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <map>
 #include <set>
@@ -28,13 +26,12 @@ namespace {
 
 constexpr std::chrono::milliseconds kFirstBackoff{200};
 
-std::string refusal_text(const std::string& json) {
-  try {
-    const auto j = nlohmann::json::parse(json);
-    if (j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
-  } catch (const std::exception&) {
-  }
-  return "no reason given";
+StageHello make_hello(const RemoteStageOptions& o) {
+  return {.wire_version = o.wire_version, .json = hello_json(o.expect, o.secret)};
+}
+
+std::string refused(const RemoteStageOptions& o, const StageWelcome& w) {
+  return "the stage worker at " + o.where() + " refused this head: " + refusal_sentence(w.json);
 }
 
 class RemoteStageImpl : public caf::event_based_actor {
@@ -209,13 +206,11 @@ class RemoteStageImpl : public caf::event_based_actor {
   }
 
   void hello(stage_worker_actor w) {
-    request(w, options_.hello_timeout,
-            StageHello{.wire_version = options_.wire_version, .json = hello_json(options_.expect, options_.secret)})
+    request(w, options_.hello_timeout, make_hello(options_))
         .then(
             [this, w](StageWelcome& welcome) {
               if (!welcome.accepted) {
-                on_reconnect_failed("the stage worker at " + options_.where() + " refused this head: " +
-                                    refusal_text(welcome.json));
+                on_reconnect_failed(refused(options_, welcome));
                 return;
               }
               on_reconnected(w, welcome.session, std::move(welcome.sampler));
@@ -299,15 +294,14 @@ RemoteSession open_remote_session(caf::actor_system& system, const RemoteStageOp
   caf::scoped_actor self{system};
   StageWelcome welcome;
   std::string error;
-  self->request(*worker, o.hello_timeout, StageHello{.wire_version = o.wire_version, .json = hello_json(o.expect, o.secret)})
+  self->request(*worker, o.hello_timeout, make_hello(o))
       .receive([&](StageWelcome& w) { welcome = std::move(w); },
                [&](caf::error& e) { error = system.render(e); });
   if (!error.empty()) {
     throw Error(Errc::unavailable, "the stage worker at " + o.where() + " did not answer the handshake: " + error);
   }
   if (!welcome.accepted) {
-    throw Error(Errc::invalid_argument,
-                "the stage worker at " + o.where() + " refused this head: " + refusal_text(welcome.json));
+    throw Error(Errc::invalid_argument, refused(o, welcome));
   }
   return {.worker = std::move(*worker),
           .session = welcome.session,

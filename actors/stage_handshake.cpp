@@ -74,6 +74,14 @@ std::string hello_json(const StageFacts& head, const std::string& secret) {
 
 std::string facts_json(const StageFacts& facts) { return to_json(facts).dump(); }
 
+std::string refusal_json(const std::string& sentence) { return json{{"error", sentence}}.dump(); }
+
+std::string refusal_sentence(const std::string& text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto it = j.is_object() ? j.find("error") : j.end();
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "no reason given";
+}
+
 StageFacts parse_facts(const std::string& text) {
   try {
     return from_json(json::parse(text));

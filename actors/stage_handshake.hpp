@@ -30,6 +30,10 @@ struct StageFacts {
 // The head's hello: its facts and the secret (empty: none).
 std::string hello_json(const StageFacts& head, const std::string& secret);
 std::string facts_json(const StageFacts& facts);
+// A worker's refusal, {"error": sentence}, and the sentence read back
+// ("no reason given" for text that is not one).
+std::string refusal_json(const std::string& sentence);
+std::string refusal_sentence(const std::string& json);
 // Throws Error(bad_format) for text that is not a facts object.
 StageFacts parse_facts(const std::string& json);
 

@@ -74,7 +74,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
     const std::string verdict = check_hello(h.wire_version, h.json, parts_->facts, parts_->secret, parts_->wire_version);
     if (!verdict.empty()) {
       log("refused a head: " + verdict);
-      return {.wire_version = parts_->wire_version, .accepted = false, .json = nlohmann_error(verdict)};
+      return {.wire_version = parts_->wire_version, .accepted = false, .json = refusal_json(verdict)};
     }
     // A new head (or the same one reconnecting) starts afresh: whatever the
     // old session held is forgotten, and its late steps are refused.
@@ -91,15 +91,6 @@ class StageWorkerImpl : public stage_worker_actor::base {
             .session = session_,
             .json = facts_json(parts_->facts),
             .sampler = caf::actor_cast<caf::actor>(sampler_)};
-  }
-
-  static std::string nlohmann_error(const std::string& sentence) {
-    std::string out = "{\"error\":\"";
-    for (const char c : sentence) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (static_cast<unsigned char>(c) >= 0x20) out += c;
-    }
-    return out + "\"}";
   }
 
   uint64_t next_session() {

@@ -40,14 +40,6 @@ Device parse_device(std::string_view text) {
               "unknown device '" + std::string(text) + "': use cpu, cuda or cuda:N (N a GPU index)");
 }
 
-bool cuda_compiled() {
-#ifdef TROUPE_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::unique_ptr<Backend> open_backend(const Device& device, int threads, const DeviceNeeds& needs) {
   if (!device.is_cuda()) return std::make_unique<CpuBackend>(CpuBackendOptions{.n_threads = threads});
 #ifndef TROUPE_HAVE_CUDA

@@ -26,9 +26,6 @@ struct Device {
 // naming the text and the accepted forms.
 Device parse_device(std::string_view text);
 
-// Whether this build has the CUDA backend (configured with a CUDA toolkit).
-bool cuda_compiled();
-
 // What a stage's backend must hold, for the start-up memory check.
 struct DeviceNeeds {
   size_t weight_bytes = 0;

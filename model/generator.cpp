@@ -11,6 +11,11 @@
 
 namespace troupe {
 namespace {
+// The context: as asked, else the model's trained one capped at 4096.
+int64_t context_length(const ModelConfig& c, const GeneratorOptions& options) {
+  return options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 2048, 4096);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -19,12 +24,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Generator::Generator(std::shared_ptr<const Model> model, Backend& backend, GeneratorOptions options)
     : Generator(std::move(model), std::vector<GeneratorStage>{{.backend = &backend}}, options) {}
 
+StageOptions Generator::stage_limits(const ModelConfig& c, const GeneratorOptions& options) {
+  const int64_t n_ctx = context_length(c, options);
+  // One sequence whose blocks are 0..n-1: the pool holds exactly the context.
+  return {.max_tokens = std::max<int64_t>(1, std::min(options.prefill_chunk, n_ctx)),
+          .max_seqs = 1,
+          .n_kv_blocks = (n_ctx + options.kv_block_size - 1) / options.kv_block_size,
+          .kv_block_size = options.kv_block_size};
+}
+
 Generator::Generator(std::shared_ptr<const Model> model, std::vector<GeneratorStage> stages, GeneratorOptions options)
     : model_(std::move(model)) {
   const ModelConfig& c = model_->config();
-  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 2048, 4096);
-  chunk_ = std::max<int64_t>(1, std::min(options.prefill_chunk, n_ctx_));
-  const int64_t n_blocks = (n_ctx_ + options.kv_block_size - 1) / options.kv_block_size;
+  const StageOptions limits = stage_limits(c, options);
+  n_ctx_ = context_length(c, options);
+  chunk_ = limits.max_tokens;
+  const int64_t n_blocks = limits.n_kv_blocks;
   block_table_.resize(static_cast<size_t>(n_blocks));
   std::iota(block_table_.begin(), block_table_.end(), 0);
   if (stages.empty()) throw Error(Errc::invalid_argument, "Generator: no stages");
@@ -36,13 +51,10 @@ Generator::Generator(std::shared_ptr<const Model> model, std::vector<GeneratorSt
       throw Error(Errc::invalid_argument, "Generator: stages must cover the layers in order, each with a backend");
     }
     Link link;
-    link.stage = std::make_unique<ModelStage>(model_, *g.backend,
-                                              StageOptions{.first_layer = g.first_layer,
-                                                           .last_layer = last,
-                                                           .max_tokens = chunk_,
-                                                           .max_seqs = 1,
-                                                           .n_kv_blocks = n_blocks,
-                                                           .kv_block_size = options.kv_block_size});
+    StageOptions o = limits;
+    o.first_layer = g.first_layer;
+    o.last_layer = last;
+    link.stage = std::make_unique<ModelStage>(model_, *g.backend, o);
     if (i + 1 < stages.size()) {
       // The device side of the boundary provides the buffer, so it is pinned.
       Backend* next = stages[i + 1].backend;

@@ -52,6 +52,10 @@ class Generator {
   // (pinned on a GPU).
   Generator(std::shared_ptr<const Model> model, std::vector<GeneratorStage> stages, GeneratorOptions options = {});
   ~Generator();
+  // The step size and KV pool a Generator's stages get (every stage the
+  // same; layer fields unset): what a caller plans devices with.
+  static StageOptions stage_limits(const ModelConfig& config, const GeneratorOptions& options);
+
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
 

@@ -63,7 +63,7 @@ std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StageP
                     .device = device,
                     .threads = s.threads,
                     .remote = s.remote,
-                    .footprint = s.remote ? StageFootprint{} : ModelStage::footprint(model, o, device.is_cuda())});
+                    .footprint = s.remote.empty() ? ModelStage::footprint(model, o, device.is_cuda()) : StageFootprint{}});
     expect = last;
   }
   require(expect == n_layer,
@@ -72,13 +72,13 @@ std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StageP
   for (size_t i = 0; i < plan.size(); ++i) {
     PlannedStage& p = plan[i];
     const bool last = i + 1 == plan.size();
-    const bool next_gpu = !last && plan[i + 1].device.is_cuda() && !plan[i + 1].remote;
-    if (p.remote) {
+    const bool next_gpu = !last && plan[i + 1].device.is_cuda() && !plan[i + 1].is_remote();
+    if (p.is_remote()) {
       p.output = HandOff::wire;
     } else {
       p.output = p.device.is_cuda() || next_gpu ? HandOff::pinned : HandOff::host;
     }
-    p.input = i == 0 ? HandOff::none : p.remote ? HandOff::wire : plan[i - 1].output;
+    p.input = i == 0 ? HandOff::none : p.is_remote() ? HandOff::wire : plan[i - 1].output;
     const int64_t floats = last ? limits.max_seqs * c.n_vocab : limits.max_tokens * c.n_embd;
     p.output_bytes = static_cast<size_t>(floats) * sizeof(float);
   }

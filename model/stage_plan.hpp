@@ -21,7 +21,7 @@ struct StagePlacement {
   int64_t last_layer = -1;  // exclusive; -1: to the model's last layer
   std::string device = "cpu";
   int threads = 0;          // CPU kernel threads (0: all hardware threads); ignored on a GPU
-  bool remote = false;      // runs in another process (`troupe stage`): nothing is allocated here
+  std::string remote;       // "host:port" of a `troupe stage` worker holding these layers; empty: in this process
 };
 
 // `--gpu-layers N` (llama.cpp's -ngl): the last N layers, and with them the
@@ -44,7 +44,7 @@ struct PlannedStage {
   int64_t last_layer = 0;
   Device device;
   int threads = 0;
-  bool remote = false;
+  std::string remote;  // as in StagePlacement: nothing is allocated here when set
   StageFootprint footprint;  // what the stage allocates on its device (zero for a remote stage)
   // Hidden states [max_tokens, n_embd] in (none for the first stage), and
   // the stage's output: hidden states to the next stage, or logits
@@ -53,6 +53,8 @@ struct PlannedStage {
   HandOff input = HandOff::none;
   HandOff output = HandOff::host;
   size_t output_bytes = 0;  // the largest output buffer of one step
+
+  bool is_remote() const { return !remote.empty(); }
 };
 
 // Resolves and checks placements against the model: the stages cover

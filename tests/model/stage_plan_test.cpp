@@ -113,7 +113,7 @@ TEST(StagePlan, CpuThenCudaChain) {
 TEST(StagePlan, AllCpuStaysInPlainMemoryAndRemoteGoesOnTheWire) {
   const Model& m = *stories();
   const std::vector<StagePlacement> want{{.first_layer = 0, .last_layer = 2, .threads = 1},
-                                         {.first_layer = 2, .last_layer = -1, .threads = 1, .remote = true}};
+                                         {.first_layer = 2, .last_layer = -1, .threads = 1, .remote = "127.0.0.1:7001"}};
   const std::vector<PlannedStage> plan = plan_stages(m, want, kLimits);
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[0].output, HandOff::host);

@@ -52,13 +52,9 @@ Isa parse_isa(const std::string& s) {
 void run_generate(const GenerateArgs& a) {
   if (!a.isa.empty()) force_isa(parse_isa(a.isa));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
-  // Devices first: a wrong device name or a machine without a GPU fails
-  // before the model is read.
+  // A wrong device name fails before the model is read; a GPU that cannot
+  // be used fails when the plan's backends open (the model is only mapped).
   const Device device = parse_device(a.device);
-  if (a.gpu_layers > 0 || device.is_cuda()) {
-    const Device gpu = device.is_cuda() ? device : Device{.kind = DeviceKind::cuda};
-    (void)open_backend(gpu, 1);  // throws the one-sentence reason when it cannot be used
-  }
   std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
   ModelLoadOptions load_options;
   if (a.quantize == "q8_0") load_options.quantize = DType::q8_0;
@@ -76,13 +72,9 @@ void run_generate(const GenerateArgs& a) {
   } else {
     placements = {{.first_layer = 0, .last_layer = n_layer, .device = device.str(), .threads = a.threads}};
   }
-  // The Generator's KV pool holds the whole context in blocks of 16, one sequence.
-  const int64_t n_ctx = a.ctx > 0 ? a.ctx
-                                  : std::min<int64_t>(model->config().n_ctx_train > 0 ? model->config().n_ctx_train : 2048,
-                                                      4096);
+  const GeneratorOptions gen_options{.n_ctx = a.ctx};
   const std::vector<PlannedStage> plan =
-      plan_stages(*model, placements, {.max_tokens = std::min<int64_t>(512, n_ctx), .max_seqs = 1,
-                                       .n_kv_blocks = (n_ctx + 15) / 16, .kv_block_size = 16});
+      plan_stages(*model, placements, Generator::stage_limits(model->config(), gen_options));
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<GeneratorStage> stages;
   std::string where;
@@ -94,7 +86,7 @@ void run_generate(const GenerateArgs& a) {
     where += (where.empty() ? "" : " + ") + std::string("layers ") + std::to_string(p.first_layer) + "-" +
              std::to_string(p.last_layer - 1) + " on " + p.device.str();
   }
-  Generator gen(model, stages, {.n_ctx = n_ctx});
+  Generator gen(model, stages, gen_options);
   GenerateRequest req{.max_new_tokens = a.max_tokens,
                       .sampling = {.temperature = a.temperature,
                                    .top_k = a.top_k,
