@@ -1,5 +1,6 @@
-// Detokenizer actor: RequestOpen registers a sink, SeqOpen adds the prompt
-// size and admission time, SampledStep streams TokenEvents, RequestDone (or a
+// Detokenizer actor: RequestOpen registers a sink, the tokenizer's
+// PromptEvent goes to it first, SeqOpen adds the prompt size and admission
+// time, SampledStep streams TokenEvents, RequestDone (or a
 // matched stop string) sends the FinalEvent. Observers get a copy of all.
 #include "actors/detokenizer_actor.hpp"
 
@@ -42,6 +43,12 @@ class DetokenizerImpl : public detokenizer_actor::base {
           streams_.erase(open.id);
           streams_.emplace(open.id, Stream(*tokenizer_, open, std::move(sink)));
         },
+        [this](PromptEvent& ev) {
+          const auto it = streams_.find(ev.id);
+          if (it == streams_.end()) return;  // cancelled meanwhile
+          it->second.prompt_tokens = ev.n_tokens;
+          deliver(it->second, std::move(ev));
+        },
         [this](SeqOpen& open) {
           const auto it = streams_.find(open.id);
           if (it == streams_.end()) return;
@@ -63,7 +70,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
         },
         [this](SampledStep& step) {
           for (SampledToken& t : step.tokens) {
-            if (t.token < 0) continue;
+            if (t.status != SampleStatus::token) continue;
             const auto it = streams_.find(t.id);
             if (it != streams_.end()) on_token(it, t);
           }
@@ -71,7 +78,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
         [this](RequestDone& done) {
           const auto it = streams_.find(done.id);
           if (it == streams_.end()) return;  // ended here already (stop string)
-          finish(it, done.reason, done.code, std::move(done.message));
+          finish(it, done.reason, done.code, std::move(done.message), std::move(done.param));
         },
         [this](caf::connect_atom, scheduler_actor scheduler) { scheduler_ = std::move(scheduler); },
         [this](caf::add_atom, observer_actor observer) { observers_.push_back(std::move(observer)); },
@@ -135,6 +142,10 @@ class DetokenizerImpl : public detokenizer_actor::base {
     if (s.logprobs) {
       ev.logprob = t.logprob;
       ev.top_logprobs = std::move(t.top_logprobs);
+      ev.bytes = tokenizer_->token_to_bytes(t.token, /*special=*/true);
+      for (const TokenLogprob& alt : ev.top_logprobs) {
+        ev.top_bytes.push_back(tokenizer_->token_to_bytes(alt.token, /*special=*/true));
+      }
     }
     deliver(s, std::move(ev));
     if (r.stopped) {
@@ -147,7 +158,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
   }
 
   // Releases what is still held back, then the final event.
-  void finish(StreamIt it, EndReason reason, Errc code, std::string message) {
+  void finish(StreamIt it, EndReason reason, Errc code, std::string message, std::string param = {}) {
     Stream& s = it->second;
     StopStringMatcher::Result r = s.stops.push(s.decoder.flush());
     std::string tail = std::move(r.text);
@@ -159,6 +170,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
     if (reason == EndReason::error) {
       f.error_code = code;
       f.error_message = std::move(message);
+      f.error_param = std::move(param);
     } else if (reason == EndReason::cancelled) {
       f.error_code = Errc::cancelled;
       f.error_message = std::move(message);

@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "core/error.hpp"
 
 namespace troupe {
 
 EngineSet::EngineSet(const SchedulerConfig& config, const KvCacheOptions& kv, int32_t n_engines)
-    : kv_(kv), chunk_(config.chunked_prefill ? config.prefill_chunk : config.context_length) {
+    : kv_(kv),
+      chunk_(config.chunked_prefill ? config.prefill_chunk : config.context_length),
+      max_preemptions_(config.max_preemptions) {
   if (n_engines < 1) {
     throw Error(Errc::invalid_argument,
                 "EngineSet: n_engines must be at least 1, not " + std::to_string(n_engines));
@@ -135,7 +138,13 @@ int32_t EngineSet::growth_reserve(int32_t engine) const {
     const int32_t have = static_cast<int32_t>(kv_.block_table(id).size());
     reserve += std::max(0, kv_.n_blocks_needed(after_step + next) - have);
   }
-  return reserve;
+  // And the whole demand the other engines' running sequences may still
+  // claim (SchedulerConfig::kv_demand_fraction), when that is larger.
+  int32_t demand = 0;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    if (static_cast<int32_t>(i) != engine) demand += engines_[i].policy->kv_outstanding_blocks();
+  }
+  return std::max(reserve, demand);
 }
 
 void EngineSet::forget_finished(const std::vector<FinishedSeq>& finished) {
@@ -167,12 +176,14 @@ bool EngineSet::make_room(int32_t engine, SchedulingRound& round) {
     int32_t need = 0;
     int64_t victim = -1;
     int32_t victim_engine = -1;
-    std::pair<Priority, uint64_t> victim_key{};
+    std::tuple<Priority, bool, uint64_t> victim_key{};
     for (const auto& [id, owner] : owner_) {
       if (!kv_.contains(id)) continue;  // only running sequences hold KV
       if (owner == engine) need += kv_.n_new_blocks_needed(id, 1);
       const Info& info = info_.at(id);
-      const std::pair<Priority, uint64_t> key{info.priority, info.admitted};  // lowest priority, newest
+      // Lowest priority, not preempted max_preemptions times yet, newest.
+      const bool unprotected = engines_[static_cast<size_t>(owner)].policy->n_preemptions(id) < max_preemptions_;
+      const std::tuple<Priority, bool, uint64_t> key{info.priority, unprotected, info.admitted};
       if (victim < 0 || key > victim_key) {
         victim = id;
         victim_engine = owner;

@@ -89,6 +89,7 @@ class EngineSet {
 
   KvCacheManager kv_;
   int32_t chunk_;  // prompt tokens per sequence per step
+  int32_t max_preemptions_;  // victims preempted this often are taken last
   std::vector<Engine> engines_;
   struct Info {
     Priority priority = Priority::interactive;

@@ -19,12 +19,19 @@ namespace troupe {
 
 // What a request's events go to: Pipeline's callback sink, or any user actor
 // (an observer of every request's stream implements the same interface).
-using sink_actor = caf::typed_actor<caf::reacts_to<TokenEvent>, caf::reacts_to<FinalEvent>>;
+// A PromptEvent first (unless the request is refused), then TokenEvents, then
+// exactly one FinalEvent.
+using sink_actor =
+    caf::typed_actor<caf::reacts_to<PromptEvent>, caf::reacts_to<TokenEvent>, caf::reacts_to<FinalEvent>>;
 using observer_actor = sink_actor;
 
-// Text -> token ids; forwards a TokenRequest to the scheduler, or a
-// RequestDone(error) to the detokenizer when the text cannot be encoded.
-using tokenizer_actor = caf::typed_actor<caf::reacts_to<TextRequest>>;
+// The front door: every request enters here. Renders chat, encodes text,
+// applies the model's rules (actors/request_rules.hpp), then sends the
+// request's PromptEvent to the detokenizer and its TokenRequest to the
+// scheduler, or a RequestDone(error) to the detokenizer. Also answers
+// /tokenize and /detokenize.
+using tokenizer_actor =
+    caf::typed_actor<caf::reacts_to<PromptRequest>, caf::replies_to<TokenizeQuery>::with<TokenizeAnswer>>;
 
 // Continuous batching over SchedulerPolicy "virtual engines" sharing one
 // KvCacheManager (the KV manager role: the scheduler is its single writer).
@@ -65,6 +72,7 @@ using stage_worker_actor =
 // that talks to sinks.
 using detokenizer_actor = caf::typed_actor<
     caf::reacts_to<RequestOpen, sink_actor>,
+    caf::reacts_to<PromptEvent>,
     caf::reacts_to<SeqOpen>,
     caf::reacts_to<SampledStep>,
     caf::reacts_to<RequestDone>,

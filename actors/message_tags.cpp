@@ -48,10 +48,15 @@ SpanTags tag_message(const caf::type_erased_tuple& c, std::vector<int64_t>& ids)
     t.engine = m->engine;
     return done("StepFailed");
   }
-  if (const auto* m = element<TextRequest>(c, 0)) {
+  if (const auto* m = element<PromptRequest>(c, 0)) {
     ids.push_back(m->id);
-    return done("TextRequest");
+    return done("PromptRequest");
   }
+  if (const auto* m = element<PromptEvent>(c, 0)) {
+    ids.push_back(m->id);
+    return done("PromptEvent");
+  }
+  if (element<TokenizeQuery>(c, 0) != nullptr) return done("TokenizeQuery");
   if (const auto* m = element<TokenRequest>(c, 0)) {
     ids.push_back(m->id);
     return done("TokenRequest");

@@ -33,14 +33,22 @@ inline int64_t steady_now_ns() {
 // -- messages, in the order a request meets them ------------------------------
 
 // Pipeline -> tokenizer: a prompt still in text form.
-struct TextRequest {
+struct PromptRequest {
   RequestId id = 0;
-  TextPrompt prompt;
-  GenerateParams params;
+  EngineRequest request;
   int64_t submit_ns = 0;  // steady_clock, when submit() was called
 };
 
-// Tokenizer (or Pipeline, for token prompts) -> scheduler.
+// A front end -> tokenizer (/tokenize, /detokenize), answered with a
+// TokenizeAnswer: a prompt's ids as a request would have them (text or chat;
+// `request.params` unused), or, with `detokenize`, the text of
+// request.tokens.
+struct TokenizeQuery {
+  EngineRequest request;
+  bool detokenize = false;
+};
+
+// Tokenizer -> scheduler, once the prompt passed every rule.
 struct TokenRequest {
   RequestId id = 0;
   std::vector<int32_t> prompt;  // [n_tokens]
@@ -98,13 +106,26 @@ struct StepLogits {
   int64_t compute_ns = 0;       // forward time of every stage
 };
 
+// What sampling one logits row gave.
+enum class SampleStatus : uint8_t {
+  token,    // `token` was chosen
+  skipped,  // no token: the sampler does not know the request (it ended while the step ran)
+  failed,   // no token: sampling failed for this request (`error_code`, `error`)
+};
+
 struct SampledToken {
   RequestId id = 0;
-  int32_t token = -1;     // -1: none (request unknown to the sampler, or an error)
-  bool finished = false;  // end of generation (EOS) or error
+  SampleStatus status = SampleStatus::skipped;
+  int32_t token = 0;      // with status token
+  bool finished = false;  // end of generation (an EOS token)
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
-  std::string error;      // non-empty: sampling failed for this request
+  Errc error_code = Errc::internal;  // with status failed
+  std::string error;
+
+  static SampledToken chosen(RequestId id, int32_t token, bool finished) {
+    return {.id = id, .status = SampleStatus::token, .token = token, .finished = finished};
+  }
 };
 
 // Sampler -> scheduler (the reply to StepLogits), then scheduler ->
@@ -196,6 +217,7 @@ struct RequestDone {
   EndReason reason = EndReason::stop;
   Errc code = Errc::internal;
   std::string message;
+  std::string param;  // the request field at fault, if one is
 };
 
 // -- inspectors (CAF 0.17 form) ----------------------------------------------
@@ -226,12 +248,12 @@ typename Inspector::result_type inspect(Inspector& f, TextPrompt& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
   return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.text, x.logprob,
-           x.top_logprobs);
+           x.top_logprobs, x.bytes, x.top_bytes);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinalEvent& x) {
-  return f(caf::meta::type_name("FinalEvent"), x.id, x.reason, x.error_code, x.error_message,
+  return f(caf::meta::type_name("FinalEvent"), x.id, x.reason, x.error_code, x.error_message, x.error_param,
            x.tail_text, x.stop_string, x.prompt_tokens, x.completion_tokens, x.queue_seconds,
            x.first_token_seconds, x.total_seconds);
 }
@@ -284,8 +306,40 @@ typename Inspector::result_type inspect(Inspector& f, TensorHandle& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, TextRequest& x) {
-  return f(caf::meta::type_name("TextRequest"), x.id, x.prompt, x.params, x.submit_ns);
+typename Inspector::result_type inspect(Inspector& f, ChatTurn& x) {
+  return f(caf::meta::type_name("ChatTurn"), x.role, x.content, x.has_content, x.fields_json);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ChatPrompt& x) {
+  return f(caf::meta::type_name("ChatPrompt"), x.messages, x.tools_json, x.add_generation_prompt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, EngineRequest& x) {
+  return f(caf::meta::type_name("EngineRequest"), x.kind, x.text, x.chat, x.tokens, x.params, x.fit_max_tokens,
+           x.return_prompt, x.prompt_field);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PromptRequest& x) {
+  return f(caf::meta::type_name("PromptRequest"), x.id, x.request, x.submit_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PromptEvent& x) {
+  return f(caf::meta::type_name("PromptEvent"), x.id, x.n_tokens, x.tokens, x.text);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenizeQuery& x) {
+  return f(caf::meta::type_name("TokenizeQuery"), x.request, x.detokenize);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenizeAnswer& x) {
+  return f(caf::meta::type_name("TokenizeAnswer"), x.tokens, x.pieces, x.text, x.max_model_len, x.error_code, x.error,
+           x.error_param);
 }
 
 template <class Inspector>
@@ -328,8 +382,8 @@ typename Inspector::result_type inspect(Inspector& f, StepLogits& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
-  return f(caf::meta::type_name("SampledToken"), x.id, x.token, x.finished, x.logprob,
-           x.top_logprobs, x.error);
+  return f(caf::meta::type_name("SampledToken"), x.id, x.status, x.token, x.finished, x.logprob,
+           x.top_logprobs, x.error_code, x.error);
 }
 
 template <class Inspector>
@@ -381,7 +435,7 @@ typename Inspector::result_type inspect(Inspector& f, WorkerStats& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
-  return f(caf::meta::type_name("RequestDone"), x.id, x.reason, x.code, x.message);
+  return f(caf::meta::type_name("RequestDone"), x.id, x.reason, x.code, x.message, x.param);
 }
 
 }  // namespace troupe
@@ -390,7 +444,7 @@ typename Inspector::result_type inspect(Inspector& f, RequestDone& x) {
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
 
-  CAF_ADD_TYPE_ID(troupe, (troupe::TextRequest))
+  CAF_ADD_TYPE_ID(troupe, (troupe::PromptRequest))
   CAF_ADD_TYPE_ID(troupe, (troupe::TokenRequest))
   CAF_ADD_TYPE_ID(troupe, (troupe::RequestOpen))
   CAF_ADD_TYPE_ID(troupe, (troupe::SeqOpen))
@@ -411,6 +465,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::RemoteStep))
   CAF_ADD_TYPE_ID(troupe, (troupe::StageOutput))
   CAF_ADD_TYPE_ID(troupe, (troupe::WorkerStats))
+  CAF_ADD_TYPE_ID(troupe, (troupe::PromptEvent))
+  CAF_ADD_TYPE_ID(troupe, (troupe::TokenizeQuery))
+  CAF_ADD_TYPE_ID(troupe, (troupe::TokenizeAnswer))
 
   // Scheduler: a delayed_send to itself when batching waits for arrivals.
   CAF_ADD_ATOM(troupe, troupe, wake_atom, "wake")

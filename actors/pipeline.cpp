@@ -10,6 +10,7 @@
 #ifdef TROUPE_HAVE_CAF_OPENSSL
 #include <caf/openssl/manager.hpp>
 #endif
+#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
@@ -17,6 +18,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
 
 #include "actors/actor_meter.hpp"
 #include "actors/callback_sink.hpp"
@@ -28,6 +32,7 @@
 #include "actors/sampler_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "actors/watchdog.hpp"
 #include "model/device.hpp"
 #include "model/model_identity.hpp"
 #include "model/model_tokenizer.hpp"
@@ -59,11 +64,81 @@ Reply ask(caf::actor_system& system, const Handle& to, Msg msg, const char* what
   return out;
 }
 
+// A vocab entry's text ("<s>", "<|im_end|>"), as chat templates see it.
+std::string token_text(const Tokenizer& tok, int32_t id) {
+  const auto& tokens = tok.vocab().tokens;
+  return id >= 0 && static_cast<size_t>(id) < tokens.size() ? tokens[static_cast<size_t>(id)] : std::string();
+}
+
+ModelInfo model_info_of(const Model& model, const Tokenizer& tok, const std::vector<PlannedStage>& plan,
+                        int32_t context_length, const PipelineConfig& config) {
+  const ModelConfig& mc = model.config();
+  ModelInfo info{.name = model_display_name(model),
+                 .context_length = context_length,
+                 .n_vocab = static_cast<int32_t>(mc.n_vocab),
+                 .n_layer = static_cast<int32_t>(mc.n_layer),
+                 .bos = tok.bos(),
+                 .eos = tok.eos(),
+                 .bos_text = token_text(tok, tok.bos()),
+                 .eos_text = token_text(tok, tok.eos()),
+                 .has_chat_template = !model.chat_template().empty(),
+                 .kv_block_size = config.kv_block_size,
+                 .n_kv_blocks = config.n_kv_blocks};
+  // Each stage's pages as it allocates them; a remote stage's worker
+  // allocates the same shape and KV type for its layers.
+  const int64_t tokens = static_cast<int64_t>(config.n_kv_blocks) * config.kv_block_size;
+  for (const PlannedStage& s : plan) {
+    if (!s.is_remote() && tokens > 0) {
+      info.kv_bytes_per_token += static_cast<int64_t>(s.footprint.kv_bytes) / tokens;
+    } else {
+      info.kv_bytes_per_token += stage_kv_token_bytes(mc, s.first_layer, s.last_layer, config.kv_type);
+    }
+  }
+  return info;
+}
+
 }  // namespace
+
+// Requests whose sink has not had its FinalEvent yet: when a pipeline actor
+// stops, the watchdog ends each of them, since the actor that would have
+// may be the one that stopped.
+class OpenRequests {
+ public:
+  void add(RequestId id, sink_actor sink) {
+    std::lock_guard lock(mutex_);
+    sinks_.emplace(id, std::move(sink));
+  }
+  // Whether it was still open.
+  bool remove(RequestId id) {
+    std::lock_guard lock(mutex_);
+    return sinks_.erase(id) > 0;
+  }
+  std::unordered_map<RequestId, sink_actor> take_all() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(sinks_, {});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<RequestId, sink_actor> sinks_;
+};
 
 struct Pipeline::Impl {
   std::shared_ptr<const Model> model;
   std::shared_ptr<const Tokenizer> tokenizer;
+  ModelInfo info;
+  std::shared_ptr<OpenRequests> open = std::make_shared<OpenRequests>();
+  std::shared_ptr<std::atomic<uint64_t>> refused = std::make_shared<std::atomic<uint64_t>>(0);  // at the front door
+  // Set once by the watchdog (under failure_mutex) when an actor stopped.
+  std::atomic<bool> failed{false};
+  mutable std::mutex failure_mutex;
+  std::string failure;
+  std::atomic<bool> stopping{false};
+  caf::actor watchdog;
+  // Names in the actor system's registry; erased at stop (a registered
+  // detached actor would otherwise never be destroyed, and the system would
+  // wait for it forever).
+  std::vector<caf::atom_value> registered;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   // Every handle is released before the actor system goes (Impl::stop).
@@ -82,8 +157,29 @@ struct Pipeline::Impl {
 
   ~Impl() { stop(); }
 
+  // The watchdog's thread: `actor` stopped.
+  void on_actor_down(const std::string& actor, const std::string& why) {
+    if (stopping.load()) return;
+    const std::string reason = "the " + actor + " actor stopped: " + why;
+    {
+      std::lock_guard lock(failure_mutex);
+      if (failure.empty()) failure = reason;
+    }
+    failed.store(true, std::memory_order_release);
+    std::fprintf(stderr, "troupe: %s; failing every open request\n", reason.c_str());
+    for (auto& [id, sink] : open->take_all()) {
+      caf::anon_send(sink, FinalEvent{.id = id,
+                                      .reason = EndReason::error,
+                                      .error_code = Errc::internal,
+                                      .error_message = "request " + std::to_string(id) + " failed: " + reason});
+    }
+  }
+
   void stop() {
     if (!system) return;
+    stopping = true;  // the actors going down now is no failure
+    for (const caf::atom_value key : registered) system->registry().erase(key);
+    registered.clear();
     {
       caf::scoped_actor self{*system};
       // Every request still known ends with a cancelled final event: first
@@ -104,6 +200,7 @@ struct Pipeline::Impl {
       down(sampler);
       down(detokenizer);
       for (const auto& o : observers) down(o);
+      down(watchdog);
     }
     tokenizers.clear();
     scheduler = nullptr;
@@ -111,6 +208,7 @@ struct Pipeline::Impl {
     sampler = nullptr;
     detokenizer = nullptr;
     observers.clear();
+    watchdog = nullptr;
     system.reset();  // waits for every actor, sinks and their callbacks included
   }
 };
@@ -134,19 +232,30 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->tokenizer = load_model_tokenizer(*impl->model);
   const ModelConfig& mc = impl->model->config();
 
+  // The context a request may use: the configured one, capped at the
+  // trained one and at what the KV pool can hold at all.
   SchedulerConfig sc = config.scheduler;
   if (mc.n_ctx_train > 0 && sc.context_length > mc.n_ctx_train) {
     sc.context_length = static_cast<int32_t>(mc.n_ctx_train);
   }
-  require(config.n_kv_blocks >= 1, "n_kv_blocks must be at least 1");
+  if (config.n_kv_blocks >= 1 && config.kv_block_size >= 1) {
+    sc.context_length = static_cast<int32_t>(
+        std::min<int64_t>(sc.context_length, static_cast<int64_t>(config.n_kv_blocks) * config.kv_block_size));
+  }
   require(config.kv_block_size >= 1, "kv_block_size must be at least 1");
+  require(config.kv_memory_bytes >= 0, "kv_memory_bytes must not be negative");
+  if (config.kv_memory_bytes > 0) {
+    config.n_kv_blocks = kv_blocks_for_budget(mc, config.kv_type, config.kv_block_size, config.kv_memory_bytes);
+  }
+  require(config.n_kv_blocks >= 1, "n_kv_blocks must be at least 1");
   require(config.micro_batches >= 0, "micro_batches must not be negative");
   require(config.tokenizer_pool >= 1, "tokenizer_pool must be at least 1");
   require(config.actor_threads >= 1, "actor_threads must be at least 1");
   const StageOptions limits{.max_tokens = sc.max_tokens_per_step,
                             .max_seqs = sc.max_batch_size,
                             .n_kv_blocks = config.n_kv_blocks,
-                            .kv_block_size = config.kv_block_size};
+                            .kv_block_size = config.kv_block_size,
+                            .kv_type = config.kv_type};
   std::vector<StagePlacement> placements;
   for (const StageSpec& s : config.stages) {
     placements.push_back({.first_layer = s.first_layer,
@@ -168,6 +277,10 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   } catch (const Error& e) {
     throw Error(e.code(), std::string("PipelineConfig: ") + e.what());
   }
+  impl->info = model_info_of(*impl->model, *impl->tokenizer, plan, sc.context_length, config);
+  const auto prompter = std::make_shared<const ChatPrompter>(config.chat_template, impl->model->chat_template(),
+                                                             impl->info.bos_text, impl->info.eos_text);
+  impl->info.chat_template_origin = prompter->origin();
   const int32_t n_engines =
       config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(plan.size());
   const KvCacheOptions kv{.n_blocks = config.n_kv_blocks,
@@ -239,6 +352,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                       .last_layer = plan[i].last_layer,
                                       .kv_blocks = config.n_kv_blocks,
                                       .kv_block_size = config.kv_block_size,
+                                      .kv_dtype = kv_type_name(config.kv_type),
                                       .max_tokens = limits.max_tokens,
                                       .max_seqs = limits.max_seqs},
                            .step_timeout = std::chrono::milliseconds(rs.step_timeout_ms),
@@ -327,7 +441,6 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   impl->scheduler = spawn_scheduler(sys, {.scheduler = sc,
                                      .kv = kv,
                                      .n_engines = n_engines,
-                                     .n_vocab = static_cast<int32_t>(mc.n_vocab),
                                      .monitor = impl->monitor,
                                      .anomaly = config.anomaly,
                                      .forward_ended = any_remote},
@@ -335,39 +448,91 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
   for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
-    impl->tokenizers.push_back(spawn_tokenizer(sys, impl->tokenizer, impl->scheduler, impl->detokenizer,
-                                               tokenizer_meters[static_cast<size_t>(i)]));
+    impl->tokenizers.push_back(spawn_tokenizer(sys,
+                                               {.tokenizer = impl->tokenizer,
+                                                .prompter = prompter,
+                                                .model = impl->info,
+                                                .meter = tokenizer_meters[static_cast<size_t>(i)],
+                                                .refused = impl->refused},
+                                               impl->scheduler, impl->detokenizer));
   }
+
+  // Named in the registry, and watched: when one stops, every open request
+  // ends with an error and the pipeline reports the failure.
+  std::vector<std::pair<std::string, caf::actor>> watched;
+  for (size_t i = 0; i < impl->tokenizers.size(); ++i) {
+    watched.emplace_back("tokenizer_" + std::to_string(i), caf::actor_cast<caf::actor>(impl->tokenizers[i]));
+  }
+  watched.emplace_back("scheduler", caf::actor_cast<caf::actor>(impl->scheduler));
+  for (size_t i = 0; i < impl->stages.size(); ++i) {
+    watched.emplace_back("executor_" + std::to_string(i), caf::actor_cast<caf::actor>(impl->stages[i]));
+  }
+  if (!remote_sampler) watched.emplace_back("sampler", caf::actor_cast<caf::actor>(impl->sampler));
+  watched.emplace_back("detokenizer", caf::actor_cast<caf::actor>(impl->detokenizer));
+  for (const auto& [name, handle] : watched) {
+    // CAF 0.17 atoms hold at most 10 characters.
+    std::string key = name == "detokenizer" ? "detokenize" : name == "tokenizer_0" ? "tokenizer" : name;
+    if (key.size() > 10) continue;
+    impl->registered.push_back(caf::atom_from_string(key));
+    sys.registry().put(impl->registered.back(), caf::actor_cast<caf::strong_actor_ptr>(handle));
+  }
+  Impl* raw = impl.get();
+  impl->watchdog = spawn_watchdog(sys, std::move(watched), [raw](const std::string& actor, const std::string& why) {
+    raw->on_actor_down(actor, why);
+  });
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
 }
 
-RequestId Pipeline::submit(TextPrompt prompt, GenerateParams params, RequestCallbacks callbacks) {
+RequestId Pipeline::submit(EngineRequest request, RequestCallbacks callbacks) {
   Impl& p = *impl_;
   const RequestId id = p.next_id++;
   const int64_t now = steady_now_ns();
-  const sink_actor sink = spawn_callback_sink(*p.system, id, std::move(callbacks), p.scheduler);
+  std::weak_ptr<OpenRequests> open = p.open;
+  const sink_actor sink =
+      spawn_callback_sink(*p.system, id, std::move(callbacks), p.scheduler, [open](RequestId done) {
+        if (auto o = open.lock()) o->remove(done);
+      });
+  p.open->add(id, sink);
+  // Checked after the add: a watchdog that failed everything just before it
+  // would otherwise miss this one.
+  if (p.failed.load(std::memory_order_acquire)) {
+    if (p.open->remove(id)) {
+      caf::anon_send(sink, FinalEvent{.id = id,
+                                      .reason = EndReason::error,
+                                      .error_code = Errc::unavailable,
+                                      .error_message = "request " + std::to_string(id) +
+                                                       ": the pipeline cannot serve: " + failure()});
+    }
+    return id;
+  }
   // The detokenizer knows the sink before anything about the request can
   // reach it: this enqueue happens before the tokenizer's.
-  caf::anon_send(p.detokenizer, RequestOpen{.id = id, .params = params, .submit_ns = now}, sink);
+  caf::anon_send(p.detokenizer, RequestOpen{.id = id, .params = request.params, .submit_ns = now}, sink);
   const size_t k = p.next_tokenizer++ % p.tokenizers.size();
-  caf::anon_send(p.tokenizers[k], TextRequest{.id = id,
-                                              .prompt = std::move(prompt),
-                                              .params = std::move(params),
-                                              .submit_ns = now});
+  caf::anon_send(p.tokenizers[k], PromptRequest{.id = id, .request = std::move(request), .submit_ns = now});
   return id;
 }
 
+RequestId Pipeline::submit(TextPrompt prompt, GenerateParams params, RequestCallbacks callbacks) {
+  return submit(EngineRequest::from_text(std::move(prompt), std::move(params)), std::move(callbacks));
+}
+
 RequestId Pipeline::submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) {
+  return submit(EngineRequest::from_tokens(std::move(prompt), std::move(params)), std::move(callbacks));
+}
+
+void Pipeline::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
   Impl& p = *impl_;
-  const RequestId id = p.next_id++;
-  const int64_t now = steady_now_ns();
-  const sink_actor sink = spawn_callback_sink(*p.system, id, std::move(callbacks), p.scheduler);
-  caf::anon_send(p.detokenizer, RequestOpen{.id = id, .params = params, .submit_ns = now}, sink);
-  caf::anon_send(p.scheduler, TokenRequest{.id = id,
-                                           .prompt = std::move(prompt),
-                                           .params = std::move(params),
-                                           .submit_ns = now});
-  return id;
+  const tokenizer_actor tok = p.tokenizers[p.next_tokenizer++ % p.tokenizers.size()];
+  p.system->spawn([tok, q = TokenizeQuery{.request = std::move(request), .detokenize = detokenize},
+                   done = std::move(done)](caf::event_based_actor* self) mutable {
+    self->request(tok, kAnswerTimeout, std::move(q))
+        .then([done](TokenizeAnswer& a) { done(std::move(a)); },
+              [done, self](caf::error& e) {
+                done(TokenizeAnswer{.error_code = Errc::unavailable,
+                                    .error = "the tokenizer did not answer: " + self->system().render(e)});
+              });
+  });
 }
 
 namespace {
@@ -396,6 +561,12 @@ std::pair<RequestCallbacks, std::future<Completion>> collector() {
 
 }  // namespace
 
+std::future<Completion> Pipeline::generate(EngineRequest request) {
+  auto [callbacks, future] = collector();
+  submit(std::move(request), std::move(callbacks));
+  return std::move(future);
+}
+
 std::future<Completion> Pipeline::generate(TextPrompt prompt, GenerateParams params) {
   auto [callbacks, future] = collector();
   submit(std::move(prompt), std::move(params), std::move(callbacks));
@@ -411,7 +582,9 @@ std::future<Completion> Pipeline::generate(std::vector<int32_t> prompt, Generate
 void Pipeline::cancel(RequestId id) { caf::anon_send(impl_->scheduler, cancel_atom_v, id); }
 
 PipelineStats Pipeline::stats() const {
-  return ask<PipelineStats>(*impl_->system, impl_->scheduler, stats_atom_v, "stats");
+  PipelineStats s = ask<PipelineStats>(*impl_->system, impl_->scheduler, stats_atom_v, "stats");
+  s.rejected += impl_->refused->load(std::memory_order_relaxed);
+  return s;
 }
 
 KvSnapshot Pipeline::kv_snapshot() const {
@@ -458,6 +631,14 @@ bool Pipeline::stages_up() const {
   }
   return true;
 }
+
+std::string Pipeline::failure() const {
+  if (!impl_->failed.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(impl_->failure_mutex);
+  return impl_->failure;
+}
+
+const ModelInfo& Pipeline::model_info() const { return impl_->info; }
 
 const Model& Pipeline::model() const { return *impl_->model; }
 const Tokenizer& Pipeline::tokenizer() const { return *impl_->tokenizer; }

@@ -17,6 +17,7 @@
 #include "telemetry/actor_summary.hpp"
 #include "telemetry/anomaly.hpp"
 #include "telemetry/chrome_trace.hpp"
+#include "memory/kv_type.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -76,9 +77,16 @@ struct PipelineConfig {
   SchedulerConfig scheduler;            // context_length is capped at the model's trained context
   int32_t n_kv_blocks = 512;            // KV pages shared by all requests (each stage has them for its layers)
   int32_t kv_block_size = 16;           // tokens per page
+  KvType kv_type = KvType::f32;         // element type of the KV pages (`--kv-type`)
+  // `--kv-memory`: when > 0, n_kv_blocks is what this many bytes of KV pages
+  // hold over all stages in kv_type (model/stage_plan.hpp, kv_blocks_for_budget).
+  int64_t kv_memory_bytes = 0;
   bool prefix_caching = true;
   int32_t micro_batches = 0;            // steps in flight at once; 0: one per stage
   int32_t tokenizer_pool = 1;           // tokenizer actors, round-robin
+  // Jinja source of a chat template that replaces the model's (`troupe serve
+  // --chat-template`); empty: the model's own, else a plain built-in one.
+  std::string chat_template;
   int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
   TraceOptions trace;
   // TTFT and step-time excursions: counted (Pipeline::anomaly_counts), kept
@@ -91,6 +99,9 @@ struct PipelineConfig {
 struct RequestCallbacks {
   std::function<void(const TokenEvent&)> on_token;
   std::function<void(const FinalEvent&)> on_final;
+  // First, once the prompt passed every rule (a refused request gets only
+  // on_final); optional.
+  std::function<void(const PromptEvent&)> on_prompt;
 };
 
 // What generate() collects.
@@ -115,19 +126,29 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  // Starts a request and returns at once. The callbacks run later on an
-  // actor thread (one request's callbacks never run concurrently with each
-  // other): a stream of on_token, then exactly one on_final. Keep them
-  // short and non-blocking; an exception thrown by one cancels the request.
-  // Errors (bad parameters, a prompt that can never fit) arrive as a
-  // FinalEvent with reason error and touch no other request.
-  // Thread-safe.
+  // Starts a request and returns at once. Every request enters through a
+  // tokenizer actor, which renders, encodes and checks it against the
+  // model (actors/request_rules.hpp). The callbacks run later on an actor
+  // thread (one request's callbacks never run concurrently with each
+  // other): on_prompt, a stream of on_token, then exactly one on_final. Keep
+  // them short and non-blocking; an exception thrown by one cancels the
+  // request. A refused request (a rule broken, a prompt that can never fit)
+  // gets only a FinalEvent with reason error, its Errc and the field at
+  // fault, and touches no other request. Thread-safe.
+  RequestId submit(EngineRequest request, RequestCallbacks callbacks);
   RequestId submit(TextPrompt prompt, GenerateParams params, RequestCallbacks callbacks);
   RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks);
 
   // submit() collecting everything into a future.
+  std::future<Completion> generate(EngineRequest request);
   std::future<Completion> generate(TextPrompt prompt, GenerateParams params);
   std::future<Completion> generate(std::vector<int32_t> prompt, GenerateParams params);
+
+  // /tokenize (`detokenize` false: the ids of request's prompt, text or chat,
+  // as a request would have them) and /detokenize (true: the text of
+  // request.tokens), through a tokenizer actor. `done` runs once, on an
+  // actor thread. Thread-safe.
+  void tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done);
 
   // Ends the request at once: its KV blocks are free when the scheduler
   // takes the message, its FinalEvent says cancelled. Unknown or finished
@@ -160,11 +181,22 @@ class Pipeline {
   // that reported an error is not). Lock-free enough for /ready.
   std::vector<StageHealth> stage_health() const;
   bool stages_up() const;
+  // Empty while every pipeline actor runs. Once one stopped (an exception in
+  // a handler, a kill), the reason: each open request ended with an
+  // internal error, and new ones are refused at once. Lock-free enough for
+  // /ready.
+  std::string failure() const;
+
+  // The model's facts every front end needs (context length, vocab, special
+  // tokens, which chat template renders, KV bytes per token).
+  const ModelInfo& model_info() const;
 
   const Model& model() const;
   const Tokenizer& tokenizer() const;
   int32_t n_stages() const;
   // The actor system, for spawning one's own actors next to the pipeline's.
+  // The pipeline's actors are in its registry by name (caf::atom("scheduler"),
+  // "detokenize", "sampler", "tokenizer", "executor0", ...).
   caf::actor_system& system();
 
   struct Impl;

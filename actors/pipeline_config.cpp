@@ -45,7 +45,8 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
   r.only_keys(s, "scheduler",
               {"max_batch_size", "max_tokens_per_step", "chunked_prefill", "prefill_chunk", "min_batch_size",
                "max_wait_ms", "max_waiting", "context_length", "kv_watermark", "level_bounds",
-               "level_aging_ms"});
+               "level_aging_ms", "kv_demand_fraction", "short_request_tokens", "short_kv_share",
+               "short_batch_share", "max_preemptions"});
   r.get(s, "max_batch_size", "scheduler", c.max_batch_size);
   r.get(s, "max_tokens_per_step", "scheduler", c.max_tokens_per_step);
   r.get(s, "chunked_prefill", "scheduler", c.chunked_prefill);
@@ -54,11 +55,20 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
   r.get(s, "max_waiting", "scheduler", c.max_waiting);
   r.get(s, "context_length", "scheduler", c.context_length);
   r.get(s, "kv_watermark", "scheduler", c.kv_watermark);
+  r.get(s, "kv_demand_fraction", "scheduler", c.kv_demand_fraction);
+  r.get(s, "short_request_tokens", "scheduler", c.short_request_tokens);
+  r.get(s, "short_kv_share", "scheduler", c.short_kv_share);
+  r.get(s, "short_batch_share", "scheduler", c.short_batch_share);
+  r.get(s, "max_preemptions", "scheduler", c.max_preemptions);
   double wait_ms = static_cast<double>(c.max_wait.count()) / 1000.0;
   r.get(s, "max_wait_ms", "scheduler", wait_ms);
+  // Checked before the cast: a double past int64 is undefined behaviour
+  // (found by tests/fuzz/config_readers_fuzz.cpp).
+  if (!(wait_ms >= 0.0 && wait_ms <= 1e9)) r.fail("scheduler.max_wait_ms", "must be a number of ms in [0, 1e9]");
   c.max_wait = std::chrono::microseconds(static_cast<int64_t>(wait_ms * 1000.0));
   double aging_ms = static_cast<double>(c.level_aging.count()) / 1000.0;
   r.get(s, "level_aging_ms", "scheduler", aging_ms);
+  if (!(aging_ms >= 0.0 && aging_ms <= 1e9)) r.fail("scheduler.level_aging_ms", "must be a number of ms in [0, 1e9]");
   c.level_aging = std::chrono::microseconds(static_cast<int64_t>(aging_ms * 1000.0));
   if (const auto lb = s.find("level_bounds"); lb != s.end()) {
     if (!lb->is_array()) r.fail("scheduler.level_bounds", "must be an array of integers");
@@ -105,10 +115,32 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);
   if (const auto it = root.find("kv"); it != root.end()) {
-    r.only_keys(*it, "kv", {"blocks", "block_size", "prefix_caching"});
+    r.only_keys(*it, "kv", {"blocks", "block_size", "prefix_caching", "type", "memory"});
     r.get(*it, "blocks", "kv", c.n_kv_blocks);
     r.get(*it, "block_size", "kv", c.kv_block_size);
     r.get(*it, "prefix_caching", "kv", c.prefix_caching);
+    std::string type = kv_type_name(c.kv_type);
+    r.get(*it, "type", "kv", type);
+    try {
+      c.kv_type = parse_kv_type(type);
+    } catch (const Error& e) {
+      r.fail("kv.type", e.what());
+    }
+    // A byte budget: a number of bytes or a string with a unit ("2GiB").
+    if (const auto mem = it->find("memory"); mem != it->end()) {
+      if (it->contains("blocks")) r.fail("kv.memory", "and kv.blocks both size the pool: give one of them");
+      if (mem->is_number_integer() && mem->get<int64_t>() > 0) {
+        c.kv_memory_bytes = mem->get<int64_t>();
+      } else if (mem->is_string()) {
+        try {
+          c.kv_memory_bytes = parse_byte_size(mem->get<std::string>());
+        } catch (const Error& e) {
+          r.fail("kv.memory", e.what());
+        }
+      } else {
+        r.fail("kv.memory", "must be a positive number of bytes or a string such as \"2GiB\"");
+      }
+    }
   }
   if (const auto it = root.find("scheduler"); it != root.end()) read_scheduler(r, *it, c.scheduler);
   if (const auto it = root.find("trace"); it != root.end()) {

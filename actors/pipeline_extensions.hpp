@@ -18,8 +18,8 @@ namespace troupe {
 struct PipelineExtensions {
   // Replaces the built-in sampler. Called once at start with the pipeline's
   // actor system and model. The actor answers each StepLogits with one
-  // SampledToken per row in row order (token -1 and finished for a request
-  // it does not know); SeqOpen precedes a request's first logits, SeqClose
+  // SampledToken per row in row order (SampledToken::chosen(...), or status
+  // skipped for a request it does not know, failed with an error); SeqOpen precedes a request's first logits, SeqClose
   // follows its end. Keep no handle to it past the Pipeline's lifetime.
   std::function<sampler_actor(caf::actor_system&, const std::shared_ptr<const Model>&)> make_sampler;
   // Each gets every TokenEvent and FinalEvent of every request, in order per

@@ -35,6 +35,90 @@ struct TextPrompt {
   bool parse_special = false;  // match control-token texts (<|im_start|>) as tokens; chat text wants true
 };
 
+// A conversation, rendered by the chat template (the one PipelineConfig
+// gives, else the model's, else a plain built-in one) in the tokenizer
+// actor. JSON travels as text so that messages stay plain data.
+struct ChatTurn {
+  std::string role;         // system, developer, user, assistant, tool
+  std::string content;
+  bool has_content = true;  // false: content is None (an assistant turn that only calls tools)
+  // More fields the template may read, as a JSON object ({"tool_calls": [...],
+  // "name": ..., "tool_call_id": ...}); empty: none.
+  std::string fields_json;
+};
+
+struct ChatPrompt {
+  std::vector<ChatTurn> messages;  // at least one
+  std::string tools_json;          // a JSON array of tool schemas; empty: none
+  bool add_generation_prompt = true;
+};
+
+// Everything one request asks of the engine: the prompt (text, chat, or
+// token ids) and how to generate. Pipeline::submit takes it; the tokenizer
+// actor renders, encodes and checks it against the model (ModelInfo), so
+// every front end meets the same rules with the same errors.
+struct EngineRequest {
+  enum class Kind : uint8_t { text, chat, tokens };
+  Kind kind = Kind::text;
+  TextPrompt text;
+  ChatPrompt chat;
+  std::vector<int32_t> tokens;  // [n_tokens]
+  GenerateParams params;
+  // true: params.max_new_tokens is a ceiling cut to what the context leaves
+  // after the prompt (an API's default when the client names none); false:
+  // a prompt plus max_new_tokens beyond the context is refused (too_long).
+  bool fit_max_tokens = false;
+  // The PromptEvent carries the prompt's token ids and their text (echo,
+  // token identity in the API).
+  bool return_prompt = false;
+  // The request field that holds the prompt, named in errors ("prompt[2]");
+  // empty: "prompt", or "messages" for chat.
+  std::string prompt_field;
+
+  static EngineRequest from_text(TextPrompt prompt, GenerateParams params = {});
+  static EngineRequest from_chat(ChatPrompt prompt, GenerateParams params = {});
+  static EngineRequest from_tokens(std::vector<int32_t> prompt, GenerateParams params = {});
+};
+
+// The first event of a request the tokenizer accepted (a refused one gets
+// only its FinalEvent): how long the prompt is, and, with return_prompt, its
+// ids and text.
+struct PromptEvent {
+  RequestId id = 0;
+  int32_t n_tokens = 0;
+  std::vector<int32_t> tokens;  // with return_prompt
+  std::string text;             // with return_prompt: the prompt's text (special tokens written out)
+};
+
+// What the engine publishes of its model, once, for every front end.
+struct ModelInfo {
+  std::string name;              // from the model file
+  int32_t context_length = 0;    // prompt + generated tokens, at most (the scheduler's, capped at the trained one)
+  int32_t n_vocab = 0;
+  int32_t n_layer = 0;
+  int32_t bos = -1;              // -1: none
+  int32_t eos = -1;
+  std::string bos_text;          // as chat templates see them
+  std::string eos_text;
+  bool has_chat_template = false;     // the model file carries one
+  std::string chat_template_origin;   // which one renders chat: "config", "model" or "builtin"
+  int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
+  int32_t kv_block_size = 0;          // tokens per KV page
+  int32_t n_kv_blocks = 0;
+};
+
+// The tokenizer actor's answer to /tokenize (a prompt's ids, as a request
+// with that prompt would have them) and /detokenize (the text of ids).
+struct TokenizeAnswer {
+  std::vector<int32_t> tokens;
+  std::vector<std::string> pieces;   // each token's bytes, special tokens written out
+  std::string text;                  // detokenize
+  int32_t max_model_len = 0;
+  Errc error_code = Errc::internal;  // meaningful when `error` is not empty
+  std::string error;
+  std::string error_param;
+};
+
 struct TokenEvent {
   RequestId id = 0;
   int32_t index = 0;     // 0 for the first generated token
@@ -42,6 +126,11 @@ struct TokenEvent {
   std::string text;      // whole UTF-8 characters; may be empty (held back, or a special token)
   float logprob = 0.0f;  // when the request asked for logprobs
   std::vector<TokenLogprob> top_logprobs;  // n_logprobs alternatives, best first
+  // With logprobs: this token's own bytes (a part of a UTF-8 character, or a
+  // special token's text) and each alternative's, so that no front end
+  // needs the tokenizer.
+  std::string bytes;
+  std::vector<std::string> top_bytes;  // [top_logprobs.size()]
 };
 
 enum class EndReason : uint8_t { stop, length, cancelled, error };
@@ -53,6 +142,7 @@ struct FinalEvent {
   EndReason reason = EndReason::stop;
   Errc error_code = Errc::internal;  // meaningful when reason == error
   std::string error_message;
+  std::string error_param;  // the request field at fault, if one is ("prompt", "max_tokens", "top_p")
   // Text still held back when the request ended: the end of a possible stop
   // string that did not complete, or an unfinished UTF-8 character (as
   // U+FFFD). The token texts followed by this are the whole output.

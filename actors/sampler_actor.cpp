@@ -33,7 +33,7 @@ struct SamplerState {
 void sample_row(SamplerState& st, const StepLogits& in, size_t row, SampledToken& out) {
   const auto it = st.seqs.find(out.id);
   if (it == st.seqs.end()) {
-    out.finished = true;
+    out.status = SampleStatus::skipped;
     return;
   }
   SamplerState::Seq& seq = it->second;
@@ -42,6 +42,7 @@ void sample_row(SamplerState& st, const StepLogits& in, size_t row, SampledToken
                                   static_cast<size_t>(in.logits->cols));
     const int32_t token = seq.sampler.sample(logits, seq.history);
     seq.history.push_back(token);
+    out.status = SampleStatus::token;
     out.token = token;
     out.finished = !seq.ignore_eos && st.tokenizer->is_eog(token);
     if (seq.logprobs) {
@@ -49,9 +50,13 @@ void sample_row(SamplerState& st, const StepLogits& in, size_t row, SampledToken
       const std::span<const TokenLogprob> top = seq.sampler.top_logprobs();
       out.top_logprobs.assign(top.begin(), top.end());
     }
+  } catch (const Error& e) {
+    out.status = SampleStatus::failed;
+    out.error_code = e.code();
+    out.error = std::string("sampling failed: ") + e.what();
   } catch (const std::exception& e) {
-    out.token = -1;
-    out.finished = true;
+    out.status = SampleStatus::failed;
+    out.error_code = Errc::internal;
     out.error = std::string("sampling failed: ") + e.what();
   }
 }
@@ -84,7 +89,7 @@ class SamplerImpl : public sampler_actor::base {
             if (shaped) {
               sample_row(state_, in, i, out.tokens[i]);
             } else {
-              out.tokens[i].finished = true;
+              out.tokens[i].status = SampleStatus::failed;
               out.tokens[i].error = "logits of step " + std::to_string(in.step) + " do not match its rows";
             }
           }

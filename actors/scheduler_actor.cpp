@@ -8,7 +8,9 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "actors/actor_meter.hpp"
 #include "actors/engine_set.hpp"
@@ -19,27 +21,12 @@ namespace {
 
 std::string req_name(RequestId id) { return "request " + std::to_string(id); }
 
-// Parameter problems found before the request takes a queue slot.
-std::string check_params(const GenerateParams& p) {
-  if (p.max_new_tokens < 1) return "max_new_tokens must be at least 1";
-  for (const std::string& s : p.stop) {
-    if (s.empty()) return "stop strings must not be empty";
-  }
-  try {
-    Sampler check(p.sampling);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
-}
-
 class SchedulerImpl : public scheduler_actor::base {
  public:
   SchedulerImpl(caf::actor_config& cfg, const SchedulerActorOptions& options, executor_actor first_stage,
                 sampler_actor sampler, detokenizer_actor detokenizer)
       : scheduler_actor::base(cfg),
         engines_(options.scheduler, options.kv, options.n_engines),
-        n_vocab_(options.n_vocab),
         monitor_(options.monitor),
         forward_ended_(options.forward_ended),
         step_times_(options.anomaly),
@@ -58,7 +45,13 @@ class SchedulerImpl : public scheduler_actor::base {
           dispatch();
         },
         [this](cancel_atom, RequestId id) {
-          if (live_.count(id) == 0) return;  // already ended: cancel is idempotent
+          if (live_.count(id) == 0) {
+            // Ended already (cancel is idempotent), or still at the front
+            // door (the tokenizer actor): remembered, so that it ends as
+            // soon as it arrives.
+            remember_cancel(id);
+            return;
+          }
           engines_.cancel(id);
           ++n_cancelled_;
           end(id, EndReason::cancelled, Errc::cancelled, req_name(id) + " cancelled");
@@ -114,8 +107,17 @@ class SchedulerImpl : public scheduler_actor::base {
   };
 
   void on_request(TokenRequest& r) {
-    std::string why = stopping_ ? "the pipeline shut down" : check_params(r.params);
-    if (why.empty()) why = check_prompt(r.prompt);
+    // Every rule on the request was checked at the front door (the tokenizer
+    // actor, actors/request_rules.hpp).
+    if (cancelled_early_.erase(r.id) != 0) {
+      ++n_cancelled_;
+      send(detokenizer_, RequestDone{.id = r.id,
+                                     .reason = EndReason::cancelled,
+                                     .code = Errc::cancelled,
+                                     .message = req_name(r.id) + " cancelled"});
+      return;
+    }
+    std::string why = stopping_ ? "the pipeline shut down" : std::string();
     if (why.empty() && live_.count(r.id) != 0) why = "duplicate request id";
     if (why.empty()) {
       const AddStatus status = engines_.add({.id = r.id,
@@ -127,7 +129,7 @@ class SchedulerImpl : public scheduler_actor::base {
         ++n_errors_;
         send(detokenizer_, RequestDone{.id = r.id,
                                        .reason = EndReason::error,
-                                       .code = Errc::out_of_memory,
+                                       .code = Errc::overloaded,
                                        .message = req_name(r.id) + ": the waiting queue is full"});
         return;
       }
@@ -143,31 +145,34 @@ class SchedulerImpl : public scheduler_actor::base {
                                    .message = req_name(r.id) + ": " + why});
   }
 
-  std::string check_prompt(const std::vector<int32_t>& prompt) const {
-    if (n_vocab_ <= 0) return {};
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      if (prompt[i] < 0 || prompt[i] >= n_vocab_) {
-        return "prompt token " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
-               " is outside the vocabulary [0, " + std::to_string(n_vocab_) + ")";
-      }
+  // Cancels of ids not (yet) here, the oldest forgotten first: a request
+  // cancelled while it is tokenized arrives later, an ended or unknown id
+  // never does.
+  void remember_cancel(RequestId id) {
+    constexpr size_t kRemembered = 4096;
+    if (!cancelled_early_.insert(id).second) return;
+    cancel_order_.push_back(id);
+    if (cancel_order_.size() > kRemembered) {
+      cancelled_early_.erase(cancel_order_.front());
+      cancel_order_.pop_front();
     }
-    return {};
   }
 
   void on_sampled(SampledStep& s) {
     const StepPlan* plan = engines_.in_flight(s.engine);
     if (plan == nullptr || plan->step != s.step) return;  // its engine failed meanwhile
     StepResult result;
-    std::unordered_map<RequestId, std::string> errors;
+    std::unordered_map<RequestId, const SampledToken*> errors;
     size_t row = 0;
     for (const ScheduledSeq& e : plan->seqs) {
       SeqOutput out{.request_id = e.request_id};
       if (e.need_logits) {
         if (row >= s.tokens.size() || s.tokens[row].id != e.request_id) break;
         const SampledToken& t = s.tokens[row++];
-        if (t.token >= 0) out.token = t.token;
-        out.finished = t.finished || t.token < 0;
-        if (!t.error.empty()) errors[e.request_id] = t.error;
+        if (t.status == SampleStatus::token) out.token = t.token;
+        // No token (skipped, failed) ends the sequence: nothing can follow.
+        out.finished = t.finished || t.status != SampleStatus::token;
+        if (t.status == SampleStatus::failed) errors[e.request_id] = &t;
       }
       result.outputs.push_back(out);
     }
@@ -184,7 +189,7 @@ class SchedulerImpl : public scheduler_actor::base {
       const auto err = errors.find(f.request_id);
       if (err != errors.end()) {
         ++n_errors_;
-        end(f.request_id, EndReason::error, Errc::internal, req_name(f.request_id) + ": " + err->second);
+        end(f.request_id, EndReason::error, err->second->error_code, req_name(f.request_id) + ": " + err->second->error);
       } else {
         ++n_finished_;
         end(f.request_id, f.reason == FinishReason::length ? EndReason::length : EndReason::stop,
@@ -368,13 +373,14 @@ class SchedulerImpl : public scheduler_actor::base {
   }
 
   EngineSet engines_;
-  int32_t n_vocab_ = 0;
   std::shared_ptr<AnomalyMonitor> monitor_;
   bool forward_ended_ = false;
   std::vector<RequestId> ended_;  // ended since the last dispatch (forward_ended_)
   BucketedDetector step_times_;
   int32_t kv_peak_ = 0;
   std::unordered_map<RequestId, Live> live_;
+  std::unordered_set<RequestId> cancelled_early_;  // see remember_cancel
+  std::deque<RequestId> cancel_order_;
   executor_actor first_stage_;
   sampler_actor sampler_;
   detokenizer_actor detokenizer_;

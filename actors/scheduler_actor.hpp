@@ -23,9 +23,6 @@ struct SchedulerActorOptions {
   // Virtual engines, each with at most one step in flight: as many as there
   // are executor stages keeps every stage busy.
   int32_t n_engines = 1;
-  // Prompt token ids must lie in [0, n_vocab): an id outside it would index
-  // past the embedding table. 0: not checked.
-  int32_t n_vocab = 0;
   // Step-time excursions (the stages' forward time of a step, one baseline
   // per step size class) are reported here; null: not watched.
   std::shared_ptr<AnomalyMonitor> monitor;

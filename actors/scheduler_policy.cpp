@@ -3,6 +3,7 @@
 #include "actors/scheduler_policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace troupe {
@@ -32,6 +33,7 @@ struct SchedulerPolicy::StepState {
   int32_t reserved_decode = 0;  // of those, kept for decodes not yet scheduled
   int32_t kv_reserve = 0;       // blocks admissions leave to other policies
   bool admissions_open = true;
+  bool long_open = true;  // closed once a long request could not be admitted
 };
 
 SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& kv)
@@ -58,7 +60,16 @@ SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& 
   require(cfg_.chunked_prefill || cfg_.max_tokens_per_step >= limit_ - 1,
           "without chunked_prefill, max_tokens_per_step must hold the longest prompt (" +
               std::to_string(limit_ - 1) + " tokens)");
+  require(cfg_.kv_demand_fraction >= 0.0 && cfg_.kv_demand_fraction <= 1.0,
+          "kv_demand_fraction must be in [0, 1]");
+  require(cfg_.short_kv_share >= 0.0 && cfg_.short_kv_share < 1.0 && cfg_.short_batch_share >= 0.0 &&
+              cfg_.short_batch_share < 1.0,
+          "short_kv_share and short_batch_share must be in [0, 1)");
+  require(cfg_.short_request_tokens >= 0, "short_request_tokens must not be negative");
+  require(cfg_.max_preemptions >= 0, "max_preemptions must not be negative");
   watermark_blocks_ = static_cast<int32_t>(cfg_.kv_watermark * kv_.pool().n_blocks());
+  short_blocks_ = static_cast<int32_t>(cfg_.short_kv_share * kv_.pool().n_blocks());
+  short_slots_ = static_cast<int32_t>(cfg_.short_batch_share * cfg_.max_batch_size);
   waiting_.assign(2, std::vector<std::deque<int64_t>>(cfg_.level_bounds.size() + 1));
 }
 
@@ -84,14 +95,56 @@ std::deque<int64_t>& SchedulerPolicy::queue(Priority p, int32_t level) {
   return waiting_[static_cast<size_t>(p)][static_cast<size_t>(level)];
 }
 
-SchedulerPolicy::Seq* SchedulerPolicy::best_waiting(Priority p, Clock::time_point now) {
+SchedulerPolicy::Seq* SchedulerPolicy::best_waiting(Priority p, Clock::time_point now, bool only_short) {
   Seq* best = nullptr;
   for (const std::deque<int64_t>& q : waiting_[static_cast<size_t>(p)]) {
-    if (q.empty()) continue;
-    Seq& head = seqs_.at(q.front());
-    if (best == nullptr || ranks_before(head, *best, now)) best = &head;
+    // FIFO inside a level: its head, or with only_short its first short
+    // request (a scan, but only while a long request is held back).
+    for (const int64_t id : q) {
+      Seq& s = seqs_.at(id);
+      if (only_short && !s.is_short) continue;
+      if (best == nullptr || ranks_before(s, *best, now)) best = &s;
+      break;
+    }
   }
   return best;
+}
+
+int32_t SchedulerPolicy::demand_blocks(const Seq& s) const {
+  // The prompt, the expected share of the output, and at least one token
+  // more than it holds now (a sequence past its estimate still grows).
+  // A sequence preempted max_preemptions times is readmitted with all it
+  // may need: it never outgrows what admission counted for it.
+  const bool protect = s.n_preempted >= cfg_.max_preemptions;
+  const double used = output_fraction_ < 0 || protect ? 1.0 : output_fraction_;
+  const double output = used * s.max_new_tokens;
+  const double fraction = protect ? 1.0 : cfg_.kv_demand_fraction;
+  const double expected = s.n_prompt + std::ceil(fraction * output);
+  const auto now_plus_one = static_cast<int64_t>(s.tokens.size()) + 1;
+  const int64_t tokens = std::min<int64_t>(limit_, std::max<int64_t>(static_cast<int64_t>(expected), now_plus_one));
+  return kv_.n_blocks_needed(static_cast<int32_t>(tokens));
+}
+
+int32_t SchedulerPolicy::kv_outstanding_blocks() const {
+  int32_t n = 0;
+  for (const int64_t id : running_) {
+    const int32_t held = static_cast<int32_t>(kv_.block_table(id).size());
+    n += std::max(0, demand_blocks(seqs_.at(id)) - held);
+  }
+  return n;
+}
+
+int64_t SchedulerPolicy::kv_waiting_demand_blocks() const {
+  int64_t n = 0;
+  for (const auto& [id, s] : seqs_) {
+    if (!s.running) n += demand_blocks(s);
+  }
+  return n;
+}
+
+int32_t SchedulerPolicy::n_preemptions(int64_t request_id) const {
+  const auto it = seqs_.find(request_id);
+  return it == seqs_.end() ? 0 : it->second.n_preempted;
 }
 
 AddStatus SchedulerPolicy::add(Request request) {
@@ -129,6 +182,8 @@ AddStatus SchedulerPolicy::add(Request request) {
   s.max_new_tokens = request.max_new_tokens;
   s.tokens = std::move(request.prompt);
   s.prefill_end = static_cast<int32_t>(s.tokens.size());
+  s.n_prompt = static_cast<int32_t>(s.tokens.size());
+  s.is_short = static_cast<int64_t>(s.n_prompt) + s.max_new_tokens <= cfg_.short_request_tokens;
   s.level = level_of(s.tokens.size());
   queue(s.priority, s.level).push_back(s.id);
   ++n_waiting_;
@@ -219,8 +274,12 @@ StepPlan SchedulerPolicy::schedule(Clock::time_point now, int32_t kv_reserve) {
 }
 
 void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
-  // 1. Decodes; a copy, since preemption edits running_.
-  const std::vector<int64_t> snapshot = running_;
+  // 1. Decodes; a copy, since preemption edits running_. Protected ones
+  // (preempted max_preemptions times) first, so that when they need blocks
+  // the unprotected ones are still there to be taken, not themselves.
+  std::vector<int64_t> snapshot = running_;
+  std::stable_partition(snapshot.begin(), snapshot.end(),
+                        [&](int64_t id) { return seqs_.at(id).n_preempted >= cfg_.max_preemptions; });
   for (const int64_t id : snapshot) {
     Seq& s = seqs_.at(id);
     if (s.running && s.priority == p && s.n_computed >= s.prefill_end &&
@@ -247,12 +306,16 @@ void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
       ++next;
     }
     Seq* run = next < ongoing.size() ? ongoing[next] : nullptr;
-    const bool can_admit =
-        st.admissions_open && static_cast<int32_t>(running_.size()) < cfg_.max_batch_size;
-    Seq* wait = can_admit ? best_waiting(p, st.now) : nullptr;
+    const auto n_running = static_cast<int32_t>(running_.size());
+    // Long requests leave the last short_slots_ batch slots to short ones.
+    if (n_running >= cfg_.max_batch_size - short_slots_) st.long_open = false;
+    const bool can_admit = st.admissions_open && n_running < cfg_.max_batch_size;
+    Seq* wait = can_admit ? best_waiting(p, st.now, !st.long_open) : nullptr;
     if (run == nullptr && wait == nullptr) break;
     if (wait != nullptr && (run == nullptr || ranks_before(*wait, *run, st.now))) {
-      if (!try_admit(*wait, st)) st.admissions_open = false;
+      // A long request that does not fit holds back the long ones behind
+      // it (they are no smaller in rank), never the short ones.
+      if (!try_admit(*wait, st)) (wait->is_short ? st.admissions_open : st.long_open) = false;
       continue;
     }
     ++next;
@@ -268,14 +331,16 @@ bool SchedulerPolicy::schedule_running(Seq& s, int32_t n_tokens, StepState& st) 
   while (!kv_.reserve(s.id, n_tokens)) {
     // Lowest priority, then most recently admitted, among the running ones
     // not yet scheduled and not more important than s (s itself included).
+    // Within a priority, sequences preempted max_preemptions times rank
+    // last: taken only when no other of that priority can be.
     Seq* victim = nullptr;
+    auto key = [&](const Seq& v) {
+      return std::make_tuple(v.priority, v.n_preempted < cfg_.max_preemptions, v.admit_order);
+    };
     for (const int64_t id : running_) {
       Seq& v = seqs_.at(id);
       if (v.scheduled_step == st.step || v.priority < s.priority) continue;
-      if (victim == nullptr || std::make_pair(v.priority, v.admit_order) >
-                                   std::make_pair(victim->priority, victim->admit_order)) {
-        victim = &v;
-      }
+      if (victim == nullptr || key(v) > key(*victim)) victim = &v;
     }
     preempt(*victim, st);
     if (victim == &s) return false;
@@ -293,8 +358,17 @@ bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   if (n > prefill_budget) return false;
   const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
   const int32_t available = kv_.n_available_blocks() - probe.n_revived;
-  const int32_t watermark = (running_.empty() ? 0 : watermark_blocks_) + st.kv_reserve;
+  // A long request leaves the short share free (the watermark counts in it:
+  // both are room others may take).
+  const int32_t keep = std::max(watermark_blocks_, s.is_short ? 0 : short_blocks_);
+  const int32_t watermark = (running_.empty() ? 0 : keep) + st.kv_reserve;
   if (new_blocks + watermark > available) return false;
+  const bool count_demand = cfg_.kv_demand_fraction > 0.0 || s.n_preempted >= cfg_.max_preemptions;
+  if (count_demand && (!running_.empty() || st.kv_reserve > 0)) {
+    // Its whole demand, beside what the running ones may still claim.
+    const int32_t demand = std::max(new_blocks, demand_blocks(s) - probe.n_blocks);
+    if (demand + watermark + kv_outstanding_blocks() > available) return false;
+  }
 
   remove_waiting(s);
   const int32_t matched = kv_.match_prefix(s.id, s.tokens);
@@ -345,6 +419,7 @@ void SchedulerPolicy::requeue(Seq& s) {
   s.n_computed = 0;
   s.prefill_end = static_cast<int32_t>(s.tokens.size());
   s.level = level_of(s.tokens.size());
+  ++s.n_preempted;
   queue(s.priority, s.level).push_front(s.id);
   ++n_waiting_;
   ++stats_.preemptions;
@@ -410,6 +485,13 @@ std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const Ste
       reason = FinishReason::length;
     }
     if (!reason) continue;
+    // The upper envelope of the share of max_new_tokens used: up to a
+    // larger one at once, a twentieth of the way down to a smaller one. A
+    // sequence stopped by the length limit used all it could.
+    const double used = *reason == FinishReason::length
+                            ? 1.0
+                            : std::min(1.0, static_cast<double>(s.n_generated) / s.max_new_tokens);
+    output_fraction_ = used >= output_fraction_ ? used : output_fraction_ + 0.05 * (used - output_fraction_);
     kv_.free(s.id);
     remove_running(s.id);
     finished.push_back({.request_id = s.id, .reason = *reason});

@@ -48,6 +48,30 @@ struct SchedulerConfig {
   // Every level_aging waited lifts a request one level (0: no aging), so long
   // prompts are not starved by a stream of short ones.
   std::chrono::microseconds level_aging = std::chrono::seconds(2);
+
+  // KV demand (against starvation when the pool runs out). A request is
+  // admitted only when the blocks it may still need, its prompt plus
+  // kv_demand_fraction of its expected output, fit beside what the running
+  // ones may still need. The expected output is max_new_tokens times the
+  // share of max_new_tokens that finished requests used (an upper envelope:
+  // at once up to a larger share, slowly down; 1 until one finished), so a
+  // server whose requests end at EOS long before max_tokens runs many at
+  // once, while one fed generations that run to max_tokens admits as if
+  // each took all of it. 0: only the first chunk is checked, as vLLM does
+  // (more run at once, but a full pool preempts).
+  double kv_demand_fraction = 1.0;
+  // A request whose prompt + max_new_tokens is at most this is short. The
+  // last short_kv_share of the KV blocks and short_batch_share of the batch
+  // slots are kept for short requests, and a long request that cannot be
+  // admitted does not hold short ones back: a short request keeps a share of
+  // every step however many long ones wait.
+  int32_t short_request_tokens = 256;
+  double short_kv_share = 0.01;
+  double short_batch_share = 0.125;
+  // A sequence preempted this many times is not chosen as a victim again
+  // while another one can be, which bounds its recompute to this many times
+  // its length (see the preemption rule below).
+  int32_t max_preemptions = 2;
 };
 
 // One sequence of a step. Full entries every step (not a vLLM-style diff for
@@ -117,7 +141,8 @@ struct SchedulerStats {
 
 // Order of work in one step, per priority class (interactive before batch),
 // so interactive work claims KV first:
-//  1. decodes of running sequences, oldest admission first, 1 token each;
+//  1. decodes of running sequences, 1 token each: those preempted
+//     max_preemptions times first, then oldest admission first;
 //  2. prefill work: chunks of running sequences still prefilling and new
 //     admissions, merged in rank order (below) under the token budget.
 // The token budget is shared, but every running decode's token is set aside
@@ -135,8 +160,21 @@ struct SchedulerStats {
 // never one of higher priority than itself (possibly itself). A preempted
 // sequence is freed and requeued at the front of its level with its generated
 // tokens kept, to be recomputed (its full blocks stay in the prefix cache).
-// No admission happens in a step that preempted. An admission needs blocks
-// for its first chunk plus a watermark, unless nothing else runs.
+// No admission happens in a step that preempted. A sequence preempted
+// max_preemptions times is passed over as a victim while any other of its
+// priority can be taken; protected decodes are scheduled first, so the
+// others are still candidates when they need blocks. (Only when every
+// candidate is protected is one preempted again, so progress is kept; only
+// kv_demand_fraction < 1, a wrong output estimate or several engines sharing
+// the pool can run it out at all.)
+//
+// Admission (KV demand): a request is admitted when its first chunk, and the
+// blocks it may still need (prompt + kv_demand_fraction * expected output),
+// fit beside the blocks the running sequences may still need and the
+// watermark (for a long request, the short share if that is larger); unless
+// nothing else runs (then the first chunk is enough). A long request that does not fit closes
+// admission to long requests for the step, not to short ones, which are
+// then taken in rank order from anywhere in the queue.
 //
 // Lengths: a sequence finishes (`length`) at max_new_tokens or when prompt +
 // output reach max_total_tokens() = min(context_length, KV capacity); so a
@@ -182,6 +220,16 @@ class SchedulerPolicy {
   const std::vector<int32_t>* tokens(int64_t request_id) const;
   // Longest prompt + output a request may reach: context and KV capacity.
   int32_t max_total_tokens() const { return limit_; }
+  // KV blocks the running sequences may still claim (their demand minus what
+  // they hold), and the demand of the waiting ones: what a caller sharing
+  // the pool must leave them, and the edge's measure of KV pressure.
+  int32_t kv_outstanding_blocks() const;
+  int64_t kv_waiting_demand_blocks() const;
+  // The share of its max_new_tokens a new request is expected to use at
+  // most (from the requests finished so far); -1 before any finished.
+  double output_fraction() const { return output_fraction_; }
+  // Times a live request was preempted (0 for an unknown one).
+  int32_t n_preemptions(int64_t request_id) const;
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerConfig& config() const { return cfg_; }
   const KvCacheManager& kv() const { return kv_; }
@@ -201,6 +249,9 @@ class SchedulerPolicy {
     int32_t n_computed = 0;   // tokens whose KV is written
     int32_t prefill_end = 0;  // tokens to recompute after (re)admission
     int32_t level = 0;        // waiting-queue level (by length)
+    int32_t n_prompt = 0;     // prompt tokens at arrival
+    int32_t n_preempted = 0;
+    bool is_short = false;    // prompt + max_new_tokens <= short_request_tokens
     bool running = false;
     uint64_t admit_order = 0;     // larger = admitted more recently
     uint64_t scheduled_step = 0;  // step that last scheduled it
@@ -211,7 +262,8 @@ class SchedulerPolicy {
   int32_t effective_level(const Seq& s, Clock::time_point now) const;
   bool ranks_before(const Seq& a, const Seq& b, Clock::time_point now) const;
   std::deque<int64_t>& queue(Priority p, int32_t level);
-  Seq* best_waiting(Priority p, Clock::time_point now);
+  Seq* best_waiting(Priority p, Clock::time_point now, bool only_short);
+  int32_t demand_blocks(const Seq& s) const;  // blocks the sequence may need in all
 
   void schedule_priority(Priority p, StepState& st);
   bool schedule_running(Seq& s, int32_t n_tokens, StepState& st);
@@ -227,6 +279,8 @@ class SchedulerPolicy {
   KvCacheManager& kv_;
   int32_t limit_ = 0;
   int32_t watermark_blocks_ = 0;
+  int32_t short_blocks_ = 0;  // KV blocks long requests leave to short ones
+  int32_t short_slots_ = 0;   // batch slots long requests leave to short ones
   std::unordered_map<int64_t, Seq> seqs_;  // waiting and running
   std::vector<int64_t> running_;           // in admission order
   // [priority][level], FIFO per level; preempted requests go to the front.
@@ -236,6 +290,7 @@ class SchedulerPolicy {
   uint64_t step_ = 0;
   uint64_t in_flight_ = 0;  // step awaiting update(), 0 = none
   uint64_t admit_counter_ = 0;
+  double output_fraction_ = -1.0;
   SchedulerStats stats_;
 };
 

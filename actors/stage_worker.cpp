@@ -165,7 +165,8 @@ stage_worker_actor spawn_stage_worker(caf::actor_system& system, const StageWork
                             .max_tokens = o.max_tokens,
                             .max_seqs = o.max_seqs,
                             .n_kv_blocks = o.kv_blocks,
-                            .kv_block_size = o.kv_block_size};
+                            .kv_block_size = o.kv_block_size,
+                            .kv_type = o.kv_type};
   const Device device = parse_device(o.device);
   const StageFootprint fp = ModelStage::footprint(model, limits, device.is_cuda());
   auto parts = std::make_shared<WorkerParts>();
@@ -178,6 +179,7 @@ stage_worker_actor spawn_stage_worker(caf::actor_system& system, const StageWork
                   .last_layer = last,
                   .kv_blocks = o.kv_blocks,
                   .kv_block_size = o.kv_block_size,
+                  .kv_dtype = kv_type_name(o.kv_type),
                   .max_tokens = o.max_tokens,
                   .max_seqs = o.max_seqs,
                   .device = device.str()};

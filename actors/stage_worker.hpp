@@ -13,6 +13,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/stage_handshake.hpp"
+#include "memory/kv_type.hpp"
 #include "model/model.hpp"
 
 namespace troupe {
@@ -25,6 +26,7 @@ struct StageWorkerOptions {
   int threads = 0;               // CPU kernel threads (0: all hardware threads)
   int32_t kv_blocks = 512;       // must equal the head's
   int32_t kv_block_size = 16;
+  KvType kv_type = KvType::f32;  // must equal the head's
   int64_t max_tokens = 512;      // at least the head's max_tokens_per_step
   int64_t max_seqs = 64;         // at least the head's max_batch_size
   std::string secret;            // empty: none required

@@ -1,10 +1,11 @@
-// Tokenizer actor: Tokenizer::encode on its own thread.
+// Tokenizer actor: a PromptReader on its own thread.
 #include "actors/tokenizer_actor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/actor_meter.hpp"
+#include "actors/prompt_reader.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -12,16 +13,18 @@ namespace {
 
 class TokenizerImpl : public tokenizer_actor::base {
  public:
-  TokenizerImpl(caf::actor_config& cfg, std::shared_ptr<const Tokenizer> tokenizer, scheduler_actor scheduler,
+  TokenizerImpl(caf::actor_config& cfg, TokenizerActorOptions options, scheduler_actor scheduler,
                 detokenizer_actor detokenizer)
       : tokenizer_actor::base(cfg),
-        tokenizer_(std::move(tokenizer)),
+        reader_(std::move(options.tokenizer), std::move(options.prompter), std::move(options.model)),
+        refused_(std::move(options.refused)),
         scheduler_(std::move(scheduler)),
         detokenizer_(std::move(detokenizer)) {}
 
   behavior_type make_behavior() override {
     return {
-        [this](TextRequest& r) { encode(r); },
+        [this](PromptRequest& r) { admit(r); },
+        [this](TokenizeQuery& q) { return reader_.tokenize(std::move(q.request), q.detokenize); },
     };
   }
 
@@ -31,43 +34,54 @@ class TokenizerImpl : public tokenizer_actor::base {
   }
 
  private:
-  void encode(TextRequest& r) {
-    auto fail = [&](Errc code, const std::string& what) {
-      send(detokenizer_, RequestDone{.id = r.id,
-                                     .reason = EndReason::error,
-                                     .code = code,
-                                     .message = "request " + std::to_string(r.id) +
-                                                ": cannot tokenize the prompt: " + what});
-    };
+  void admit(PromptRequest& r) {
     try {
-      std::vector<int32_t> ids = tokenizer_->encode(r.prompt.text, r.prompt.add_special, r.prompt.parse_special);
-      send(scheduler_, TokenRequest{.id = r.id,
-                                    .prompt = std::move(ids),
-                                    .params = std::move(r.params),
+      EngineRequest& q = r.request;
+      std::vector<int32_t> ids = reader_.admit(q);
+      PromptEvent ev{.id = r.id, .n_tokens = static_cast<int32_t>(ids.size())};
+      if (q.return_prompt) {
+        ev.tokens = ids;
+        ev.text = reader_.text_of(ids);
+      }
+      // The detokenizer has the PromptEvent before anything the scheduler
+      // sends about this request: this enqueue comes first.
+      send(detokenizer_, std::move(ev));
+      send(scheduler_, TokenRequest{.id = r.id, .prompt = std::move(ids), .params = std::move(q.params),
                                     .submit_ns = r.submit_ns});
+    } catch (const RequestError& e) {
+      refuse(r.id, e.code(), e.what(), e.param());
     } catch (const Error& e) {
-      fail(e.code(), e.what());
+      refuse(r.id, e.code(), e.what(), {});
     } catch (const std::exception& e) {
-      fail(Errc::internal, e.what());
+      refuse(r.id, Errc::internal, e.what(), {});
     }
   }
 
-  std::shared_ptr<const Tokenizer> tokenizer_;
+  void refuse(RequestId id, Errc code, const std::string& what, std::string param) {
+    if (refused_) refused_->fetch_add(1, std::memory_order_relaxed);
+    send(detokenizer_, RequestDone{.id = id,
+                                   .reason = EndReason::error,
+                                   .code = code,
+                                   .message = what,
+                                   .param = std::move(param)});
+  }
+
+  PromptReader reader_;
+  std::shared_ptr<std::atomic<uint64_t>> refused_;
   scheduler_actor scheduler_;
   detokenizer_actor detokenizer_;
 };
 
 }  // namespace
 
-tokenizer_actor spawn_tokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
-                                scheduler_actor scheduler, detokenizer_actor detokenizer,
-                                std::shared_ptr<ActorMeter> meter) {
+tokenizer_actor spawn_tokenizer(caf::actor_system& system, TokenizerActorOptions options, scheduler_actor scheduler,
+                                detokenizer_actor detokenizer) {
+  std::shared_ptr<ActorMeter> meter = std::move(options.meter);
   if (meter) {
-    return system.spawn<Metered<TokenizerImpl>, caf::detached>(std::move(meter), std::move(tokenizer),
+    return system.spawn<Metered<TokenizerImpl>, caf::detached>(std::move(meter), std::move(options),
                                                               std::move(scheduler), std::move(detokenizer));
   }
-  return system.spawn<TokenizerImpl, caf::detached>(std::move(tokenizer), std::move(scheduler),
-                                                    std::move(detokenizer));
+  return system.spawn<TokenizerImpl, caf::detached>(std::move(options), std::move(scheduler), std::move(detokenizer));
 }
 
 }  // namespace troupe

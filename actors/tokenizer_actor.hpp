@@ -1,24 +1,38 @@
-// The tokenizer actor: text prompts in, token requests out. Runs detached
-// (encoding a long prompt is CPU work that must not hold up the scheduled
-// actors); a pipeline may run a pool of them round-robin.
+// The tokenizer actor, the pipeline's front door: every request enters here,
+// whatever its front end (HTTP, WebSocket, the C++ API, the CLI, the
+// experiments). Runs detached (rendering a template or encoding a long
+// prompt is CPU work that must hold up neither the scheduled actors nor a
+// server's I/O threads); a pipeline may run a pool of them round-robin.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
+#include "tokenizer/chat_prompter.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace troupe {
 
 struct ActorMeter;
 
-// A text that cannot be encoded (invalid UTF-8) ends that request only: a
-// RequestDone(error) goes to the detokenizer, which tells the request's sink.
-// `meter`: optional load counters and trace track (actors/actor_meter.hpp).
-tokenizer_actor spawn_tokenizer(caf::actor_system& system, std::shared_ptr<const Tokenizer> tokenizer,
-                                scheduler_actor scheduler, detokenizer_actor detokenizer,
-                                std::shared_ptr<ActorMeter> meter = nullptr);
+struct TokenizerActorOptions {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::shared_ptr<const ChatPrompter> prompter;
+  ModelInfo model;  // context length, vocab size, BOS: the rules' facts
+  std::shared_ptr<ActorMeter> meter;  // optional load counters and trace track (actors/actor_meter.hpp)
+  // Requests refused here, added to PipelineStats::rejected; optional.
+  std::shared_ptr<std::atomic<uint64_t>> refused;
+};
+
+// A request that breaks a rule (actors/request_rules.hpp), or whose text
+// cannot be encoded or whose conversation the template refuses, ends there:
+// a RequestDone(error) naming the field goes to the detokenizer, which tells
+// the request's sink. No other request is touched.
+tokenizer_actor spawn_tokenizer(caf::actor_system& system, TokenizerActorOptions options, scheduler_actor scheduler,
+                                detokenizer_actor detokenizer);
 
 }  // namespace troupe

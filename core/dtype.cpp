@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/dtype_kquant.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -17,6 +18,11 @@ const DTypeInfo kBF16{"bf16", 1, 2};
 const DTypeInfo kQ8_0{"q8_0", kQK, sizeof(BlockQ8_0)};
 const DTypeInfo kQ4_0{"q4_0", kQK, sizeof(BlockQ4_0)};
 const DTypeInfo kQ4_1{"q4_1", kQK, sizeof(BlockQ4_1)};
+const DTypeInfo kQ5_0{"q5_0", kQK, sizeof(BlockQ5_0)};
+const DTypeInfo kQ5_1{"q5_1", kQK, sizeof(BlockQ5_1)};
+const DTypeInfo kQ4_K{"q4_K", kQK_K, sizeof(BlockQ4_K)};
+const DTypeInfo kQ5_K{"q5_K", kQK_K, sizeof(BlockQ5_K)};
+const DTypeInfo kQ6_K{"q6_K", kQK_K, sizeof(BlockQ6_K)};
 
 uint32_t f32_bits(float f) {
   uint32_t u;
@@ -29,6 +35,49 @@ float bits_f32(uint32_t u) {
   return f;
 }
 
+// One q4_K (qh null) or q5_K super-block. d * sc and dmin * m are exact
+// (11 x 6 bits), and so is d * sc * q, so each weight is rounded once, in the
+// final subtraction, as in ggml and gguf-py.
+void dequantize_q45_K(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh,
+                      float* y) {
+  const float d = fp16_to_f32(d16);
+  const float dmin = fp16_to_f32(dmin16);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    kquant_scale_min(scales, j, sc, m);
+    const float ds = d * static_cast<float>(sc);
+    const float dm = dmin * static_cast<float>(m);
+    const uint8_t* q = qs + (j / 2) * 32;
+    const int shift = (j & 1) * 4;
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> shift) & 0x0f;
+      if (qh != nullptr) v |= ((qh[l] >> j) & 1) << 4;
+      y[j * 32 + l] = ds * static_cast<float>(v) - dm;
+    }
+  }
+}
+
+// The 5-bit quant (0..31) of weight j of a q5_0/q5_1 block.
+int q5_quant(const uint8_t* qh, const uint8_t* qs, int j) {
+  const int nibble = j < kQK / 2 ? (qs[j] & 0x0f) : (qs[j - kQK / 2] >> 4);
+  return nibble | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+}
+
+// Packs 32 quants (0..31) into a q5 block's qh and qs.
+void q5_pack(const int* q, uint8_t* qh, uint8_t* qs) {
+  std::memset(qh, 0, 4);
+  for (int j = 0; j < kQK; ++j) qh[j / 8] = static_cast<uint8_t>(qh[j / 8] | (((q[j] >> 4) & 1) << (j % 8)));
+  for (int j = 0; j < kQK / 2; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + kQK / 2] & 0x0f) << 4));
+}
+
+// The 6-bit quant (0..63) of weight l < 32 of chunk j < 8 of a q6_K block.
+int q6_K_quant(const BlockQ6_K& b, int j, int l) {
+  const int h = j / 4, k = j % 4;
+  const int lo = (b.ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f;
+  const int hi = (b.qh[32 * h + l] >> (2 * k)) & 3;
+  return lo | (hi << 4);
+}
+
 }  // namespace
 
 const DTypeInfo& dtype_info(DType t) {
@@ -39,6 +88,11 @@ const DTypeInfo& dtype_info(DType t) {
     case DType::q8_0: return kQ8_0;
     case DType::q4_0: return kQ4_0;
     case DType::q4_1: return kQ4_1;
+    case DType::q5_0: return kQ5_0;
+    case DType::q5_1: return kQ5_1;
+    case DType::q4_K: return kQ4_K;
+    case DType::q5_K: return kQ5_K;
+    case DType::q6_K: return kQ6_K;
   }
   throw Error(Errc::unsupported, "unknown dtype id " + std::to_string(static_cast<uint32_t>(t)));
 }
@@ -47,6 +101,8 @@ bool dtype_known(uint32_t id) {
   switch (static_cast<DType>(id)) {
     case DType::f32: case DType::f16: case DType::bf16:
     case DType::q8_0: case DType::q4_0: case DType::q4_1:
+    case DType::q5_0: case DType::q5_1:
+    case DType::q4_K: case DType::q5_K: case DType::q6_K:
       return true;
   }
   return false;
@@ -150,6 +206,50 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::q5_0: {
+      auto* b = static_cast<const BlockQ5_0*>(src);
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK; ++j) dst[i * kQK + j] = d * static_cast<float>(q5_quant(b[i].qh, b[i].qs, j) - 16);
+      }
+      return;
+    }
+    case DType::q5_1: {
+      auto* b = static_cast<const BlockQ5_1*>(src);
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        const float m = fp16_to_f32(b[i].m);
+        // d * q is exact (11 x 5 bits): one rounding, in the addition.
+        for (int j = 0; j < kQK; ++j) dst[i * kQK + j] = d * static_cast<float>(q5_quant(b[i].qh, b[i].qs, j)) + m;
+      }
+      return;
+    }
+    case DType::q4_K: {
+      auto* b = static_cast<const BlockQ4_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) dequantize_q45_K(b[i].d, b[i].dmin, b[i].scales, b[i].qs, nullptr, dst + i * kQK_K);
+      return;
+    }
+    case DType::q5_K: {
+      auto* b = static_cast<const BlockQ5_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) dequantize_q45_K(b[i].d, b[i].dmin, b[i].scales, b[i].qs, b[i].qh, dst + i * kQK_K);
+      return;
+    }
+    case DType::q6_K: {
+      auto* b = static_cast<const BlockQ6_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        float* y = dst + i * kQK_K;
+        for (int j = 0; j < kQK_K / 32; ++j) {  // 32-weight chunks
+          for (int l = 0; l < 32; ++l) {
+            const int q = q6_K_quant(b[i], j, l);
+            // d * sc is exact (11 x 8 bits), and so is its product with q - 32
+            // (6 more bits): one rounding-free value, as ggml computes it.
+            y[j * 32 + l] = d * static_cast<float>(b[i].scales[2 * j + l / 16]) * static_cast<float>(q - 32);
+          }
+        }
+      }
+      return;
+    }
   }
   throw Error(Errc::unsupported, "dequantize_row: unknown dtype");
 }
@@ -230,6 +330,49 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       }
       return;
     }
+    case DType::q5_0: {
+      // As q4_0, with 32 levels: the element largest in magnitude maps to -16.
+      auto* b = static_cast<BlockQ5_0*>(dst);
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        const float* x = src + i * kQK;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < kQK; ++j) {
+          if (std::fabs(x[j]) > amax) {
+            amax = std::fabs(x[j]);
+            max = x[j];
+          }
+        }
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = f32_to_fp16(d);
+        int q[kQK];
+        for (int j = 0; j < kQK; ++j) q[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+        q5_pack(q, b[i].qh, b[i].qs);
+      }
+      return;
+    }
+    case DType::q5_1: {
+      auto* b = static_cast<BlockQ5_1*>(dst);
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        const float* x = src + i * kQK;
+        float lo_v = x[0], hi_v = x[0];
+        for (int j = 1; j < kQK; ++j) {
+          lo_v = std::min(lo_v, x[j]);
+          hi_v = std::max(hi_v, x[j]);
+        }
+        const float d = (hi_v - lo_v) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = f32_to_fp16(d);
+        b[i].m = f32_to_fp16(lo_v);
+        int q[kQK];
+        for (int j = 0; j < kQK; ++j) q[j] = std::min(31, static_cast<int>(static_cast<int8_t>((x[j] - lo_v) * id + 0.5f)));
+        q5_pack(q, b[i].qh, b[i].qs);
+      }
+      return;
+    }
+    case DType::q4_K: return detail::quantize_row_q4_K(src, dst, n);
+    case DType::q5_K: return detail::quantize_row_q5_K(src, dst, n);
+    case DType::q6_K: return detail::quantize_row_q6_K(src, dst, n);
   }
 }
 

@@ -17,7 +17,12 @@ enum class DType : uint32_t {
   f16 = 1,
   q4_0 = 2,
   q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
   q8_0 = 8,
+  q4_K = 12,
+  q5_K = 13,
+  q6_K = 14,
   bf16 = 30,
 };
 
@@ -35,7 +40,7 @@ std::string_view dtype_name(DType t);
 int64_t row_bytes(DType t, int64_t n);
 bool is_quantized(DType t);
 
-inline constexpr int64_t kQK = 32;  // elements per q4_0/q4_1/q8_0 block
+inline constexpr int64_t kQK = 32;  // elements per q4_0/q4_1/q5_0/q5_1/q8_0 block
 
 // GGUF block layouts. `d` is the scale, `m` the minimum, both IEEE fp16 bits.
 struct BlockQ8_0 {
@@ -51,6 +56,67 @@ struct BlockQ4_1 {
   uint16_t m;
   uint8_t qs[kQK / 2];  // x[i] = d * nibble + m; low nibbles hold i < 16
 };
+// k-quants: super-blocks of 256 weights (GGUF's QK_K). q4_K and q5_K split a
+// super-block into 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit
+// minimum relative to the fp16 super-scales d and dmin:
+//   x = d * sc[j] * q - dmin * m[j]   (q in 0..15, or 0..31 for q5_K)
+// q6_K splits it into 16 sub-blocks of 16 with int8 scales:
+//   x = d * sc[j] * (q - 32)          (q in 0..63)
+inline constexpr int64_t kQK_K = 256;
+inline constexpr int kKScaleBytes = 12;  // 8 packed 6-bit (scale, min) pairs
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];  // unpack with kquant_scale_min
+  // Sub-blocks 2i and 2i + 1 share bytes qs[32 i .. 32 i + 32): low nibbles
+  // hold sub-block 2i, high nibbles 2i + 1.
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQK_K / 8];  // bit j of qh[l]: the 5th bit of weight l of sub-block j
+  uint8_t qs[kQK_K / 2];  // low 4 bits, laid out as in q4_K
+};
+struct BlockQ6_K {
+  // Each half (128 weights) of the block uses 64 bytes of ql and 32 of qh:
+  // weight 32 k + l of half h (k < 4, l < 32) takes the low (k < 2) or high
+  // nibble of ql[64 h + 32 (k & 1) + l] and bits 2k, 2k + 1 of qh[32 h + l].
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+// Scale and minimum (6 bits each) of sub-block j < 8 of a q4_K/q5_K block.
+inline void kquant_scale_min(const uint8_t* scales, int j, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = scales[j] & 63;
+    m = scales[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+// q5: a 4-bit nibble as in q4 plus a 5th bit: bit i of qh is weight i's.
+// llama.cpp gives q5_0/q5_1 to the tensors of a Q4_K_M/Q5_K_M file whose rows
+// are not a whole number of 256-weight super-blocks.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];        // little-endian uint32, unaligned in the block
+  uint8_t qs[kQK / 2];  // x[i] = d * (q - 16)
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];  // x[i] = d * q + m
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);

@@ -13,6 +13,8 @@ const char* to_string(Errc e) {
     case Errc::cancelled: return "cancelled";
     case Errc::unavailable: return "unavailable";
     case Errc::internal: return "internal";
+    case Errc::too_long: return "too_long";
+    case Errc::overloaded: return "overloaded";
   }
   return "unknown";
 }

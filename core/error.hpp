@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <cstdint>
+#include <utility>
 
 namespace troupe {
 
@@ -17,6 +18,8 @@ enum class Errc : uint8_t {
   cancelled,
   unavailable,       // a stage cannot serve now: a device error, a remote stage lost or not answering
   internal,
+  too_long,          // a prompt (plus the tokens asked for) that the context cannot hold
+  overloaded,        // a queue is full now: the same request may succeed later
 };
 
 const char* to_string(Errc e);
@@ -28,6 +31,18 @@ class Error : public std::runtime_error {
 
  private:
   Errc code_;
+};
+
+// A request the engine refuses, naming the request field at fault
+// ("prompt", "messages", "max_tokens", "top_p", "prompt[3]"), so that every
+// front end (HTTP, WebSocket, C++) reports the same rule the same way.
+class RequestError : public Error {
+ public:
+  RequestError(Errc code, std::string param, const std::string& what) : Error(code, what), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
 };
 
 }  // namespace troupe

@@ -38,15 +38,19 @@ troupe::sampler_actor::behavior_type lipogram_sampler(troupe::sampler_actor::sta
         const LipogramState& s = self->state;
         troupe::SampledStep out{.step = in.step, .engine = in.engine};
         for (size_t row = 0; row < in.rows.size(); ++row) {
-          troupe::SampledToken t{.id = in.rows[row]};
-          if (s.live.count(t.id) == 0) {
-            t.finished = true;  // cancelled while the step ran: no token
-          } else {
+          troupe::SampledToken t{.id = in.rows[row]};  // status skipped: cancelled while the step ran
+          if (s.live.count(t.id) != 0) {
             const float* logits = in.logits->row(static_cast<int64_t>(row));
+            int32_t best = -1;
             for (int32_t id = 0; id < static_cast<int32_t>(in.logits->cols); ++id) {
-              if (s.allowed[static_cast<size_t>(id)] && (t.token < 0 || logits[id] > logits[t.token])) t.token = id;
+              if (s.allowed[static_cast<size_t>(id)] && (best < 0 || logits[id] > logits[best])) best = id;
             }
-            t.finished = s.tokenizer->is_eog(t.token);
+            if (best >= 0) {
+              t = troupe::SampledToken::chosen(t.id, best, s.tokenizer->is_eog(best));
+            } else {
+              t.status = troupe::SampleStatus::failed;
+              t.error = "no token is allowed";
+            }
           }
           out.tokens.push_back(std::move(t));
         }
@@ -63,6 +67,7 @@ troupe::observer_actor::behavior_type counter_behavior(troupe::observer_actor::s
                                                        std::string name) {
   std::printf("[%s] watching every request\n", name.c_str());
   return {
+      [](const troupe::PromptEvent&) {},
       [self](const troupe::TokenEvent&) { ++self->state.tokens; },
       [self](const troupe::FinalEvent& f) {
         std::printf("[observer] request %lld ended (%s); %lld tokens seen so far\n", static_cast<long long>(f.id),

@@ -40,6 +40,11 @@ bool Backend::supports(DType type) const {
     case DType::q8_0:
     case DType::q4_0:
     case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q4_K:
+    case DType::q5_K:
+    case DType::q6_K:
       return true;
     default:
       return false;

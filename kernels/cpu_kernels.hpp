@@ -56,11 +56,12 @@ void softmax(float* x, int64_t n);
 void embedding(float* y, const void* table, DType t, const int32_t* ids, int64_t n_tokens, int64_t n_embd);
 
 // Writes the new tokens' keys and values into the cache, at the positions the
-// sequences' block tables give. k, v: [n_tokens, n_head_kv, head_dim].
+// sequences' block tables give, rounded to the cache's type (kv.type, with
+// memory/kv_type's reference rounding). k, v: [n_tokens, n_head_kv, head_dim].
 void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs);
 
 // Causal grouped-query attention over the paged cache (which must already
-// hold the new tokens, see kv_write). q, out: [n_tokens, n_head, head_dim];
+// hold the new tokens, see kv_write), read in place whatever its type. q, out: [n_tokens, n_head, head_dim];
 // query head h reads kv head h / (n_head / n_head_kv). window > 0 limits each
 // query to the last `window` positions (sliding-window attention).
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,

@@ -5,22 +5,30 @@
 
 #include <cstdint>
 
+#include "memory/kv_type.hpp"
+
 namespace troupe {
 
 // K and V storage of one layer. Token t of a sequence lives in physical block
-// block_table[t / block_size], slot t % block_size.
+// block_table[t / block_size], slot t % block_size. Each (slot, kv head) is
+// one row of head_dim values in `type` (memory/kv_type.hpp): row_bytes()
+// bytes, f32 rows being plain floats.
 struct PagedKvView {
-  float* k = nullptr;  // [n_blocks, block_size, n_head_kv, head_dim]
-  float* v = nullptr;  // [n_blocks, block_size, n_head_kv, head_dim]
+  void* k = nullptr;  // [n_blocks, block_size, n_head_kv] rows of row_bytes()
+  void* v = nullptr;  // [n_blocks, block_size, n_head_kv] rows of row_bytes()
   int64_t n_blocks = 0;
   int64_t block_size = 16;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
+  KvType type = KvType::f32;
 
-  int64_t block_stride() const { return block_size * n_head_kv * head_dim; }
-  // Offset of (block, slot, kv_head) in k or v.
-  int64_t offset(int64_t block, int64_t slot, int64_t kv_head) const {
-    return block * block_stride() + (slot * n_head_kv + kv_head) * head_dim;
+  int64_t row_bytes() const { return kv_row_bytes(type, head_dim); }
+  // Bytes between consecutive slots of one kv head.
+  int64_t slot_bytes() const { return n_head_kv * row_bytes(); }
+  int64_t block_bytes() const { return block_size * slot_bytes(); }
+  // Byte offset of the row (block, slot, kv_head) in k or v.
+  int64_t byte_offset(int64_t block, int64_t slot, int64_t kv_head) const {
+    return block * block_bytes() + (slot * n_head_kv + kv_head) * row_bytes();
   }
 };
 

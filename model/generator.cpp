@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -30,7 +31,8 @@ StageOptions Generator::stage_limits(const ModelConfig& c, const GeneratorOption
   return {.max_tokens = std::max<int64_t>(1, std::min(options.prefill_chunk, n_ctx)),
           .max_seqs = 1,
           .n_kv_blocks = (n_ctx + options.kv_block_size - 1) / options.kv_block_size,
-          .kv_block_size = options.kv_block_size};
+          .kv_block_size = options.kv_block_size,
+          .kv_type = options.kv_type};
 }
 
 Generator::Generator(std::shared_ptr<const Model> model, std::vector<GeneratorStage> stages, GeneratorOptions options)
@@ -95,6 +97,28 @@ std::vector<float> Generator::prompt_logits(std::span<const int32_t> prompt) {
     step(prompt.subspan(i, n), static_cast<int32_t>(i), i + n == prompt.size());
   }
   return logits_;
+}
+
+std::vector<double> Generator::token_logprobs(std::span<const int32_t> tokens) {
+  if (tokens.size() < 2) throw Error(Errc::invalid_argument, "token_logprobs needs at least 2 tokens");
+  if (static_cast<int64_t>(tokens.size()) > n_ctx_) {
+    throw Error(Errc::invalid_argument, std::to_string(tokens.size()) + " tokens do not fit a context of " +
+                                            std::to_string(n_ctx_));
+  }
+  std::vector<double> out;
+  out.reserve(tokens.size() - 1);
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    if (tokens[i + 1] < 0 || static_cast<size_t>(tokens[i + 1]) >= logits_.size()) {
+      throw Error(Errc::invalid_argument, "token id " + std::to_string(tokens[i + 1]) + " outside the vocabulary");
+    }
+    step(tokens.subspan(i, 1), static_cast<int32_t>(i), true);
+    // log softmax in double: the differences being measured are small.
+    const double m = *std::max_element(logits_.begin(), logits_.end());
+    double z = 0;
+    for (float x : logits_) z += std::exp(static_cast<double>(x) - m);
+    out.push_back(static_cast<double>(logits_[static_cast<size_t>(tokens[i + 1])]) - m - std::log(z));
+  }
+  return out;
 }
 
 std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, const GenerateRequest& request,

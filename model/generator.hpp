@@ -21,6 +21,7 @@ struct GeneratorOptions {
   int64_t n_ctx = 0;           // context length; 0: the model's trained context, capped at 4096
   int64_t prefill_chunk = 512; // prompt tokens per forward step
   int64_t kv_block_size = 16;
+  KvType kv_type = KvType::f32;  // element type of the KV pages (`--kv-type`)
 };
 
 struct GenerateRequest {
@@ -68,6 +69,13 @@ class Generator {
 
   // Logits of the last prompt token, from a fresh context ([n_vocab]).
   std::vector<float> prompt_logits(std::span<const int32_t> prompt);
+
+  // Teacher forcing from a fresh context: out[i] = log p(tokens[i + 1] |
+  // tokens[0..i]) ([tokens.size() - 1]), one decode step per token so every
+  // position reads the KV cache as generation does (the KV-type accuracy
+  // test and the perplexity bench). Throws Error(invalid_argument) for fewer
+  // than 2 tokens or more than the context.
+  std::vector<double> token_logprobs(std::span<const int32_t> tokens);
 
   const GenerateStats& stats() const { return stats_; }
   int64_t n_ctx() const { return n_ctx_; }

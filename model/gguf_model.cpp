@@ -99,6 +99,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   w.output_norm = vector("output_norm.weight", c.n_embd);
   c.tied_output = file_.find_tensor("output.weight") == nullptr;
   w.output = c.tied_output ? w.tok_embd : matrix("output.weight", c.n_embd, c.n_vocab);
+  // Every layer has tensors of its own: a block_count beyond the tensor
+  // table is refused before a list of that many layers is made.
+  if (c.n_layer > static_cast<int64_t>(file_.tensors().size())) {
+    fail("block_count " + std::to_string(c.n_layer) + " is more than the file's " +
+         std::to_string(file_.tensors().size()) + " tensors");
+  }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";

@@ -8,6 +8,11 @@
 
 namespace troupe {
 
+namespace {
+// The largest sizes a config.json may give (docs/models.md).
+constexpr int64_t kMaxLayers = 1024, kMaxWidth = int64_t{1} << 20, kMaxVocab = int64_t{1} << 22;
+}  // namespace
+
 using Json = nlohmann::json;
 
 HfConfig::HfConfig(Json j, std::string path) : json_(std::move(j)), path_(std::move(path)) {
@@ -19,7 +24,7 @@ HfConfig HfConfig::load(const std::string& path) {
   if (!in) throw Error(Errc::io, path + ": cannot open");
   try {
     return HfConfig(Json::parse(in), path);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // also out_of_range: a number past a double (1e99999)
     throw Error(Errc::bad_format, path + ": not valid JSON: " + e.what());
   }
 }
@@ -74,6 +79,15 @@ void check_config(const HfConfig& cfg, const ModelConfig& c) {
       c.head_dim <= 0) {
     cfg.fail(Errc::bad_format, "vocabulary, hidden, FFN, layer, head and head_dim sizes must all be positive");
   }
+  // Upper bounds (docs/models.md), checked before anything is sized by
+  // them: the layer list is made before the tensors that would otherwise
+  // bound these are looked up.
+  if (c.n_layer > kMaxLayers || c.n_embd > kMaxWidth || c.n_ff > kMaxWidth || c.head_dim > kMaxWidth ||
+      c.n_head > kMaxWidth || c.n_vocab > kMaxVocab) {
+    cfg.fail(Errc::bad_format, "sizes over the limits: at most " + std::to_string(kMaxLayers) + " layers, " +
+                                   std::to_string(kMaxVocab) + " tokens and " + std::to_string(kMaxWidth) +
+                                   " for the hidden, FFN and head sizes and head count");
+  }
   if (c.n_head % c.n_head_kv != 0) {
     cfg.fail(Errc::bad_format, "num_attention_heads " + std::to_string(c.n_head) +
                                    " is not a multiple of num_key_value_heads " + std::to_string(c.n_head_kv));
@@ -110,6 +124,11 @@ std::vector<float> llama3_freq_factors(int64_t n_rot, double theta, double facto
 }
 
 void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
+  // The RoPE tables are sized by head_dim before check_config runs.
+  if (c.head_dim <= 0 || c.head_dim > kMaxWidth) {
+    cfg.fail(Errc::bad_format, "head_dim " + std::to_string(c.head_dim) + " must be in [1, " +
+                                   std::to_string(kMaxWidth) + "]");
+  }
   // transformers 5 writes one "rope_parameters" object; older files (most
   // published checkpoints) have "rope_theta" and an optional "rope_scaling".
   Json params = Json::object();
@@ -125,6 +144,7 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
   c.rope_theta = static_cast<float>(rope.get_float("rope_theta", cfg.get_float("rope_theta", 10000.0)));
   if (!(c.rope_theta > 0.0f)) cfg.fail(Errc::bad_format, "rope_theta must be positive");
   const double partial = rope.get_float("partial_rotary_factor", cfg.get_float("partial_rotary_factor", 1.0));
+  if (!(partial > 0.0 && partial <= 1.0)) cfg.fail(Errc::bad_format, "partial_rotary_factor must be in (0, 1]");
   c.n_rot = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
   if (c.n_rot <= 0) cfg.fail(Errc::bad_format, "partial_rotary_factor leaves no rotary dimensions");
   c.rope_layout = kernels::RopeLayout::neox;

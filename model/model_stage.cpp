@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/kv_support.hpp"
 
 namespace troupe {
 namespace {
@@ -68,6 +69,14 @@ int64_t arena_floats(const ModelConfig& c, const StageOptions& o) {
 
 }  // namespace
 
+int64_t stage_kv_token_bytes(const ModelConfig& c, int64_t first, int64_t last, KvType type) {
+  return kv_token_bytes(type, last - first, c.n_head_kv, c.head_dim);
+}
+
+int64_t ModelStage::kv_token_bytes() const {
+  return stage_kv_token_bytes(model_->config(), first_, last_, options_.kv_type);
+}
+
 StageFootprint ModelStage::footprint(const Model& model, const StageOptions& options, bool device_copy) {
   const ModelConfig& c = model.config();
   const int64_t first = options.first_layer;
@@ -82,8 +91,8 @@ StageFootprint ModelStage::footprint(const Model& model, const StageOptions& opt
     // Norm weights and biases: a few f32 vectors of n_embd or less per layer.
     fp.weight_bytes += static_cast<size_t>((last - first + 1) * 16 * c.n_embd) * sizeof(float);
   }
-  const int64_t block_floats = options.kv_block_size * c.n_head_kv * c.head_dim;
-  fp.kv_bytes = static_cast<size_t>(2 * (last - first) * options.n_kv_blocks * block_floats) * sizeof(float);
+  fp.kv_bytes = static_cast<size_t>(options.n_kv_blocks * options.kv_block_size *
+                                    stage_kv_token_bytes(c, first, last, options.kv_type));
   fp.arena_bytes = static_cast<size_t>(arena_floats(c, options)) * sizeof(float) + 32 * 64;
   return fp;
 }
@@ -114,6 +123,9 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   }
 
   check_weight_types();
+  if (const std::string why = kv_type_refusal(backend_.name(), options_.kv_type, c.head_dim); !why.empty()) {
+    throw Error(Errc::unsupported, why);
+  }
 
   // Weights: this stage's layers only, plus the embeddings (first stage) and
   // the output head (last stage).
@@ -130,17 +142,18 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   weights_.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t il = first_; il < last_; ++il) upload_layer(il);
 
-  // KV pages: one pool per layer, allocated once.
+  // KV pages: one pool per layer, allocated once, in the configured type.
   PagedKvView shape{.n_blocks = options_.n_kv_blocks,
                     .block_size = options_.kv_block_size,
                     .n_head_kv = c.n_head_kv,
-                    .head_dim = c.head_dim};
-  const size_t layer_bytes = static_cast<size_t>(shape.n_blocks * shape.block_stride()) * sizeof(float);
+                    .head_dim = c.head_dim,
+                    .type = options_.kv_type};
+  const size_t layer_bytes = static_cast<size_t>(shape.n_blocks * shape.block_bytes());
   for (int64_t il = first_; il < last_; ++il) {
     PagedKvView v = shape;
-    v.k = static_cast<float*>(backend_.allocate(layer_bytes));
+    v.k = backend_.allocate(layer_bytes);
     owned_.push_back(v.k);
-    v.v = static_cast<float*>(backend_.allocate(layer_bytes));
+    v.v = backend_.allocate(layer_bytes);
     owned_.push_back(v.v);
     kv_.push_back(v);
     kv_bytes_ += 2 * layer_bytes;
@@ -192,6 +205,25 @@ void ModelStage::upload_layer(int64_t il) {
 
 ModelStage::~ModelStage() {
   for (void* p : owned_) backend_.deallocate(p);
+}
+
+void ModelStage::copy_kv_block(int32_t src, int32_t dst) {
+  if (src < 0 || dst < 0 || src >= options_.n_kv_blocks || dst >= options_.n_kv_blocks) {
+    throw Error(Errc::invalid_argument, "copy_kv_block: block " + std::to_string(src < 0 || src >= options_.n_kv_blocks ? src : dst) +
+                                            " outside the pool of " + std::to_string(options_.n_kv_blocks));
+  }
+  if (kv_.empty() || src == dst) return;
+  const auto bytes = static_cast<size_t>(kv_.front().block_bytes());
+  std::vector<unsigned char> tmp(bytes);
+  for (const PagedKvView& v : kv_) {
+    for (void* base : {v.k, v.v}) {
+      auto* p = static_cast<unsigned char*>(base);
+      backend_.copy_to_host(tmp.data(), p + static_cast<size_t>(src) * bytes, bytes);
+      backend_.synchronize();
+      backend_.copy_from_host(p + static_cast<size_t>(dst) * bytes, tmp.data(), bytes);
+    }
+  }
+  backend_.synchronize();
 }
 
 int64_t ModelStage::output_width() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "memory/kv_type.hpp"
 #include "memory/step_arena.hpp"
 #include "model/architecture.hpp"
 #include "model/batch.hpp"
@@ -25,7 +26,12 @@ struct StageOptions {
   int64_t max_seqs = 64;        // most sequences in one step
   int64_t n_kv_blocks = 256;    // KV pages per layer
   int64_t kv_block_size = 16;   // tokens per page
+  KvType kv_type = KvType::f32; // element type of the KV pages (memory/kv_type.hpp)
 };
+
+// Bytes one cached token takes in a stage of layers [first, last): K and V
+// rows of every kv head, in `type`.
+int64_t stage_kv_token_bytes(const ModelConfig& c, int64_t first, int64_t last, KvType type);
 
 // Calls f(name, weight) for every weight matrix a stage with layers
 // [first, last) holds: the embeddings on the first stage, the output head on
@@ -70,7 +76,14 @@ class ModelStage {
   // Throws Error(invalid_argument) for a batch past the stage's limits.
   void forward(const BatchView& batch, const float* hidden_in, float* out);
 
+  // Copies KV block `src` to block `dst` in every layer of this stage (K and
+  // V, through host memory): a fork's copy-on-write, or a benchmark giving
+  // several sequences the same prefilled context in separate memory.
+  void copy_kv_block(int32_t src, int32_t dst);
+
   size_t kv_bytes() const { return kv_bytes_; }
+  // KV bytes per cached token in this stage (its layers only).
+  int64_t kv_token_bytes() const;
   size_t arena_capacity() const { return arena_.capacity(); }
   size_t arena_peak() const { return arena_.peak(); }
 

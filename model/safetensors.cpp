@@ -156,7 +156,7 @@ File File::open(const std::string& path) {
   json header;
   try {
     header = json::parse(text, text + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // also out_of_range: a number past a double (1e99999)
     p.fail(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) p.fail("header is not a JSON object");
@@ -223,7 +223,7 @@ Checkpoint Checkpoint::open_dir(const std::string& dir) {
   json index;
   try {
     index = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // also out_of_range: a number past a double (1e99999)
     fail(std::string("not valid JSON: ") + e.what());
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {

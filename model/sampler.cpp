@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -26,10 +27,6 @@ bool better(const SampleCandidate& a, const SampleCandidate& b) {
 
 bool better_lp(const TokenLogprob& a, const TokenLogprob& b) {
   return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
-}
-
-void check(bool ok, const std::string& what) {
-  if (!ok) throw Error(Errc::invalid_argument, "sampling parameters: " + what);
 }
 
 // argmax, lowest id on ties; -1 when no logit is > -inf (all masked or NaN).
@@ -147,18 +144,31 @@ size_t draw(size_t n, double u, Weight w) {
 
 }  // namespace
 
+void check_sampling(const SamplingParams& p) {
+  // %g, so that a tiny value is shown as itself (1e-300 became 0 as a float)
+  // instead of as "0.000000".
+  auto fail = [](const char* param, const std::string& rule, double got) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", got);
+    throw RequestError(Errc::invalid_argument, param, std::string(param) + " must be " + rule + ", got " + buf);
+  };
+  if (!(std::isfinite(p.temperature) && p.temperature >= 0.0f)) fail("temperature", ">= 0", p.temperature);
+  if (p.top_k < 0) fail("top_k", ">= 0", p.top_k);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    fail("top_p", "in (0, 1] (as a 32-bit float: at least 1.4e-45)", p.top_p);
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) fail("min_p", "in [0, 1]", p.min_p);
+  if (!(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f)) {
+    fail("repetition_penalty", "> 0", p.repetition_penalty);
+  }
+  if (!std::isfinite(p.presence_penalty)) fail("presence_penalty", "finite", p.presence_penalty);
+  if (!std::isfinite(p.frequency_penalty)) fail("frequency_penalty", "finite", p.frequency_penalty);
+  if (p.n_logprobs < 0 || p.n_logprobs > 20) fail("top_logprobs", "in 0..20", p.n_logprobs);
+}
+
 Sampler::Sampler(const SamplingParams& p)
     : params_(p), rng_(p.seed), chosen_logprob_(std::numeric_limits<float>::quiet_NaN()) {
-  check(std::isfinite(p.temperature) && p.temperature >= 0.0f,
-        "temperature must be >= 0, got " + std::to_string(p.temperature));
-  check(p.top_k >= 0, "top_k must be >= 0, got " + std::to_string(p.top_k));
-  check(p.top_p > 0.0f && p.top_p <= 1.0f, "top_p must be in (0, 1], got " + std::to_string(p.top_p));
-  check(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1], got " + std::to_string(p.min_p));
-  check(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f,
-        "repetition_penalty must be > 0, got " + std::to_string(p.repetition_penalty));
-  check(std::isfinite(p.presence_penalty) && std::isfinite(p.frequency_penalty),
-        "presence_penalty and frequency_penalty must be finite");
-  check(p.n_logprobs >= 0 && p.n_logprobs <= 20, "n_logprobs must be in 0..20, got " + std::to_string(p.n_logprobs));
+  check_sampling(p);
 }
 
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {

@@ -24,6 +24,11 @@ struct SamplingParams {
   bool logprobs = false;   // report the chosen token's logprob (implied by n_logprobs > 0)
 };
 
+// Throws RequestError(invalid_argument) naming the parameter (as the
+// OpenAI API calls it) that is out of range. The one check of these rules:
+// the API parser, the engine and Sampler all call it.
+void check_sampling(const SamplingParams& params);
+
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0.0f;
@@ -47,7 +52,7 @@ struct SampleCandidate {
 // OpenAI API reports them.
 class Sampler {
  public:
-  // Throws Error(invalid_argument) for out-of-range parameters.
+  // Throws check_sampling's RequestError for out-of-range parameters.
   explicit Sampler(const SamplingParams& params);
 
   // Returns the chosen token id. logits: [n_vocab], modified in place (the

@@ -1,7 +1,10 @@
 // Stage planning: layer coverage, devices, footprints and hand-offs.
 #include "model/stage_plan.hpp"
 
+#include <limits>
+
 #include "core/error.hpp"
+#include "kernels/kv_support.hpp"
 
 namespace troupe {
 namespace {
@@ -30,6 +33,15 @@ std::vector<StagePlacement> split_gpu_layers(int64_t n_layer, int64_t gpu_layers
           {.first_layer = split, .last_layer = n_layer, .device = gpu, .threads = threads}};
 }
 
+int32_t kv_blocks_for_budget(const ModelConfig& c, KvType type, int64_t block_size, int64_t budget_bytes) {
+  const int64_t token = kv_token_bytes(type, c.n_layer, c.n_head_kv, c.head_dim);
+  const int64_t block = block_size * token;
+  require(block_size > 0 && budget_bytes >= block,
+          "a KV memory budget of " + format_bytes(budget_bytes) + " holds no " + std::string(kv_type_name(type)) +
+              " block of " + std::to_string(block_size) + " tokens (" + format_bytes(block) + " for this model)");
+  return static_cast<int32_t>(std::min<int64_t>(budget_bytes / block, std::numeric_limits<int32_t>::max()));
+}
+
 std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StagePlacement> stages,
                                       const StageOptions& limits) {
   const ModelConfig& c = model.config();
@@ -54,6 +66,10 @@ std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StageP
       device = parse_device(s.device);
     } catch (const Error& e) {
       throw Error(Errc::invalid_argument, name + ".device: " + e.what());
+    }
+    if (s.remote.empty()) {
+      const std::string why = kv_type_refusal(device.is_cuda() ? "cuda" : "cpu", limits.kv_type, c.head_dim);
+      if (!why.empty()) throw Error(Errc::unsupported, name + " on " + device.str() + ": " + why);
     }
     StageOptions o = limits;
     o.first_layer = s.first_layer;

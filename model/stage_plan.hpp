@@ -57,10 +57,17 @@ struct PlannedStage {
   bool is_remote() const { return !remote.empty(); }
 };
 
+// KV pages a byte budget buys (`--kv-memory`): every stage keeps n_blocks
+// pages for its own layers, so one block costs block_size tokens times the
+// whole model's KV bytes per token in `type` (q8_0: about 3.8x the blocks of
+// f32). Throws Error(invalid_argument) when the budget holds no block.
+int32_t kv_blocks_for_budget(const ModelConfig& c, KvType type, int64_t block_size, int64_t budget_bytes);
+
 // Resolves and checks placements against the model: the stages cover
 // [0, n_layer) in order without gaps, devices parse. `limits` gives the step
 // size and KV geometry (its layer fields are ignored). Throws
-// Error(invalid_argument) naming the stage at fault. An empty list is one
+// Error(invalid_argument) naming the stage at fault, Error(unsupported) for
+// a KV type a stage's device cannot run (kernels/kv_support.hpp). An empty list is one
 // CPU stage with every layer.
 std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StagePlacement> stages,
                                       const StageOptions& limits);

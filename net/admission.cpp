@@ -17,19 +17,58 @@ AdmissionControl::AdmissionControl(AdmissionOptions options) : options_(options)
   }
 }
 
-Admission AdmissionControl::try_admit(int32_t n) {
+void AdmissionControl::set_engine_probe(std::function<EngineLoad()> probe) {
+  std::lock_guard lock(probe_mutex_);
+  probe_ = std::move(probe);
+  probed_at_ = {};
+}
+
+void AdmissionControl::refresh_engine_load() {
+  // One caller probes; the others use the last reading rather than wait.
+  std::unique_lock probe_lock(probe_mutex_, std::try_to_lock);
+  if (!probe_lock.owns_lock() || !probe_) return;
+  const Clock::time_point now = Clock::now();
+  if (probed_at_ != Clock::time_point{} && now - probed_at_ < options_.engine_probe_interval) return;
+  probed_at_ = now;
+  EngineLoad load;
+  try {
+    load = probe_();
+  } catch (const std::exception&) {
+    return;  // an engine too busy to answer: keep the last reading
+  }
+  // Waiting although slots are free: waiting for KV pages.
+  const int32_t kv_waiting = load.running < options_.max_running ? load.waiting : 0;
   std::lock_guard lock(mutex_);
+  kv_waiting_ = kv_waiting;
+}
+
+int32_t AdmissionControl::kv_waiting() const {
+  std::lock_guard lock(mutex_);
+  return kv_waiting_;
+}
+
+Admission AdmissionControl::try_admit(int32_t n, int32_t max_tokens) {
+  refresh_engine_load();
+  std::lock_guard lock(mutex_);
+  if (draining_) return {.admitted = false, .retry_after = 1, .draining = true};
   const int32_t cap = capacity();
   if (open_ && in_flight_ <= static_cast<int32_t>(options_.resume_fraction * cap)) open_ = false;
   if (open_ || in_flight_ + n > cap) {
     open_ = true;
     return {.admitted = false, .retry_after = retry_after_locked()};
   }
+  // KV pressure: a long request would only lengthen the KV queue; a short
+  // one runs in the share the scheduler keeps for short requests.
+  const int32_t short_tokens = options_.degraded_max_tokens;
+  const bool long_request = short_tokens > 0 && (max_tokens <= 0 || max_tokens > short_tokens);
+  if (long_request && options_.kv_refuse_waiting > 0 && kv_waiting_ >= options_.kv_refuse_waiting) {
+    return {.admitted = false, .retry_after = retry_after_locked(), .kv_bound = true};
+  }
   in_flight_ += n;
   Admission a{.admitted = true};
-  if (options_.degraded_max_tokens > 0 && in_flight_ > options_.degrade_fraction * cap) {
-    a.max_tokens_cap = options_.degraded_max_tokens;
-  }
+  const bool house_full = in_flight_ > options_.degrade_fraction * cap;
+  const bool kv_short = options_.kv_degrade_waiting > 0 && kv_waiting_ >= options_.kv_degrade_waiting;
+  if (options_.degraded_max_tokens > 0 && (house_full || kv_short)) a.max_tokens_cap = options_.degraded_max_tokens;
   return a;
 }
 
@@ -37,6 +76,16 @@ void AdmissionControl::release(double seconds) {
   std::lock_guard lock(mutex_);
   if (in_flight_ > 0) --in_flight_;
   if (std::isfinite(seconds) && seconds >= 0) mean_seconds_ = 0.9 * mean_seconds_ + 0.1 * seconds;
+}
+
+void AdmissionControl::begin_drain() {
+  std::lock_guard lock(mutex_);
+  draining_ = true;
+}
+
+bool AdmissionControl::draining() const {
+  std::lock_guard lock(mutex_);
+  return draining_;
 }
 
 int32_t AdmissionControl::in_flight() const {

@@ -3,11 +3,15 @@
 // full house, refuses new work until the load falls back below a low-water
 // mark (so a burst does not keep the queue pinned at its limit and admitted
 // requests keep their latency), and graceful degradation (max_tokens capped)
-// when the house is nearly full. Plain and thread-safe; the routes call it.
+// when the house is nearly full or the engine is short of KV pages (requests
+// wait although batch slots are free): then long requests are capped, and
+// past a second mark refused with Retry-After, while short ones still go in
+// (the scheduler keeps them a share). Plain and thread-safe; the routes call it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 namespace troupe::net {
@@ -22,12 +26,28 @@ struct AdmissionOptions {
   // degraded_max_tokens (0: no degradation).
   double degrade_fraction = 0.8;
   int32_t degraded_max_tokens = 256;
+  // KV pressure: requests waiting in the engine while it runs fewer than
+  // its batch allows wait for KV pages. From kv_degrade_waiting of them, new
+  // requests get at most degraded_max_tokens; from kv_refuse_waiting, those
+  // asking for more are refused (429) instead. 0: off.
+  int32_t kv_degrade_waiting = 1;
+  int32_t kv_refuse_waiting = 64;
+  // How often the engine's load is read (the probe asks the scheduler).
+  std::chrono::milliseconds engine_probe_interval{100};
+};
+
+// What the engine reports (PipelineStats' running and waiting).
+struct EngineLoad {
+  int32_t running = 0;
+  int32_t waiting = 0;
 };
 
 struct Admission {
   bool admitted = false;
   int retry_after = 0;         // seconds, when refused
   int32_t max_tokens_cap = 0;  // > 0: degraded, cap max_tokens at this
+  bool draining = false;       // refused because the server shuts down (503)
+  bool kv_bound = false;       // refused for KV pressure: a shorter request would go in
 };
 
 class AdmissionControl {
@@ -37,9 +57,20 @@ class AdmissionControl {
   explicit AdmissionControl(AdmissionOptions options);
 
   // n requests (choices) that arrive together: all admitted or none.
-  Admission try_admit(int32_t n);
+  // max_tokens: the most any of them asks for (0: unknown), weighed against
+  // the KV pressure.
+  Admission try_admit(int32_t n, int32_t max_tokens = 0);
+  // Where the engine's load comes from; called at most once per
+  // engine_probe_interval, outside the lock. Unset: no KV pressure.
+  void set_engine_probe(std::function<EngineLoad()> probe);
+  // Requests the engine holds back for want of KV pages, as last read.
+  int32_t kv_waiting() const;
   // One admitted request ended after `seconds` in the server.
   void release(double seconds);
+
+  // The server shuts down: every later try_admit is refused (draining).
+  void begin_drain();
+  bool draining() const;
 
   int32_t in_flight() const;
   int32_t capacity() const { return options_.max_running + options_.max_queue; }
@@ -48,12 +79,18 @@ class AdmissionControl {
 
  private:
   int retry_after_locked() const;
+  void refresh_engine_load();
 
   AdmissionOptions options_;
   mutable std::mutex mutex_;
   int32_t in_flight_ = 0;
   bool open_ = false;
+  bool draining_ = false;
   double mean_seconds_ = 1.0;  // moving average of a request's time in the server
+  std::mutex probe_mutex_;     // one probe at a time; never held with mutex_
+  std::function<EngineLoad()> probe_;
+  Clock::time_point probed_at_{};
+  int32_t kv_waiting_ = 0;     // guarded by mutex_
 };
 
 }  // namespace troupe::net

@@ -41,26 +41,29 @@ ApiError invalid_field(const std::string& param, const std::string& message, con
   return ApiError(400, message, param, code);
 }
 
-ApiError api_error_from(Errc code, const std::string& message) {
+ApiError api_error_from(Errc code, const std::string& message, const std::string& param) {
   switch (code) {
     case Errc::invalid_argument:
-      return ApiError(400, message, {}, "invalid_request");
+      return ApiError(400, message, param, param.empty() ? "invalid_request" : "invalid_value");
     case Errc::unsupported:
-      return ApiError(400, message, {}, "unsupported");
+      return ApiError(400, message, param, "unsupported");
+    case Errc::too_long:
+      return ApiError(400, message, param, "context_length_exceeded");
     // The pipeline's own queue or KV pool is full: overload, not a bug.
+    case Errc::overloaded:
     case Errc::out_of_memory:
-      return ApiError(429, message, {}, "overloaded").with_retry_after(1);
+      return ApiError(429, message, param, "overloaded").with_retry_after(1);
     case Errc::cancelled:
-      return ApiError(503, message, {}, "cancelled").with_retry_after(1);
+      return ApiError(503, message, param, "cancelled").with_retry_after(1);
     // A stage is down (device error, remote worker lost): retry later.
     case Errc::unavailable:
-      return ApiError(503, message, {}, "stage_unavailable").with_retry_after(2);
+      return ApiError(503, message, param, "stage_unavailable").with_retry_after(2);
     case Errc::io:
     case Errc::bad_format:
     case Errc::internal:
       break;
   }
-  return ApiError(500, message, {}, "internal_error");
+  return ApiError(500, message, param, "internal_error");
 }
 
 std::string error_body(const ApiError& e) {

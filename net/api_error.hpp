@@ -42,7 +42,7 @@ ApiError invalid_field(const std::string& param, const std::string& message, con
 
 // The status and error a pipeline error kind turns into (a request the
 // engine refused or failed).
-ApiError api_error_from(Errc code, const std::string& message);
+ApiError api_error_from(Errc code, const std::string& message, const std::string& param = {});
 
 // {"error": {...}} as JSON text.
 std::string error_body(const ApiError& e);

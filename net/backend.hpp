@@ -1,10 +1,13 @@
-// What the network edge needs of the engine: readiness, the tokenizer and
-// model facts, submit/cancel, counters. An interface so that the routes and
-// the WebSocket logic are tested with a scripted fake as well as with the
-// real actor pipeline (net/pipeline_backend.hpp).
+// What the network edge needs of the engine: readiness, the model's facts,
+// submit/cancel, tokenize, counters. The edge never tokenizes: prompts go in
+// as text, chat or ids, and the engine's tokenizer actor renders, encodes
+// and checks them. An interface so that the routes and the WebSocket logic
+// are tested with a scripted fake as well as with the real actor pipeline
+// (net/pipeline_backend.hpp) or replicas of it (net/replica_backend.hpp).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,13 +16,11 @@
 
 namespace troupe::net {
 
-struct ModelInfo {
-  std::string id;              // the name clients pass as "model"
-  int32_t context_length = 0;  // prompt + generated tokens, at most
-  int64_t created = 0;         // unix time the server loaded it
-  std::string chat_template;   // Jinja source from the model file; empty: none
-  std::string bos_text;        // texts of BOS and EOS, for chat templates
-  std::string eos_text;
+// The model as clients see it.
+struct ServedModel {
+  std::string id;       // the name clients pass as "model"
+  int64_t created = 0;  // unix time the server loaded it
+  ModelInfo engine;     // the engine's facts (context length, vocab, KV bytes per token)
 };
 
 // Sizes of the engine's memory pools, for /metrics.
@@ -27,6 +28,8 @@ struct MemoryPools {
   int64_t weight_bytes = 0;
   int64_t kv_bytes = 0;       // all KV pages of all stages
   int32_t kv_block_size = 0;  // tokens per KV page
+  int64_t kv_token_bytes = 0; // KV bytes per cached token, every stage (depends on the KV type)
+  std::string kv_type;        // "f32", "f16", "bf16", "q8_0"
 };
 
 // Progress of loading, for /ready and the console.
@@ -57,12 +60,13 @@ class Backend {
   bool ready() const { return load_state().ready; }
 
   // Valid only once ready.
-  virtual const Tokenizer& tokenizer() const = 0;
-  virtual ModelInfo model_info() const = 0;
+  virtual ServedModel served_model() const = 0;
   virtual MemoryPools memory_pools() const = 0;
 
-  // As Pipeline::submit / cancel / stats (thread-safe; stats blocks).
-  virtual RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) = 0;
+  // As Pipeline::submit / tokenize / cancel / stats (thread-safe; stats
+  // blocks). A request the engine refuses ends with its FinalEvent only.
+  virtual RequestId submit(EngineRequest request, RequestCallbacks callbacks) = 0;
+  virtual void tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) = 0;
   virtual void cancel(RequestId id) = 0;
   virtual PipelineStats stats() const = 0;
   // Busy time and mailbox depth per actor (empty when not known).

@@ -3,11 +3,17 @@
 // events joined into whole UTF-8 characters, echo and logprobs added,
 // metrics and admission accounted, and everything handed to a listener (the
 // JSON body, the SSE stream, the WebSocket frames) one call at a time.
+//
+// The engine's tokenizer actor checks each choice's prompt. Nothing reaches
+// the listener until every choice's prompt was accepted, so a request the
+// engine refuses (any of its choices) is answered with its error alone and
+// an HTTP reply still gets the error's status, not a 200 stream.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,16 +27,17 @@
 namespace troupe::net {
 
 struct PreparedChoice {
-  std::vector<int32_t> prompt;  // [n_tokens]
-  std::string echo;             // text put before the output (completions' echo)
-  GenerateParams params;
+  EngineRequest request;
+  std::string echo;              // text put before the output (completions' echo of a text prompt)
+  bool echo_prompt_text = false; // echo the prompt's text as the engine decodes it (a token prompt)
+  bool counts_prompt = true;     // usage: each distinct prompt once (not again for its n-1 siblings)
 };
 
 struct JobSpec {
   ResponseMeta meta;
   std::string endpoint_label;  // completions, chat, websocket (metrics)
   std::vector<PreparedChoice> choices;
-  int32_t prompt_tokens = 0;  // usage: each distinct prompt once
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprob tokens as "token_id:N"
 };
 
 // The job calls these serially (never two at once), from pipeline threads:
@@ -46,7 +53,8 @@ class JobListener {
   // text: what was still held back, released at the end.
   virtual bool on_choice_end(int32_t choice, const FinalEvent& f, std::string_view text) = 0;
   // After every choice ended; the job then drops the listener.
-  virtual void on_job_end() = 0;
+  // prompt_tokens: usage, each distinct prompt once.
+  virtual void on_job_end(int32_t prompt_tokens) = 0;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -59,6 +67,12 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void start();
   // Cancels every choice still running; safe from any thread, repeatable.
   void cancel();
+  // Cancels every choice still running because the server shuts down: their
+  // final events (reason cancelled) then carry Errc::unavailable and
+  // kShutdownMessage, so that listeners end them as a shutdown, not as a
+  // client that left (see ended_by_shutdown).
+  void shutdown();
+  static constexpr const char* kShutdownMessage = "the server shut down before the request finished";
 
   const JobSpec& spec() const { return spec_; }
 
@@ -69,16 +83,28 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   struct Choice {
     RequestId id = 0;
     bool submitted = false;
-    bool ended = false;
+    bool accepted = false;  // its PromptEvent came
+    bool ended = false;     // its FinalEvent came
+    int32_t prompt_tokens = 0;
     Utf8Joiner joiner;
     std::string prefix;       // echo text not yet delivered
     int32_t text_offset = 0;  // bytes of text delivered so far
     int64_t last_token_ns = -1;
+    // Events that came before every choice was accepted, delivered then.
+    std::vector<TokenEvent> held_tokens;
+    std::optional<FinalEvent> held_final;
   };
 
+  void on_prompt(size_t i, const PromptEvent& ev);
   void on_token(size_t i, const TokenEvent& ev);
   void on_final(size_t i, const FinalEvent& f);
+  void deliver_token(size_t i, const TokenEvent& ev);
+  // Returns the listener when the job is over (to be told outside the lock).
+  std::shared_ptr<JobListener> deliver_final(size_t i, const FinalEvent& f);
+  std::shared_ptr<JobListener> open_gate_locked();
+  std::shared_ptr<JobListener> end_choice_locked(size_t i, const FinalEvent& f, bool gated);
   TokenLogprobs logprobs_of(const TokenEvent& ev, int32_t offset) const;
+  int32_t usage_prompt_tokens() const;  // under the lock, or once every choice ended
   void cancel_locked();
 
   Backend& backend_;
@@ -88,8 +114,16 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::mutex mutex_;
   std::shared_ptr<JobListener> listener_;
   std::vector<Choice> choices_;
-  size_t remaining_ = 0;
+  size_t remaining_ = 0;     // choices whose final the listener has not had
+  size_t n_accepted_ = 0;
+  bool refused_ = false;     // a choice was refused before all were accepted: held events are dropped
   bool cancelled_ = false;
+  bool shutdown_ = false;
 };
+
+// A final event of a choice that GenerationJob::shutdown ended.
+inline bool ended_by_shutdown(const FinalEvent& f) {
+  return f.reason == EndReason::cancelled && f.error_code == Errc::unavailable;
+}
 
 }  // namespace troupe::net

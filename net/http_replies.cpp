@@ -21,7 +21,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     role_sent_.assign(n, false);
     for (size_t i = 0; i < n; ++i) {
       outputs_[i].index = static_cast<int32_t>(i);
-      const SamplingParams& s = spec_.choices[i].params.sampling;
+      const SamplingParams& s = spec_.choices[i].request.params.sampling;
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
     }
   }
@@ -29,6 +29,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   void start(std::shared_ptr<ReplyWriter> writer) override {
     writer_ = std::move(writer);
     job_ = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), spec_, shared_from_this());
+    core_.jobs().add(job_);
     job_->start();
   }
 
@@ -54,20 +55,30 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     ChoiceOutput& out = outputs_[static_cast<size_t>(choice)];
     completion_tokens_ += f.completion_tokens;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
+      const bool shutdown = ended_by_shutdown(f);
       if (!error_) {
-        error_ =
-            f.reason == EndReason::error
-                ? api_error_from(f.error_code, f.error_message)
-                : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
+        error_ = shutdown ? ApiError(503, f.error_message, {}, "server_shutting_down").with_retry_after(1)
+                 : f.reason == EndReason::error
+                     ? api_error_from(f.error_code, f.error_message, f.error_param)
+                     : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
       }
       if (!stream_ || failed_) return false;
-      if (!head_sent_ && spec_.choices.size() == 1) {
-        // Nothing sent yet: a proper status code is still possible.
+      if (!head_sent_) {
+        // Nothing sent yet (the job holds every event until all choices'
+        // prompts are accepted): a proper status code is still possible.
         failed_ = true;
         writer_->send(core_.error_reply(*error_));
         return false;
       }
-      if (f.reason == EndReason::cancelled) return false;  // the client is gone, or the server stops
+      if (shutdown) {
+        // The server stops: the choice's last chunk with its finish_reason,
+        // then (once) the error event; on_job_end adds [DONE].
+        if (!send_event(ChunkInput{.index = choice, .text = text, .finish_reason = "cancelled"})) return false;
+        if (shutdown_sent_) return true;
+        shutdown_sent_ = true;
+        return writer_->send_chunk(sse_event(error_body(*error_)));
+      }
+      if (f.reason == EndReason::cancelled) return false;  // the client is gone
       ensure_head();
       return writer_->send_chunk(sse_event(error_body(*error_)));
     }
@@ -80,8 +91,8 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
   }
 
-  void on_job_end() override {
-    const Usage usage{.prompt_tokens = spec_.prompt_tokens, .completion_tokens = completion_tokens_};
+  void on_job_end(int32_t prompt_tokens) override {
+    const Usage usage{.prompt_tokens = prompt_tokens, .completion_tokens = completion_tokens_};
     if (!stream_) {
       if (error_) {
         writer_->send(core_.error_reply(*error_));
@@ -130,6 +141,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   std::optional<ApiError> error_;
   bool head_sent_ = false;
   bool failed_ = false;
+  bool shutdown_sent_ = false;  // the shutdown error event went out
 };
 
 }  // namespace

@@ -33,7 +33,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-constexpr size_t kHeaderLimit = 16 << 10;
 constexpr size_t kMaxDrainBytes = 16 << 20;  // read and dropped before closing after an error reply
 
 class HttpSession : public Closable, public std::enable_shared_from_this<HttpSession> {
@@ -41,10 +40,13 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   HttpSession(tcp::socket&& socket, std::shared_ptr<TransportContext> ctx)
       : stream_(std::move(socket)), ctx_(std::move(ctx)), core_(ctx_->core) {
     core_.metrics().connection_opened(ConnectionKind::http);
+    ++ctx_->open_connections;
   }
 
   ~HttpSession() override {
-    if (!upgraded_) core_.metrics().connection_closed(ConnectionKind::http);
+    if (upgraded_) return;  // the WebSocket session carries the connection on
+    core_.metrics().connection_closed(ConnectionKind::http);
+    --ctx_->open_connections;
   }
 
   void run() {
@@ -54,6 +56,9 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   void close_now() override {
     asio::post(stream_.get_executor(), [self = shared_from_this()] { self->drop(std::nullopt); });
   }
+
+  size_t pending_bytes() const override { return closed_ ? 0 : backlog_.load(); }
+  bool idle() const override { return idle_.load() && !closed_.load(); }
 
   // For the reply writer, from any thread.
   bool closed() const { return closed_.load(); }
@@ -105,11 +110,27 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   void count(int status) { core_.metrics().http_response(status); }
   void release(size_t reserved) { backlog_ -= reserved; }
 
+  // Two deadlines per request: idle_timeout for its first byte (a kept-alive
+  // connection with nothing to say), then header_timeout for the rest of
+  // its headers, so a client trickling a header byte by byte (slowloris)
+  // holds the connection for seconds, not minutes.
   void do_read() {
     parser_.emplace();
     parser_->body_limit(core_.options().limits.max_body_bytes);
-    parser_->header_limit(kHeaderLimit);
+    parser_->header_limit(static_cast<uint32_t>(ctx_->max_header_bytes));
+    if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
+    idle_ = true;
     stream_.expires_after(ctx_->idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->idle_ = false;
+      self->buffer_.commit(n);
+      if (ec) return self->on_read(ec);
+      self->read_header();
+    });
+  }
+
+  void read_header() {
+    stream_.expires_after(ctx_->header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -119,6 +140,7 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   // has already failed the header read (413), so it is never asked for.
   void on_header(beast::error_code ec) {
     if (ec || closed_) return on_read(ec);
+    stream_.expires_after(ctx_->idle_timeout);  // the body: as long as a request may take to upload
     if (!beast::iequals(parser_->get()[http::field::expect], "100-continue")) return read_body();
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
@@ -305,6 +327,7 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
   std::deque<std::string> queue_;
   std::atomic<size_t> backlog_{0};  // bytes queued or posted, not yet written
   std::atomic<bool> closed_{false};
+  std::atomic<bool> idle_{false};  // waiting for a request's first byte (TransportContext::close_one_idle)
   std::shared_ptr<AsyncReply> pending_;
   uint64_t reply_seq_ = 0;
   unsigned version_ = 11;

@@ -135,6 +135,9 @@ struct Metrics::Impl {
   prometheus::Family<Gauge>& pool_f = gauge("troupe_memory_pool_bytes", "Size of the engine's memory pools");
   Gauge& pool_weights_g = pool_f.Add({{"pool", "weights"}});
   Gauge& pool_kv_g = pool_f.Add({{"pool", "kv"}});
+  // Labelled with the KV type, so f32 and q8_0 servers read apart.
+  prometheus::Family<Gauge>& kv_token_f =
+      gauge("troupe_kv_bytes_per_token", "KV cache bytes one token of context takes, over every stage");
   Gauge& pool_kv_used_g =
       gauge("troupe_memory_pool_used_bytes", "Bytes of the KV pool held by sequences").Add({{"pool", "kv"}});
   Gauge& frag_g = gauge("troupe_kv_fragmentation_ratio",
@@ -159,7 +162,7 @@ struct Metrics::Impl {
 
   std::map<std::string, Counter*, std::less<>> requests;
   std::array<Counter*, 4> finished{};
-  std::array<Counter*, 5> rejected{};
+  std::array<Counter*, 7> rejected{};
   std::array<Counter*, 3> disconnects{};
   std::array<Counter*, 5> http{};  // 1xx..5xx
 
@@ -195,7 +198,7 @@ struct Metrics::Impl {
     for (const char* e : {"completions", "chat", "websocket"}) requests[e] = &requests_f.Add({{"endpoint", e}});
     const char* fin[] = {"stop", "length", "cancelled", "error"};
     for (size_t i = 0; i < finished.size(); ++i) finished[i] = &finished_f.Add({{"reason", fin[i]}});
-    const char* rej[] = {"overload", "invalid", "unauthorized", "too_large", "not_ready"};
+    const char* rej[] = {"overload", "invalid", "unauthorized", "too_large", "not_ready", "cancelled", "internal"};
     for (size_t i = 0; i < rejected.size(); ++i) rejected[i] = &rejected_f.Add({{"reason", rej[i]}});
     const char* dis[] = {"closed", "slow_reader", "message_too_big"};
     for (size_t i = 0; i < disconnects.size(); ++i) disconnects[i] = &disconnects_f.Add({{"reason", dis[i]}});
@@ -266,6 +269,9 @@ std::string Metrics::render(const EngineSnapshot& snap) {
   m.out_rate_g.Set(m.out_rate.per_second());
   m.pool_weights_g.Set(static_cast<double>(snap.pools.weight_bytes));
   m.pool_kv_g.Set(static_cast<double>(snap.pools.kv_bytes));
+  if (snap.pools.kv_token_bytes > 0) {
+    m.kv_token_f.Add({{"kv_type", snap.pools.kv_type}}).Set(static_cast<double>(snap.pools.kv_token_bytes));
+  }
   if (snap.have_stats) {
     const PipelineStats& s = snap.stats;
     m.running_g.Set(s.running);

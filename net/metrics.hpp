@@ -17,7 +17,9 @@
 
 namespace troupe::net {
 
-enum class RejectReason : uint8_t { overload, invalid, unauthorized, too_large, not_ready };
+// not_ready: loading, or a stage down; cancelled: ended by the client or a
+// shutdown before an answer; internal: the engine failed the request.
+enum class RejectReason : uint8_t { overload, invalid, unauthorized, too_large, not_ready, cancelled, internal };
 enum class DisconnectReason : uint8_t { closed, slow_reader, message_too_big };
 enum class ConnectionKind : uint8_t { http, websocket };
 

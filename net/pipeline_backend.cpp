@@ -107,25 +107,15 @@ void PipelineBackend::load() {
     std::unique_ptr<Pipeline> p = Pipeline::start(cfg);
 
     const Model& model = p->model();
-    const ModelConfig& mc = model.config();
-    const Tokenizer& tok = p->tokenizer();
     info_.id = options_.model_id.empty() ? model_id_from_path(path.empty() ? model.path() : path) : options_.model_id;
-    // The scheduler's limit, capped as the pipeline caps it, and by what
-    // the KV pool can hold at all.
-    int64_t ctx = cfg.scheduler.context_length;
-    if (mc.n_ctx_train > 0) ctx = std::min(ctx, mc.n_ctx_train);
-    ctx = std::min<int64_t>(ctx, static_cast<int64_t>(cfg.n_kv_blocks) * cfg.kv_block_size);
-    info_.context_length = static_cast<int32_t>(ctx);
     info_.created = static_cast<int64_t>(std::time(nullptr));
-    info_.chat_template = model.chat_template();
-    const auto& tokens = tok.vocab().tokens;
-    if (tok.bos() >= 0 && static_cast<size_t>(tok.bos()) < tokens.size()) info_.bos_text = tokens[tok.bos()];
-    if (tok.eos() >= 0 && static_cast<size_t>(tok.eos()) < tokens.size()) info_.eos_text = tokens[tok.eos()];
+    info_.engine = p->model_info();
     pools_.weight_bytes = model.weight_bytes();
-    // K and V, f32, every layer, every page.
-    pools_.kv_bytes = 2 * mc.n_layer * static_cast<int64_t>(cfg.n_kv_blocks) * cfg.kv_block_size * mc.kv_dim() *
-                      static_cast<int64_t>(sizeof(float));
-    pools_.kv_block_size = cfg.kv_block_size;
+    // Every stage's pages, as the stages size them (their KV element type).
+    pools_.kv_bytes = info_.engine.kv_bytes_per_token * info_.engine.n_kv_blocks * info_.engine.kv_block_size;
+    pools_.kv_block_size = info_.engine.kv_block_size;
+    pools_.kv_token_bytes = info_.engine.kv_bytes_per_token;
+    pools_.kv_type = kv_type_name(cfg.kv_type);
     pipeline_ = std::move(p);
     ready_.store(true, std::memory_order_release);
     set_state({.ready = true, .loaded = true, .progress = 1.0, .stage = "ready"});
@@ -147,6 +137,13 @@ LoadState PipelineBackend::load_state() const {
     s = state_;
   }
   if (!s.loaded) return s;
+  // An actor that stopped takes the server out of readiness for good (every
+  // request it held has ended with an error).
+  if (std::string failure = pipeline_->failure(); !failure.empty()) {
+    s.ready = false;
+    s.stage = std::move(failure);
+    return s;
+  }
   // A stage that failed (a GPU error) or is down (a remote worker lost)
   // takes the server out of readiness until it is back.
   s.stages = pipeline_->stage_health();
@@ -160,12 +157,7 @@ LoadState PipelineBackend::load_state() const {
   return s;
 }
 
-const Tokenizer& PipelineBackend::tokenizer() const {
-  if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
-  return pipeline_->tokenizer();
-}
-
-ModelInfo PipelineBackend::model_info() const {
+ServedModel PipelineBackend::served_model() const {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
   return info_;
 }
@@ -175,9 +167,14 @@ MemoryPools PipelineBackend::memory_pools() const {
   return pools_;
 }
 
-RequestId PipelineBackend::submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) {
+RequestId PipelineBackend::submit(EngineRequest request, RequestCallbacks callbacks) {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
-  return pipeline_->submit(std::move(prompt), std::move(params), std::move(callbacks));
+  return pipeline_->submit(std::move(request), std::move(callbacks));
+}
+
+void PipelineBackend::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
+  if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::unavailable, "the model is not loaded yet");
+  pipeline_->tokenize(std::move(request), detokenize, std::move(done));
 }
 
 void PipelineBackend::cancel(RequestId id) {

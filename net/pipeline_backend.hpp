@@ -28,10 +28,10 @@ class PipelineBackend : public Backend {
   ~PipelineBackend() override;                               // waits for the loader, stops the pipeline
 
   LoadState load_state() const override;
-  const Tokenizer& tokenizer() const override;
-  ModelInfo model_info() const override;
+  ServedModel served_model() const override;
   MemoryPools memory_pools() const override;
-  RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) override;
+  RequestId submit(EngineRequest request, RequestCallbacks callbacks) override;
+  void tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) override;
   void cancel(RequestId id) override;
   PipelineStats stats() const override;
   std::vector<ActorLoad> actor_loads() const override;
@@ -52,7 +52,7 @@ class PipelineBackend : public Backend {
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   std::unique_ptr<Pipeline> pipeline_;  // set before ready_
-  ModelInfo info_;
+  ServedModel info_;
   MemoryPools pools_;
   std::thread loader_;
 };

@@ -140,21 +140,26 @@ const Backend* ReplicaBackend::first_loaded() const {
   return nullptr;
 }
 
-const Tokenizer& ReplicaBackend::tokenizer() const {
+ServedModel ReplicaBackend::served_model() const {
   const Backend* b = first_loaded();
   if (b == nullptr) throw Error(Errc::internal, "the model is not loaded yet");
-  return b->tokenizer();
-}
-
-ModelInfo ReplicaBackend::model_info() const {
-  const Backend* b = first_loaded();
-  if (b == nullptr) throw Error(Errc::internal, "the model is not loaded yet");
-  ModelInfo info = b->model_info();
+  ServedModel info = b->served_model();
   // A request may go to any serving replica: it must fit the smallest.
   for (const auto& r : replicas_) {
-    if (r.get() != b && r->ready()) info.context_length = std::min(info.context_length, r->model_info().context_length);
+    if (r.get() != b && r->ready()) {
+      info.engine.context_length = std::min(info.engine.context_length, r->served_model().engine.context_length);
+    }
   }
   return info;
+}
+
+void ReplicaBackend::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
+  // Every replica serves the same model: the first serving one answers.
+  const std::vector<bool> up = serving();
+  for (size_t i = 0; i < up.size(); ++i) {
+    if (up[i]) return replicas_[i]->tokenize(std::move(request), detokenize, std::move(done));
+  }
+  throw Error(Errc::unavailable, "no replica is serving now");
 }
 
 MemoryPools ReplicaBackend::memory_pools() const {
@@ -165,26 +170,58 @@ MemoryPools ReplicaBackend::memory_pools() const {
     out.weight_bytes = std::max(out.weight_bytes, p.weight_bytes);  // one shared model
     out.kv_bytes += p.kv_bytes;
     if (out.kv_block_size == 0) out.kv_block_size = p.kv_block_size;
+    if (out.kv_token_bytes == 0) out.kv_token_bytes = p.kv_token_bytes;
+    if (out.kv_type.empty()) out.kv_type = p.kv_type;
   }
   return out;
 }
 
-std::vector<uint64_t> ReplicaBackend::prefix_keys(const std::vector<int32_t>& prompt) const {
+namespace {
+
+// The bytes a prompt starts with, as the router compares prompts: the text,
+// the conversation (roles, contents and the rest of each message, tools
+// last), or the token ids. The router never tokenizes: that is the
+// replicas' tokenizer actors' work.
+std::string routing_bytes(const EngineRequest& r) {
+  switch (r.kind) {
+    case EngineRequest::Kind::text:
+      return r.text.text;
+    case EngineRequest::Kind::chat: {
+      std::string out;
+      for (const ChatTurn& t : r.chat.messages) {
+        out += t.role;
+        out += '\n';
+        out += t.content;
+        out += t.fields_json;
+        out += '\n';
+      }
+      return out + r.chat.tools_json;
+    }
+    case EngineRequest::Kind::tokens:
+      return std::string(reinterpret_cast<const char*>(r.tokens.data()), r.tokens.size() * sizeof(int32_t));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<uint64_t> ReplicaBackend::prefix_keys(const EngineRequest& request) const {
+  const std::string bytes = routing_bytes(request);
   std::vector<int32_t> lengths = routing_.prefix_tokens;
   std::sort(lengths.begin(), lengths.end());
   std::vector<uint64_t> keys;
-  // FNV-1a over the token ids, read off at each prefix length (mixed with
-  // the length, so a 32-token key never equals a 256-token one).
+  // FNV-1a over the prompt's bytes, read off at each prefix length (mixed
+  // with the length, so a 32-token key never equals a 256-token one). A
+  // prefix of n tokens is taken as 4n bytes: about a token's worth of text,
+  // and exactly n ids.
   uint64_t h = 1469598103934665603ull;
   size_t pos = 0;
   for (const int32_t n : lengths) {
-    if (n <= 0 || static_cast<size_t>(n) > prompt.size()) continue;
-    for (; pos < static_cast<size_t>(n); ++pos) {
-      const auto t = static_cast<uint32_t>(prompt[pos]);
-      for (int b = 0; b < 4; ++b) {
-        h ^= (t >> (8 * b)) & 0xffu;
-        h *= 1099511628211ull;
-      }
+    const size_t end = static_cast<size_t>(n) * 4;
+    if (n <= 0 || end > bytes.size()) continue;
+    for (; pos < end; ++pos) {
+      h ^= static_cast<uint8_t>(bytes[pos]);
+      h *= 1099511628211ull;
     }
     keys.push_back(h ^ (static_cast<uint64_t>(n) * 0x9e3779b97f4a7c15ull));
   }
@@ -227,11 +264,11 @@ void ReplicaBackend::remember(const std::vector<uint64_t>& keys, size_t replica)
   }
 }
 
-RequestId ReplicaBackend::submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) {
+RequestId ReplicaBackend::submit(EngineRequest request, RequestCallbacks callbacks) {
   if (!started()) throw Error(Errc::unavailable, "the model is not loaded yet");
   // Asked before taking the lock: a replica's load_state takes its own.
   const std::vector<bool> up = serving();
-  const std::vector<uint64_t> keys = prefix_keys(prompt);
+  const std::vector<uint64_t> keys = prefix_keys(request);
   RequestId id = 0;
   size_t r = 0;
   {
@@ -261,12 +298,19 @@ RequestId ReplicaBackend::submit(std::vector<int32_t> prompt, GenerateParams par
                                  FinalEvent out = e;
                                  out.id = id;
                                  cb(out);
+                               },
+                           .on_prompt =
+                               [id, cb = std::move(callbacks.on_prompt)](const PromptEvent& e) {
+                                 if (!cb) return;
+                                 PromptEvent out = e;
+                                 out.id = id;
+                                 cb(out);
                                }};
   RequestId inner = 0;
   try {
     // Outside the lock: a replica may end the request (and call finish())
     // before its submit returns.
-    inner = replicas_[r]->submit(std::move(prompt), std::move(params), std::move(wrapped));
+    inner = replicas_[r]->submit(std::move(request), std::move(wrapped));
   } catch (...) {
     finish(id);
     throw;

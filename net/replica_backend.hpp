@@ -62,12 +62,12 @@ class ReplicaBackend : public Backend {
   LoadState load_state() const override;
   // From the first serving replica (they share the model); the context
   // length is the smallest any serving replica accepts.
-  const Tokenizer& tokenizer() const override;
-  ModelInfo model_info() const override;
+  ServedModel served_model() const override;
   MemoryPools memory_pools() const override;  // the shared weights once, every replica's KV
   // Routes to a serving replica and answers with the router's own id; the
   // callbacks' events carry that id too.
-  RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks callbacks) override;
+  RequestId submit(EngineRequest request, RequestCallbacks callbacks) override;
+  void tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) override;
   void cancel(RequestId id) override;
   PipelineStats stats() const override;  // summed over the loaded replicas (the KV peak: sum of peaks)
   std::vector<ActorLoad> actor_loads() const override;  // names prefixed "replica<i>/"
@@ -96,7 +96,7 @@ class ReplicaBackend : public Backend {
   void load(ReplicaBackendOptions options);
   bool started() const { return started_.load(std::memory_order_acquire); }
   std::vector<bool> serving() const;
-  std::vector<uint64_t> prefix_keys(const std::vector<int32_t>& prompt) const;  // longest prefix first
+  std::vector<uint64_t> prefix_keys(const EngineRequest& request) const;  // longest prefix first
   // Under mutex_: the replica for a prompt, or nullopt when none serves.
   std::optional<std::pair<size_t, Reason>> choose(const std::vector<bool>& up, const std::vector<uint64_t>& keys);
   void remember(const std::vector<uint64_t>& keys, size_t replica);  // under mutex_

@@ -3,6 +3,7 @@
 // ("messages[2].content", "stop[1]") and says what was wrong.
 #include "net/request_parser.hpp"
 
+#include <boost/json/serialize.hpp>
 #include <boost/json/stream_parser.hpp>
 #include <boost/json/value.hpp>
 
@@ -123,10 +124,17 @@ std::vector<int32_t> token_list(const json::array& a, const std::string& param) 
   out.reserve(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string p = param + "[" + std::to_string(i) + "]";
-    if (!a[i].is_int64()) wrong_type(p, "an integer token id", a[i]);
-    const int64_t t = a[i].as_int64();
-    if (t < 0 || t > std::numeric_limits<int32_t>::max()) out_of_range(p, "a token id >= 0");
-    out.push_back(static_cast<int32_t>(t));
+    // A token id is a whole number in [0, 2^31); the vocabulary's own bound
+    // is the engine's rule (it knows the model).
+    const bool integer = a[i].is_int64() || a[i].is_uint64();
+    if (!integer) wrong_type(p, "a token id (an integer)", a[i]);
+    const bool negative = a[i].is_int64() && a[i].as_int64() < 0;
+    const bool huge = a[i].is_uint64() || a[i].as_int64() > std::numeric_limits<int32_t>::max();
+    if (negative || huge) {
+      const std::string got = a[i].is_uint64() ? std::to_string(a[i].as_uint64()) : std::to_string(a[i].as_int64());
+      out_of_range(p, "a token id from 0 to " + std::to_string(std::numeric_limits<int32_t>::max()) + ", got " + got);
+    }
+    out.push_back(static_cast<int32_t>(a[i].as_int64()));
   }
   return out;
 }
@@ -143,7 +151,7 @@ void read_prompt(const json::object& o, const RequestLimits& limits, ParsedReque
   if (!v->is_array()) wrong_type("prompt", "a string or an array", *v);
   const json::array& a = v->as_array();
   if (a.empty()) throw invalid_field("prompt", "'prompt' must not be an empty array");
-  if (a[0].is_int64()) {
+  if (a[0].is_int64() || a[0].is_uint64()) {
     r.token_prompts.push_back(token_list(a, "prompt"));
     return;
   }
@@ -222,10 +230,24 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
       throw invalid_field(p + ".content", "'" + p + ".content' is required", "missing_field");
     }
     static const json::value null_value;
-    r.messages.push_back({.role = role_s,
-                          .content = message_content(content != nullptr ? *content : null_value, p + ".content",
-                                                     role_s == "assistant")});
+    ChatTurn turn{.role = role_s,
+                  .content = message_content(content != nullptr ? *content : null_value, p + ".content",
+                                             role_s == "assistant"),
+                  .has_content = content != nullptr && !content->is_null()};
+    // Everything else a template may read (tool_calls, name, tool_call_id,
+    // reasoning_content) goes to the engine as it came.
+    json::object fields;
+    for (const auto& kv : m) {
+      if (kv.key() != "role" && kv.key() != "content") fields.emplace(kv.key(), kv.value());
+    }
+    if (!fields.empty()) turn.fields_json = json::serialize(fields);
+    r.chat.messages.push_back(std::move(turn));
   }
+  if (const json::value* tools = field(o, "tools")) {
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    if (!tools->as_array().empty()) r.chat.tools_json = json::serialize(*tools);
+  }
+  if (auto g = get_bool(o, "add_generation_prompt")) r.chat.add_generation_prompt = *g;
 }
 
 // "priority": "interactive" | "batch", or vLLM's integer, where smaller is
@@ -352,9 +374,17 @@ void read_completion_fields(const json::object& o, const RequestLimits& limits, 
   }
 }
 
-void finish(ParsedRequest& r) {
+void finish(const json::object& o, ParsedRequest& r) {
   r.params.sampling.logprobs = r.logprobs;
   r.params.sampling.n_logprobs = r.top_logprobs;
+  r.return_tokens_as_token_ids = get_bool(o, "return_tokens_as_token_ids").value_or(false);
+  // The sampler's own rule, on the values as it will see them (floats: a
+  // top_p of 1e-300 that passed as a double is 0 as a float).
+  try {
+    check_sampling(r.params.sampling);
+  } catch (const RequestError& e) {
+    throw invalid_field(e.param(), e.what());
+  }
 }
 
 void require_model(const ParsedRequest& r) {
@@ -369,7 +399,7 @@ ParsedRequest parse_completion_request(std::string_view body, const RequestLimit
   read_common(o, limits, r);
   require_model(r);
   read_completion_fields(o, limits, r);
-  finish(r);
+  finish(o, r);
   return r;
 }
 
@@ -379,8 +409,38 @@ ParsedRequest parse_chat_request(std::string_view body, const RequestLimits& lim
   read_common(o, limits, r);
   require_model(r);
   read_chat_fields(o, limits, r);
-  finish(r);
+  finish(o, r);
   return r;
+}
+
+TokenizeRequest parse_tokenize_request(std::string_view body, const RequestLimits& limits) {
+  const json::object o = parse_object(body, "the request body");
+  TokenizeRequest t;
+  if (auto m = get_string(o, "model")) t.model = *m;
+  t.return_token_strs = get_bool(o, "return_token_strs").value_or(false);
+  if (field(o, "messages") != nullptr) {
+    ParsedRequest r;
+    read_messages(o, limits, r);
+    t.prompt = EngineRequest::from_chat(std::move(r.chat));
+    return t;
+  }
+  const auto text = get_string(o, "prompt");
+  if (!text) throw invalid_field("prompt", "a /tokenize request needs 'prompt' (text) or 'messages' (chat)", "missing_field");
+  t.prompt = EngineRequest::from_text(
+      {.text = *text, .add_special = get_bool(o, "add_special_tokens").value_or(true), .parse_special = true});
+  return t;
+}
+
+TokenizeRequest parse_detokenize_request(std::string_view body) {
+  const json::object o = parse_object(body, "the request body");
+  TokenizeRequest t;
+  t.detokenize = true;
+  if (auto m = get_string(o, "model")) t.model = *m;
+  const json::value* v = field(o, "tokens");
+  if (v == nullptr) throw invalid_field("tokens", "'tokens' is required", "missing_field");
+  if (!v->is_array()) wrong_type("tokens", "an array of token ids", *v);
+  t.prompt = EngineRequest::from_tokens(token_list(v->as_array(), "tokens"));
+  return t;
 }
 
 WsClientMessage parse_ws_message(std::string_view text, const RequestLimits& limits, std::string* id_out) {
@@ -408,14 +468,16 @@ WsClientMessage parse_ws_message(std::string_view text, const RequestLimits& lim
   if (field(o, "messages") != nullptr) {
     read_chat_fields(o, limits, r);
   } else if (field(o, "prompt") != nullptr) {
+    // One prompt: a string or token ids (no batches: one message per request).
     const json::value* p = field(o, "prompt");
-    if (!p->is_string()) wrong_type("prompt", "a string", *p);
+    const bool ids = p->is_array() && (p->as_array().empty() || p->as_array()[0].is_number());
+    if (!p->is_string() && !ids) wrong_type("prompt", "a string or an array of token ids", *p);
     read_completion_fields(o, limits, r);
   } else {
     throw invalid_field("messages", "a generate message needs 'messages' (chat) or 'prompt' (text)", "missing_field");
   }
   r.stream = true;
-  finish(r);
+  finish(o, r);
   return m;
 }
 

@@ -3,7 +3,9 @@
 // structs. Strict about what it knows (wrong types, missing fields and
 // out-of-range values are an ApiError naming the field), silent about what
 // it does not (unknown fields are ignored, as OpenAI's clients expect).
-// No tokenizer and no model here: context-length checks come later (routes).
+// No tokenizer and no model here: the model's rules (context length, vocab
+// range) are the engine's (actors/request_rules.hpp); the sampling ranges
+// are check_sampling's, the one rule the sampler applies too.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +19,6 @@
 namespace troupe::net {
 
 enum class Endpoint : uint8_t { completions, chat };
-
-struct ChatMessage {
-  std::string role;  // system, developer, user, assistant, tool
-  std::string content;
-};
 
 struct RequestLimits {
   int32_t max_tokens = 4096;   // largest max_tokens a request may ask for
@@ -38,12 +35,13 @@ struct ParsedRequest {
   // one of the two is non-empty).
   std::vector<std::string> prompts;
   std::vector<std::vector<int32_t>> token_prompts;
-  std::vector<ChatMessage> messages;  // chat
+  ChatPrompt chat;  // chat: messages (their other fields as JSON), tools, add_generation_prompt
   std::optional<int32_t> max_tokens;  // absent: the endpoint's default
   int32_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt precedes the text
+  bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N" (vLLM)
   bool logprobs = false;       // report the chosen tokens' logprobs
   int32_t top_logprobs = 0;    // and this many alternatives
   std::optional<uint64_t> seed;
@@ -55,6 +53,20 @@ struct ParsedRequest {
 // Throw ApiError (400, naming the field) for malformed bodies.
 ParsedRequest parse_completion_request(std::string_view body, const RequestLimits& limits);
 ParsedRequest parse_chat_request(std::string_view body, const RequestLimits& limits);
+
+// POST /tokenize (vLLM's shape): {"prompt": "..."} or {"messages": [...],
+// "add_generation_prompt": bool, "tools": [...]}, with "add_special_tokens"
+// (text only, default true) and "return_token_strs"; "model" optional.
+// POST /detokenize: {"tokens": [...]}.
+struct TokenizeRequest {
+  std::string model;  // empty: not given
+  bool detokenize = false;
+  EngineRequest prompt;  // text or chat; tokens for /detokenize
+  bool return_token_strs = false;
+};
+
+TokenizeRequest parse_tokenize_request(std::string_view body, const RequestLimits& limits);
+TokenizeRequest parse_detokenize_request(std::string_view body);
 
 // A message a WebSocket client sends: {"type": "generate", "id": ..., then
 // the fields of a chat ("messages") or completion ("prompt") request}, or

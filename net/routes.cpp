@@ -12,11 +12,10 @@
 #include <random>
 
 #include "net/api_error.hpp"
-#include "net/chat_prompt.hpp"
 #include "net/http_replies.hpp"
 #include "net/openai_response.hpp"
 #include "net/static_assets.hpp"
-#include "tokenizer/tokenizer.hpp"
+#include "net/tokenize_reply.hpp"
 
 namespace troupe::net {
 namespace {
@@ -162,21 +161,16 @@ HttpReply ServerCore::error_reply(const ApiError& e) {
       metrics_.rejected(RejectReason::overload);
       break;
     case 503:
-      metrics_.rejected(RejectReason::not_ready);
+      metrics_.rejected(e.code() == "cancelled" ? RejectReason::cancelled : RejectReason::not_ready);
       break;
     default:
+      if (e.status() >= 500) metrics_.rejected(RejectReason::internal);
       break;
   }
   HttpReply r = json_reply(e.status(), error_body(e));
   if (e.retry_after() > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after()));
   if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
-}
-
-const ChatPrompter& ServerCore::prompter() {
-  std::lock_guard lock(prompter_mutex_);
-  if (!prompter_) prompter_ = std::make_unique<ChatPrompter>(options_.chat_template, backend_.model_info());
-  return *prompter_;
 }
 
 std::string ServerCore::metrics_text() {
@@ -202,81 +196,59 @@ std::string ServerCore::metrics_text() {
 
 JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model_name) {
   if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
-  const ModelInfo info = backend_.model_info();
-  if (check_model_name && r.model != info.id) {
-    throw invalid_field("model", "the model '" + r.model + "' does not exist; this server serves '" + info.id + "'",
+  const ServedModel model = backend_.served_model();
+  if (check_model_name && r.model != model.id) {
+    throw invalid_field("model", "the model '" + r.model + "' does not exist; this server serves '" + model.id + "'",
                         "model_not_found");
   }
-  const Tokenizer& tok = backend_.tokenizer();
   const bool chat = r.endpoint == Endpoint::chat;
-  const std::string prompt_param = chat ? "messages" : "prompt";
-
-  // Each distinct prompt: its tokens and the text echo would repeat.
-  std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;
-  if (chat) {
-    prompts.emplace_back(prompter().encode(tok, r.messages), std::string());
-  } else if (!r.prompts.empty()) {
-    for (const std::string& text : r.prompts) {
-      std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
-      if (ids.empty()) {
-        if (tok.bos() < 0) throw invalid_field("prompt", "'prompt' must not be empty for this model");
-        ids.push_back(tok.bos());
-      }
-      prompts.emplace_back(std::move(ids), text);
-    }
-  } else {
-    for (size_t p = 0; p < r.token_prompts.size(); ++p) {
-      const std::vector<int32_t>& ids = r.token_prompts[p];
-      for (size_t j = 0; j < ids.size(); ++j) {
-        if (ids[j] >= tok.n_vocab()) {
-          const std::string where = r.token_prompts.size() == 1 && r.prompts.empty()
-                                        ? "prompt[" + std::to_string(j) + "]"
-                                        : "prompt[" + std::to_string(p) + "][" + std::to_string(j) + "]";
-          throw invalid_field(where, "token id " + std::to_string(ids[j]) + " is outside the vocabulary (" +
-                                         std::to_string(tok.n_vocab()) + " tokens)");
-        }
-      }
-      prompts.emplace_back(ids, r.echo ? tok.decode(ids, false) : std::string());
-    }
-  }
-
   JobSpec spec;
   spec.meta = ResponseMeta{.endpoint = r.endpoint,
                            .id = new_response_id(chat ? "chatcmpl-" : "cmpl-"),
                            .created = static_cast<int64_t>(std::time(nullptr)),
-                           .model = info.id};
+                           .model = model.id};
   spec.endpoint_label = std::string(endpoint_label);
-  const int32_t ctx = info.context_length;
+  spec.tokens_as_ids = r.return_tokens_as_token_ids;
+
+  // Each distinct prompt as the engine takes it; the engine's tokenizer
+  // actor renders, encodes and checks it (context, vocab, empty prompt).
+  std::vector<PreparedChoice> prompts;
+  const bool many = r.prompts.size() + r.token_prompts.size() > 1;
+  if (chat) {
+    prompts.push_back({.request = EngineRequest::from_chat(r.chat)});
+  } else if (!r.prompts.empty()) {
+    for (size_t p = 0; p < r.prompts.size(); ++p) {
+      PreparedChoice c{.request = EngineRequest::from_text({.text = r.prompts[p], .parse_special = true})};
+      if (r.echo) c.echo = r.prompts[p];
+      if (many) c.request.prompt_field = "prompt[" + std::to_string(p) + "]";
+      prompts.push_back(std::move(c));
+    }
+  } else {
+    for (size_t p = 0; p < r.token_prompts.size(); ++p) {
+      PreparedChoice c{.request = EngineRequest::from_tokens(r.token_prompts[p]), .echo_prompt_text = r.echo};
+      c.request.return_prompt = r.echo;
+      if (many) c.request.prompt_field = "prompt[" + std::to_string(p) + "]";
+      prompts.push_back(std::move(c));
+    }
+  }
+
+  // max_tokens absent: the endpoint's default, cut to what the context
+  // leaves after the prompt (the engine knows the prompt's length).
+  const bool fit = !r.max_tokens.has_value();
+  const int32_t max_tokens =
+      r.max_tokens ? *r.max_tokens
+                   : (chat || endpoint_label == "websocket" ? options_.limits.request.max_tokens
+                                                            : kCompletionsDefaultMaxTokens);
   const uint64_t seed = r.seed.value_or(random_u64());
-  for (auto& [ids, text] : prompts) {
-    const auto n_prompt = static_cast<int32_t>(ids.size());
-    if (n_prompt >= ctx) {
-      throw invalid_field(prompt_param,
-                          "the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
-                              std::to_string(ctx) + " (prompt and completion together)",
-                          "context_length_exceeded");
-    }
-    int32_t max_tokens = 0;
-    if (r.max_tokens) {
-      max_tokens = *r.max_tokens;
-      if (n_prompt + max_tokens > ctx) {
-        throw invalid_field("max_tokens",
-                            "max_tokens " + std::to_string(max_tokens) + " plus the prompt's " +
-                                std::to_string(n_prompt) + " tokens exceed the context of " + std::to_string(ctx) +
-                                " tokens",
-                            "context_length_exceeded");
-      }
-    } else {
-      const int32_t wanted =
-          chat || endpoint_label == "websocket" ? options_.limits.request.max_tokens : kCompletionsDefaultMaxTokens;
-      max_tokens = std::min(wanted, ctx - n_prompt);
-    }
-    spec.prompt_tokens += n_prompt;
+  for (PreparedChoice& prompt : prompts) {
     for (int32_t k = 0; k < r.n; ++k) {
-      PreparedChoice c{.prompt = ids, .echo = r.echo ? text : std::string(), .params = r.params};
-      c.params.max_new_tokens = max_tokens;
+      PreparedChoice c = prompt;
+      c.request.params = r.params;
+      c.request.params.max_new_tokens = max_tokens;
+      c.request.fit_max_tokens = fit;
       // Choices must differ: each gets its own seed, derived from the request's.
-      c.params.sampling.seed = seed + spec.choices.size();
+      c.request.params.sampling.seed = seed + spec.choices.size();
+      c.counts_prompt = k == 0;
       spec.choices.push_back(std::move(c));
     }
   }
@@ -284,7 +256,22 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
 }
 
 void ServerCore::admit(JobSpec& spec) {
-  const Admission a = admission_.try_admit(static_cast<int32_t>(spec.choices.size()));
+  int32_t max_tokens = 0;
+  for (const PreparedChoice& c : spec.choices) max_tokens = std::max(max_tokens, c.request.params.max_new_tokens);
+  const Admission a = admission_.try_admit(static_cast<int32_t>(spec.choices.size()), max_tokens);
+  if (a.draining) {
+    throw ApiError(503, "the server is shutting down; retry on another instance", {}, "server_shutting_down")
+        .with_retry_after(a.retry_after);
+  }
+  if (a.kv_bound) {
+    throw ApiError(429,
+                   "the server is short of KV cache memory (" + std::to_string(admission_.kv_waiting()) +
+                       " requests wait for it); retry after " + std::to_string(a.retry_after) +
+                       " s, or ask for at most " + std::to_string(admission_.options().degraded_max_tokens) +
+                       " tokens",
+                   {}, "rate_limit_exceeded")
+        .with_retry_after(a.retry_after);
+  }
   if (!a.admitted) {
     throw ApiError(429,
                    "the server is at capacity (" + std::to_string(admission_.in_flight()) +
@@ -295,8 +282,8 @@ void ServerCore::admit(JobSpec& spec) {
   if (a.max_tokens_cap > 0) {
     bool capped = false;
     for (PreparedChoice& c : spec.choices) {
-      if (c.params.max_new_tokens > a.max_tokens_cap) {
-        c.params.max_new_tokens = a.max_tokens_cap;
+      if (c.request.params.max_new_tokens > a.max_tokens_cap) {
+        c.request.params.max_new_tokens = a.max_tokens_cap;
         capped = true;
       }
     }
@@ -323,6 +310,11 @@ std::optional<HttpReply> ServerCore::check_upgrade(const HttpRequest& req) {
         ApiError(401, "a valid API key is required (Authorization: Bearer or ?api_key=)", {}, "invalid_api_key"));
   }
   if (const LoadState s = backend_.load_state(); !s.ready) return error_reply(not_ready_error(s));
+  if (admission_.draining()) {
+    return error_reply(
+        ApiError(503, "the server is shutting down; retry on another instance", {}, "server_shutting_down")
+            .with_retry_after(1));
+  }
   return std::nullopt;
 }
 
@@ -343,9 +335,16 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
     }
     if (path == "/ready") {
       if (!get) return method_not_allowed("GET");
-      const LoadState s = backend_.load_state();
+      LoadState s = backend_.load_state();
+      // Shutting down: not ready, whatever the engine says.
+      const bool draining = admission_.draining();
+      if (draining) {
+        s.ready = false;
+        s.stage = "the server is shutting down";
+      }
       std::string body = std::string(R"({"status":")") +
-                         (s.ready    ? "ready"
+                         (draining   ? "draining"
+                          : s.ready  ? "ready"
                           : s.failed ? "failed"
                           : s.loaded ? "stage_down"
                                      : "loading") +
@@ -361,6 +360,20 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       return {.reply = HttpReply{
                   .status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = metrics_text()}};
     }
+    if (path == "/tokenize" || path == "/detokenize") {
+      if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
+        throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
+      }
+      if (!post) return method_not_allowed("POST");
+      if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
+      TokenizeRequest t = path == "/tokenize" ? parse_tokenize_request(req.body, options_.limits.request)
+                                              : parse_detokenize_request(req.body);
+      if (const std::string id = backend_.served_model().id; !t.model.empty() && t.model != id) {
+        throw invalid_field("model", "the model '" + t.model + "' does not exist; this server serves '" + id + "'",
+                            "model_not_found");
+      }
+      return RouteResult{.async = make_tokenize_reply(*this, std::move(t))};
+    }
     if (path.substr(0, 4) == "/v1/") {
       if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
@@ -373,7 +386,7 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
         if (!get) return method_not_allowed("GET");
         if (!backend_.ready())
           throw ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
-        const ModelInfo info = backend_.model_info();
+        const ServedModel info = backend_.served_model();
         if (path == "/v1/models") return {.reply = json_reply(200, models_list_json(info.id, info.created))};
         if (path.substr(11) != info.id) {
           throw ApiError(404, "the model '" + std::string(path.substr(11)) + "' does not exist", "model",

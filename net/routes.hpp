@@ -17,12 +17,11 @@
 #include "net/backend.hpp"
 #include "net/generation.hpp"
 #include "net/http_types.hpp"
+#include "net/job_registry.hpp"
 #include "net/metrics.hpp"
 #include "net/request_parser.hpp"
 
 namespace troupe::net {
-
-class ChatPrompter;
 
 struct ServerLimits {
   size_t max_body_bytes = 1 << 20;         // larger bodies: 413
@@ -36,7 +35,6 @@ struct CoreOptions {
   ServerLimits limits;
   AdmissionOptions admission;
   std::string api_key;        // empty: no authentication
-  std::string chat_template;  // Jinja source overriding the model's; empty: the model's (or the built-in)
 };
 
 class ServerCore {
@@ -53,8 +51,8 @@ class ServerCore {
   // refusing it (404 for another path, 401, 503 while loading).
   std::optional<HttpReply> check_upgrade(const HttpRequest& req);
 
-  // Tokenizes and checks a parsed request against the model (model name,
-  // context length, token ids) and fills defaults: the JobSpec to run.
+  // The JobSpec of a parsed request: the model name checked, one engine
+  // request per choice, defaults filled. The engine checks the prompts.
   // Throws ApiError.
   JobSpec prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model_name);
 
@@ -68,6 +66,8 @@ class ServerCore {
   Backend& backend() { return backend_; }
   Metrics& metrics() { return metrics_; }
   AdmissionControl& admission() { return admission_; }
+  // Every GenerationJob started, for a graceful shutdown (net/server.hpp).
+  JobRegistry& jobs() { return jobs_; }
   const CoreOptions& options() const { return options_; }
 
   // The /metrics text (asks the engine for its counters).
@@ -78,14 +78,12 @@ class ServerCore {
   // and the key may come as ?api_key=.
   bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
-  const ChatPrompter& prompter();
 
   Backend& backend_;
   CoreOptions options_;
   Metrics metrics_;
   AdmissionControl admission_;
-  std::mutex prompter_mutex_;
-  std::unique_ptr<ChatPrompter> prompter_;  // made once the model is loaded
+  JobRegistry jobs_;
 };
 
 // The id of a new response ("cmpl-" / "chatcmpl-" and 24 random characters).

@@ -29,6 +29,10 @@ class SectionReader {
                                             "io_threads",
                                             "idle_timeout_s",
                                             "write_timeout_s",
+                                            "header_timeout_s",
+                                            "max_header_bytes",
+                                            "max_connections",
+                                            "ws_ping_timeout_s",
                                             "socket_send_buffer",
                                             "api_key",
                                             "model_name",
@@ -42,6 +46,8 @@ class SectionReader {
                                             "max_queue",
                                             "degraded_max_tokens",
                                             "degrade_fraction",
+                                            "kv_degrade_waiting",
+                                            "kv_refuse_waiting",
                                             "resume_fraction",
                                             "replica_affinity_slack"};
     for (const auto& kv : o_) {
@@ -94,6 +100,10 @@ void read_server(const json::object& o, const std::string& origin, ServerSetting
   r.integer("io_threads", s.listen.io_threads, 1, 256);
   r.integer("idle_timeout_s", s.listen.idle_timeout_s, 1, kBig);
   r.integer("write_timeout_s", s.listen.write_timeout_s, 1, kBig);
+  r.integer("header_timeout_s", s.listen.header_timeout_s, 1, kBig);
+  r.integer("max_header_bytes", s.listen.max_header_bytes, 1024, 1 << 20);
+  r.integer("max_connections", s.listen.max_connections, 1, 1 << 20);
+  r.integer("ws_ping_timeout_s", s.listen.ws_ping_timeout_s, 1, kBig);
   r.integer("socket_send_buffer", s.listen.socket_send_buffer, 0, kBig);
   r.str("api_key", s.core.api_key);
   r.str("model_name", s.model_name);
@@ -109,6 +119,8 @@ void read_server(const json::object& o, const std::string& origin, ServerSetting
   r.integer("max_queue", a.max_queue, 0, kBig);
   r.integer("degraded_max_tokens", a.degraded_max_tokens, 0, kBig);
   r.number("degrade_fraction", a.degrade_fraction, 0.0, 1.0);
+  r.integer("kv_degrade_waiting", a.kv_degrade_waiting, 0, kBig);
+  r.integer("kv_refuse_waiting", a.kv_refuse_waiting, 0, kBig);
   r.number("resume_fraction", a.resume_fraction, 0.01, 1.0);
   r.integer("replica_affinity_slack", s.replica_routing.affinity_slack, 0, kBig);
 }

@@ -5,6 +5,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,12 @@ class Closable {
  public:
   virtual ~Closable() = default;
   virtual void close_now() = 0;  // thread-safe: posts onto the session's strand
+  // Bytes queued for the client and not written yet (a graceful shutdown
+  // waits for them before it closes). Thread-safe.
+  virtual size_t pending_bytes() const { return 0; }
+  // Waiting for the first byte of a request on a kept-alive connection:
+  // the server may close it to make room for a new one. Thread-safe.
+  virtual bool idle() const { return false; }
 };
 
 struct TransportContext {
@@ -30,9 +37,20 @@ struct TransportContext {
   std::chrono::seconds idle_timeout{60};   // keep-alive connections with nothing to read
   std::chrono::seconds write_timeout{60};  // a write that makes no progress this long drops the client
   int socket_send_buffer = 0;              // SO_SNDBUF of accepted sockets; 0: the kernel's default
+  std::chrono::seconds header_timeout{10};  // from a request's first byte to the end of its headers
+  size_t max_header_bytes = 16 << 10;      // request line and headers
+  std::chrono::seconds ws_ping_timeout{60};  // a silent WebSocket is pinged at half this, closed at it
+  int max_connections = 1024;              // HTTP and WebSocket together; see Listener::on_accept
+  std::atomic<int> open_connections{0};    // sessions alive, an upgraded one counted once
+
+  // At max_connections: closes the longest-open idle keep-alive connection
+  // (asynchronously) and returns true, or false when none is idle.
+  bool close_one_idle();
 
   void add(const std::shared_ptr<Closable>& s);
   void close_all();
+  size_t pending_bytes();  // summed over the live sessions
+  std::vector<std::weak_ptr<Closable>> sessions();  // the live ones, now
 
  private:
   std::mutex mutex_;

@@ -19,7 +19,7 @@ class WsConnection::RequestListener : public JobListener {
 
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     if (f.reason == EndReason::error) {
-      return out_->send_text(ws_error(id_, api_error_from(f.error_code, f.error_message)));
+      return out_->send_text(ws_error(id_, api_error_from(f.error_code, f.error_message, f.error_param)));
     }
     return out_->send_text(
         ws_final(WsFinal{.id = id_,
@@ -31,7 +31,7 @@ class WsConnection::RequestListener : public JobListener {
                          .total_seconds = f.total_seconds}));
   }
 
-  void on_job_end() override {
+  void on_job_end(int32_t) override {
     if (auto c = conn_.lock()) c->finished(id_);
   }
 
@@ -46,7 +46,7 @@ std::shared_ptr<WsConnection> WsConnection::create(ServerCore& core, std::shared
 }
 
 std::string WsConnection::hello() const {
-  return ws_hello(core_.backend().model_info().id, core_.options().limits.ws_max_message_bytes,
+  return ws_hello(core_.backend().served_model().id, core_.options().limits.ws_max_message_bytes,
                   core_.options().limits.ws_max_requests);
 }
 
@@ -89,6 +89,7 @@ void WsConnection::generate(const std::string& id, const ParsedRequest& r) {
   core_.admit(spec);
   auto listener = std::make_shared<RequestListener>(weak_from_this(), out_, id);
   auto job = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), std::move(spec), listener);
+  core_.jobs().add(job);
   {
     std::lock_guard lock(mutex_);
     jobs_[id] = job;

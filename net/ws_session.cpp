@@ -32,11 +32,20 @@ class WsSession : public Closable, public std::enable_shared_from_this<WsSession
     core_.metrics().connection_opened(ConnectionKind::websocket);
   }
 
-  ~WsSession() override { core_.metrics().connection_closed(ConnectionKind::websocket); }
+  ~WsSession() override {
+    core_.metrics().connection_closed(ConnectionKind::websocket);
+    --ctx_->open_connections;  // counted since the HTTP session it was upgraded from
+  }
 
   void run(http::request<http::string_body> upgrade) {
     upgrade_ = std::move(upgrade);
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    // Beast's server defaults, but with keep-alive pings: a client silent
+    // for half of ws_ping_timeout is pinged, one silent for all of it
+    // (no pong either: gone, or stalled) is closed.
+    websocket::stream_base::timeout timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeouts.idle_timeout = ctx_->ws_ping_timeout;
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "troupe"); }));
     // Beast's own limit would close without a reason: ours (on_read) comes
@@ -51,6 +60,8 @@ class WsSession : public Closable, public std::enable_shared_from_this<WsSession
       self->start_close(websocket::close_reason(websocket::close_code::going_away, "the server is shutting down"));
     });
   }
+
+  size_t pending_bytes() const override { return closed_ ? 0 : backlog_.load(); }
 
   bool reserve(size_t n) {
     if (closed_) return false;

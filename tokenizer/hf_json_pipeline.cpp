@@ -234,7 +234,7 @@ void JsonAt::expect_array() const {
 Json parse_json(std::string_view text, const std::string& file) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // also out_of_range: a number past a double (1e99999)
     throw Error(Errc::bad_format, file + ": not valid JSON: " + e.what());
   }
 }

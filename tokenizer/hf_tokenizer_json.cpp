@@ -11,6 +11,11 @@
 namespace troupe::hf {
 namespace {
 
+// The largest vocabulary and merge list accepted (docs/models.md): real
+// tokenizers have at most about 262k tokens (Gemma 3) and fewer merges.
+constexpr int32_t kMaxVocab = 1 << 22;
+constexpr size_t kMaxMerges = size_t{1} << 21;  // Llama 3 has 280,147
+
 struct AddedToken {
   int32_t id;
   std::string content;
@@ -160,6 +165,16 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
   }
   const std::vector<AddedToken> added = parse_added_tokens(top["added_tokens"]);
   for (const AddedToken& a : added) n = std::max(n, a.id + 1);
+  // Checked before the id-indexed lists are made: ids must be contiguous, so
+  // one id of 2^31 - 2 in a small file cannot ask for gigabytes.
+  if (n > kMaxVocab) {
+    vocab_at.bad("has token id " + std::to_string(n - 1) + ", over the limit of " + std::to_string(kMaxVocab) +
+                 " tokens");
+  }
+  if (static_cast<size_t>(n) > model_ids.size() + added.size()) {
+    vocab_at.bad("token id " + std::to_string(n - 1) + " with only " +
+                 std::to_string(model_ids.size() + added.size()) + " tokens (ids repeat or leave gaps)");
+  }
 
   VocabData v;
   v.model = "hf-bpe";
@@ -220,6 +235,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
   const JsonAt merges = model["merges"];
   if (!merges.is_null()) {
     merges.expect_array();
+    if (merges.size() > kMaxMerges) {
+      merges.bad("has " + std::to_string(merges.size()) + " merges, over the limit of " + std::to_string(kMaxMerges));
+    }
     p.model.merges.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
       const auto [left, right] = merge_pair(merges[i]);

@@ -4,25 +4,23 @@
 #include "tokenizer/jinja_eval.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 
 #include "tokenizer/jinja_builtins.hpp"
+#include "tokenizer/jinja_limits.hpp"
 #include "tokenizer/jinja_ops.hpp"
 
 namespace troupe::jinja {
 namespace {
-
-// Templates are untrusted input (a GGUF file, a Hub repo): bound recursion
-// (macros calling themselves), total work and output size.
-constexpr int kMaxDepth = 1000;
-constexpr int64_t kMaxSteps = 50'000'000;
-constexpr size_t kMaxOutput = size_t{64} << 20;
 
 class DepthGuard {
  public:
   explicit DepthGuard(int& depth) : depth_(depth) {
     if (++depth_ > kMaxDepth) {
       --depth_;
-      throw Failure(Errc::invalid_argument, "template recursion is too deep");
+      throw Failure(Errc::invalid_argument,
+                    "template recursion is too deep (more than " + std::to_string(kMaxDepth) + " levels)");
     }
   }
   ~DepthGuard() { --depth_; }
@@ -127,7 +125,23 @@ Interpreter::~Interpreter() {
 
 void Interpreter::own_namespace(const Value& ns) { namespaces_.push_back(ns); }
 
+void Interpreter::step() {
+  ++steps_;
+  if (steps_ > kMaxSteps) {
+    throw Failure(Errc::invalid_argument, "template ran too long: over " + std::to_string(kMaxSteps) +
+                                              " steps (statements, expressions and loop iterations)");
+  }
+  if (steps_ % kClockEverySteps == 0 && std::chrono::steady_clock::now() > deadline_) {
+    throw Failure(Errc::invalid_argument,
+                  "template ran too long: over " +
+                                              std::to_string(static_cast<int>(kMaxRenderSeconds * 1000)) + " ms");
+  }
+}
+
 std::string Interpreter::render(const std::vector<std::pair<std::string, Value>>& variables) {
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(kMaxRenderSeconds));
   auto globals = std::make_shared<Scope>();
   for (auto& [name, fn] : global_functions()) globals->set(name, std::move(fn));
   auto top = std::make_shared<Scope>(globals);
@@ -163,7 +177,8 @@ std::string Interpreter::call_macro(const Stmt& def, const std::shared_ptr<Scope
     given[i] = true;
   }
   for (auto& [key, v] : args.named) {
-    auto it = std::find_if(params.begin(), params.end(), [&](const MacroParam& p) { return p.name == key; });
+    const std::string& wanted = key;  // a lambda may not capture a structured binding before C++20 in clang 14
+    auto it = std::find_if(params.begin(), params.end(), [&](const MacroParam& p) { return p.name == wanted; });
     if (it == params.end() && def.catch_kwargs) {
       kwargs.set(Value(key), std::move(v));
       continue;
@@ -206,7 +221,7 @@ std::string Interpreter::capture(const Body& body, const std::shared_ptr<Scope>&
 Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out) {
   try {
     DepthGuard guard(depth_);
-    if (++steps_ > kMaxSteps) throw Failure(Errc::invalid_argument, "template ran too long");
+    step();
     Flow flow = Flow::normal;
     switch (s.kind) {
       case StmtKind::text: out += s.text; break;
@@ -242,7 +257,10 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
       case StmtKind::break_: flow = Flow::break_; break;
       case StmtKind::continue_: flow = Flow::continue_; break;
     }
-    if (out.size() > kMaxOutput) throw Failure(Errc::invalid_argument, "template output is too large");
+    if (out.size() > kMaxOutputBytes) {
+      throw Failure(Errc::invalid_argument,
+                    "template output is over the limit of " + std::to_string(kMaxOutputBytes) + " bytes");
+    }
     return flow;
   } catch (const Failure& f) {
     throw Error(f.code(), at(s.pos, f.what()));
@@ -290,7 +308,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Sco
   if (items.empty()) return exec_body(s.else_body, std::make_shared<Scope>(scope), out);
   const Value changed = Value::callable(std::make_shared<Changed>());
   for (size_t i = 0; i < items.size(); ++i) {
-    if (++steps_ > kMaxSteps) throw Failure(Errc::invalid_argument, "template ran too long");
+    step();
     auto iteration = std::make_shared<Scope>(scope);  // fresh each time, as Jinja's loop frame
     bind_targets(s.targets, items[i], *iteration);
     iteration->set("loop", loop_value(i, items, changed));

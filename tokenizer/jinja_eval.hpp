@@ -3,6 +3,7 @@
 // iteration; if/elif do not scope; macros close over their defining scope).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,6 +56,9 @@ class Interpreter {
   std::string capture(const Body& body, const std::shared_ptr<Scope>& scope);
   Value apply_filters(const std::vector<ExprPtr>& filters, Value v, Scope& scope);
 
+  // Counts one unit of work; throws once the render is over kMaxSteps or
+  // past its deadline (jinja_limits.hpp).
+  void step();
   Value eval(const Expr& e, Scope& scope);
   Value eval_inner(const Expr& e, Scope& scope);
   CallArgs eval_args(const Expr& e, size_t first, Scope& scope);
@@ -63,6 +67,7 @@ class Interpreter {
   const Template& tpl_;
   int depth_ = 0;  // nesting of statements, expressions and macro calls, bounded
   int64_t steps_ = 0;
+  std::chrono::steady_clock::time_point deadline_;
   std::vector<std::shared_ptr<Scope>> macro_scopes_;  // macros hold their scope weakly; these keep it
   std::vector<Value> namespaces_;
 };

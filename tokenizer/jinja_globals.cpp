@@ -7,6 +7,7 @@
 
 #include "tokenizer/jinja_builtins.hpp"
 #include "tokenizer/jinja_eval.hpp"
+#include "tokenizer/jinja_limits.hpp"
 #include "tokenizer/jinja_ops.hpp"
 #include "tokenizer/jinja_parser.hpp"
 #include "tokenizer/jinja_text.hpp"
@@ -159,7 +160,6 @@ class Builtin : public Callable {
   GlobalFn fn_;
 };
 
-constexpr int64_t kMaxRange = 100000;  // as Jinja's sandbox
 
 Value g_range(Interpreter&, CallArgs args) {
   BoundArgs a("range", std::move(args), {"start", "stop", "step"}, 1);
@@ -174,8 +174,9 @@ Value g_range(Interpreter&, CallArgs args) {
   std::vector<Value> items;
   // The add is checked: range(2**63 - 3, 2**63 - 1, 5) must stop, not wrap.
   for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-    if (static_cast<int64_t>(items.size()) >= kMaxRange) {
-      throw Failure(Errc::invalid_argument, "range too big: chat templates may make at most 100000 items");
+    if (static_cast<int64_t>(items.size()) >= kMaxRangeItems) {
+      throw Failure(Errc::invalid_argument,
+                    "range too big: chat templates may make at most " + std::to_string(kMaxRangeItems) + " items");
     }
     items.emplace_back(i);
     if (__builtin_add_overflow(i, step, &i)) break;

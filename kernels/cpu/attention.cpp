@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/attention_tiles.hpp"
 #include "kernels/cpu/vec_ops.hpp"
 #include "kernels/cpu_kernels.hpp"
 
@@ -35,6 +36,10 @@ void check_view(const char* fn, const PagedKvView& kv) {
                 std::string(fn) + ": bad paged KV view (n_blocks=" + std::to_string(kv.n_blocks) + " block_size=" +
                     std::to_string(kv.block_size) + " n_head_kv=" + std::to_string(kv.n_head_kv) +
                     " head_dim=" + std::to_string(kv.head_dim) + ", k/v set: " + (kv.k && kv.v ? "yes" : "no") + ")");
+  }
+  if (kv.type != KvType::f32 && kv.type != KvType::f16 && kv.type != KvType::bf16 && kv.type != KvType::q8_0) {
+    throw Error(Errc::invalid_argument, std::string(fn) + ": unknown KV cache type " +
+                                            std::to_string(static_cast<int>(kv.type)));
   }
 }
 
@@ -65,6 +70,7 @@ struct AttnJob {
   const PagedKvView* kv;
   const AttnSeq* seqs;
   const cpu::VecOps* ops;
+  const cpu::KvTileOps* tiles;  // null for an f32 cache (ops' tiles read it)
   const int64_t* item_begin;  // [n_seqs + 1]: first item of each sequence
   int n_seqs;
   int64_t n_head;
@@ -83,10 +89,10 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
   const cpu::VecOps& ops = *job.ops;
   const int64_t d = kv.head_dim;
   const int64_t bs = kv.block_size;
-  const int64_t stride = kv.n_head_kv * d;  // between consecutive slots of one kv head
+  const int64_t stride = kv.slot_bytes();  // bytes between consecutive slots of one kv head
   const int64_t kvh = h0 / job.group;
 
-  int64_t lo[kMaxRows], hi[kMaxRows];  // visible positions [lo, hi) of each row
+  int64_t lo[kMaxRows] = {}, hi[kMaxRows] = {};  // visible positions [lo, hi) of each row
   float m[kMaxRows], l[kMaxRows];
   float* o[kMaxRows];
   const float* qr[kMaxRows];
@@ -115,19 +121,29 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
   for (int64_t t = u_lo; t < u_hi;) {
     const int64_t b = t / bs;
     const int64_t t_end = std::min({u_hi, (b + 1) * bs, t + kTile});
-    const int64_t off = kv.offset(s.block_table[b], t - b * bs, kvh);
-    const float* kt = kv.k + off;
-    const float* vt = kv.v + off;
+    const int64_t off = kv.byte_offset(s.block_table[b], t - b * bs, kvh);
+    const auto* kt = static_cast<const unsigned char*>(kv.k) + off;
+    const auto* vt = static_cast<const unsigned char*>(kv.v) + off;
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(t, lo[r]);
       const int64_t e = std::min(t_end, hi[r]);
       if (a >= e) continue;
       const int64_t n = e - a;
-      ops.dot_tile(sc, qr[r], kt + (a - t) * stride, stride, n, d, job.scale);
+      const unsigned char* ka = kt + (a - t) * stride;
+      const unsigned char* va = vt + (a - t) * stride;
+      if (job.tiles == nullptr) {
+        ops.dot_tile(sc, qr[r], reinterpret_cast<const float*>(ka), stride / 4, n, d, job.scale);
+      } else {
+        job.tiles->dot_tile(sc, qr[r], ka, stride, n, d, job.scale);
+      }
       const float m_new = std::max(m[r], ops.max(sc, n));
       const float corr = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
       l[r] = l[r] * corr + ops.exp_sum(sc, m_new, n);
-      ops.acc_tile(o[r], corr, sc, vt + (a - t) * stride, stride, n, d);
+      if (job.tiles == nullptr) {
+        ops.acc_tile(o[r], corr, sc, reinterpret_cast<const float*>(va), stride / 4, n, d);
+      } else {
+        job.tiles->acc_tile(o[r], corr, sc, va, stride, n, d);
+      }
       m[r] = m_new;
     }
     t = t_end;
@@ -173,16 +189,25 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
   if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "kv_write: bad sequences");
   for (int i = 0; i < n_seqs; ++i) check_seq("kv_write", kv, seqs[i], i, false);
   const int64_t row = kv.n_head_kv * kv.head_dim;  // one token's keys: [n_head_kv, head_dim]
-  const size_t bytes = static_cast<size_t>(row) * sizeof(float);
+  auto* kc = static_cast<unsigned char*>(kv.k);
+  auto* vc = static_cast<unsigned char*>(kv.v);
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q > 0 && (k == nullptr || v == nullptr)) throw Error(Errc::invalid_argument, "kv_write: null k or v");
     for (int64_t j = 0; j < s.n_q; ++j) {
       const int64_t p = static_cast<int64_t>(s.n_past) + j;
-      const int64_t off = kv.offset(s.block_table[p / kv.block_size], p % kv.block_size, 0);
+      const int64_t off = kv.byte_offset(s.block_table[p / kv.block_size], p % kv.block_size, 0);
       const int64_t src = (static_cast<int64_t>(s.q_begin) + j) * row;
-      std::memcpy(kv.k + off, k + src, bytes);
-      std::memcpy(kv.v + off, v + src, bytes);
+      if (kv.type == KvType::f32) {  // a token's rows are contiguous: one copy
+        std::memcpy(kc + off, k + src, static_cast<size_t>(row) * sizeof(float));
+        std::memcpy(vc + off, v + src, static_cast<size_t>(row) * sizeof(float));
+        continue;
+      }
+      for (int64_t h = 0; h < kv.n_head_kv; ++h) {
+        const int64_t o = off + h * kv.row_bytes();
+        kv_quantize_row(kv.type, k + src + h * kv.head_dim, kc + o, kv.head_dim);
+        kv_quantize_row(kv.type, v + src + h * kv.head_dim, vc + o, kv.head_dim);
+      }
     }
   }
 }
@@ -234,6 +259,7 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
               .kv = &kv,
               .seqs = seqs,
               .ops = &cpu::vec_ops(),
+              .tiles = kv.type == KvType::f32 ? nullptr : &cpu::kv_tile_ops(kv.type, active_isa()),
               .item_begin = item_begin.data(),
               .n_seqs = n_seqs,
               .n_head = n_head,

@@ -115,6 +115,135 @@ struct LoadQ4_1 {
   }
 };
 
+// q5: the q4 nibbles (vector i holds weights 8i .. 8i + 7) plus bit w of the
+// block's qh as the 5th bit of weight w.
+inline void unpack_q5(const uint8_t* qh_bytes, const uint8_t* qs, __m256i (&q)[4]) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof qh);
+  const __m256i bits = _mm256_set1_epi32(static_cast<int>(qh));
+  const __m256i a = _mm256_cvtepu8_epi32(load64(qs));
+  const __m256i b = _mm256_cvtepu8_epi32(load64(qs + 8));
+  const __m256i low = _mm256_set1_epi32(0x0f);
+  q[0] = _mm256_and_si256(a, low);
+  q[1] = _mm256_and_si256(b, low);
+  q[2] = _mm256_srli_epi32(a, 4);
+  q[3] = _mm256_srli_epi32(b, 4);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * i));
+    const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(bits, shift), _mm256_set1_epi32(1));
+    q[i] = _mm256_or_si256(q[i], _mm256_slli_epi32(h, 4));
+  }
+}
+
+struct LoadQ5_0 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ5_0);
+  static void load(const uint8_t* c, __m256 (&v)[4]) {
+    const __m256 d = half_broadcast(c + offsetof(BlockQ5_0, d));
+    // d * q - 16d in one rounding is exactly d * (q - 16) (16d is exact).
+    const __m256 bias = _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));
+    __m256i q[4];
+    unpack_q5(c + offsetof(BlockQ5_0, qh), c + offsetof(BlockQ5_0, qs), q);
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[i]), d, bias);
+  }
+};
+
+struct LoadQ5_1 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ5_1);
+  static void load(const uint8_t* c, __m256 (&v)[4]) {
+    const __m256 d = half_broadcast(c + offsetof(BlockQ5_1, d));
+    const __m256 m = half_broadcast(c + offsetof(BlockQ5_1, m));
+    __m256i q[4];
+    unpack_q5(c + offsetof(BlockQ5_1, qh), c + offsetof(BlockQ5_1, qs), q);
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[i]), d, m);
+  }
+};
+
+// k-quants: a 256-weight super-block holds 8 chunks; load(block, j, v)
+// gives chunk j, each weight formed exactly as dequantize_row forms it.
+float half_scalar(uint16_t h) { return _cvtsh_ss(h); }
+
+// 8 bytes from p, shifted right by `shift` and masked to `mask`, as int32.
+__m256i bits8(const uint8_t* p, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(load64(p)), shift), _mm256_set1_epi32(mask));
+}
+
+struct LoadQ4_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ4_K);
+  static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
+    const auto* b = reinterpret_cast<const BlockQ4_K*>(blk);
+    uint8_t sc, m;
+    kquant_scale_min(b->scales, j, sc, m);
+    const __m256 ds = _mm256_set1_ps(half_scalar(b->d) * static_cast<float>(sc));
+    const __m256 dm = _mm256_set1_ps(half_scalar(b->dmin) * static_cast<float>(m));
+    const uint8_t* q = b->qs + (j / 2) * 32;
+    // ds * q is exact: one rounding in the subtraction, as in dequantize_row.
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(bits8(q + 8 * i, (j & 1) * 4, 0x0f)), ds, dm);
+  }
+};
+
+struct LoadQ5_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ5_K);
+  static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
+    const auto* b = reinterpret_cast<const BlockQ5_K*>(blk);
+    uint8_t sc, m;
+    kquant_scale_min(b->scales, j, sc, m);
+    const __m256 ds = _mm256_set1_ps(half_scalar(b->d) * static_cast<float>(sc));
+    const __m256 dm = _mm256_set1_ps(half_scalar(b->dmin) * static_cast<float>(m));
+    const uint8_t* q = b->qs + (j / 2) * 32;
+    for (int i = 0; i < 4; ++i) {
+      const __m256i qi = _mm256_or_si256(bits8(q + 8 * i, (j & 1) * 4, 0x0f),
+                                         _mm256_slli_epi32(bits8(b->qh + 8 * i, j, 1), 4));
+      v[i] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(qi), ds, dm);
+    }
+  }
+};
+
+struct LoadQ6_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
+  static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
+    const float d = half_scalar(b->d);
+    const int h = j / 4, k = j % 4;
+    const uint8_t* ql = b->ql + 64 * h + 32 * (k & 1);
+    const uint8_t* qh = b->qh + 32 * h;
+    for (int i = 0; i < 4; ++i) {
+      const __m256i qi = _mm256_or_si256(bits8(ql + 8 * i, 4 * (k >> 1), 0x0f),
+                                         _mm256_slli_epi32(bits8(qh + 8 * i, 2 * k, 3), 4));
+      const __m256 centred = _mm256_cvtepi32_ps(_mm256_sub_epi32(qi, _mm256_set1_epi32(32)));
+      // (d * sc) * (q - 32): both products exact. Vectors 0, 1 use scale 2j.
+      v[i] = _mm256_mul_ps(_mm256_set1_ps(d * static_cast<float>(b->scales[2 * j + i / 2])), centred);
+    }
+  }
+};
+
+// Chunk c (32 weights) of a row: one block of the 32-wide formats, or part
+// of a k-quant super-block.
+template <class L>
+concept SuperBlocked = requires { L::kBlockBytes; };
+
+template <class L>
+const uint8_t* chunk_addr(const uint8_t* row, int64_t c) {
+  if constexpr (SuperBlocked<L>) {
+    return row + (c / 8) * L::kBlockBytes;
+  } else {
+    return row + c * L::kChunkBytes;
+  }
+}
+
+template <class L>
+void load_chunk(const uint8_t* row, int64_t c, __m256 (&v)[4]) {
+  if constexpr (SuperBlocked<L>) {
+    L::load(chunk_addr<L>(row, c), static_cast<int>(c % 8), v);
+  } else {
+    L::load(chunk_addr<L>(row, c), v);
+  }
+}
+
 // Sums each of v[0..3] across its 8 lanes; lane i of the result is v[i]'s
 // sum, reduced in the same order whatever its slot.
 __m128 reduce4(const __m256 (&v)[4]) {
@@ -151,10 +280,11 @@ void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {
       for (int h = 0; h < H; ++h) acc[t][r][h] = _mm256_setzero_ps();
     }
   }
-  auto step = [&](const uint8_t* const (&wc)[R], const float* const (&xc)[T]) {
+  // Chunk c of each row wr[r]; xc[t] points at token t's 32 inputs.
+  auto step = [&](const uint8_t* const (&wr)[R], int64_t c, const float* const (&xc)[T]) {
     for (int r = 0; r < R; ++r) {
       __m256 wv[4];
-      L::load(wc[r], wv);
+      load_chunk<L>(wr[r], c, wv);
       for (int t = 0; t < T; ++t) {
         for (int i = 0; i < 4; ++i) {
           acc[t][r][i % H] = _mm256_fmadd_ps(wv[i], _mm256_loadu_ps(xc[t] + 8 * i), acc[t][r][i % H]);
@@ -164,12 +294,10 @@ void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {
   };
   const int64_t n_chunks = p.n_in / kMatmulChunk;
   for (int64_t c = 0; c < n_chunks; ++c) {
-    const uint8_t* wc[R];
     const float* xc[T];
-    for (int r = 0; r < R; ++r) wc[r] = rows[r] + c * L::kChunkBytes;
     for (int t = 0; t < T; ++t) xc[t] = xs[t] + c * kMatmulChunk;
-    for (int r = 0; r < R; ++r) prefetch_ahead(wc[r]);
-    step(wc, xc);
+    for (int r = 0; r < R; ++r) prefetch_ahead(chunk_addr<L>(rows[r], c));
+    step(rows, c, xc);
   }
   if constexpr (!L::kQuantized) {
     // A row length that is not a multiple of 32 (plain float types only):
@@ -189,7 +317,7 @@ void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {
         std::memcpy(xpad[t], xs[t] + n_chunks * kMatmulChunk, static_cast<size_t>(rem) * sizeof(float));
         xc[t] = xpad[t];
       }
-      step(wc, xc);
+      step(wc, 0, xc);
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -281,7 +409,7 @@ void dequant_panel(const MatmulProblem& p, int64_t r0, int64_t nr, int64_t k0, i
     float* out = dst + i * ld;
     for (int64_t c = 0; c < n_chunks; ++c) {
       __m256 v[4];
-      L::load(row + (c0 + c) * L::kChunkBytes, v);
+      load_chunk<L>(row, c0 + c, v);
       for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + c * kMatmulChunk + 8 * j, v[j]);
     }
     if constexpr (!L::kQuantized) {
@@ -339,6 +467,11 @@ void matmul_rows_avx2(const MatmulProblem& p, int64_t row_begin, int64_t row_end
     case DType::q8_0: return rows_for<LoadQ8_0>(p, row_begin, row_end);
     case DType::q4_0: return rows_for<LoadQ4_0>(p, row_begin, row_end);
     case DType::q4_1: return rows_for<LoadQ4_1>(p, row_begin, row_end);
+    case DType::q5_0: return rows_for<LoadQ5_0>(p, row_begin, row_end);
+    case DType::q5_1: return rows_for<LoadQ5_1>(p, row_begin, row_end);
+    case DType::q4_K: return rows_for<LoadQ4_K>(p, row_begin, row_end);
+    case DType::q5_K: return rows_for<LoadQ5_K>(p, row_begin, row_end);
+    case DType::q6_K: return rows_for<LoadQ6_K>(p, row_begin, row_end);
   }
 }
 

@@ -26,7 +26,8 @@ struct MatmulProblem {
 // paths). It is also the height of a prefill weight panel.
 inline constexpr int64_t kMatmulRowUnit = 48;
 
-// Weights per chunk in the per-ISA loaders: one q4_0/q4_1/q8_0 block.
+// Weights per chunk in the per-ISA loaders: one q4_0/q4_1/q8_0 block, or an
+// eighth of a k-quant super-block.
 inline constexpr int64_t kMatmulChunk = 32;
 
 // Computes y rows [row_begin, row_end) for all tokens. row_begin is a

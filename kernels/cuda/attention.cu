@@ -14,6 +14,15 @@
 // sliding window, grouped-query: head h reads kv head h / (n_head / n_head_kv)),
 // so nothing of size [n_q, n_kv] is ever materialised. Scalar fp32 math,
 // matching the CPU kernel's precision.
+//
+// The cache's element type (memory/kv_type.hpp: f32, f16, bf16, q8_0) is a
+// template parameter of every kernel: rows are read in place and converted
+// to f32 in registers (kv_load), so a q8_0 cache moves a quarter of the
+// bytes of f32. q8_0 needs head_dim a multiple of 32 here
+// (kernels/kv_support.cpp), so lane-element i of a row is in scale group i.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
 #include <string>
 
@@ -21,6 +30,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/kv_support.hpp"
 
 namespace troupe::cuda {
 namespace {
@@ -32,27 +42,80 @@ constexpr int kRowsPerWarp = kAttnTileQ / kWarps;  // prefill query rows each wa
 
 // ---- kernels -----------------------------------------------------------
 
-__global__ void kv_write_kernel(float* __restrict__ kc, float* __restrict__ vc, const float* __restrict__ k,
-                                const float* __restrict__ v, int64_t block_size, int64_t row, AttnMeta meta) {
+// KvType as a template argument (nvcc takes the enum's value).
+constexpr int kF32 = static_cast<int>(KvType::f32);
+constexpr int kF16 = static_cast<int>(KvType::f16);
+constexpr int kBf16 = static_cast<int>(KvType::bf16);
+constexpr int kQ8 = static_cast<int>(KvType::q8_0);
+constexpr int kQ8Group = static_cast<int>(kKvQ8Group);
+
+// Value d of a cached row of head_dim values in type KT, as f32. Rows are
+// 2-byte aligned for every 16-bit read (row bytes and head_dim are even).
+template <int KT>
+__device__ __forceinline__ float kv_load(const unsigned char* __restrict__ row, int64_t d, int64_t head_dim) {
+  if constexpr (KT == kF32) {
+    return reinterpret_cast<const float*>(row)[d];
+  } else if constexpr (KT == kF16) {
+    return __half2float(reinterpret_cast<const __half*>(row)[d]);
+  } else if constexpr (KT == kBf16) {
+    return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(row)[d]);
+  } else {
+    const float scale = __half2float(reinterpret_cast<const __half*>(row + head_dim)[d / kQ8Group]);
+    return scale * static_cast<float>(static_cast<int8_t>(row[d]));
+  }
+}
+
+// One unit of a row written by one thread: a value, or for q8_0 a whole
+// group of 32 (its scale needs the group's max), rounded as
+// kv_quantize_row rounds (scale = max|x| / 127 in fp16, values round(x / scale)).
+template <int KT>
+__device__ __forceinline__ void kv_store_unit(unsigned char* __restrict__ row, const float* __restrict__ x,
+                                              int64_t u, int64_t head_dim) {
+  if constexpr (KT == kF32) {
+    reinterpret_cast<float*>(row)[u] = x[u];
+  } else if constexpr (KT == kF16) {
+    reinterpret_cast<__half*>(row)[u] = __float2half_rn(x[u]);
+  } else if constexpr (KT == kBf16) {
+    reinterpret_cast<__nv_bfloat16*>(row)[u] = __float2bfloat16_rn(x[u]);
+  } else {
+    const int64_t g0 = u * kQ8Group;
+    float amax = 0.0f;
+    for (int i = 0; i < kQ8Group; ++i) amax = fmaxf(amax, fabsf(x[g0 + i]));
+    const float dscale = amax / 127.0f;
+    const float id = dscale != 0.0f ? 1.0f / dscale : 0.0f;
+    for (int i = 0; i < kQ8Group; ++i) {
+      row[g0 + i] = static_cast<unsigned char>(static_cast<int8_t>(roundf(x[g0 + i] * id)));
+    }
+    reinterpret_cast<__half*>(row + head_dim)[u] = __float2half_rn(dscale);
+  }
+}
+
+template <int KT>
+__global__ void kv_write_kernel(unsigned char* __restrict__ kc, unsigned char* __restrict__ vc,
+                                const float* __restrict__ k, const float* __restrict__ v, int64_t block_size,
+                                int64_t n_head_kv, int64_t head_dim, int64_t row_bytes, AttnMeta meta) {
   const DevSeq s = meta.seqs[blockIdx.x];
   const int32_t* table = meta.tables + s.table;
+  const int64_t units = KT == kQ8 ? head_dim / kQ8Group : head_dim;  // per row
   for (int j = blockIdx.y; j < s.n_q; j += gridDim.y) {
     const int64_t p = static_cast<int64_t>(s.n_past) + j;
-    const int64_t dst = (static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size) * row;
-    const int64_t src = static_cast<int64_t>(s.q_begin + j) * row;
-    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-      kc[dst + i] = k[src + i];
-      vc[dst + i] = v[src + i];
+    const int64_t slot = static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size;
+    const int64_t src = static_cast<int64_t>(s.q_begin + j) * n_head_kv * head_dim;
+    for (int64_t i = threadIdx.x; i < n_head_kv * units; i += blockDim.x) {
+      const int64_t h = i / units;
+      const int64_t dst = (slot * n_head_kv + h) * row_bytes;
+      kv_store_unit<KT>(kc + dst, k + src + h * head_dim, i % units, head_dim);
+      kv_store_unit<KT>(vc + dst, v + src + h * head_dim, i % units, head_dim);
     }
   }
 }
 
 // NDC: head_dim / 32 rounded up to a power of two (lane holds dims lane + 32 i).
-template <int NDC>
+template <int NDC, int KT>
 __global__ void __launch_bounds__(kThreads)
-    attn_decode_kernel(float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ kc,
-                       const float* __restrict__ vc, int64_t block_size, int64_t n_head_kv, int64_t head_dim,
-                       AttnMeta meta, int64_t n_head, float scale, int32_t window, int32_t split_len,
+    attn_decode_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
+                       const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
+                       int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window, int32_t split_len,
                        float* __restrict__ partials) {
   __shared__ float sm_m[kWarps];
   __shared__ float sm_l[kWarps];
@@ -76,17 +139,17 @@ __global__ void __launch_bounds__(kThreads)
     acc[i] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  const int64_t slot_stride = n_head_kv * head_dim;
+  const int64_t slot_stride = n_head_kv * row_bytes;  // bytes
   const int32_t* table = meta.tables + s.table;
   for (int64_t t = a + warp; t < e; t += kWarps) {
     const int64_t off = (static_cast<int64_t>(table[t / block_size]) * block_size + t % block_size) * slot_stride +
-                        kvh * head_dim;
+                        kvh * row_bytes;
     float kr[NDC], vr[NDC];
 #pragma unroll
     for (int i = 0; i < NDC; ++i) {
       const int64_t d = lane + 32 * i;
-      kr[i] = d < head_dim ? kc[off + d] : 0.0f;
-      vr[i] = d < head_dim ? vc[off + d] : 0.0f;
+      kr[i] = d < head_dim ? kv_load<KT>(kc + off, d, head_dim) : 0.0f;
+      vr[i] = d < head_dim ? kv_load<KT>(vc + off, d, head_dim) : 0.0f;
     }
     float sc = 0.0f;
 #pragma unroll
@@ -169,31 +232,34 @@ __global__ void attn_reduce_kernel(float* __restrict__ out, const float* __restr
 }
 
 // Loads keys (or values) [k0, k0 + kTileK) of kv head kvh into tile rows of
-// head_dim + 1 floats (the pad keeps lane-per-key reads conflict-free); rows
-// past k_hi are zero.
-__device__ __forceinline__ void load_kv_tile(float* tile, const float* __restrict__ cache, const int32_t* table,
-                                             int64_t k0, int64_t k_hi, int64_t block_size, int64_t slot_stride,
-                                             int64_t kvh, int64_t head_dim) {
+// head_dim + 1 floats (the pad keeps lane-per-key reads conflict-free),
+// converted to f32 on the way; rows past k_hi are zero. slot_stride and
+// row_bytes are in bytes.
+template <int KT>
+__device__ __forceinline__ void load_kv_tile(float* tile, const unsigned char* __restrict__ cache,
+                                             const int32_t* table, int64_t k0, int64_t k_hi, int64_t block_size,
+                                             int64_t slot_stride, int64_t row_bytes, int64_t kvh, int64_t head_dim) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   for (int j = warp; j < kTileK; j += kWarps) {
     const int64_t t = k0 + j;
     float* dst = tile + j * (head_dim + 1);
     if (t < k_hi) {
-      const float* src = cache + (static_cast<int64_t>(table[t / block_size]) * block_size + t % block_size) *
-                                     slot_stride + kvh * head_dim;
-      for (int64_t d = lane; d < head_dim; d += 32) dst[d] = src[d];
+      const unsigned char* src =
+          cache + (static_cast<int64_t>(table[t / block_size]) * block_size + t % block_size) * slot_stride +
+          kvh * row_bytes;
+      for (int64_t d = lane; d < head_dim; d += 32) dst[d] = kv_load<KT>(src, d, head_dim);
     } else {
       for (int64_t d = lane; d < head_dim; d += 32) dst[d] = 0.0f;
     }
   }
 }
 
-template <int NDC>
+template <int NDC, int KT>
 __global__ void __launch_bounds__(kThreads)
-    attn_prefill_kernel(float* __restrict__ out, const float* __restrict__ q, const float* __restrict__ kc,
-                        const float* __restrict__ vc, int64_t block_size, int64_t n_head_kv, int64_t head_dim,
-                        AttnMeta meta, int64_t n_head, float scale, int32_t window) {
+    attn_prefill_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
+                        const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
+                        int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window) {
   extern __shared__ float smem[];
   float* qs = smem;                                  // [kAttnTileQ][head_dim], pre-scaled
   float* kvs = qs + kAttnTileQ * head_dim;           // [kTileK][head_dim + 1]: K, then V
@@ -206,7 +272,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t h = blockIdx.y;
   const int64_t kvh = h / (n_head / n_head_kv);
   const int nr = min(kAttnTileQ, s.n_q - q0);  // valid query rows of this tile
-  const int64_t slot_stride = n_head_kv * head_dim;
+  const int64_t slot_stride = n_head_kv * row_bytes;  // bytes
   const int32_t* table = meta.tables + s.table;
   const int64_t first_row = static_cast<int64_t>(s.q_begin) + q0;
 
@@ -232,7 +298,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t k0 = k_lo; k0 < k_hi; k0 += kTileK) {
     __syncthreads();  // the previous tile's V reads (and the Q loads) are done
-    load_kv_tile(kvs, kc, table, k0, k_hi, block_size, slot_stride, kvh, head_dim);
+    load_kv_tile<KT>(kvs, kc, table, k0, k_hi, block_size, slot_stride, row_bytes, kvh, head_dim);
     __syncthreads();
     const int64_t t = k0 + lane;  // this lane's key
     const float* kr = kvs + lane * (head_dim + 1);
@@ -260,7 +326,7 @@ __global__ void __launch_bounds__(kThreads)
       ps[r * kTileK + lane] = p;
     }
     __syncthreads();  // scores done with K
-    load_kv_tile(kvs, vc, table, k0, k_hi, block_size, slot_stride, kvh, head_dim);
+    load_kv_tile<KT>(kvs, vc, table, k0, k_hi, block_size, slot_stride, row_bytes, kvh, head_dim);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -303,15 +369,18 @@ int ndc_for(int64_t head_dim) {
   return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
 }
 
-template <int NDC>
+template <int NDC, int KT>
 void launch_attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta, const AttnArgs& args,
                       cudaStream_t stream) {
+  const auto* kc = static_cast<const unsigned char*>(kv.k);
+  const auto* vc = static_cast<const unsigned char*>(kv.v);
   if (meta.n_dec > 0) {
     const dim3 grid(static_cast<unsigned>(meta.n_dec), static_cast<unsigned>(args.n_head),
                     static_cast<unsigned>(args.n_splits));
-    attn_decode_kernel<NDC><<<grid, kThreads, 0, stream>>>(out, q, kv.k, kv.v, kv.block_size, kv.n_head_kv,
-                                                           kv.head_dim, meta, args.n_head, args.scale, args.window,
-                                                           args.split_len, args.partials);
+    attn_decode_kernel<NDC, KT><<<grid, kThreads, 0, stream>>>(out, q, kc, vc, kv.block_size, kv.n_head_kv,
+                                                               kv.head_dim, kv.row_bytes(), meta, args.n_head,
+                                                               args.scale, args.window, args.split_len,
+                                                               args.partials);
     TROUPE_CUDA_CHECK_LAUNCH();
     if (args.n_splits > 1) {
       const dim3 rgrid(static_cast<unsigned>(meta.n_dec), static_cast<unsigned>(args.n_head));
@@ -322,16 +391,36 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
   }
   if (meta.n_tiles > 0) {
     const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
-    attn_prefill_kernel<NDC><<<grid, kThreads, prefill_smem_bytes(kv.head_dim), stream>>>(
-        out, q, kv.k, kv.v, kv.block_size, kv.n_head_kv, kv.head_dim, meta, args.n_head, args.scale, args.window);
+    attn_prefill_kernel<NDC, KT><<<grid, kThreads, prefill_smem_bytes(kv.head_dim), stream>>>(
+        out, q, kc, vc, kv.block_size, kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale,
+        args.window);
     TROUPE_CUDA_CHECK_LAUNCH();
   }
 }
 
+template <int NDC, int KT>
+void raise_smem_limit_kt() {
+  TROUPE_CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<NDC, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(prefill_smem_bytes(32 * NDC))));
+}
+
 template <int NDC>
 void raise_smem_limit() {
-  TROUPE_CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<NDC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(prefill_smem_bytes(32 * NDC))));
+  raise_smem_limit_kt<NDC, kF32>();
+  raise_smem_limit_kt<NDC, kF16>();
+  raise_smem_limit_kt<NDC, kBf16>();
+  raise_smem_limit_kt<NDC, kQ8>();
+}
+
+template <int KT>
+void launch_by_head_dim(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta,
+                        const AttnArgs& args, cudaStream_t stream) {
+  switch (ndc_for(kv.head_dim)) {
+    case 1: return launch_attention<1, KT>(out, q, kv, meta, args, stream);
+    case 2: return launch_attention<2, KT>(out, q, kv, meta, args, stream);
+    case 4: return launch_attention<4, KT>(out, q, kv, meta, args, stream);
+    default: return launch_attention<8, KT>(out, q, kv, meta, args, stream);
+  }
 }
 
 void check_view(const char* fn, const PagedKvView& kv) {
@@ -342,6 +431,9 @@ void check_view(const char* fn, const PagedKvView& kv) {
                                             std::to_string(kv.block_size) + " n_head_kv=" +
                                             std::to_string(kv.n_head_kv) + " head_dim=" + std::to_string(kv.head_dim) +
                                             ", head_dim at most " + std::to_string(kAttnMaxHeadDim) + ")");
+  }
+  if (const std::string why = kv_type_refusal("cuda", kv.type, kv.head_dim); !why.empty()) {
+    throw Error(Errc::unsupported, std::string("cuda ") + fn + ": " + why);
   }
 }
 
@@ -363,7 +455,24 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnM
   if (meta.n_seqs < 0 || meta.max_q < 0) throw Error(Errc::invalid_argument, "cuda kv_write: bad sequence metadata");
   if (meta.n_seqs == 0 || meta.max_q == 0) return;
   const dim3 grid(static_cast<unsigned>(meta.n_seqs), static_cast<unsigned>(meta.max_q < 256 ? meta.max_q : 256));
-  kv_write_kernel<<<grid, 256, 0, stream>>>(kv.k, kv.v, k, v, kv.block_size, kv.n_head_kv * kv.head_dim, meta);
+  auto* kc = static_cast<unsigned char*>(kv.k);
+  auto* vc = static_cast<unsigned char*>(kv.v);
+  const int64_t rb = kv.row_bytes();
+  switch (kv.type) {
+    case KvType::f32:
+      kv_write_kernel<kF32><<<grid, 256, 0, stream>>>(kc, vc, k, v, kv.block_size, kv.n_head_kv, kv.head_dim, rb, meta);
+      break;
+    case KvType::f16:
+      kv_write_kernel<kF16><<<grid, 256, 0, stream>>>(kc, vc, k, v, kv.block_size, kv.n_head_kv, kv.head_dim, rb, meta);
+      break;
+    case KvType::bf16:
+      kv_write_kernel<kBf16><<<grid, 256, 0, stream>>>(kc, vc, k, v, kv.block_size, kv.n_head_kv, kv.head_dim, rb,
+                                                       meta);
+      break;
+    case KvType::q8_0:
+      kv_write_kernel<kQ8><<<grid, 256, 0, stream>>>(kc, vc, k, v, kv.block_size, kv.n_head_kv, kv.head_dim, rb, meta);
+      break;
+  }
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
@@ -381,11 +490,11 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta
                                             std::to_string(args.n_splits) + " split_len=" +
                                             std::to_string(args.split_len) + ")");
   }
-  switch (ndc_for(kv.head_dim)) {
-    case 1: return launch_attention<1>(out, q, kv, meta, args, stream);
-    case 2: return launch_attention<2>(out, q, kv, meta, args, stream);
-    case 4: return launch_attention<4>(out, q, kv, meta, args, stream);
-    default: return launch_attention<8>(out, q, kv, meta, args, stream);
+  switch (kv.type) {
+    case KvType::f32: return launch_by_head_dim<kF32>(out, q, kv, meta, args, stream);
+    case KvType::f16: return launch_by_head_dim<kF16>(out, q, kv, meta, args, stream);
+    case KvType::bf16: return launch_by_head_dim<kBf16>(out, q, kv, meta, args, stream);
+    case KvType::q8_0: return launch_by_head_dim<kQ8>(out, q, kv, meta, args, stream);
   }
 }
 

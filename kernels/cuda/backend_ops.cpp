@@ -8,6 +8,7 @@
 #include "kernels/cuda/backend_impl.hpp"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/kv_support.hpp"
 
 namespace troupe {
 namespace {
@@ -35,6 +36,9 @@ void check_view(const char* fn, const PagedKvView& kv) {
                     " head_dim=" + std::to_string(kv.head_dim) + ", k/v set: " + (kv.k && kv.v ? "yes" : "no") +
                     "; head_dim at most " + std::to_string(cuda::kAttnMaxHeadDim) + ")");
   }
+  if (const std::string why = kv_type_refusal("cuda", kv.type, kv.head_dim); !why.empty()) {
+    throw Error(Errc::unsupported, std::string("cuda ") + fn + ": " + why);
+  }
 }
 
 // The record fields shared by kv_write and attention.
@@ -46,6 +50,7 @@ Op attn_op(OpKind kind, const PagedKvView& kv, const cuda::AttnPlan& plan, const
   op.attn.block_size = kv.block_size;
   op.attn.n_head_kv = kv.n_head_kv;
   op.attn.head_dim = kv.head_dim;
+  op.attn.kv_type = static_cast<int64_t>(kv.type);
   op.attn.meta = meta;
   op.attn.tables_off = plan.tables_off;
   op.attn.dec_off = plan.dec_off;

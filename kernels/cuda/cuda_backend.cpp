@@ -241,8 +241,9 @@ bool CudaBackend::supports(DType type) const {
     case DType::q4_0:
     case DType::q4_1:
       return true;
+    default:  // q5_0/q5_1 and the k-quants: CPU kernels only (issue 14)
+      return false;
   }
-  return false;
 }
 
 void* CudaBackend::host_alloc(size_t bytes) {

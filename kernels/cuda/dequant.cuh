@@ -44,6 +44,7 @@ __device__ __forceinline__ float load_element(const unsigned char* row, DType t,
       const int q = j < kQK / 2 ? (b[4 + j] & 0x0F) : (b[4 + j - kQK / 2] >> 4);
       return d * static_cast<float>(q) + m;
     }
+    default: break;  // q5_0/q5_1, k-quants: CudaBackend::supports refuses them
   }
   return 0.0f;
 }

@@ -221,6 +221,7 @@ bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens,
     case DType::f32: case DType::f16: case DType::bf16: return aligned(w, 16);
     case DType::q8_0: case DType::q4_0: return aligned(w, 2);
     case DType::q4_1: return aligned(w, 4);
+    default: return false;  // q5_0/q5_1, k-quants: no CUDA kernel
   }
   return false;
 }
@@ -241,6 +242,7 @@ void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens,
     case DType::q8_0: return launch_gemv<LoadQ8_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
     case DType::q4_0: return launch_gemv<LoadQ4_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
     case DType::q4_1: return launch_gemv<LoadQ4_1>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    default: return;  // unreachable: gemv_supported refused it above
   }
 }
 

@@ -15,7 +15,7 @@ static_assert(std::is_trivially_copyable_v<Op>);
 static_assert(sizeof(Op) % 8 == 0);
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 5 * 8 && sizeof(RopeOp) == 11 * 8 &&
-                  sizeof(AttnOp) == 23 * 8,
+                  sizeof(AttnOp) == 24 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -24,7 +24,8 @@ PagedKvView kv_view(const AttnOp& a) {
           .n_blocks = a.n_blocks,
           .block_size = a.block_size,
           .n_head_kv = a.n_head_kv,
-          .head_dim = a.head_dim};
+          .head_dim = a.head_dim,
+          .type = static_cast<KvType>(a.kv_type)};
 }
 
 AttnMeta attn_meta(const AttnOp& a) {

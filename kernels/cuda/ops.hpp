@@ -97,8 +97,8 @@ struct AttnOp {
   const float* q;
   const float* k;
   const float* v;
-  float* k_cache;
-  float* v_cache;
+  void* k_cache;
+  void* v_cache;
   int64_t n_blocks;
   int64_t block_size;
   int64_t n_head_kv;
@@ -116,6 +116,7 @@ struct AttnOp {
   int64_t window;
   int64_t n_splits;
   int64_t split_len;
+  int64_t kv_type;  // KvType of the cache rows
 };
 
 struct Op {

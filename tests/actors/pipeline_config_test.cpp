@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "core/error.hpp"
 
@@ -87,6 +88,18 @@ TEST(PipelineConfigJson, ErrorsNameTheKey) {
   expect_error("{\"model\": ", "not valid JSON");
 }
 
+TEST(PipelineConfigJson, KvTypeAndByteBudget) {
+  const PipelineConfig c = parse_pipeline_config(R"({"kv": {"type": "q8_0", "memory": "2GiB"}})");
+  EXPECT_EQ(c.kv_type, KvType::q8_0);
+  EXPECT_EQ(c.kv_memory_bytes, int64_t{2} << 30);
+  EXPECT_EQ(parse_pipeline_config(R"({"kv": {"memory": 1000000}})").kv_memory_bytes, 1000000);
+  EXPECT_EQ(parse_pipeline_config("{}").kv_type, KvType::f32);
+  expect_error(R"({"kv": {"type": "q4_0"}})", "kv.type");
+  expect_error(R"({"kv": {"memory": "lots"}})", "kv.memory");
+  expect_error(R"({"kv": {"memory": -5}})", "kv.memory");
+  expect_error(R"({"kv": {"memory": "1GiB", "blocks": 10}})", "give one of them");
+}
+
 TEST(PipelineConfigJson, RelativeModelPathIsRelativeToTheFile) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "troupe_config_test";
   std::filesystem::create_directories(dir);
@@ -135,3 +148,40 @@ TEST(PipelineConfigJson, TraceAndAnomalySections) {
 
 }  // namespace
 }  // namespace troupe
+
+// Found by tests/fuzz/config_readers_fuzz.cpp (input kept in
+// tests/fuzz/regressions/config_readers/): a number too large for a double
+// threw nlohmann's out_of_range past the reader, which caught only
+// parse_error, and ended `troupe serve --config` with std::terminate.
+TEST(PipelineConfigJson, NumberPastADoubleIsAnError) {
+  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/../fuzz/regressions/config_readers/number_past_double.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  for (const std::string& json : {text, std::string(R"({"stages": [1e99999]})")}) {
+    try {
+      troupe::parse_pipeline_config(json, "fuzz.json");
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const troupe::Error& e) {
+      EXPECT_EQ(e.code(), troupe::Errc::bad_format);
+      EXPECT_NE(std::string(e.what()).find("fuzz.json: not valid JSON"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Found by tests/fuzz/config_readers_fuzz.cpp (UBSan): a level_aging_ms of
+// 6.7e41 was cast to int64 microseconds, which is undefined behaviour.
+TEST(PipelineConfigJson, WaitsPastInt64AreErrors) {
+  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/../fuzz/regressions/config_readers/level_aging_past_int64.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  for (const std::string& json : {text, std::string(R"({"scheduler": {"max_wait_ms": -1}})"),
+                                  std::string(R"({"scheduler": {"level_aging_ms": 1e300}})")}) {
+    try {
+      troupe::parse_pipeline_config(json, "fuzz.json");
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const troupe::Error& e) {
+      EXPECT_EQ(e.code(), troupe::Errc::bad_format);
+      EXPECT_NE(std::string(e.what()).find("must be a number of ms in [0, 1e9]"), std::string::npos) << e.what();
+    }
+  }
+}

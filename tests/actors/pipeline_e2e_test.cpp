@@ -63,6 +63,9 @@ TEST_P(PipelineStages, PreemptionUnderKvPressureKeepsOutputs) {
   PipelineConfig cfg = test::stories_config(test::split(GetParam()));
   cfg.n_kv_blocks = 24;  // 384 tokens for 32 requests of up to ~200 each
   cfg.scheduler.kv_watermark = 0.0;
+  // Admission by first chunk (not by expected KV demand), so that the pool
+  // runs out mid-generation and preemption by recompute is exercised.
+  cfg.scheduler.kv_demand_fraction = 0.0;
   auto p = Pipeline::start(cfg);
   run_all_concurrently(*p, cases32());
   const PipelineStats s = p->stats();

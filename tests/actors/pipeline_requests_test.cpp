@@ -48,25 +48,37 @@ TEST(PipelineErrors, EachErrorReachesOnlyItsRequest) {
   auto e_utf8 = p->generate(TextPrompt{.text = "bad \xff text"}, greedy(8));
   auto ok2 = p->generate(good, greedy(24));
 
-  const char* names[] = {"too long", "bad top_p", "token id", "empty", "empty stop", "not UTF-8"};
-  int k = 0;
-  for (auto* f : {&e_long, &e_params, &e_token, &e_empty, &e_stop, &e_utf8}) {
-    const Completion c = test::wait_for(*f);
-    SCOPED_TRACE(names[k++]);
+  // Each refused at the front door with its rule's code and the field at
+  // fault, before it took a queue slot.
+  struct Expect {
+    const char* name;
+    std::future<Completion>* run;
+    Errc code;
+    const char* param;
+  };
+  const Expect expects[] = {{"too long", &e_long, Errc::too_long, "prompt"},
+                            {"bad top_p", &e_params, Errc::invalid_argument, "top_p"},
+                            {"token id", &e_token, Errc::invalid_argument, "prompt[2]"},
+                            {"empty", &e_empty, Errc::invalid_argument, "prompt"},
+                            {"empty stop", &e_stop, Errc::invalid_argument, "stop[0]"},
+                            {"not UTF-8", &e_utf8, Errc::invalid_argument, "prompt"}};
+  for (const Expect& x : expects) {
+    const Completion c = test::wait_for(*x.run);
+    SCOPED_TRACE(x.name);
     EXPECT_EQ(c.final.reason, EndReason::error) << c.final.error_message;
-    EXPECT_EQ(c.final.error_code, Errc::invalid_argument) << c.final.error_message;
-    EXPECT_NE(c.final.error_message.find("request " + std::to_string(c.final.id)), std::string::npos)
-        << c.final.error_message;
+    EXPECT_EQ(c.final.error_code, x.code) << c.final.error_message;
+    EXPECT_EQ(c.final.error_param, x.param) << c.final.error_message;
+    EXPECT_FALSE(c.final.error_message.empty());
     EXPECT_TRUE(c.tokens.empty());
   }
   EXPECT_EQ(test::ids_of(test::wait_for(ok1)), expected);
   EXPECT_EQ(test::ids_of(test::wait_for(ok2)), expected);
-  // The scheduler's count: the text that cannot be tokenized never reaches it.
-  EXPECT_EQ(p->stats().rejected, 5u);
+  // Every refusal at the front door counts, the text that cannot be tokenized too.
+  EXPECT_EQ(p->stats().rejected, 6u);
   EXPECT_EQ(p->kv_snapshot().n_used, 0);
 }
 
-TEST(PipelineErrors, PromptTheKvCanNeverHoldIsOutOfMemory) {
+TEST(PipelineErrors, PromptTheKvCanNeverHoldIsTooLong) {
   PipelineConfig cfg = test::stories_config(test::split(1));
   cfg.n_kv_blocks = 8;  // 128 tokens in all
   auto p = Pipeline::start(cfg);
@@ -77,7 +89,11 @@ TEST(PipelineErrors, PromptTheKvCanNeverHoldIsOutOfMemory) {
   auto fine = p->generate(good, greedy(16));
   const Completion b = test::wait_for(bad);
   EXPECT_EQ(b.final.reason, EndReason::error);
-  EXPECT_EQ(b.final.error_code, Errc::out_of_memory) << b.final.error_message;
+  // The context is capped at what the KV pool can hold at all: refused at
+  // the front door, before it takes a queue slot.
+  EXPECT_EQ(b.final.error_code, Errc::too_long) << b.final.error_message;
+  EXPECT_EQ(b.final.error_param, "prompt");
+  EXPECT_EQ(p->model_info().context_length, 128);
   EXPECT_EQ(test::ids_of(test::wait_for(fine)), test::reference(good, 16));
 }
 
@@ -200,13 +216,11 @@ sampler_actor::behavior_type argmax_sampler(sampler_actor::stateful_pointer<std:
       [self, tokenizer](StepLogits& in) -> SampledStep {
         SampledStep out{.step = in.step, .engine = in.engine};
         for (size_t r = 0; r < in.rows.size(); ++r) {
-          SampledToken t{.id = in.rows[r]};
+          SampledToken t{.id = in.rows[r]};  // skipped unless the request is known
           if (self->state.count(t.id) != 0) {
             const float* row = in.logits->row(static_cast<int64_t>(r));
-            t.token = static_cast<int32_t>(std::max_element(row, row + in.logits->cols) - row);
-            t.finished = tokenizer->is_eog(t.token);
-          } else {
-            t.finished = true;
+            const auto best = static_cast<int32_t>(std::max_element(row, row + in.logits->cols) - row);
+            t = SampledToken::chosen(t.id, best, tokenizer->is_eog(best));
           }
           out.tokens.push_back(t);
         }
@@ -216,12 +230,14 @@ sampler_actor::behavior_type argmax_sampler(sampler_actor::stateful_pointer<std:
 }
 
 struct Seen {
+  std::atomic<int> prompts{0};
   std::atomic<int> tokens{0};
   std::atomic<int> finals{0};
 };
 
 observer_actor::behavior_type counting_observer(observer_actor::pointer, std::shared_ptr<Seen> seen) {
   return {
+      [seen](const PromptEvent&) { ++seen->prompts; },
       [seen](const TokenEvent&) { ++seen->tokens; },
       [seen](const FinalEvent&) { ++seen->finals; },
   };
@@ -242,7 +258,7 @@ TEST(PipelineExtensionsTest, CustomSamplerAndObserver) {
     for (const auto& c : cases) runs.push_back(p->generate(c.prompt, greedy(c.max_new_tokens)));
     for (size_t i = 0; i < runs.size(); ++i) {
       const Completion c = test::wait_for(runs[i]);
-      EXPECT_EQ(test::ids_of(c), cases[i].expected);
+      EXPECT_EQ(test::ids_of(c), cases[i].expected) << c.final.error_message;
       total += static_cast<int>(c.tokens.size());
     }
   }  // the pipeline is gone: every observer message was handled

@@ -264,7 +264,9 @@ TEST(SchedulerPolicyRandom, ChunkedUnderKvPressure) {
                    .context_length = 160,
                    .kv_watermark = 0.05,
                    .level_bounds = {16, 64},
-                   .level_aging = std::chrono::milliseconds(30)},
+                   .level_aging = std::chrono::milliseconds(30),
+                   // Admission on the first chunk only: preemption is what is tested.
+                   .kv_demand_fraction = 0.0},
                   {.n_blocks = 48, .block_size = 4}, seed);
     run.run(2000);
     if (::testing::Test::HasFatalFailure()) return;
@@ -291,7 +293,8 @@ TEST(SchedulerPolicyRandom, WholePromptsWithBatchingDelay) {
                    .max_wait = std::chrono::milliseconds(5),
                    .max_waiting = 32,
                    .context_length = 200,
-                   .kv_watermark = 0.02},
+                   .kv_watermark = 0.02,
+                   .kv_demand_fraction = 0.0},
                   {.n_blocks = 64, .block_size = 8}, seed);
     run.run(2000);
     if (::testing::Test::HasFatalFailure()) return;
@@ -308,11 +311,36 @@ TEST(SchedulerPolicyRandom, TinyCacheManyPreemptions) {
                    .prefill_chunk = 5,
                    .max_waiting = 16,
                    .context_length = 64,
-                   .kv_watermark = 0.0},
+                   .kv_watermark = 0.0,
+                   .kv_demand_fraction = 0.0},
                   {.n_blocks = 10, .block_size = 4}, seed);
     run.run(2000);
     if (::testing::Test::HasFatalFailure()) return;
     EXPECT_GT(run.policy().stats().preemptions, 10u);
+  }
+}
+
+// The same pressure with admission by KV demand (the default): every check
+// of check_plan still holds, and within one engine nothing is preempted.
+TEST(SchedulerPolicyRandom, DemandAdmissionUnderKvPressureNeverPreempts) {
+  for (uint32_t seed : {1u, 2u, 3u, 6u}) {
+    SCOPED_TRACE(seed);
+    RandomRun run({.max_batch_size = 8,
+                   .max_tokens_per_step = 48,
+                   .prefill_chunk = 16,
+                   .max_waiting = 24,
+                   .context_length = 160,
+                   .kv_watermark = 0.05,
+                   .level_bounds = {16, 64},
+                   .level_aging = std::chrono::milliseconds(30),
+                   .short_request_tokens = 40,
+                   .short_kv_share = 0.1,
+                   .short_batch_share = 0.25},
+                  {.n_blocks = 48, .block_size = 4}, seed);
+    run.run(2000);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(run.policy().stats().preemptions, 0u);
+    EXPECT_GT(run.policy().stats().finished, 50u);
   }
 }
 

@@ -160,7 +160,8 @@ TEST(SchedulerPolicy, PreemptionTakesBatchBeforeInteractive) {
                      .max_tokens_per_step = 64,
                      .prefill_chunk = 64,
                      .context_length = 64,
-                     .kv_watermark = 0.0},
+                     .kv_watermark = 0.0,
+                     .kv_demand_fraction = 0.0},  // first-chunk admission: the pool runs out
                     kv);
   s.add(make_request(1, 3, Priority::batch, 0));
   step(s, 0);  // A: 1 block
@@ -184,7 +185,8 @@ TEST(SchedulerPolicy, PreemptionTakesMostRecentAndResumesExactly) {
                      .max_tokens_per_step = 64,
                      .prefill_chunk = 64,
                      .context_length = 64,
-                     .kv_watermark = 0.0},
+                     .kv_watermark = 0.0,
+                     .kv_demand_fraction = 0.0},  // first-chunk admission: the pool runs out
                     kv);
   for (int64_t id = 1; id <= 3; ++id) s.add(make_request(id, 7, Priority::interactive, id, 4));
   EXPECT_EQ(ids_of(step(s, 10)), (std::vector<int64_t>{1, 2, 3}));  // 2 blocks each

@@ -34,6 +34,16 @@ if not has_gpu:
     expect_error(["serve", "-m", model, "--port", "0", "--gpu-layers", "3"], "device cuda:0: ")
 else:
     print("skip: the no-GPU errors (this machine has a GPU)")
+# --kv-type: an unknown type, or one the device cannot run (q8_0 on CUDA
+# needs head_dim a multiple of 32; stories260K has 8), is refused at start,
+# before any device is opened, so with or without a GPU.
+expect_error(["generate", "-m", model, "--kv-type", "q4_0"], 'unknown KV cache type "q4_0"')
+expect_error(["generate", "-m", model, "--device", "cuda", "--kv-type", "q8_0"],
+             "the cuda backend cannot hold a q8_0 KV cache for this model's head_dim 8")
+expect_error(["serve", "-m", model, "--port", "0", "--device", "cuda", "--kv-type", "q8_0"],
+             "the cuda backend cannot hold a q8_0 KV cache")
+expect_error(["serve", "-m", model, "--port", "0", "--kv-blocks", "8", "--kv-memory", "1GiB"],
+             "--kv-blocks and --kv-memory both size the KV pool")
 expect_error(["stage", "-m", model, "--layers", "2-5"], "--layers wants FIRST:LAST")
 expect_error(["stage", "-m", model, "--layers", "4:9", "--listen", "127.0.0.1:0"], "not a non-empty range")
 

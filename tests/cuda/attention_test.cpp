@@ -6,10 +6,19 @@
 // Tolerance: 1e-5 absolute on outputs in [-1, 1] against a plain double
 // softmax (the CPU kernel's own bound), 2e-5 against the CPU kernel; the
 // cache must match the CPU's exactly.
+//
+// Quantized caches (f16, bf16, q8_0) run the same cases: the GPU's kv_write
+// must store what the CPU's row quantizer stores (bit for bit for f16/bf16,
+// which both round to nearest even; for q8_0 within one step of the row's
+// scale, in case a tie rounds the other way), and attention must match the
+// CPU kernel over the same cache to 2e-5 and the double reference over the
+// dequantized rows to 1e-5: the kernels dequantize in registers but compute
+// the same values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -18,6 +27,8 @@
 #include "core/thread_pool.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "kernels/kv_support.hpp"
+#include "memory/kv_type.hpp"
 
 namespace troupe {
 namespace {
@@ -30,6 +41,7 @@ struct SeqSpec {
 };
 
 struct Case {
+  KvType type = KvType::f32;
   int64_t n_head;
   int64_t n_head_kv;
   int64_t head_dim;
@@ -40,7 +52,7 @@ struct Case {
 };
 
 void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
-  SCOPED_TRACE("n_head=" + std::to_string(c.n_head) + " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" +
+  SCOPED_TRACE(std::string("kv=") + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" +
                std::to_string(c.head_dim) + " block_size=" + std::to_string(c.block_size) +
                " window=" + std::to_string(c.window) + " seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -54,8 +66,15 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
   std::iota(phys.begin(), phys.end(), 0);
   std::shuffle(phys.begin(), phys.end(), rng);
 
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> kc(n_blocks * c.block_size * kv_row, nan), vc(kc.size(), nan);
+  const int64_t row_bytes = kv_row_bytes(c.type, d);
+  const int64_t slot_bytes = c.n_head_kv * row_bytes;
+  // Byte caches kept in floats for DeviceFloats; every byte 0xff is NaN in
+  // f32, f16 and bf16, and a NaN scale in q8_0.
+  const size_t cache_bytes = static_cast<size_t>(n_blocks * c.block_size * slot_bytes);
+  std::vector<float> kc((cache_bytes + 3) / 4), vc(kc.size());
+  std::memset(kc.data(), 0xff, kc.size() * sizeof(float));
+  std::memset(vc.data(), 0xff, vc.size() * sizeof(float));
+  auto bytes = [](std::vector<float>& v) { return reinterpret_cast<unsigned char*>(v.data()); };
   std::vector<std::vector<int32_t>> tables(n_seqs);
   std::vector<AttnSeq> seqs(n_seqs);
   int64_t next = 0;
@@ -67,11 +86,16 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
     tables[i].assign(phys.begin() + next, phys.begin() + next + nb);
     next += nb;
     // The history the cache already holds.
+    std::vector<float> kr(static_cast<size_t>(d)), vr(static_cast<size_t>(d));
     for (int64_t p = 0; p < s.n_past; ++p) {
-      const int64_t off = (tables[i][p / c.block_size] * c.block_size + p % c.block_size) * kv_row;
-      for (int64_t e = 0; e < kv_row; ++e) {
-        kc[off + e] = uni(rng);
-        vc[off + e] = uni(rng);
+      const int64_t off = (tables[i][p / c.block_size] * c.block_size + p % c.block_size) * slot_bytes;
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        for (int64_t e = 0; e < d; ++e) {
+          kr[e] = uni(rng);
+          vr[e] = uni(rng);
+        }
+        kv_quantize_row(c.type, kr.data(), bytes(kc) + off + h * row_bytes, d);
+        kv_quantize_row(c.type, vr.data(), bytes(vc) + off + h * row_bytes, d);
       }
     }
     seqs[i] = {.q_begin = n_tokens, .n_q = s.n_q, .n_past = s.n_past,
@@ -91,22 +115,41 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
     dv.put(v_new);
   }
   const PagedKvView gview{.k = dkc.get(), .v = dvc.get(), .n_blocks = n_blocks, .block_size = c.block_size,
-                          .n_head_kv = c.n_head_kv, .head_dim = d};
+                          .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
   gpu.kv_write(gview, dk.get(), dv.get(), seqs.data(), n_seqs);
   gpu.attention(dout.get(), dq.get(), gview, seqs.data(), n_seqs, c.n_head, scale, c.window);
 
   const PagedKvView cview{.k = kc.data(), .v = vc.data(), .n_blocks = n_blocks, .block_size = c.block_size,
-                          .n_head_kv = c.n_head_kv, .head_dim = d};
+                          .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
   kernels::kv_write(cview, k_new.data(), v_new.data(), seqs.data(), n_seqs);
   std::vector<float> want(q.size(), 0.0f);
   ThreadPool pool(2);
   kernels::attention(want.data(), q.data(), cview, seqs.data(), n_seqs, c.n_head, scale, pool, c.window);
 
-  const std::vector<float> gk = dkc.read(), gv = dvc.read();
-  for (size_t i = 0; i < kc.size(); ++i) {
-    const bool same_k = (std::isnan(gk[i]) && std::isnan(kc[i])) || gk[i] == kc[i];
-    const bool same_v = (std::isnan(gv[i]) && std::isnan(vc[i])) || gv[i] == vc[i];
-    ASSERT_TRUE(same_k && same_v) << "cache element " << i;
+  std::vector<float> gk = dkc.read(), gv = dvc.read();
+  if (c.type != KvType::q8_0) {
+    ASSERT_EQ(std::memcmp(gk.data(), kc.data(), cache_bytes), 0) << "K cache bytes differ";
+    ASSERT_EQ(std::memcmp(gv.data(), vc.data(), cache_bytes), 0) << "V cache bytes differ";
+  } else {
+    // Rows the step wrote: within one quantisation step of the CPU's.
+    std::vector<float> a(static_cast<size_t>(d)), b(static_cast<size_t>(d));
+    for (int i = 0; i < n_seqs; ++i) {
+      for (int64_t p = c.seqs[i].n_past; p < c.seqs[i].n_past + c.seqs[i].n_q; ++p) {
+        const int64_t off = (tables[i][p / c.block_size] * c.block_size + p % c.block_size) * slot_bytes;
+        for (int64_t h = 0; h < c.n_head_kv; ++h) {
+          for (auto [g, cpu] : {std::pair{&gk, &kc}, std::pair{&gv, &vc}}) {
+            kv_dequantize_row(c.type, bytes(*g) + off + h * row_bytes, a.data(), d);
+            kv_dequantize_row(c.type, bytes(*cpu) + off + h * row_bytes, b.data(), d);
+            const float amax = std::abs(*std::max_element(b.begin(), b.end(), [](float x, float y) {
+              return std::abs(x) < std::abs(y);
+            }));
+            for (int64_t e = 0; e < d; ++e) {
+              ASSERT_LE(std::abs(a[e] - b[e]), amax / 127.0f * 1.01f + 1e-7f) << "seq " << i << " pos " << p;
+            }
+          }
+        }
+      }
+    }
   }
   const std::vector<float> got = dout.read();
   // Against the CPU kernel: each is within 1e-5 of exact, so 2e-5 of each other.
@@ -119,8 +162,14 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
   const int64_t group = c.n_head / c.n_head_kv;
   for (int i = 0; i < n_seqs; ++i) {
     const std::vector<int32_t>& table = tables[i];
-    auto at = [&](const std::vector<float>& cache, int64_t p) {
-      return cache.data() + (table[p / c.block_size] * c.block_size + p % c.block_size) * kv_row;
+    // Token p's rows, dequantized: [n_head_kv, head_dim].
+    auto at = [&](std::vector<float>& cache, int64_t p) {
+      std::vector<float> row(static_cast<size_t>(kv_row));
+      const int64_t off = (table[p / c.block_size] * c.block_size + p % c.block_size) * slot_bytes;
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        kv_dequantize_row(c.type, bytes(cache) + off + h * row_bytes, row.data() + h * d, d);
+      }
+      return row;
     };
     for (int64_t qi = 0; qi < c.seqs[i].n_q; ++qi) {
       const int64_t pos = c.seqs[i].n_past + qi;
@@ -129,9 +178,12 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
         const int64_t kvh = h / group;
         const int64_t row = (seqs[i].q_begin + qi) * c.n_head + h;
         std::vector<double> w;
+        std::vector<std::vector<float>> vrows;
         for (int64_t p = first; p <= pos; ++p) {
+          const std::vector<float> kp = at(kc, p);
+          vrows.push_back(at(vc, p));
           double sc = 0;
-          for (int64_t e = 0; e < d; ++e) sc += double(q[row * d + e]) * at(kc, p)[kvh * d + e];
+          for (int64_t e = 0; e < d; ++e) sc += double(q[row * d + e]) * kp[kvh * d + e];
           w.push_back(sc * scale);
         }
         const double m = *std::max_element(w.begin(), w.end());
@@ -139,7 +191,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
         for (double& x : w) z += x = std::exp(x - m);
         for (int64_t e = 0; e < d; ++e) {
           double o = 0;
-          for (int64_t p = first; p <= pos; ++p) o += w[p - first] / z * at(vc, p)[kvh * d + e];
+          for (int64_t p = first; p <= pos; ++p) o += w[p - first] / z * vrows[p - first][kvh * d + e];
           ASSERT_NEAR(got[row * d + e], o, 1e-5) << "exact: seq " << i << " query " << qi << " head " << h;
         }
       }
@@ -200,6 +252,47 @@ TEST(CudaAttention, LongContextDecodeSplitsAndSlidingWindow) {
   const Case single{.n_head = 4, .n_head_kv = 4, .head_dim = 64, .block_size = 32, .window = 0, .q_scale = 4.0f,
                     .seqs = {{6000, 1}}};
   run_case(gpu, single, 8);
+}
+
+TEST(CudaAttention, QuantizedCachesMatchTheCpu) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackend gpu(test::small_options());
+  std::mt19937 rng(4242);
+  uint32_t seed = 300;
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    // q8_0 on CUDA takes whole groups of 32 (kernels/kv_support.cpp).
+    const std::vector<int64_t> dims = type == KvType::q8_0 ? std::vector<int64_t>{32, 64, 96, 128, 256}
+                                                            : std::vector<int64_t>{8, 13, 64, 80, 128, 256};
+    for (int64_t head_dim : dims) {
+      for (int64_t ratio : {1, 4}) {
+        const Case c{.type = type, .n_head = 2 * ratio, .n_head_kv = 2, .head_dim = head_dim,
+                     .block_size = seed % 2 == 0 ? 16 : 4, .window = seed % 3 == 0 ? 9 : 0,
+                     .q_scale = seed % 5 == 0 ? 6.0f : 1.0f, .seqs = random_batch(rng)};
+        run_case(gpu, c, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, QuantizedLongContextDecodeSplits) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackend gpu(test::small_options(true));
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    const Case c{.type = type, .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16, .window = 0,
+                 .q_scale = 3.0f, .seqs = {{3000, 1}, {700, 40}, {5, 1}}};
+    run_case(gpu, c, 17);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Needs no GPU: the rule the planner and the backend both apply.
+TEST(CudaAttention, Q8CacheNeedsWholeGroupsOf32) {
+  EXPECT_NE(kv_type_refusal("cuda", KvType::q8_0, 8).find("cannot hold a q8_0 KV cache"), std::string::npos);
+  EXPECT_FALSE(kv_type_refusal("cuda", KvType::q8_0, 8).empty());
+  EXPECT_TRUE(kv_type_refusal("cuda", KvType::q8_0, 64).empty());
+  EXPECT_TRUE(kv_type_refusal("cuda", KvType::f16, 8).empty());
+  EXPECT_TRUE(kv_type_refusal("cpu", KvType::q8_0, 8).empty());
 }
 
 }  // namespace

@@ -4,6 +4,13 @@
 // slots hold NaN (any stray read poisons the output), and each batch mixes
 // prefill, chunked prefill, decode and empty sequences. Tolerance: 1e-5
 // absolute on outputs in [-1, 1].
+//
+// Quantized caches (f16, bf16, q8_0) are checked twice: kv_write must store
+// exactly the bytes of the reference row quantizer (memory/kv_type), and
+// attention must match the double reference over the dequantized rows to the
+// same 1e-5 (the kernel dequantizes in registers but computes the same
+// values). Separately, the error against the exact f32 cache is bounded per
+// type by its rounding step (see QuantizedCacheStaysNearF32).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +23,7 @@
 #include "core/error.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "memory/kv_type.hpp"
 
 namespace troupe {
 namespace {
@@ -29,6 +37,7 @@ struct SeqSpec {
 };
 
 struct Case {
+  KvType type = KvType::f32;
   int64_t n_head;
   int64_t n_head_kv;
   int64_t head_dim;
@@ -40,7 +49,7 @@ struct Case {
 };
 
 std::string describe(const Case& c, Isa isa) {
-  return std::string(isa_name(isa)) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" +
+  return std::string(isa_name(isa)) + " kv=" + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" +
          std::to_string(c.n_head_kv) + " head_dim=" + std::to_string(c.head_dim) + " block_size=" +
          std::to_string(c.block_size) + " window=" + std::to_string(c.window) + " threads=" + std::to_string(c.threads);
 }
@@ -66,16 +75,37 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   std::iota(phys.begin(), phys.end(), 0);
   std::shuffle(phys.begin(), phys.end(), rng);
 
-  std::vector<float> kc(n_blocks * c.block_size * kv_row, kNan);
-  std::vector<float> vc(kc.size(), kNan);
+  // What the cache can hold: each row rounded through the cache's type.
+  for (auto* store : {&keys, &vals}) {
+    for (std::vector<float>& seq : *store) {
+      for (size_t r = 0; r < seq.size(); r += static_cast<size_t>(d)) {
+        std::vector<unsigned char> q(static_cast<size_t>(kv_row_bytes(c.type, d)));
+        kv_quantize_row(c.type, seq.data() + r, q.data(), d);
+        kv_dequantize_row(c.type, q.data(), seq.data() + r, d);
+      }
+    }
+  }
+
+  const int64_t row_bytes = kv_row_bytes(c.type, d);
+  const int64_t slot_bytes = c.n_head_kv * row_bytes;
+  // All bytes 0xff: NaN in f32, f16 and bf16, and a NaN scale in q8_0.
+  std::vector<unsigned char> kc(n_blocks * c.block_size * slot_bytes, 0xff);
+  std::vector<unsigned char> vc(kc.size(), 0xff);
   const PagedKvView view{.k = kc.data(),
                          .v = vc.data(),
                          .n_blocks = n_blocks,
                          .block_size = c.block_size,
                          .n_head_kv = c.n_head_kv,
-                         .head_dim = d};
-  auto cache_at = [&](std::vector<float>& store, const std::vector<int32_t>& table, int64_t p) {
-    return store.data() + (table[p / c.block_size] * c.block_size + p % c.block_size) * kv_row;
+                         .head_dim = d,
+                         .type = c.type};
+  auto cache_at = [&](std::vector<unsigned char>& store, const std::vector<int32_t>& table, int64_t p) {
+    return store.data() + (table[p / c.block_size] * c.block_size + p % c.block_size) * slot_bytes;
+  };
+  // A token's rows [n_head_kv] in the cache's type.
+  auto encode = [&](const float* x) {
+    std::vector<unsigned char> out(static_cast<size_t>(slot_bytes));
+    for (int64_t h = 0; h < c.n_head_kv; ++h) kv_quantize_row(c.type, x + h * d, out.data() + h * row_bytes, d);
+    return out;
   };
 
   std::vector<std::vector<int32_t>> tables(n_seqs);
@@ -89,8 +119,10 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
     next_block += nb;
     // History the cache already holds, placed by the layout paged_kv.hpp documents.
     for (int64_t p = 0; p < s.n_past; ++p) {
-      std::copy_n(keys[i].data() + p * kv_row, kv_row, cache_at(kc, tables[i], p));
-      std::copy_n(vals[i].data() + p * kv_row, kv_row, cache_at(vc, tables[i], p));
+      const auto kb = encode(keys[i].data() + p * kv_row);
+      const auto vb = encode(vals[i].data() + p * kv_row);
+      std::copy(kb.begin(), kb.end(), cache_at(kc, tables[i], p));
+      std::copy(vb.begin(), vb.end(), cache_at(vc, tables[i], p));
     }
     seqs[i] = AttnSeq{.q_begin = n_tokens,
                       .n_q = s.n_q,
@@ -109,9 +141,11 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   kernels::kv_write(view, k_new.data(), v_new.data(), seqs.data(), n_seqs);
   for (int i = 0; i < n_seqs; ++i) {
     for (int64_t p = 0; p < c.seqs[i].n_past + c.seqs[i].n_q; ++p) {
-      for (int64_t e = 0; e < kv_row; ++e) {
-        ASSERT_EQ(cache_at(kc, tables[i], p)[e], keys[i][p * kv_row + e]) << "k seq " << i << " pos " << p;
-        ASSERT_EQ(cache_at(vc, tables[i], p)[e], vals[i][p * kv_row + e]) << "v seq " << i << " pos " << p;
+      const auto kb = encode(keys[i].data() + p * kv_row);
+      const auto vb = encode(vals[i].data() + p * kv_row);
+      for (int64_t e = 0; e < slot_bytes; ++e) {
+        ASSERT_EQ(cache_at(kc, tables[i], p)[e], kb[e]) << "k seq " << i << " pos " << p << " byte " << e;
+        ASSERT_EQ(cache_at(vc, tables[i], p)[e], vb[e]) << "v seq " << i << " pos " << p << " byte " << e;
       }
     }
   }
@@ -169,7 +203,8 @@ TEST(Attention, MatchesReferenceAcrossLayoutsRatiosWindowsAndIsas) {
       for (int64_t block_size : {16, 4}) {
         for (int32_t window : {0, 9}) {
           for (int64_t head_dim : {64, 128, 8, 13}) {
-            const Case c{.n_head = 2 * ratio,
+            const Case c{.type = KvType::f32,
+                         .n_head = 2 * ratio,
                          .n_head_kv = 2,
                          .head_dim = head_dim,
                          .block_size = block_size,
@@ -221,6 +256,114 @@ TEST(Attention, LongContextDecodeAndSlidingWindow) {
       run_case(c, isa, 5);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+TEST(Attention, QuantizedCachesMatchReferenceOnEveryIsa) {
+  std::mt19937 rng(4242);
+  uint32_t seed = 300;
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    for (Isa isa : test::runnable_isas()) {
+      test::ForcedIsa forced(isa);
+      // 8 and 13: one short q8_0 group; 40 and 80: whole groups plus a short
+      // one; 64 and 128: the unrolled paths.
+      for (int64_t head_dim : {64, 128, 8, 13, 40, 80}) {
+        for (int64_t ratio : {1, 4}) {
+          const Case c{.type = type,
+                       .n_head = 2 * ratio,
+                       .n_head_kv = 2,
+                       .head_dim = head_dim,
+                       .block_size = seed % 2 == 0 ? 16 : 4,
+                       .window = seed % 3 == 0 ? 9 : 0,
+                       .threads = seed % 2 == 0 ? 1 : 3,
+                       .q_scale = seed % 5 == 0 ? 6.0f : 1.0f,
+                       .seqs = random_batch(rng)};
+          run_case(c, isa, seed++);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, QuantizedLongContextDecode) {
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    for (Isa isa : test::runnable_isas()) {
+      test::ForcedIsa forced(isa);
+      const Case c{.type = type,
+                   .n_head = 8,
+                   .n_head_kv = 2,
+                   .head_dim = 64,
+                   .block_size = 16,
+                   .window = 0,
+                   .threads = 2,
+                   .q_scale = 3.0f,
+                   .seqs = {{1500, 1}, {700, 3}}};
+      run_case(c, isa, 11);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// How far a quantized cache moves attention from the exact f32 one. With
+// every key and value rounded by at most dk, dv (measured), a query row's
+// scores move by at most eps = scale * |q|_1 * dk; softmax weights then move
+// by a factor within exp(+-2 eps), so the output moves by at most
+// dv + (exp(2 eps) - 1) * max|v|. The test asserts that bound, and that the
+// observed error is far below it for q8_0 (errors of random signs cancel).
+TEST(Attention, QuantizedCacheStaysNearF32) {
+  const int64_t n_head = 4, n_head_kv = 2, d = 64, bs = 16, n_tok = 300;
+  std::mt19937 rng(8);
+  const auto k = test::random_floats(rng, n_tok * n_head_kv * d, -1.0f, 1.0f);
+  const auto v = test::random_floats(rng, n_tok * n_head_kv * d, -1.0f, 1.0f);
+  const auto q = test::random_floats(rng, n_tok * n_head * d, -1.0f, 1.0f);
+  std::vector<int32_t> table((n_tok + bs - 1) / bs);
+  std::iota(table.begin(), table.end(), 0);
+  const AttnSeq seq{.q_begin = 0, .n_q = static_cast<int32_t>(n_tok), .n_past = 0, .block_table = table.data()};
+  const float scale = 1.0f / std::sqrt(float(d));
+  ThreadPool pool(2);
+  auto run = [&](KvType type) {
+    const int64_t bytes = static_cast<int64_t>(table.size()) * bs * n_head_kv * kv_row_bytes(type, d);
+    std::vector<unsigned char> kc(bytes), vc(bytes);
+    const PagedKvView view{.k = kc.data(), .v = vc.data(), .n_blocks = static_cast<int64_t>(table.size()),
+                           .block_size = bs, .n_head_kv = n_head_kv, .head_dim = d, .type = type};
+    kernels::kv_write(view, k.data(), v.data(), &seq, 1);
+    std::vector<float> out(q.size());
+    kernels::attention(out.data(), q.data(), view, &seq, 1, n_head, scale, pool);
+    return out;
+  };
+  const std::vector<float> exact = run(KvType::f32);
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    SCOPED_TRACE(kv_type_name(type));
+    auto max_round = [&](const std::vector<float>& x) {
+      double m = 0;
+      std::vector<unsigned char> b(static_cast<size_t>(kv_row_bytes(type, d)));
+      std::vector<float> back(static_cast<size_t>(d));
+      for (size_t r = 0; r < x.size(); r += static_cast<size_t>(d)) {
+        kv_quantize_row(type, x.data() + r, b.data(), d);
+        kv_dequantize_row(type, b.data(), back.data(), d);
+        for (int64_t e = 0; e < d; ++e) m = std::max(m, std::abs(double(back[e]) - x[r + e]));
+      }
+      return m;
+    };
+    const double dk = max_round(k), dv = max_round(v);
+    const std::vector<float> got = run(type);
+    double worst = 0, worst_bound = 0;
+    for (int64_t row = 0; row < n_tok * n_head; ++row) {
+      double q1 = 0;
+      for (int64_t e = 0; e < d; ++e) q1 += std::abs(q[row * d + e]);
+      const double eps = scale * q1 * dk;
+      const double bound = dv + std::expm1(2 * eps) * 1.0;  // max|v| <= 1
+      for (int64_t e = 0; e < d; ++e) {
+        const double err = std::abs(double(got[row * d + e]) - exact[row * d + e]);
+        ASSERT_LE(err, bound) << "row " << row << " dim " << e;
+        worst = std::max(worst, err);
+        worst_bound = std::max(worst_bound, bound);
+      }
+    }
+    // Rounding is not systematic: the observed error stays well inside.
+    EXPECT_LT(worst, 0.25 * worst_bound);
+    EXPECT_GT(worst, 0.0);  // the cache really is quantized
   }
 }
 

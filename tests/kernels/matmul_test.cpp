@@ -12,6 +12,7 @@
 // sum |w_i x_i| rather than |ref| is the scale because outputs may cancel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -73,7 +74,8 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w, in
   return ref;
 }
 
-const DType kAllTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
+const DType kAllTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
+                           DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
 
 class MatmulByType : public testing::TestWithParam<DType> {};
 
@@ -81,7 +83,10 @@ TEST_P(MatmulByType, MatchesReferenceOnEveryIsa) {
   const DType t = GetParam();
   std::mt19937 rng(1234 + static_cast<unsigned>(t));
   ThreadPool pool(2);
-  std::vector<int64_t> n_ins = {32, 96, 4096};
+  const int64_t block = dtype_info(t).block_size;
+  // k-quants: 1, 3 and 16 super-blocks (768: a K block of the prefill
+  // panel is not a multiple of it; 4096: several K blocks).
+  std::vector<int64_t> n_ins = block == kQK_K ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{32, 96, 4096};
   if (!is_quantized(t)) n_ins.push_back(1101);  // a tail after the 32-wide chunks and after a K block
   for (int64_t n_in : n_ins) {
     for (int64_t n_out : {5, 101}) {  // 101 = two 48-row units + 5: no tile size divides it
@@ -115,7 +120,7 @@ TEST_P(MatmulByType, OneHotInputsReadBackExactWeights) {
   const DType t = GetParam();
   std::mt19937 rng(99 + static_cast<unsigned>(t));
   ThreadPool pool(1);
-  const int64_t n_in = 64, n_out = 9;
+  const int64_t n_in = std::max<int64_t>(64, dtype_info(t).block_size), n_out = 9;
   const Weights w = make_weights(rng, t, n_out, n_in);
   for (int64_t n_tokens : {4, 64}) {  // the GEMV and the GEMM path
     // Token tok of call c reads position (7 tok + n_tokens c) mod n_in; the

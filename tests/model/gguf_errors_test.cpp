@@ -115,6 +115,20 @@ TEST(GgufErrors, TruncatedInTensorTable) {
                     {"unexpected end of file reading tensor 'b.weight' offset"});
 }
 
+// The hostile file: a valid header claiming 2^40 tensors (and one
+// claiming 2^40 metadata pairs) is refused from the counts alone, before
+// anything is sized by them (tests/fuzz/gguf_model_fuzz.cpp runs the reader
+// under a 512 MB allocation limit).
+TEST(GgufErrors, TwoToTheFortyTensors) {
+  auto b = sample_bytes();
+  poke<uint64_t>(b, kTensorCountAt, uint64_t{1} << 40);
+  expect_open_error(write_case("tensors_2_40", b), Errc::bad_format,
+                    {"tensor count 1099511627776 is impossible", "entries of at least 24 bytes cannot fit"});
+  b = sample_bytes();
+  poke<uint64_t>(b, kKvCountAt, uint64_t{1} << 40);
+  expect_open_error(write_case("kvs_2_40", b), Errc::bad_format, {"metadata count 1099511627776 is impossible"});
+}
+
 TEST(GgufErrors, AbsurdCounts) {
   auto b = sample_bytes();
   poke<uint64_t>(b, kTensorCountAt, uint64_t{1} << 62);
@@ -172,9 +186,9 @@ TEST(GgufErrors, DeeplyNestedArray) {
 TEST(GgufErrors, UnknownDtype) {
   auto b = sample_bytes();
   const TensorInfoAt at = tensor_info_at(b, "b.weight", 2);
-  poke<uint32_t>(b, at.type, 12);
-  expect_open_error(write_case("q4_k", b), Errc::unsupported,
-                    {"tensor 'b.weight' has ggml type 12 (q4_K), which Troupe does not support"});
+  poke<uint32_t>(b, at.type, 11);
+  expect_open_error(write_case("q3_k", b), Errc::unsupported,
+                    {"tensor 'b.weight' has ggml type 11 (q3_K), which Troupe does not support"});
   poke<uint32_t>(b, at.type, 1000);
   expect_open_error(write_case("dtype_1000", b), Errc::unsupported, {"ggml type 1000 (unknown)"});
 }

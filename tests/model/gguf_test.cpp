@@ -236,14 +236,16 @@ TEST(GgufWriter, TensorRoundTripEveryDtype) {
   for (uint32_t alignment : {32u, 64u, 4096u}) {
     GgufWriter w({.alignment = alignment});
     w.add_string("general.architecture", "llama");
-    const std::vector<DType> types = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
+    const std::vector<DType> types = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
+                                      DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
     std::vector<std::vector<uint8_t>> payloads;
     for (size_t i = 0; i < types.size(); ++i) {
-      // 64 x 3 elements, with bytes that differ per tensor and position.
-      std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes(types[i], 64) * 3));
+      // 256 x 3 elements (one k-quant super-block per row), with bytes that
+      // differ per tensor and position.
+      std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes(types[i], 256) * 3));
       for (size_t j = 0; j < bytes.size(); ++j) bytes[j] = static_cast<uint8_t>(j * 7 + i * 31 + 1);
       payloads.push_back(bytes);
-      w.add_tensor("t." + std::string(dtype_name(types[i])), types[i], {64, 3}, bytes);
+      w.add_tensor("t." + std::string(dtype_name(types[i])), types[i], {256, 3}, bytes);
     }
     w.add_tensor("t.4d", DType::f32, {32, 2, 3, 2}, f32_bytes(std::vector<float>(32 * 12, 1.5f)));
     const std::string path = temp_path("tensors_" + std::to_string(alignment));
@@ -258,7 +260,7 @@ TEST(GgufWriter, TensorRoundTripEveryDtype) {
       const TensorInfo& t = f.tensors()[i];
       EXPECT_EQ(t.name, "t." + std::string(dtype_name(types[i])));
       EXPECT_EQ(t.type, types[i]);
-      EXPECT_EQ(t.shape, (std::vector<int64_t>{64, 3}));
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{256, 3}));
       EXPECT_EQ(t.offset % alignment, 0u);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % alignment, 0u);
       ASSERT_EQ(t.n_bytes, static_cast<int64_t>(payloads[i].size()));

@@ -62,6 +62,60 @@ TEST(Admission, RetryAfterGrowsWithTheBacklogAndRequestTime) {
   EXPECT_LE(s, 60);
 }
 
+// The engine reports requests waiting while batch slots are free: they wait
+// for KV pages. Long requests are capped, then refused; short ones go in.
+TEST(Admission, KvPressureCapsThenRefusesLongRequestsButNotShortOnes) {
+  AdmissionControl a({.max_running = 8,
+                      .max_queue = 100,
+                      .degraded_max_tokens = 64,
+                      .kv_degrade_waiting = 1,
+                      .kv_refuse_waiting = 10,
+                      .engine_probe_interval = std::chrono::milliseconds(0)});
+  EngineLoad load{.running = 4, .waiting = 0};
+  a.set_engine_probe([&] { return load; });
+  EXPECT_EQ(a.try_admit(1, 2000).max_tokens_cap, 0);  // no pressure
+  load.waiting = 3;                                   // 4 of 8 slots used, 3 wait: KV-bound
+  const Admission capped = a.try_admit(1, 2000);
+  EXPECT_TRUE(capped.admitted);
+  EXPECT_EQ(capped.max_tokens_cap, 64);
+  EXPECT_EQ(a.kv_waiting(), 3);
+  load.waiting = 10;
+  const Admission refused = a.try_admit(1, 2000);
+  EXPECT_FALSE(refused.admitted);
+  EXPECT_GE(refused.retry_after, 1);
+  EXPECT_FALSE(a.breaker_open());  // a KV refusal is not the house being full
+  EXPECT_TRUE(a.try_admit(1, 8).admitted);  // short: runs in the scheduler's short share
+  // Waiting behind full batch slots is not KV pressure.
+  load = {.running = 8, .waiting = 50};
+  const Admission slots = a.try_admit(1, 2000);
+  EXPECT_TRUE(slots.admitted);
+  EXPECT_EQ(slots.max_tokens_cap, 0);
+}
+
+TEST(Admission, AnEngineThatCannotAnswerKeepsTheLastReading) {
+  AdmissionControl a({.max_running = 8, .max_queue = 8, .engine_probe_interval = std::chrono::milliseconds(0)});
+  bool fail = false;
+  a.set_engine_probe([&] {
+    if (fail) throw Error(Errc::unavailable, "busy");
+    return EngineLoad{.running = 1, .waiting = 5};
+  });
+  a.try_admit(1, 10);
+  fail = true;
+  EXPECT_TRUE(a.try_admit(1, 10).admitted);
+  EXPECT_EQ(a.kv_waiting(), 5);
+}
+
+TEST(Admission, DrainingRefusesEverything) {
+  AdmissionControl a({.max_running = 4, .max_queue = 4});
+  EXPECT_TRUE(a.try_admit(1).admitted);
+  a.begin_drain();
+  EXPECT_TRUE(a.draining());
+  const Admission r = a.try_admit(1, 8);
+  EXPECT_FALSE(r.admitted);
+  EXPECT_TRUE(r.draining);
+  EXPECT_EQ(a.in_flight(), 1);
+}
+
 TEST(Admission, RejectsBadOptions) {
   EXPECT_THROW(AdmissionControl({.max_running = 0}), Error);
   EXPECT_THROW(AdmissionControl({.max_queue = -1}), Error);

@@ -1,6 +1,7 @@
-// A scripted Backend for the routes and WebSocket tests: the stories260K
-// tokenizer, a small context, and requests that play a script (token texts,
-// then a final event) on their own thread, or hold until cancelled. Also a
+// A scripted Backend for the routes and WebSocket tests: the engine's own
+// front door (PromptReader over the stories260K tokenizer, a small context),
+// and requests that play a script (token texts, then a final event) on their
+// own thread, or hold until cancelled. Also a
 // ReplyWriter and a WsOutput that record what the server would send.
 #pragma once
 
@@ -11,10 +12,12 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "actors/prompt_reader.hpp"
 #include "model/model.hpp"
 #include "net/backend.hpp"
 #include "net/http_types.hpp"
@@ -40,6 +43,17 @@ struct Script {
 class FakeBackend : public net::Backend {
  public:
   FakeBackend() : tokenizer_(Tokenizer::create(net_stories_model()->vocab())) {}
+
+  // The engine's facts as this fake publishes them.
+  ModelInfo info() const {
+    return ModelInfo{.name = "fake",
+                     .context_length = context_length,
+                     .n_vocab = tokenizer_->n_vocab(),
+                     .bos = tokenizer_->bos(),
+                     .eos = tokenizer_->eos(),
+                     .bos_text = "<s>",
+                     .eos_text = "</s>"};
+  }
   ~FakeBackend() override { drain(); }
 
   // Cancels whatever holds and waits for every request's thread: call it
@@ -62,24 +76,48 @@ class FakeBackend : public net::Backend {
     return ready ? net::LoadState{.ready = true, .loaded = true, .progress = 1, .stage = "ready"}
                  : net::LoadState{.progress = 0.5, .stage = "reading"};
   }
-  const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  net::ModelInfo model_info() const override {
-    return {
-        .id = "fake", .context_length = context_length, .created = 1700000000, .bos_text = "<s>", .eos_text = "</s>"};
-  }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  net::ServedModel served_model() const override { return {.id = "fake", .created = 1700000000, .engine = info()}; }
   net::MemoryPools memory_pools() const override {
     return {.weight_bytes = 1000, .kv_bytes = 2000, .kv_block_size = 16};
   }
 
-  RequestId submit(std::vector<int32_t> prompt, GenerateParams params, RequestCallbacks cb) override {
+  RequestId submit(EngineRequest request, RequestCallbacks cb) override {
+    // The front door, as the tokenizer actor runs it (here synchronously, so
+    // that `submitted` is known when submit returns); the events come on
+    // the request's own thread, as the pipeline's do.
+    std::vector<int32_t> prompt;
+    std::optional<RequestError> refused;
+    try {
+      prompt = reader().admit(request);
+    } catch (const RequestError& e) {
+      refused = e;
+    }
     std::lock_guard lock(mutex_);
     const RequestId id = next_id_++;
-    submitted.push_back({id, prompt, params});
+    if (!refused) submitted.push_back({id, prompt, request.params});
     const Script s = script;
-    threads_.emplace_back([this, id, s, cb = std::move(cb), n_prompt = static_cast<int32_t>(prompt.size())] {
+    threads_.emplace_back([this, id, s, cb = std::move(cb), refused, prompt = std::move(prompt),
+                           return_prompt = request.return_prompt] {
+      if (refused) {
+        cb.on_final(FinalEvent{.id = id,
+                               .reason = EndReason::error,
+                               .error_code = refused->code(),
+                               .error_message = refused->what(),
+                               .error_param = refused->param()});
+        return;
+      }
+      const auto n_prompt = static_cast<int32_t>(prompt.size());
+      PromptEvent pe{.id = id, .n_tokens = n_prompt};
+      if (return_prompt) {
+        pe.tokens = prompt;
+        pe.text = reader().text_of(prompt);
+      }
+      if (cb.on_prompt) cb.on_prompt(pe);
       int32_t i = 0;
       for (const std::string& t : s.texts) {
-        cb.on_token(TokenEvent{.id = id, .index = i, .token = 100 + i, .text = t, .logprob = -0.5f});
+        cb.on_token(TokenEvent{.id = id, .index = i, .token = 100 + i, .text = t, .logprob = -0.5f,
+                               .bytes = tokenizer_->token_to_bytes(100 + i, true)});
         ++i;
       }
       if (s.hold) {
@@ -98,6 +136,10 @@ class FakeBackend : public net::Backend {
                              .total_seconds = 0.01});
     });
     return id;
+  }
+
+  void tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) override {
+    done(reader().tokenize(std::move(request), detokenize));
   }
 
   void cancel(RequestId id) override {
@@ -124,13 +166,31 @@ class FakeBackend : public net::Backend {
   };
 
   std::atomic<bool> ready{true};
-  int32_t context_length = 64;
+  std::atomic<int32_t> context_length{64};
   Script script;
   std::vector<Submitted> submitted;
   std::map<RequestId, bool> cancelled_ids;
 
  private:
+  const PromptReader& reader() {
+    std::lock_guard lock(reader_mutex_);
+    // Rebuilt when a test changes the context (the engine publishes its
+    // facts once; the fake lets tests vary them).
+    if (!reader_ || reader_->model().context_length != context_length) {
+      reader_ = std::make_unique<PromptReader>(
+          std::shared_ptr<const Tokenizer>(tokenizer_.get(), [](const Tokenizer*) {}),
+          std::make_shared<const ChatPrompter>(chat_template, "", "<s>", "</s>"), info());
+    }
+    return *reader_;
+  }
+
+ public:
+  std::string chat_template;  // the deployment's override; empty: the built-in one
+
+ private:
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::mutex reader_mutex_;
+  std::unique_ptr<PromptReader> reader_;
   std::mutex mutex_;
   std::condition_variable cv_;
   RequestId next_id_ = 1;

@@ -14,6 +14,7 @@
 
 #include "net/pipeline_backend.hpp"
 #include "net/routes.hpp"
+#include "net/ws_protocol.hpp"
 #include "tests/net/fake_backend.hpp"
 
 namespace troupe::net {
@@ -50,11 +51,51 @@ PipelineBackend* PipelineRoutes::backend_ = nullptr;
 ServerCore* PipelineRoutes::core_ = nullptr;
 
 TEST_F(PipelineRoutes, ModelInfo) {
-  const ModelInfo info = backend_->model_info();
+  const ServedModel info = backend_->served_model();
   EXPECT_EQ(info.id, "stories260K");
   // The file says 2048 tokens; the 64 KV pages of 16 tokens hold fewer.
-  EXPECT_EQ(info.context_length, 1024);
-  EXPECT_EQ(info.bos_text, "<s>");
+  EXPECT_EQ(info.engine.context_length, 1024);
+  EXPECT_EQ(info.engine.bos_text, "<s>");
+  EXPECT_EQ(info.engine.n_vocab, 512);
+  // K and V, f32, 5 layers of 64 channels (4 KV heads of... the model's kv_dim).
+  EXPECT_GT(info.engine.kv_bytes_per_token, 0);
+  EXPECT_EQ(backend_->memory_pools().kv_bytes, info.engine.kv_bytes_per_token * 1024);
+}
+
+uint64_t tokenizer_messages(const PipelineBackend& b) {
+  for (const ActorLoad& a : b.actor_loads()) {
+    if (a.actor == "tokenizer") return a.messages;
+  }
+  return 0;
+}
+
+TEST_F(PipelineRoutes, HttpChatAndWebSocketRequestsPassThroughTheTokenizerActor) {
+  const uint64_t before = tokenizer_messages(*backend_);
+  const json chat = {{"model", "stories260K"},
+                     {"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                     {"max_tokens", 3}};
+  RouteResult r = core_->handle({.method = "POST", .target = "/v1/chat/completions", .body = chat.dump()});
+  ASSERT_TRUE(r.async) << r.reply.body;
+  auto w = std::make_shared<RecordingWriter>();
+  r.async->start(w);
+  ASSERT_TRUE(w->wait());
+  ASSERT_EQ(w->reply.status, 200) << w->reply.body;
+  // The tokenizer actor took the request: its meter counts it (the
+  // detokenizer, scheduler and sampler would not see a request it did not
+  // pass on).
+  const uint64_t after_http = tokenizer_messages(*backend_);
+  EXPECT_EQ(after_http, before + 1);
+
+  auto out = std::make_shared<test::RecordingWsOutput>();
+  auto conn = WsConnection::create(*core_, out);
+  conn->on_message(R"({"type": "generate", "id": "w", "prompt": [1, 403, 407], "max_tokens": 3})");
+  const bool ended = out->wait_for([](const std::vector<std::string>& frames) {
+    return std::any_of(frames.begin(), frames.end(),
+                       [](const std::string& f) { return f.find(R"("type":"final")") != std::string::npos; });
+  }, std::chrono::seconds(30));
+  ASSERT_TRUE(ended) << (out->snapshot().empty() ? std::string("no frames") : out->snapshot().back());
+  conn->on_closed();
+  EXPECT_EQ(tokenizer_messages(*backend_), after_http + 1);
 }
 
 TEST_F(PipelineRoutes, GreedyTextAndLogprobsMatchTheReference) {
@@ -115,8 +156,6 @@ TEST_F(PipelineRoutes, ActorLoadsReachTheMetrics) {
   for (const ActorLoad& a : backend_->actor_loads()) {
     names.insert(a.actor);
     EXPECT_EQ(a.mailbox_depth, 0) << a.actor;
-    // The server tokenizes at the edge: its requests skip the tokenizer actor.
-    if (a.actor == "tokenizer") continue;
     EXPECT_GT(a.busy_seconds, 0.0) << a.actor;
     EXPECT_GT(a.messages, 0u) << a.actor;
   }

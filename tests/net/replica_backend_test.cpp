@@ -28,6 +28,14 @@ std::vector<int32_t> tokens(size_t n, int32_t seed) {
   return t;
 }
 
+// A token prompt whose default max_new_tokens is cut to the fake's small
+// context (the engine's front door would refuse it otherwise).
+EngineRequest fitting(std::vector<int32_t> prompt) {
+  EngineRequest r = EngineRequest::from_tokens(std::move(prompt));
+  r.fit_max_tokens = true;
+  return r;
+}
+
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -78,6 +86,7 @@ struct Rig {
     for (size_t i = 0; i < n; ++i) {
       auto f = std::make_unique<FakeBackend>();
       f->script.hold = true;
+      f->context_length = 4096;  // the long prompts below must pass the front door
       fakes.push_back(f.get());
       owned.push_back(std::move(f));
     }
@@ -88,7 +97,7 @@ struct Rig {
   size_t route(const std::vector<int32_t>& prompt, RequestId* id = nullptr) {
     std::vector<size_t> before;
     for (FakeBackend* f : fakes) before.push_back(f->submitted.size());
-    const RequestId rid = router->submit(prompt, {}, finals.callbacks());
+    const RequestId rid = router->submit(fitting(prompt), finals.callbacks());
     if (id != nullptr) *id = rid;
     size_t took = fakes.size();
     for (size_t i = 0; i < fakes.size(); ++i) {
@@ -238,7 +247,7 @@ TEST(ReplicaRouting, ReplicasNotServingAreSkippedAndDrain) {
   rig.fakes[0]->ready = false;
   EXPECT_FALSE(rig.router->ready());
   try {
-    rig.router->submit(tokens(8, 20), {}, rig.finals.callbacks());
+    rig.router->submit(fitting(tokens(8, 20)), rig.finals.callbacks());
     ADD_FAILURE() << "submit with no replica serving";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::unavailable);
@@ -289,7 +298,8 @@ TEST(ReplicaRouting, IdMapEmptiesOnceEveryRequestEnded) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        const RequestId id = rig.router->submit(tokens(40, t * 100 + i % 5), {}, rig.finals.callbacks());
+        const RequestId id =
+            rig.router->submit(fitting(tokens(40, t * 100 + i % 5)), rig.finals.callbacks());
         std::lock_guard lock(ids_mutex);
         ids.push_back(id);
       }
@@ -314,7 +324,7 @@ class ImmediateBackend : public FakeBackend {
   std::vector<RequestId> cancelled;
   RequestId next = 1;
 
-  RequestId submit(std::vector<int32_t>, GenerateParams, RequestCallbacks cb) override {
+  RequestId submit(EngineRequest, RequestCallbacks cb) override {
     const RequestId id = next++;
     switch (mode) {
       case Mode::final_in_submit:
@@ -340,7 +350,7 @@ TEST(ReplicaRouting, EventsBeforeSubmitReturnsAndFailedSubmits) {
 
   // A final event before submit returned: nothing is left behind.
   Finals finals;
-  const RequestId a = router.submit(tokens(4, 1), {}, finals.callbacks());
+  const RequestId a = router.submit(fitting(tokens(4, 1)), finals.callbacks());
   EXPECT_EQ(finals.wait(a).reason, EndReason::error);
   EXPECT_EQ(router.tracked_requests(), 0u);
   EXPECT_EQ(router.replicas()[0].in_flight, 0);
@@ -350,14 +360,14 @@ TEST(ReplicaRouting, EventsBeforeSubmitReturnsAndFailedSubmits) {
   b->mode = ImmediateBackend::Mode::token_in_submit;
   RequestId b_id = 0;
   RequestCallbacks cancel_on_token{.on_token = [&](const TokenEvent& e) { router.cancel(e.id); }};
-  b_id = router.submit(tokens(4, 2), {}, std::move(cancel_on_token));
+  b_id = router.submit(fitting(tokens(4, 2)), std::move(cancel_on_token));
   EXPECT_EQ(b->cancelled, (std::vector<RequestId>{2}));
   EXPECT_EQ(router.tracked_requests(), 1u);  // until its final event comes
   (void)b_id;
 
   // A submit that throws: the error reaches the caller, the load is released.
   b->mode = ImmediateBackend::Mode::throw_in_submit;
-  EXPECT_THROW(router.submit(tokens(4, 3), {}, finals.callbacks()), Error);
+  EXPECT_THROW(router.submit(fitting(tokens(4, 3)), finals.callbacks()), Error);
   EXPECT_EQ(router.tracked_requests(), 1u);
   EXPECT_EQ(router.replicas()[0].in_flight, 1);
 }
@@ -399,10 +409,10 @@ TEST(ReplicaRouting, FactsAreAggregatedOverReplicas) {
   EXPECT_EQ(p.kv_bytes, 4000);
   EXPECT_EQ(p.kv_block_size, 16);
   // The smallest context any serving replica takes.
-  EXPECT_EQ(router.model_info().context_length, 32);
-  EXPECT_EQ(router.model_info().id, "fake");
+  EXPECT_EQ(router.served_model().engine.context_length, 32);
+  EXPECT_EQ(router.served_model().id, "fake");
   fakes[1]->ready = false;
-  EXPECT_EQ(router.model_info().context_length, 64);
+  EXPECT_EQ(router.served_model().engine.context_length, 64);
   fakes[1]->ready = true;
 
   std::vector<std::string> names;

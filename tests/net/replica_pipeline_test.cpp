@@ -79,8 +79,8 @@ TEST(ReplicaPipeline, TwoReplicasGiveTheSingleChainsText) {
   ASSERT_TRUE(router->ready());
   {
     ServerCore core(*router, {});
-    EXPECT_EQ(router->model_info().id, "stories260K");
-    EXPECT_EQ(router->model_info().context_length, 1024);  // 64 pages of 16 tokens
+    EXPECT_EQ(router->served_model().id, "stories260K");
+    EXPECT_EQ(router->served_model().engine.context_length, 1024);  // 64 pages of 16 tokens
 
     const std::vector<std::string> texts = complete_all(core);
     ASSERT_EQ(texts.size(), single.size());
@@ -124,7 +124,7 @@ TEST(ReplicaPipeline, AModelThatCannotLoadFailsEveryReplica) {
   EXPECT_TRUE(s.failed);
   EXPECT_FALSE(s.ready);
   EXPECT_NE(s.stage.find("nonexistent"), std::string::npos) << s.stage;
-  EXPECT_THROW(router.submit({1, 2}, {}, {}), Error);
+  EXPECT_THROW(router.submit(EngineRequest::from_tokens({1, 2}), {}), Error);
   EXPECT_THROW(router.stats(), Error);
   for (const ReplicaFacts& f : router.replicas()) EXPECT_FALSE(f.up);
 }

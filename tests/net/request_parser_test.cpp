@@ -252,11 +252,11 @@ TEST(RequestParser, ChatMessages) {
           "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3})",
       kLimits);
   EXPECT_EQ(r.endpoint, Endpoint::chat);
-  ASSERT_EQ(r.messages.size(), 4u);
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[1].content, "Hello there");
-  EXPECT_EQ(r.messages[2].content, "");
-  EXPECT_EQ(r.messages[3].content, "Again");
+  ASSERT_EQ(r.chat.messages.size(), 4u);
+  EXPECT_EQ(r.chat.messages[0].role, "system");
+  EXPECT_EQ(r.chat.messages[1].content, "Hello there");
+  EXPECT_EQ(r.chat.messages[2].content, "");
+  EXPECT_EQ(r.chat.messages[3].content, "Again");
   EXPECT_EQ(r.max_tokens, 9);
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.top_logprobs, 3);

@@ -356,6 +356,56 @@ TEST(Routes, ClientGoneCancelsEveryChoice) {
   EXPECT_EQ(env.core.admission().in_flight(), 0);
 }
 
+// Graceful shutdown at the routes (net/server.cpp drives it): draining
+// refuses new work and /ready, and the jobs still running end with a last
+// chunk per choice (finish_reason "cancelled"), one error event and [DONE].
+TEST(Routes, ShutdownDrainsAndEndsStreamsCleanly) {
+  Env env;
+  env.backend.script = {.texts = {"a"}, .hold = true};
+  RouteResult r = env.core.handle({.method = "POST",
+                                   .target = "/v1/completions",
+                                   .body = R"({"model": "fake", "prompt": "x", "n": 2, "stream": true})"});
+  ASSERT_TRUE(r.async);
+  auto w = std::make_shared<RecordingWriter>();
+  r.async->start(w);
+  env.core.admission().begin_drain();
+  const HttpReply ready = env.call("GET", "/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(json::parse(ready.body)["status"], "draining");
+  const HttpReply refused = env.call("POST", "/v1/completions", R"({"model": "fake", "prompt": "x", "max_tokens": 2})");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(error_of(refused)["code"], "server_shutting_down");
+  EXPECT_FALSE(header(refused, "Retry-After").empty());
+  EXPECT_EQ(env.backend.submitted.size(), 2u);
+
+  EXPECT_EQ(env.core.jobs().shutdown_all(), 1u);
+  ASSERT_TRUE(w->wait());
+  EXPECT_TRUE(w->ended);
+  std::string body;
+  for (const std::string& c : w->chunks) body += c;
+  const std::vector<std::string> data = sse_data(body);
+  ASSERT_GE(data.size(), 4u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::set<int> finished;
+  int errors = 0;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    const json c = json::parse(data[i]);
+    if (c.contains("error")) {
+      ++errors;
+      EXPECT_EQ(c["error"]["code"], "server_shutting_down");
+      continue;
+    }
+    const json& choice = c["choices"][0];
+    if (!choice["finish_reason"].is_null()) {
+      EXPECT_EQ(choice["finish_reason"], "cancelled");
+      finished.insert(choice["index"].get<int>());
+    }
+  }
+  EXPECT_EQ(finished, (std::set<int>{0, 1}));
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(env.core.admission().in_flight(), 0);
+}
+
 TEST(Routes, SlowClientIsCancelled) {
   Env env;
   env.backend.script = {.texts = {"a", "b", "c"}, .hold = true};

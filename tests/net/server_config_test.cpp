@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "net/chat_prompt.hpp"
 #include "tests/net/fake_backend.hpp"
 
 namespace troupe::net {
@@ -62,43 +61,6 @@ TEST(ServeConfig, ErrorsNameTheKey) {
   EXPECT_NE(message(R"({"kv": {"blokcs": 1}})").find("blokcs"), std::string::npos);  // the topology's own check
   EXPECT_NE(message("{oops").find("c.json"), std::string::npos);
   EXPECT_THROW(load_serve_config("/nonexistent/troupe.json"), Error);
-}
-
-TEST(ChatPrompt, BuiltinTemplateForModelsWithoutOne) {
-  const ModelInfo info{.id = "m", .bos_text = "<s>", .eos_text = "</s>"};
-  const ChatPrompter p("", info);
-  EXPECT_EQ(p.origin(), "builtin");
-  EXPECT_EQ(p.render({{.role = "system", .content = "Be kind."},
-                      {.role = "user", .content = "Hi"},
-                      {.role = "assistant", .content = "Hello"},
-                      {.role = "user", .content = "Bye"}}),
-            "Be kind.\n\nUser: Hi\nAssistant: Hello\nUser: Bye\nAssistant:");
-}
-
-TEST(ChatPrompt, TemplatesThatWriteBosGetNoSecondOne) {
-  const test::FakeBackend backend;
-  const Tokenizer& tok = backend.tokenizer();
-  const ModelInfo info{.id = "m", .bos_text = "<s>", .eos_text = "</s>"};
-  const ChatPrompter writes_bos("{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}", info);
-  const ChatPrompter plain("{% for m in messages %}{{ m['content'] }}{% endfor %}", info);
-  EXPECT_EQ(writes_bos.origin(), "server");
-  const std::vector<ChatMessage> msgs{{.role = "user", .content = "Once upon a time"}};
-  const std::vector<int32_t> a = writes_bos.encode(tok, msgs);
-  const std::vector<int32_t> b = plain.encode(tok, msgs);
-  ASSERT_GE(a.size(), 2u);
-  ASSERT_GE(b.size(), 2u);
-  EXPECT_EQ(a[0], tok.bos());
-  EXPECT_NE(a[1], tok.bos());
-  EXPECT_EQ(b[0], tok.bos());
-  EXPECT_NE(b[1], tok.bos());
-}
-
-TEST(ChatPrompt, ModelTemplateWinsOverBuiltinAndServerOverModel) {
-  ModelInfo info{.id = "m", .chat_template = "{{ messages[0]['content'] }}!"};
-  EXPECT_EQ(ChatPrompter("", info).origin(), "model");
-  EXPECT_EQ(ChatPrompter("", info).render({{.role = "user", .content = "x"}}), "x!");
-  EXPECT_EQ(ChatPrompter("{{ messages[0]['content'] }}?", info).render({{.role = "user", .content = "x"}}), "x?");
-  EXPECT_THROW(ChatPrompter("{% for %}", info), Error);
 }
 
 }  // namespace

@@ -131,6 +131,31 @@ TEST(WsProtocol, ErrorsAreFrames) {
   EXPECT_GE(errors[4]["retry_after"], 1);
 }
 
+// Graceful shutdown: every running id gets its final ("cancelled"), and a
+// new generate is refused with 503 server_shutting_down.
+TEST(WsProtocol, ShutdownSendsAFinalForEveryRunningId) {
+  WsEnv env;
+  env.backend.script = {.texts = {"x"}, .hold = true};
+  env.conn->on_message(R"({"type": "generate", "id": "a", "prompt": "Once"})");
+  env.conn->on_message(R"({"type": "generate", "id": "b", "prompt": "Once"})");
+  ASSERT_TRUE(env.wait_frame("token", "a"));
+  ASSERT_TRUE(env.wait_frame("token", "b"));
+  env.core.admission().begin_drain();
+  env.conn->on_message(R"({"type": "generate", "id": "c", "prompt": "Once"})");
+  EXPECT_EQ(env.core.jobs().shutdown_all(), 2u);
+  ASSERT_TRUE(env.wait_frame("final", "a"));
+  ASSERT_TRUE(env.wait_frame("final", "b"));
+  for (const json& f : env.frames()) {
+    if (f["type"] == "final") {
+      EXPECT_EQ(f["finish_reason"], "cancelled");
+    }
+    if (f["type"] == "error") {
+      EXPECT_EQ(f["id"], "c");
+      EXPECT_EQ(f["error"]["code"], "server_shutting_down");
+    }
+  }
+}
+
 TEST(WsProtocol, ClosingCancelsEverything) {
   WsEnv env;
   env.backend.script = {.texts = {"x"}, .hold = true};

@@ -330,6 +330,55 @@ TEST(HfTokenizerErrors, MalformedFilesAreBadFormat) {
   }
 }
 
+// Sizes a hostile file may claim: checked before anything is sized by them.
+TEST(HfTokenizerLimits, HugeIdsAreRefusedBeforeAllocating) {
+  // One id of 2^31 - 2 in a 300-byte file would ask for 2^31 token strings.
+  json j = tiny_json();
+  j["model"]["vocab"]["ab"] = 2147483646;
+  Failure f = failure_of(j);
+  EXPECT_EQ(f.code, Errc::bad_format) << f.message;
+  EXPECT_NE(f.message.find("has token id 2147483646, over the limit of 4194304 tokens"), std::string::npos)
+      << f.message;
+  j = tiny_json();
+  j["added_tokens"][0]["id"] = 4000000;  // under the limit, but not contiguous
+  f = failure_of(j);
+  EXPECT_EQ(f.code, Errc::bad_format) << f.message;
+  EXPECT_NE(f.message.find("model.vocab: token id 4000000 with only 4 tokens (ids repeat or leave gaps)"),
+            std::string::npos)
+      << f.message;
+}
+
+// nlohmann throws out_of_range (not parse_error) for a number past a double.
+TEST(HfTokenizerLimits, NumberPastADoubleIsBadFormat) {
+  try {
+    tokenizer_from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 1e99999}}})");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfTokenizerLimits, TooManyMerges) {
+  // Written as text: 2^21 + 1 merges, 12 MB.
+  std::string text = tiny_json().dump();
+  const std::string list = "\"merges\":[\"a b\"]";
+  const size_t at = text.find(list);
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string many = "\"merges\":[\"a b\"";
+  many.reserve(6 * (size_t{1} << 21) + 32);
+  for (int i = 0; i < (1 << 21); ++i) many += ",\"a b\"";
+  many += "]";
+  text.replace(at, list.size(), many);
+  try {
+    tokenizer_from_hf_json(text);
+    ADD_FAILURE() << "accepted 2^21 + 1 merges";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2097153 merges, over the limit of 2097152"), std::string::npos) << e.what();
+  }
+}
+
 // --- tokenizer_config.json and template files in a folder ---
 
 class HfFolder : public testing::Test {

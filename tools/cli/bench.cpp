@@ -33,6 +33,8 @@ struct BenchArgs {
   std::string plot_script;
   std::string device;
   int64_t gpu_layers = -1;
+  std::string kv_type;    // empty: the topology's
+  std::string kv_memory;  // empty: the topology's
 };
 
 // "scheduler.max_batch_size=8,32,128" -> axis.
@@ -74,6 +76,10 @@ void run(const BenchArgs& a) {
   // --device / --gpu-layers are topology keys every run gets.
   if (!a.device.empty()) s.settings.push_back({.key = "device", .values = {"\"" + a.device + "\""}});
   if (a.gpu_layers >= 0) s.settings.push_back({.key = "gpu_layers", .values = {std::to_string(a.gpu_layers)}});
+  // --kv-type / --kv-memory: the topology's kv.type and kv.memory (checked
+  // where the topology is read, like every key).
+  if (!a.kv_type.empty()) s.settings.push_back({.key = "kv.type", .values = {"\"" + a.kv_type + "\""}});
+  if (!a.kv_memory.empty()) s.settings.push_back({.key = "kv.memory", .values = {"\"" + a.kv_memory + "\""}});
   if (a.requests > 0) s.requests = a.requests;
   s.trace = s.trace || a.trace;
   if (a.no_warmup) s.warmup = false;
@@ -97,6 +103,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--clients", args->clients, "Closed-loop client counts to run, comma-separated")->delimiter(',');
   cmd->add_option("--set", args->settings, "Vary a topology key: key=v1,v2 (e.g. scheduler.max_batch_size=8,32)");
   cmd->add_option("--device", args->device, "Where every stage runs: cpu, cuda or cuda:N");
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type of every run: f32, f16, bf16 or q8_0");
+  cmd->add_option("--kv-memory", args->kv_memory, "Size every run's KV pool by bytes, e.g. 2GiB");
   cmd->add_option("--gpu-layers,-g", args->gpu_layers, "The last N layers on the GPU, the rest on the CPU")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--requests", args->requests, "Requests per run (default: the workload's)");

@@ -37,6 +37,7 @@ struct GenerateArgs {
   std::string isa;
   std::string quantize;
   std::string device = "cpu";
+  std::string kv_type = "f32";
   int64_t gpu_layers = -1;  // -1: not given
   bool no_bos = false;
   bool stats = true;
@@ -55,6 +56,7 @@ void run_generate(const GenerateArgs& a) {
   // A wrong device name fails before the model is read; a GPU that cannot
   // be used fails when the plan's backends open (the model is only mapped).
   const Device device = parse_device(a.device);
+  const KvType kv_type = parse_kv_type(a.kv_type);
   std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
   ModelLoadOptions load_options;
   if (a.quantize == "q8_0") load_options.quantize = DType::q8_0;
@@ -72,7 +74,7 @@ void run_generate(const GenerateArgs& a) {
   } else {
     placements = {{.first_layer = 0, .last_layer = n_layer, .device = device.str(), .threads = a.threads}};
   }
-  const GeneratorOptions gen_options{.n_ctx = a.ctx};
+  const GeneratorOptions gen_options{.n_ctx = a.ctx, .kv_type = kv_type};
   const std::vector<PlannedStage> plan =
       plan_stages(*model, placements, Generator::stage_limits(model->config(), gen_options));
   std::vector<std::unique_ptr<Backend>> backends;
@@ -87,6 +89,11 @@ void run_generate(const GenerateArgs& a) {
              std::to_string(p.last_layer - 1) + " on " + p.device.str();
   }
   Generator gen(model, stages, gen_options);
+  const ModelConfig& mc = model->config();
+  const int64_t token_bytes = kv_token_bytes(kv_type, mc.n_layer, mc.n_head_kv, mc.head_dim);
+  std::fprintf(stderr, "troupe: KV cache %s, %lld bytes per token, %lld tokens (%s)\n", kv_type_name(kv_type),
+               static_cast<long long>(token_bytes), static_cast<long long>(gen.n_ctx()),
+               format_bytes(token_bytes * gen.n_ctx()).c_str());
   GenerateRequest req{.max_new_tokens = a.max_tokens,
                       .sampling = {.temperature = a.temperature,
                                    .top_k = a.top_k,
@@ -150,6 +157,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--quantize", args->quantize, "Convert float weights at load")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));
   cmd->add_option("--device", args->device, "Where the layers run: cpu, cuda or cuda:N");
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16, bf16 or q8_0 (default f32)");
   cmd->add_option("--gpu-layers,-g", args->gpu_layers,
                   "Put the last N layers (and the output head) on the GPU, the rest on the CPU")
       ->check(CLI::NonNegativeNumber);

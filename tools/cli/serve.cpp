@@ -42,11 +42,18 @@ struct ServeArgs {
   int64_t send_queue = -1;
   int io_threads = -1;
   int write_timeout = -1;
+  int idle_timeout = -1;
+  int header_timeout = -1;
+  int max_connections = -1;
+  int ws_ping_timeout = -1;
   int kv_blocks = -1;
+  std::string kv_type;    // empty: the config's
+  std::string kv_memory;  // empty: the config's
   int ctx = -1;
   int threads = -1;
   std::string device;
   int64_t gpu_layers = -1;
+  double shutdown_grace = 30.0;
 };
 
 std::string read_file(const std::string& path, const char* what) {
@@ -86,11 +93,20 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (a.send_queue >= 0) s.core.limits.send_queue_bytes = static_cast<size_t>(a.send_queue);
   if (a.io_threads >= 0) s.listen.io_threads = a.io_threads;
   if (a.write_timeout >= 0) s.listen.write_timeout_s = a.write_timeout;
-  if (!s.chat_template_file.empty()) s.core.chat_template = read_file(s.chat_template_file, "--chat-template");
+  if (a.idle_timeout >= 0) s.listen.idle_timeout_s = a.idle_timeout;
+  if (a.header_timeout >= 0) s.listen.header_timeout_s = a.header_timeout;
+  if (a.max_connections >= 0) s.listen.max_connections = a.max_connections;
+  if (a.ws_ping_timeout >= 0) s.listen.ws_ping_timeout_s = a.ws_ping_timeout;
+  // The engine renders chat (its tokenizer actors): the template goes to
+  // every chain.
+  if (!s.chat_template_file.empty()) {
+    c.pipeline.chat_template = read_file(s.chat_template_file, "--chat-template");
+  }
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
   for (PipelineConfig& r : c.replicas) {
     r.model_path = c.pipeline.model_path;
+    r.chat_template = c.pipeline.chat_template;
     chains.push_back(&r);
   }
   // The remote stages' shared secret may come from the environment, out of
@@ -100,7 +116,15 @@ net::ServeConfig resolve(const ServeArgs& a) {
   for (PipelineConfig* p : chains) {
     if (p->remote.secret.empty() && stage_secret != nullptr) p->remote.secret = stage_secret;
     if (a.max_running >= 0) p->scheduler.max_batch_size = a.max_running;
-    if (a.kv_blocks >= 0) p->n_kv_blocks = a.kv_blocks;
+    if (a.kv_blocks >= 0 && !a.kv_memory.empty()) {
+      throw Error(Errc::invalid_argument, "--kv-blocks and --kv-memory both size the KV pool: give one of them");
+    }
+    if (a.kv_blocks >= 0) {
+      p->n_kv_blocks = a.kv_blocks;
+      p->kv_memory_bytes = 0;
+    }
+    if (!a.kv_memory.empty()) p->kv_memory_bytes = parse_byte_size(a.kv_memory);
+    if (!a.kv_type.empty()) p->kv_type = parse_kv_type(a.kv_type);
     if (a.ctx >= 0) p->scheduler.context_length = a.ctx;
     if (!a.device.empty()) p->device = a.device;
     if (a.gpu_layers >= 0) p->gpu_layers = a.gpu_layers;
@@ -162,6 +186,12 @@ void run_serve(const ServeArgs& a) {
     throw Error(Errc::unavailable, "cannot start: " + backend->load_state().stage);
   }
   net::ServerCore core(*backend, cfg.server.core);
+  // KV pressure for admission: requests the scheduler holds back while
+  // batch slots are free (AdmissionControl reads it at most every 100 ms).
+  core.admission().set_engine_probe([b = backend.get()] {
+    const PipelineStats s = b->stats();
+    return net::EngineLoad{.running = s.running, .waiting = s.waiting};
+  });
   auto server = net::Server::start(core, cfg.server.listen);
   const std::string url = "http://" + cfg.server.listen.host + ":" + std::to_string(server->port()) + "/";
   std::printf("troupe serve: listening on %s\n", url.c_str());
@@ -172,19 +202,33 @@ void run_serve(const ServeArgs& a) {
     const net::LoadState s = backend->load_state();
     if (s.ready && !announced) {
       announced = true;
-      const net::ModelInfo info = backend->model_info();
+      const net::ServedModel info = backend->served_model();
+      const net::MemoryPools pools = backend->memory_pools();
+      if (pools.kv_token_bytes > 0) {
+        std::printf("troupe serve: KV cache %s, %lld bytes per token, %lld tokens in %s\n", pools.kv_type.c_str(),
+                    static_cast<long long>(pools.kv_token_bytes),
+                    static_cast<long long>(pools.kv_bytes / pools.kv_token_bytes), format_bytes(pools.kv_bytes).c_str());
+      }
       std::printf("troupe serve: ready: model '%s', context %d tokens. Open %s in a browser to chat.\n",
-                  info.id.c_str(), info.context_length, url.c_str());
+                  info.id.c_str(), info.engine.context_length, url.c_str());
       std::fflush(stdout);
     }
     return s.failed;
   });
   const net::LoadState end_state = backend->load_state();
-  std::fprintf(stderr, "troupe serve: stopping\n");
-  // Order matters: connections close and the I/O threads stop first; the
-  // pipeline then ends what still runs (its callbacks find the I/O context
-  // still there); the server object goes last.
-  server->stop();
+  // Order matters: new requests are refused and the running ones get the
+  // grace period, then those left end cleanly (a final event each),
+  // connections close and the I/O threads stop; the pipeline then ends what
+  // still runs (its callbacks find the I/O context still there); the server
+  // object goes last.
+  if (end_state.failed) {
+    std::fprintf(stderr, "troupe serve: stopping\n");
+    server->stop();
+  } else {
+    std::fprintf(stderr, "troupe serve: stopping: up to %.0f s for the requests in flight (a second signal exits now)\n",
+                 a.shutdown_grace);
+    server->shutdown(a.shutdown_grace);
+  }
   backend.reset();
   server.reset();
   if (end_state.failed) throw Error(Errc::io, "loading " + model_path + " failed: " + end_state.stage);
@@ -222,13 +266,31 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--write-timeout", a->write_timeout,
                   "Seconds a client may take no data before it is dropped (default 60)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--idle-timeout", a->idle_timeout,
+                  "Seconds a kept-alive connection may wait for its next request (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--header-timeout", a->header_timeout,
+                  "Seconds from a request's first byte to the end of its headers (default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", a->max_connections,
+                  "Open connections, HTTP and WebSocket (default 1024; idle ones make room, else 503)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ws-ping-timeout", a->ws_ping_timeout,
+                  "Seconds a WebSocket may stay silent, pinged at half (default 60)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-blocks", a->kv_blocks, "KV pages of 16 tokens (default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-type", a->kv_type, "KV cache element type: f32, f16, bf16 or q8_0 (default f32)");
+  cmd->add_option("--kv-memory", a->kv_memory,
+                  "KV pages sized by bytes over all stages, e.g. 2GiB (q8_0 holds ~3.7x the tokens of f32)");
   cmd->add_option("--ctx", a->ctx, "Context length, capped at the model's (default 4096)")->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", a->threads, "Kernel threads per stage (0: all hardware threads)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", a->device, "Where every stage runs: cpu, cuda or cuda:N (default: the config's, else cpu)");
   cmd->add_option("--gpu-layers,-g", a->gpu_layers,
                   "Put the last N layers (and the output head) on the GPU, the rest on the CPU")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shutdown-grace", a->shutdown_grace,
+                  "On SIGTERM/SIGINT, seconds running requests may take to finish before they are ended (default 30)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([a] { run_serve(*a); });
 }

@@ -36,6 +36,7 @@ struct StageArgs {
   std::string listen = "127.0.0.1:7001";
   int32_t kv_blocks = PipelineConfig{}.n_kv_blocks;
   int32_t kv_block_size = PipelineConfig{}.kv_block_size;
+  std::string kv_type = "f32";
   int64_t max_tokens = SchedulerConfig{}.max_tokens_per_step;
   int64_t max_seqs = SchedulerConfig{}.max_batch_size;
   std::string secret;
@@ -124,6 +125,7 @@ void run_stage(const StageArgs& a) {
        .threads = a.threads,
        .kv_blocks = a.kv_blocks,
        .kv_block_size = a.kv_block_size,
+       .kv_type = parse_kv_type(a.kv_type),
        .max_tokens = a.max_tokens,
        .max_seqs = a.max_seqs,
        .secret = secret,
@@ -174,6 +176,7 @@ void add_stage_command(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "CPU kernel threads (0: all hardware threads)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (default 127.0.0.1:7001; port 0: any free port)");
   cmd->add_option("--kv-blocks", a->kv_blocks, "KV pages (must equal the head's; default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-type", a->kv_type, "KV cache element type: f32, f16, bf16 or q8_0 (must equal the head's)");
   cmd->add_option("--kv-block-size", a->kv_block_size, "Tokens per KV page (must equal the head's; default 16)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-tokens", a->max_tokens, "Most tokens in one step (at least the head's; default 2048)")

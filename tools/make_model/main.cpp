@@ -36,7 +36,8 @@ struct ModelShape {
 
 struct Options {
   ModelShape shape;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // for q4_k_m: q4_K, the type of most matrices
+  bool q4_k_m = false;       // llama.cpp's Q4_K_M mix (see matrix_type)
   uint64_t seed = 42;
   std::string out;
   std::string name;
@@ -60,7 +61,9 @@ std::optional<ModelShape> preset(const std::string& name) {
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Errc::invalid_argument, msg); }
 
 DType parse_dtype(const std::string& v) {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1}) {
+  if (v == "q4_k_m") return DType::q4_K;
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                  DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K}) {
     if (v == dtype_name(t)) return t;
   }
   invalid("unknown dtype '" + v + "'");
@@ -92,8 +95,11 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
                       ->check(CLI::PositiveNumber);
   auto* o_tie = app.add_flag("--tie-embeddings,!--no-tie-embeddings", tie,
                              "Omit output.weight (the output reuses token_embd)");
-  app.add_option("--dtype", dtype, "Matrix dtype (norms are always f32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"}));
+  app.add_option("--dtype", dtype,
+                 "Matrix dtype (norms are always f32); q4_k_m: llama.cpp's Q4_K_M mix (q4_K, with q6_K\n"
+                 "for the output matrix and for attn_v/ffn_down of some layers)")
+      ->check(CLI::IsMember(
+          {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "q4_k_m"}));
   app.add_option("--seed", o.seed, "Random seed");
   app.add_option("--threads", o.n_threads, "Generator threads (default: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--name", o.name, "general.name");
@@ -123,6 +129,7 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
   if (!*o_kv && (*o_heads || !*o_preset)) s.n_head_kv = s.n_head;  // plain multi-head attention
   if (*o_tie) s.tie_embeddings = tie;
   o.dtype = parse_dtype(dtype);
+  o.q4_k_m = dtype == "q4_k_m";
   if (o.name.empty()) o.name = "troupe-random-" + (*o_preset ? preset_name : std::string("custom"));
 
   if (s.n_embd % s.n_head != 0) invalid("--dim must be a multiple of --heads");
@@ -181,16 +188,28 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float stddev, float
 // --- the model ---
 
 // llama.cpp's general.file_type (llama_ftype) for a file of mostly `t`.
-uint32_t file_type(DType t) {
-  switch (t) {
+uint32_t file_type(const Options& o) {
+  if (o.q4_k_m) return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  switch (o.dtype) {
     case DType::f32: return 0;
     case DType::f16: return 1;
     case DType::q4_0: return 2;
     case DType::q4_1: return 3;
     case DType::q8_0: return 7;
+    case DType::q5_0: return 8;
+    case DType::q5_1: return 9;
+    case DType::q4_K: return 14;  // _S: all q4_K
+    case DType::q5_K: return 16;
+    case DType::q6_K: return 18;
     case DType::bf16: return 32;
   }
   return 0;
+}
+
+// llama.cpp's rule for which layers of a Q4_K_M file get more bits: the first
+// and last eighth of the layers, and every third one in between.
+bool use_more_bits(int64_t layer, int64_t n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
 // A llama (SentencePiece) vocabulary: <unk> <s> </s>, the 256 byte-fallback
@@ -235,7 +254,7 @@ class ModelWriter {
     const int64_t n_embd_kv = head_dim * s.n_head_kv;
     w_.add_string("general.architecture", "llama");
     w_.add_string("general.name", o_.name);
-    w_.add_u32("general.file_type", file_type(o_.dtype));
+    w_.add_u32("general.file_type", file_type(o_));
     w_.add_u32("llama.vocab_size", u32(s.n_vocab));
     w_.add_u32("llama.context_length", u32(s.n_ctx));
     w_.add_u32("llama.embedding_length", u32(s.n_embd));
@@ -249,20 +268,25 @@ class ModelWriter {
     add_tokenizer(w_, s.n_vocab);
 
     // Shapes in GGUF order: {row length = input dim, rows = output dim}.
-    matrix("token_embd.weight", s.n_embd, s.n_vocab);
+    // Q4_K_M (as llama.cpp's quantizer assigns it): the output matrix (the
+    // token embedding when tied) is q6_K, and so are attn_v and ffn_down in
+    // the layers use_more_bits picks; everything else q4_K.
+    const DType more = o_.q4_k_m ? DType::q6_K : o_.dtype;
+    matrix("token_embd.weight", s.n_embd, s.n_vocab, s.tie_embeddings ? more : o_.dtype);
     norm("output_norm.weight", s.n_embd);
-    if (!s.tie_embeddings) matrix("output.weight", s.n_embd, s.n_vocab);
+    if (!s.tie_embeddings) matrix("output.weight", s.n_embd, s.n_vocab, more);
     for (int64_t l = 0; l < s.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
+      const DType wide = use_more_bits(l, s.n_layer) ? more : o_.dtype;
       norm(p + "attn_norm.weight", s.n_embd);
-      matrix(p + "attn_q.weight", s.n_embd, s.n_embd);
-      matrix(p + "attn_k.weight", s.n_embd, n_embd_kv);
-      matrix(p + "attn_v.weight", s.n_embd, n_embd_kv);
-      matrix(p + "attn_output.weight", s.n_embd, s.n_embd);
+      matrix(p + "attn_q.weight", s.n_embd, s.n_embd, o_.dtype);
+      matrix(p + "attn_k.weight", s.n_embd, n_embd_kv, o_.dtype);
+      matrix(p + "attn_v.weight", s.n_embd, n_embd_kv, wide);
+      matrix(p + "attn_output.weight", s.n_embd, s.n_embd, o_.dtype);
       norm(p + "ffn_norm.weight", s.n_embd);
-      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
-      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
-      matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, o_.dtype);
+      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, o_.dtype);
+      matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, wide);
     }
     w_.write(o_.out);
   }
@@ -283,9 +307,8 @@ class ModelWriter {
 
   // Generated only when the writer reaches this tensor, a chunk of rows at a
   // time, the rows of a chunk spread over the thread pool.
-  void matrix(const std::string& name, int64_t n_in, int64_t n_out) {
+  void matrix(const std::string& name, int64_t n_in, int64_t n_out, DType type) {
     const uint64_t index = tensor_index_++;
-    const DType type = o_.dtype;
     const int64_t row = row_bytes(type, n_in);
     auto source = [this, index, type, n_in, row](int64_t first, int64_t n_rows, uint8_t* dst) {
       pool_.parallel_for(n_rows, [&](int64_t begin, int64_t end) {
@@ -331,7 +354,7 @@ int run(int argc, char** argv) {
               o.out.c_str(), static_cast<long long>(m.n_params()), static_cast<double>(m.n_params()) / 1e9,
               static_cast<long long>(s.n_embd), static_cast<long long>(s.n_layer), static_cast<long long>(s.n_head),
               static_cast<long long>(s.n_head_kv), static_cast<long long>(s.n_ff),
-              static_cast<long long>(s.n_vocab), std::string(dtype_name(o.dtype)).c_str(),
+              static_cast<long long>(s.n_vocab), o.q4_k_m ? "q4_k_m" : std::string(dtype_name(o.dtype)).c_str(),
               s.tie_embeddings ? ", tied output" : "", static_cast<double>(m.n_bytes()) / 1e9, secs);
   return 0;
 }

@@ -1,0 +1,137 @@
+// Chat messages travel as plain data with their JSON fields as text
+// (actors/request_types.hpp); here they become the template's input.
+#include "actors/prompt_reader.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "actors/request_rules.hpp"
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+// A JSON text from a request, parsed; the field is named when it is not JSON.
+nlohmann::ordered_json parse_json_field(const std::string& text, const std::string& param) {
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw RequestError(Errc::invalid_argument, param, param + " is not valid JSON: " + e.what());
+  }
+}
+
+ChatRenderInput render_input(const ChatPrompt& chat) {
+  if (chat.messages.empty()) {
+    throw RequestError(Errc::invalid_argument, "messages", "'messages' must hold at least one message");
+  }
+  ChatRenderInput in;
+  in.add_generation_prompt = chat.add_generation_prompt;
+  for (size_t i = 0; i < chat.messages.size(); ++i) {
+    const ChatTurn& t = chat.messages[i];
+    ChatMessage m;
+    m.role = t.role;
+    if (t.has_content) m.content = t.content;
+    if (!t.fields_json.empty()) {
+      const std::string param = "messages[" + std::to_string(i) + "]";
+      nlohmann::ordered_json fields = parse_json_field(t.fields_json, param);
+      if (!fields.is_object()) throw RequestError(Errc::invalid_argument, param, param + " must be an object");
+      for (auto& [key, value] : fields.items()) {
+        if (key == "tool_calls") {
+          m.tool_calls = value;
+        } else if (key != "role" && !value.is_null()) {
+          m.extra[key] = value;
+        }
+      }
+    }
+    in.messages.push_back(std::move(m));
+  }
+  if (!chat.tools_json.empty()) in.tools = parse_json_field(chat.tools_json, "tools");
+  return in;
+}
+
+std::string prompt_field(const EngineRequest& r) {
+  if (!r.prompt_field.empty()) return r.prompt_field;
+  return r.kind == EngineRequest::Kind::chat ? "messages" : "prompt";
+}
+
+}  // namespace
+
+PromptReader::PromptReader(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<const ChatPrompter> prompter,
+                           ModelInfo model)
+    : tokenizer_(std::move(tokenizer)), prompter_(std::move(prompter)), model_(std::move(model)) {}
+
+std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r) const {
+  const std::string field = prompt_field(r);
+  std::vector<int32_t> ids;
+  switch (r.kind) {
+    case EngineRequest::Kind::text:
+      try {
+        ids = tokenizer_->encode(r.text.text, r.text.add_special, r.text.parse_special);
+      } catch (const Error& e) {
+        throw RequestError(e.code(), field, std::string("cannot tokenize the prompt: ") + e.what());
+      }
+      break;
+    case EngineRequest::Kind::chat: {
+      std::string text;
+      try {
+        text = prompter_->render(render_input(r.chat));
+      } catch (const RequestError&) {
+        throw;
+      } catch (const Error& e) {
+        // raise_exception() in a template refuses the conversation (roles
+        // out of order, say): the client's messages are at fault. Anything
+        // else is the template's own failure.
+        if (e.code() == Errc::invalid_argument) throw RequestError(Errc::invalid_argument, "messages", e.what());
+        throw Error(Errc::internal, std::string("the chat template failed: ") + e.what());
+      }
+      ids = encode_chat(*tokenizer_, text);
+      break;
+    }
+    case EngineRequest::Kind::tokens:
+      // Ids are taken as given: an empty list is refused, not completed.
+      ids = std::move(r.tokens);
+      r.tokens.clear();
+      if (ids.empty()) throw RequestError(Errc::invalid_argument, field, "'" + field + "' must not be empty");
+      check_prompt_tokens(ids, model_.n_vocab, field);
+      return ids;
+  }
+  ensure_prompt(ids, model_.bos, field);
+  return ids;
+}
+
+std::vector<int32_t> PromptReader::admit(EngineRequest& r) const {
+  check_generate_params(r.params);
+  std::vector<int32_t> ids = prompt_ids(r);
+  r.params.max_new_tokens = fit_to_context(static_cast<int32_t>(ids.size()), r.params.max_new_tokens,
+                                           r.fit_max_tokens, model_.context_length, prompt_field(r));
+  return ids;
+}
+
+TokenizeAnswer PromptReader::tokenize(EngineRequest request, bool detokenize) const {
+  TokenizeAnswer a;
+  a.max_model_len = model_.context_length;
+  try {
+    if (detokenize) {
+      check_prompt_tokens(request.tokens, model_.n_vocab, "tokens");
+      a.text = text_of(request.tokens);
+      return a;
+    }
+    a.tokens = prompt_ids(request);
+    for (const int32_t t : a.tokens) a.pieces.push_back(tokenizer_->token_to_bytes(t, /*render_special=*/true));
+  } catch (const RequestError& e) {
+    a.error_code = e.code();
+    a.error = e.what();
+    a.error_param = e.param();
+  } catch (const Error& e) {
+    a.error_code = e.code();
+    a.error = e.what();
+  } catch (const std::exception& e) {
+    a.error = e.what();
+  }
+  return a;
+}
+
+std::string PromptReader::text_of(const std::vector<int32_t>& ids) const {
+  return tokenizer_->decode(ids, /*skip_special=*/false);
+}
+
+}  // namespace troupe

@@ -1,0 +1,46 @@
+// What the tokenizer actor does to each request, as a plain class (the
+// actor is its thin shell): render a conversation with the chat template,
+// encode text, take ids as they are, and apply every model rule
+// (actors/request_rules.hpp). Tests and fakes use it without actors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/request_types.hpp"
+#include "tokenizer/chat_prompter.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace troupe {
+
+class PromptReader {
+ public:
+  PromptReader(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<const ChatPrompter> prompter,
+               ModelInfo model);
+
+  // The request's prompt ids, every rule checked, and its max_new_tokens
+  // fitted to the context. Throws RequestError naming the field at fault,
+  // or Error (internal: the chat template itself failed).
+  std::vector<int32_t> admit(EngineRequest& request) const;
+
+  // The ids a request with this prompt would get (text or chat), checked
+  // against the vocabulary; or, with detokenize, the text of
+  // request.tokens. Never throws: errors are in the answer.
+  TokenizeAnswer tokenize(EngineRequest request, bool detokenize) const;
+
+  // The prompt's text as the model sees it (special tokens written out).
+  std::string text_of(const std::vector<int32_t>& ids) const;
+
+  const ModelInfo& model() const { return model_; }
+
+ private:
+  std::vector<int32_t> prompt_ids(EngineRequest& request) const;
+
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const ChatPrompter> prompter_;
+  ModelInfo model_;
+};
+
+}  // namespace troupe

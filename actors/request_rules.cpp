@@ -1,0 +1,59 @@
+// Each rule's wording is the API's: clients read these messages.
+#include "actors/request_rules.hpp"
+
+#include <algorithm>
+
+#include "model/sampler.hpp"
+
+namespace troupe {
+
+void check_generate_params(const GenerateParams& p) {
+  if (p.max_new_tokens < 1) {
+    throw RequestError(Errc::invalid_argument, "max_tokens",
+                       "max_tokens must be at least 1, got " + std::to_string(p.max_new_tokens));
+  }
+  for (size_t i = 0; i < p.stop.size(); ++i) {
+    if (p.stop[i].empty()) {
+      throw RequestError(Errc::invalid_argument, "stop[" + std::to_string(i) + "]", "stop strings must not be empty");
+    }
+  }
+  check_sampling(p.sampling);
+}
+
+void check_prompt_tokens(std::span<const int32_t> ids, int32_t n_vocab, std::string_view param) {
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ids[j] < 0 || ids[j] >= n_vocab) {
+      throw RequestError(Errc::invalid_argument, std::string(param) + "[" + std::to_string(j) + "]",
+                         "token id " + std::to_string(ids[j]) + " is outside the vocabulary [0, " +
+                             std::to_string(n_vocab) + ")");
+    }
+  }
+}
+
+void ensure_prompt(std::vector<int32_t>& ids, int32_t bos, std::string_view param) {
+  if (!ids.empty()) return;
+  if (bos < 0) {
+    throw RequestError(Errc::invalid_argument, std::string(param),
+                       "'" + std::string(param) + "' must not be empty for this model (it has no BOS token)");
+  }
+  ids.push_back(bos);
+}
+
+int32_t fit_to_context(int32_t n_prompt, int32_t max_new_tokens, bool fit, int32_t context_length,
+                       std::string_view prompt_param) {
+  if (n_prompt >= context_length) {
+    throw RequestError(Errc::too_long, std::string(prompt_param),
+                       "the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
+                           std::to_string(context_length) + " (prompt and completion together)");
+  }
+  if (fit) return std::min(max_new_tokens, context_length - n_prompt);
+  if (static_cast<int64_t>(n_prompt) + max_new_tokens > context_length) {
+    throw RequestError(Errc::too_long, "max_tokens",
+                       "max_tokens " + std::to_string(max_new_tokens) + " plus the prompt's " +
+                           std::to_string(n_prompt) + " tokens exceed the context of " +
+                           std::to_string(context_length) + " tokens");
+  }
+  return max_new_tokens;
+}
+
+}  // namespace troupe

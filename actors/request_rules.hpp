@@ -1,0 +1,37 @@
+// The model-dependent rules a request meets before it takes a queue slot,
+// each in one function with one error: a RequestError naming the request
+// field at fault. The tokenizer actor applies them to every request, so
+// HTTP, WebSocket, the CLI and the experiments all meet the same rule
+// worded the same way. (Sampling ranges, which need no model, are
+// check_sampling in model/sampler.hpp.)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/request_types.hpp"
+
+namespace troupe {
+
+// max_new_tokens >= 1, no empty stop string, sampling in range.
+void check_generate_params(const GenerateParams& params);
+
+// Every id in [0, n_vocab). param: the field holding the prompt; the error
+// names the position ("prompt[3]").
+void check_prompt_tokens(std::span<const int32_t> ids, int32_t n_vocab, std::string_view param);
+
+// An empty prompt becomes BOS where the model has one (there is nothing to
+// continue otherwise); without one it is refused.
+void ensure_prompt(std::vector<int32_t>& ids, int32_t bos, std::string_view param);
+
+// The number of tokens to generate: max_new_tokens, cut to what the context
+// leaves after the prompt when `fit`; refused (Errc::too_long) when the
+// prompt leaves no room, or, without `fit`, when prompt + max_new_tokens
+// exceed the context.
+int32_t fit_to_context(int32_t n_prompt, int32_t max_new_tokens, bool fit, int32_t context_length,
+                       std::string_view prompt_param);
+
+}  // namespace troupe

@@ -1,0 +1,31 @@
+// Watchdog: one monitor per actor, names kept by address.
+#include "actors/watchdog.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include <map>
+
+namespace troupe {
+
+caf::actor spawn_watchdog(caf::actor_system& system, std::vector<std::pair<std::string, caf::actor>> watched,
+                          std::function<void(const std::string&, const std::string&)> on_down) {
+  return system.spawn([watched = std::move(watched), on_down = std::move(on_down)](caf::event_based_actor* self) {
+    auto names = std::make_shared<std::map<caf::actor_addr, std::string>>();
+    for (const auto& [name, handle] : watched) {
+      if (!handle) continue;
+      (*names)[handle.address()] = name;
+      self->monitor(handle);
+    }
+    self->set_down_handler([self, names, on_down](caf::down_msg& dm) {
+      const auto it = names->find(dm.source);
+      const std::string name = it != names->end() ? it->second : "unknown";
+      const std::string why = dm.reason ? self->system().render(dm.reason) : "it exited normally";
+      on_down(name, why);
+    });
+    // Nothing to handle: it only watches.
+    return caf::behavior{[](caf::ok_atom) {}};
+  });
+}
+
+}  // namespace troupe

@@ -1,0 +1,227 @@
+// k-quant quantization. Each sub-block gets the (scale, min) or scale that
+// minimises a weighted squared error over a few candidate roundings; the
+// super-block then stores those 6-bit (q4_K/q5_K) or 8-bit (q6_K) sub-scales
+// relative to fp16 super-scales, and every weight is re-rounded against the
+// stored (already quantized) scales, so the bytes decode to the closest
+// representable values, not to the pre-rounding fit.
+#include "core/dtype_kquant.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.hpp"
+
+namespace troupe::detail {
+namespace {
+
+int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
+
+// Weighted least squares for x ≈ scale * q + min over n values, q in
+// [0, nmax], min <= 0 (the GGUF formats store -min as an unsigned 6-bit
+// quantity). Tries roundings from a grid of inverse scales around
+// nmax / (max - min) and keeps the fit with the smallest error. w weighs
+// errors by magnitude, so large weights (which dominate dot products) are
+// kept closer.
+void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale, float& min) {
+  float lo = std::min(0.0f, *std::min_element(x, x + n));
+  const float hi = *std::max_element(x, x + n);
+  if (hi <= lo) {  // constant (zero or negative) sub-block: all in the minimum
+    scale = 0.0f;
+    min = lo;
+    return;
+  }
+  float best_err = INFINITY;
+  scale = (hi - lo) / static_cast<float>(nmax);
+  min = lo;
+  int q[32];
+  for (int step = -1; step <= 20; ++step) {
+    // step -1: plain max/min scaling; 0..20: inverse scales nmax - 1 .. nmax + 1.
+    const float iscale = step < 0 ? static_cast<float>(nmax) / (hi - lo)
+                                  : (static_cast<float>(nmax) - 1.0f + 0.1f * static_cast<float>(step)) / (hi - lo);
+    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    for (int i = 0; i < n; ++i) {
+      q[i] = std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+      sw += w[i];
+      sq += w[i] * q[i];
+      sqq += w[i] * q[i] * q[i];
+      sx += w[i] * x[i];
+      sqx += w[i] * q[i] * x[i];
+    }
+    const double det = sw * sqq - sq * sq;
+    if (det <= 0) continue;
+    double s = (sw * sqx - sq * sx) / det;
+    double m = (sqq * sx - sq * sqx) / det;
+    if (m > 0) {  // the format cannot add a positive offset
+      m = 0;
+      s = sqx / sqq;
+    }
+    if (!(s > 0)) continue;
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+      const double e = s * q[i] + m - x[i];
+      err += w[i] * e * e;
+    }
+    if (err < best_err) {
+      best_err = static_cast<float>(err);
+      scale = static_cast<float>(s);
+      min = static_cast<float>(m);
+    }
+  }
+}
+
+// Error weights for a sub-block: a floor (the row's RMS) plus |x|.
+void magnitude_weights(const float* x, int n, float rms, float* w) {
+  for (int i = 0; i < n; ++i) w[i] = rms + std::fabs(x[i]);
+}
+
+float block_rms(const float* x, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += double(x[i]) * x[i];
+  return static_cast<float>(std::sqrt(s / n));
+}
+
+// Fills d, dmin, the 12 packed scale bytes and the quants q[256] (0..nmax)
+// of one q4_K/q5_K super-block.
+void quantize_q45_K_block(const float* x, int nmax, uint16_t& d16, uint16_t& dmin16, uint8_t* packed, uint8_t* q) {
+  float scales[8], mins[8], w[32];
+  const float rms = block_rms(x, static_cast<int>(kQK_K));
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    magnitude_weights(x + 32 * j, 32, rms, w);
+    fit_scale_min(x + 32 * j, w, 32, nmax, scales[j], mins[j]);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, -mins[j]);
+  }
+  d16 = f32_to_fp16(max_scale / 63.0f);
+  dmin16 = f32_to_fp16(max_min / 63.0f);
+  const float d = fp16_to_f32(d16), dmin = fp16_to_f32(dmin16);
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>(d > 0 ? std::clamp(nearest_int(scales[j] / d), 0, 63) : 0);
+    m[j] = static_cast<uint8_t>(dmin > 0 ? std::clamp(nearest_int(-mins[j] / dmin), 0, 63) : 0);
+  }
+  // Inverse of kquant_scale_min: bytes 0..3 scales 0..3 (+ top bits of 4..7),
+  // bytes 4..7 mins 0..3 (+ top bits of 4..7), bytes 8..11 low nibbles of 4..7.
+  for (int j = 0; j < 4; ++j) {
+    packed[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    packed[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    packed[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4));
+  }
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sj, mj;
+    kquant_scale_min(packed, j, sj, mj);  // the values a reader will see
+    const float ds = d * sj, dm = dmin * mj;
+    for (int l = 0; l < 32; ++l) {
+      q[32 * j + l] = static_cast<uint8_t>(ds > 0 ? std::clamp(nearest_int((x[32 * j + l] + dm) / ds), 0, nmax) : 0);
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_row_q4_K(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ4_K*>(dst);
+  uint8_t q[kQK_K];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    quantize_q45_K_block(x, 15, b[i].d, b[i].dmin, b[i].scales, q);
+    for (int j = 0; j < 4; ++j) {  // sub-blocks 2j (low nibbles) and 2j + 1 (high)
+      for (int l = 0; l < 32; ++l) b[i].qs[32 * j + l] = static_cast<uint8_t>(q[64 * j + l] | (q[64 * j + 32 + l] << 4));
+    }
+  }
+}
+
+void quantize_row_q5_K(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ5_K*>(dst);
+  uint8_t q[kQK_K];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    quantize_q45_K_block(x, 31, b[i].d, b[i].dmin, b[i].scales, q);
+    std::memset(b[i].qh, 0, sizeof b[i].qh);
+    for (int j = 0; j < 8; ++j) {
+      for (int l = 0; l < 32; ++l) b[i].qh[l] = static_cast<uint8_t>(b[i].qh[l] | ((q[32 * j + l] >> 4) << j));
+    }
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        b[i].qs[32 * j + l] = static_cast<uint8_t>((q[64 * j + l] & 0x0f) | ((q[64 * j + 32 + l] & 0x0f) << 4));
+      }
+    }
+  }
+}
+
+void quantize_row_q6_K(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ6_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    // Per 16 weights: the scale s minimising sum x^2 (x - s q)^2 over a few
+    // roundings q = round(x * iscale) in [-32, 31], iscale near -32 / xmax
+    // (xmax: the value largest in magnitude, which maps to -32 exactly).
+    float scales[16];
+    float max_scale = 0.0f, max_abs_scale = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      const float* xs = x + 16 * j;
+      float xmax = 0.0f;
+      for (int l = 0; l < 16; ++l) {
+        if (std::fabs(xs[l]) > std::fabs(xmax)) xmax = xs[l];
+      }
+      scales[j] = 0.0f;
+      if (xmax != 0.0f) {
+        float best_err = INFINITY;
+        for (int step = -9; step <= 9; ++step) {
+          const float iscale = -(32.0f + 0.1f * static_cast<float>(step)) / xmax;
+          double sqx = 0, sqq = 0;
+          int q[16];
+          for (int l = 0; l < 16; ++l) {
+            q[l] = std::clamp(nearest_int(iscale * xs[l]), -32, 31);
+            const double w = double(xs[l]) * xs[l];
+            sqx += w * q[l] * xs[l];
+            sqq += w * q[l] * q[l];
+          }
+          if (sqq <= 0) continue;
+          const double s = sqx / sqq;
+          double err = 0;
+          for (int l = 0; l < 16; ++l) {
+            const double e = xs[l] - s * q[l];
+            err += double(xs[l]) * xs[l] * e * e;
+          }
+          if (err < best_err) {
+            best_err = static_cast<float>(err);
+            scales[j] = static_cast<float>(s);
+          }
+        }
+      }
+      if (std::fabs(scales[j]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    // The sub-scale largest in magnitude maps to -128, the others in
+    // proportion (d carries the sign).
+    const float d = max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / -128.0f)) : 0.0f;
+    b[i].d = f32_to_fp16(d);
+    for (int j = 0; j < 16; ++j) {
+      b[i].scales[j] = static_cast<int8_t>(d != 0.0f ? std::clamp(nearest_int(scales[j] / d), -128, 127) : 0);
+    }
+    uint8_t q[kQK_K];
+    for (int j = 0; j < 16; ++j) {
+      const float ds = d * b[i].scales[j];
+      for (int l = 0; l < 16; ++l) {
+        q[16 * j + l] = static_cast<uint8_t>(ds != 0.0f ? std::clamp(nearest_int(x[16 * j + l] / ds), -32, 31) + 32 : 32);
+      }
+    }
+    // Pack: chunk c = 4h + k (32 weights) goes to the low (k < 2) or high
+    // nibbles of ql[64 h + 32 (k & 1) ..] and bits 2k of qh[32 h ..].
+    std::memset(b[i].ql, 0, sizeof b[i].ql);
+    std::memset(b[i].qh, 0, sizeof b[i].qh);
+    for (int c = 0; c < 8; ++c) {
+      const int h = c / 4, k = c % 4;
+      for (int l = 0; l < 32; ++l) {
+        const int v = q[32 * c + l];
+        uint8_t& lo = b[i].ql[64 * h + 32 * (k & 1) + l];
+        lo = static_cast<uint8_t>(lo | ((v & 0x0f) << (4 * (k >> 1))));
+        uint8_t& hi = b[i].qh[32 * h + l];
+        hi = static_cast<uint8_t>(hi | ((v >> 4) << (2 * k)));
+      }
+    }
+  }
+}
+
+}  // namespace troupe::detail

@@ -1,0 +1,32 @@
+// Attention tiles that read a quantized KV cache (f16, bf16, q8_0) in place:
+// the rows are converted to f32 in registers as they are used, never copied
+// out. One table per ISA (attention_tiles*.cpp), like vec_ops; f32 caches
+// take vec_ops' own tiles.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.hpp"
+#include "memory/kv_type.hpp"
+
+namespace troupe::kernels::cpu {
+
+// Over n cached rows laid out `stride` bytes apart (one kv head of
+// consecutive slots of a paged block), each of d values of the table's type:
+//   s[j] = scale * (q . k_j)                      for j < n
+//   acc  = acc * c + sum_j p[j] * v_j
+struct KvTileOps {
+  void (*dot_tile)(float* s, const float* q, const unsigned char* k, int64_t stride, int64_t n, int64_t d,
+                   float scale);
+  void (*acc_tile)(float* acc, float c, const float* p, const unsigned char* v, int64_t stride, int64_t n,
+                   int64_t d);
+};
+
+// Tables for f16, bf16 and q8_0 (f32 throws Error(internal): use vec_ops).
+// The ISA getters return the scalar table when the compiler cannot target it.
+const KvTileOps& kv_tile_ops_scalar(KvType t);
+const KvTileOps& kv_tile_ops_avx2(KvType t);
+const KvTileOps& kv_tile_ops_avx512(KvType t);
+const KvTileOps& kv_tile_ops(KvType t, Isa isa);
+
+}  // namespace troupe::kernels::cpu

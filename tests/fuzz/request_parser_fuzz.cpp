@@ -1,0 +1,37 @@
+// libFuzzer target for the HTTP request parser (net/request_parser.cpp): any
+// bytes as a /v1/completions, a /v1/chat/completions, a /tokenize and a
+// /detokenize body. The
+// parser must either return a request within the limits or throw ApiError
+// (a 400 with a JSON body); anything else (a crash, a sanitizer report,
+// another exception) is a bug. Built and run by run_fuzzers.py.
+#include <cstddef>
+#include <cstdint>
+
+#include "tests/fuzz/request_limits_check.hpp"
+
+using namespace troupe::fuzz;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text = as_text(data, size);
+  try {
+    check_limits(troupe::net::parse_completion_request(text, kFuzzLimits), kFuzzLimits);
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
+  }
+  try {
+    check_limits(troupe::net::parse_chat_request(text, kFuzzLimits), kFuzzLimits);
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
+  }
+  try {
+    (void)troupe::net::parse_tokenize_request(text, kFuzzLimits);
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
+  }
+  try {
+    (void)troupe::net::parse_detokenize_request(text);
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
+  }
+  return 0;
+}

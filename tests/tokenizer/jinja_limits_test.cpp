@@ -1,0 +1,105 @@
+// The limits on rendering an untrusted chat template (tokenizer/jinja_limits.hpp),
+// each hit by a hostile template: every one must end in a clear
+// Error(invalid_argument) naming the limit, never a hang, a crash or an
+// out-of-memory kill. And a template sees only the variables it is given.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/jinja_limits.hpp"
+
+namespace troupe {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string render(std::string_view source, const json& vars = json::object()) {
+  return ChatTemplate::parse(source).render_with(vars);
+}
+
+// The message of the error a template raises when rendered; fails the test
+// when it renders, or fails with another code.
+std::string error_of(std::string_view source, const json& vars = json::object()) {
+  try {
+    render(source, vars);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for: " << source;
+  return {};
+}
+
+#define EXPECT_HAS(text, part)                        \
+  do {                                                \
+    const std::string t_ = (text);                    \
+    EXPECT_NE(t_.find(part), std::string::npos) << t_; \
+  } while (0)
+
+TEST(JinjaLimits, AHugeRangeFailsAtOnce) {
+  // range(10**9) never makes its billion items: the 100001st is refused.
+  EXPECT_HAS(error_of("{% for i in range(10**9) %}{{ i }}{% endfor %}"), ("range too big: chat templates may make at most 100000 items"));
+  EXPECT_HAS(error_of("{{ range(-5, 10**18)|length }}"), ("range too big"));
+}
+
+TEST(JinjaLimits, NestedLoopsRunOutOfSteps) {
+  // 10^10 iterations from ranges that are each within their limit.
+  EXPECT_HAS(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"), ("template ran too long"));
+}
+
+TEST(JinjaLimits, SlowStepsRunOutOfTime) {
+  // Few steps, each slow (a 1 MB replace): the deadline, not the step count, ends it.
+  EXPECT_HAS(error_of("{% for i in range(100000) %}{% set s = ('x' * 1000000)|replace('x', 'yz') %}{% endfor %}"),
+             "template ran too long: over " + std::to_string(static_cast<int>(jinja::kMaxRenderSeconds * 1000)) +
+                 " ms");
+}
+
+TEST(JinjaLimits, RecursionDepth) {
+  EXPECT_HAS(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), ("template recursion is too deep (more than 1000 levels)"));
+  // Within the limit, recursion works.
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"),
+            "54321");
+}
+
+TEST(JinjaLimits, OutputBytes) {
+  EXPECT_HAS(error_of("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}"),
+             "template output is over the limit of 67108864 bytes");
+  EXPECT_HAS(error_of("{{ 'x' * 100000000000 }}"), "repetition result is too large");
+}
+
+TEST(JinjaSandbox, OnlyTheGivenContextIsVisible) {
+  const json vars = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  // Python internals are not attributes of anything: undefined, which prints as nothing.
+  for (const char* probe : {"{{ ''.__class__ }}", "{{ messages.__class__ }}", "{{ namespace.__init__ }}",
+                            "{{ range.__globals__ }}", "{{ messages[0].__dict__ }}", "{{ (1).__add__ }}"}) {
+    std::string out;
+    try {
+      out = render(probe, vars);
+    } catch (const Error& e) {
+      out = e.what();
+      EXPECT_NE(e.code(), Errc::internal) << probe;
+    }
+    EXPECT_EQ(out.find("class"), std::string::npos) << probe << " -> " << out;
+    EXPECT_EQ(out.find("function"), std::string::npos) << probe << " -> " << out;
+  }
+  // Globals that reach the host (Flask's, Python's) are not there.
+  for (const char* name : {"config", "request", "self", "session", "g", "url_for", "os", "environ", "import", "open"}) {
+    EXPECT_EQ(render(std::string("{{ ") + name + " is defined }}", vars), "False") << name;
+  }
+  // include/import/extends would read files: refused at parse time.
+  for (const char* tag : {"{% include 'x' %}", "{% import 'x' as y %}", "{% extends 'x' %}"}) {
+    try {
+      ChatTemplate::parse(tag);
+      ADD_FAILURE() << tag;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::unsupported) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe
