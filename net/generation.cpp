@@ -1,4 +1,4 @@
-// Runs a JobSpec's choices through the Backend. The pipeline calls one
+// Runs a JobSpec's choices through the EngineClient. The pipeline calls one
 // request's callbacks serially, but different choices run on different
 // threads: one mutex serialises the listener calls and the choice state.
 #include "net/generation.hpp"
@@ -17,13 +17,13 @@ bool wants_logprobs(const GenerateParams& p) { return p.sampling.logprobs || p.s
 
 }  // namespace
 
-std::shared_ptr<GenerationJob> GenerationJob::create(Backend& backend, Metrics& metrics, AdmissionControl& admission,
+std::shared_ptr<GenerationJob> GenerationJob::create(EngineClient& backend, Metrics& metrics, AdmissionControl& admission,
                                                      JobSpec spec, std::shared_ptr<JobListener> listener) {
   return std::shared_ptr<GenerationJob>(
       new GenerationJob(backend, metrics, admission, std::move(spec), std::move(listener)));
 }
 
-GenerationJob::GenerationJob(Backend& backend, Metrics& metrics, AdmissionControl& admission, JobSpec spec,
+GenerationJob::GenerationJob(EngineClient& backend, Metrics& metrics, AdmissionControl& admission, JobSpec spec,
                              std::shared_ptr<JobListener> listener)
     : backend_(backend),
       metrics_(metrics),

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "net/admission.hpp"
-#include "net/backend.hpp"
+#include "net/engine_client.hpp"
 #include "net/metrics.hpp"
 #include "net/openai_response.hpp"
 #include "net/utf8_joiner.hpp"
@@ -60,7 +60,7 @@ class JobListener {
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   // The spec's choices must already be admitted (one admission slot each).
-  static std::shared_ptr<GenerationJob> create(Backend& backend, Metrics& metrics, AdmissionControl& admission,
+  static std::shared_ptr<GenerationJob> create(EngineClient& backend, Metrics& metrics, AdmissionControl& admission,
                                                JobSpec spec, std::shared_ptr<JobListener> listener);
 
   // Submits every choice. Call once.
@@ -77,7 +77,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   const JobSpec& spec() const { return spec_; }
 
  private:
-  GenerationJob(Backend& backend, Metrics& metrics, AdmissionControl& admission, JobSpec spec,
+  GenerationJob(EngineClient& backend, Metrics& metrics, AdmissionControl& admission, JobSpec spec,
                 std::shared_ptr<JobListener> listener);
 
   struct Choice {
@@ -107,7 +107,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   int32_t usage_prompt_tokens() const;  // under the lock, or once every choice ended
   void cancel_locked();
 
-  Backend& backend_;
+  EngineClient& backend_;
   Metrics& metrics_;
   AdmissionControl& admission_;
   JobSpec spec_;

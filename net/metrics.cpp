@@ -179,7 +179,7 @@ struct Metrics::Impl {
   };
   std::map<std::string, ActorSeries, std::less<>> actors;  // created at the first scrape that names them
 
-  // Data-parallel replicas (net/replica_backend.hpp), labelled by index.
+  // Data-parallel replicas (net/replica_router.hpp), labelled by index.
   prometheus::Family<Gauge>& replica_up_f =
       gauge("troupe_replica_up", "1 while a data-parallel replica serves (loaded, every stage up)");
   prometheus::Family<Gauge>& replica_in_flight_f =

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "actors/request_types.hpp"
-#include "net/backend.hpp"
+#include "net/engine_client.hpp"
 
 namespace troupe::net {
 

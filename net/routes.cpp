@@ -126,7 +126,7 @@ std::optional<std::string> query_param(std::string_view target, std::string_view
   return std::nullopt;
 }
 
-ServerCore::ServerCore(Backend& backend, CoreOptions options)
+ServerCore::ServerCore(EngineClient& backend, CoreOptions options)
     : backend_(backend), options_(std::move(options)), admission_(options_.admission) {}
 
 ServerCore::~ServerCore() = default;

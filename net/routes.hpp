@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "net/admission.hpp"
-#include "net/backend.hpp"
+#include "net/engine_client.hpp"
 #include "net/generation.hpp"
 #include "net/http_types.hpp"
 #include "net/job_registry.hpp"
@@ -39,7 +39,7 @@ struct CoreOptions {
 
 class ServerCore {
  public:
-  ServerCore(Backend& backend, CoreOptions options);
+  ServerCore(EngineClient& backend, CoreOptions options);
   ~ServerCore();
   ServerCore(const ServerCore&) = delete;
   ServerCore& operator=(const ServerCore&) = delete;
@@ -63,7 +63,7 @@ class ServerCore {
   // An error reply with OpenAI's body, counted in the metrics.
   HttpReply error_reply(const ApiError& e);
 
-  Backend& backend() { return backend_; }
+  EngineClient& backend() { return backend_; }
   Metrics& metrics() { return metrics_; }
   AdmissionControl& admission() { return admission_; }
   // Every GenerationJob started, for a graceful shutdown (net/server.hpp).
@@ -79,7 +79,7 @@ class ServerCore {
   bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
 
-  Backend& backend_;
+  EngineClient& backend_;
   CoreOptions options_;
   Metrics metrics_;
   AdmissionControl admission_;

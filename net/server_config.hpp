@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
-#include "net/replica_backend.hpp"
+#include "net/replica_router.hpp"
 #include "net/routes.hpp"
 #include "net/server.hpp"
 

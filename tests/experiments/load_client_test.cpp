@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "net/pipeline_backend.hpp"
+#include "net/pipeline_client.hpp"
 #include "net/routes.hpp"
 #include "net/server.hpp"
 #include "net/sse_splitter.hpp"
@@ -27,7 +27,7 @@
 namespace troupe {
 namespace {
 
-using net::PipelineBackend;
+using net::PipelineClient;
 using net::Server;
 using net::ServerCore;
 using net::SseSplitter;
@@ -93,7 +93,7 @@ void expect_well_formed(const std::vector<RequestRecord>& records, const std::ve
 class LoadClient : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    backend_ = new PipelineBackend(
+    backend_ = new PipelineClient(
         {.pipeline = {.model_path = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf",
                       .stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}},
                       .n_kv_blocks = 64}});
@@ -112,12 +112,12 @@ class LoadClient : public ::testing::Test {
 
   static LoadClientOptions options() { return {.port = server_->port(), .model = "stories260K", .timeout_s = 60}; }
 
-  static PipelineBackend* backend_;
+  static PipelineClient* backend_;
   static ServerCore* core_;
   static Server* server_;
 };
 
-PipelineBackend* LoadClient::backend_ = nullptr;
+PipelineClient* LoadClient::backend_ = nullptr;
 ServerCore* LoadClient::core_ = nullptr;
 Server* LoadClient::server_ = nullptr;
 

@@ -12,10 +12,10 @@
 #include <set>
 #include <thread>
 
-#include "net/pipeline_backend.hpp"
+#include "net/pipeline_client.hpp"
 #include "net/routes.hpp"
 #include "net/ws_protocol.hpp"
-#include "tests/net/fake_backend.hpp"
+#include "tests/net/fake_engine.hpp"
 
 namespace troupe::net {
 namespace {
@@ -26,7 +26,7 @@ using test::RecordingWriter;
 class PipelineRoutes : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    backend_ = new PipelineBackend(
+    backend_ = new PipelineClient(
         {.pipeline = {.model_path = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf",
                       .stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}},
                       .n_kv_blocks = 64}});
@@ -43,11 +43,11 @@ class PipelineRoutes : public ::testing::Test {
     return json::parse(in);
   }
 
-  static PipelineBackend* backend_;
+  static PipelineClient* backend_;
   static ServerCore* core_;
 };
 
-PipelineBackend* PipelineRoutes::backend_ = nullptr;
+PipelineClient* PipelineRoutes::backend_ = nullptr;
 ServerCore* PipelineRoutes::core_ = nullptr;
 
 TEST_F(PipelineRoutes, ModelInfo) {
@@ -62,7 +62,7 @@ TEST_F(PipelineRoutes, ModelInfo) {
   EXPECT_EQ(backend_->memory_pools().kv_bytes, info.engine.kv_bytes_per_token * 1024);
 }
 
-uint64_t tokenizer_messages(const PipelineBackend& b) {
+uint64_t tokenizer_messages(const PipelineClient& b) {
   for (const ActorLoad& a : b.actor_loads()) {
     if (a.actor == "tokenizer") return a.messages;
   }

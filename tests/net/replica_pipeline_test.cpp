@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "actors/replica_config.hpp"
-#include "net/pipeline_backend.hpp"
-#include "net/replica_backend.hpp"
+#include "net/pipeline_client.hpp"
+#include "net/replica_router.hpp"
 #include "net/routes.hpp"
-#include "tests/net/fake_backend.hpp"
+#include "tests/net/fake_engine.hpp"
 
 namespace troupe::net {
 namespace {
@@ -59,7 +59,7 @@ std::vector<std::string> complete_all(ServerCore& core) {
 TEST(ReplicaPipeline, TwoReplicasGiveTheSingleChainsText) {
   std::vector<std::string> single;
   {
-    PipelineBackend one({.pipeline = {.model_path = kModel,
+    PipelineClient one({.pipeline = {.model_path = kModel,
                                       .stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}},
                                       .n_kv_blocks = 64}});
     ASSERT_TRUE(one.wait_loaded()) << one.load_state().stage;
@@ -74,7 +74,7 @@ TEST(ReplicaPipeline, TwoReplicasGiveTheSingleChainsText) {
           "replicas": [{"stages": [{"layers": [0, -1], "threads": 1}]},
                        {"stages": [{"layers": [0, -1], "threads": 1}]}]})");
   for (PipelineConfig& c : configs) c.model_path = kModel;
-  auto router = std::make_unique<ReplicaBackend>(ReplicaBackendOptions{.replicas = std::move(configs)});
+  auto router = std::make_unique<ReplicaRouter>(ReplicaRouterOptions{.replicas = std::move(configs)});
   ASSERT_TRUE(router->wait_loaded()) << router->load_state().stage;
   ASSERT_TRUE(router->ready());
   {
@@ -117,7 +117,7 @@ TEST(ReplicaPipeline, TwoReplicasGiveTheSingleChainsText) {
 }
 
 TEST(ReplicaPipeline, AModelThatCannotLoadFailsEveryReplica) {
-  ReplicaBackend router(ReplicaBackendOptions{.replicas = {PipelineConfig{.model_path = "/nonexistent.gguf"},
+  ReplicaRouter router(ReplicaRouterOptions{.replicas = {PipelineConfig{.model_path = "/nonexistent.gguf"},
                                                            PipelineConfig{.model_path = "/nonexistent.gguf"}}});
   EXPECT_FALSE(router.wait_loaded());
   const LoadState s = router.load_state();
@@ -135,7 +135,7 @@ TEST(ReplicaPipeline, AReplicaThatFailsLeavesTheOthersServing) {
           "replicas": [{"stages": [{"layers": [0, -1], "threads": 1}]},
                        {"stages": [{"layers": [0, 1], "threads": 1}]}]})");
   for (PipelineConfig& c : configs) c.model_path = kModel;
-  auto router = std::make_unique<ReplicaBackend>(ReplicaBackendOptions{.replicas = std::move(configs)});
+  auto router = std::make_unique<ReplicaRouter>(ReplicaRouterOptions{.replicas = std::move(configs)});
   // Not every replica started (what `troupe serve` checks for GPU chains) ...
   EXPECT_FALSE(router->wait_loaded());
   // ... but one serves, and takes every request.

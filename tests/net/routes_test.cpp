@@ -12,13 +12,13 @@
 #include <set>
 #include <sstream>
 
-#include "tests/net/fake_backend.hpp"
+#include "tests/net/fake_engine.hpp"
 
 namespace troupe::net {
 namespace {
 
 using nlohmann::json;
-using test::FakeBackend;
+using test::FakeEngine;
 using test::RecordingWriter;
 
 struct Env {
@@ -42,7 +42,7 @@ struct Env {
     return w->reply;
   }
 
-  FakeBackend backend;
+  FakeEngine backend;
   ServerCore core;
   std::shared_ptr<RecordingWriter> last_writer;
 };

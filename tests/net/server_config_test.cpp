@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "tests/net/fake_backend.hpp"
+#include "tests/net/fake_engine.hpp"
 
 namespace troupe::net {
 namespace {

@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "net/routes.hpp"
-#include "tests/net/fake_backend.hpp"
+#include "tests/net/fake_engine.hpp"
 
 namespace troupe::net {
 namespace {
 
 using nlohmann::json;
-using test::FakeBackend;
+using test::FakeEngine;
 using test::RecordingWsOutput;
 
 struct WsEnv {
@@ -43,7 +43,7 @@ struct WsEnv {
     });
   }
 
-  FakeBackend backend;
+  FakeEngine backend;
   ServerCore core;
   std::shared_ptr<RecordingWsOutput> out;
   std::shared_ptr<WsConnection> conn;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "net/pipeline_backend.hpp"
-#include "net/replica_backend.hpp"
+#include "net/pipeline_client.hpp"
+#include "net/replica_router.hpp"
 #include "net/routes.hpp"
 #include "net/server.hpp"
 #include "net/server_config.hpp"
@@ -159,16 +159,16 @@ void run_serve(const ServeArgs& a) {
     std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());
   };
   // One chain, or data-parallel replicas of it behind this one edge.
-  std::unique_ptr<net::Backend> backend;
+  std::unique_ptr<net::EngineClient> backend;
   std::function<bool()> wait_loaded;
   if (cfg.replicas.empty()) {
-    auto b = std::make_unique<net::PipelineBackend>(net::PipelineBackendOptions{
+    auto b = std::make_unique<net::PipelineClient>(net::PipelineClientOptions{
         .pipeline = cfg.pipeline, .model_id = cfg.server.model_name, .on_progress = on_progress});
     wait_loaded = [p = b.get()] { return p->wait_loaded(); };
     backend = std::move(b);
   } else {
     std::fprintf(stderr, "troupe serve: %zu replicas\n", cfg.replicas.size());
-    auto b = std::make_unique<net::ReplicaBackend>(net::ReplicaBackendOptions{.replicas = cfg.replicas,
+    auto b = std::make_unique<net::ReplicaRouter>(net::ReplicaRouterOptions{.replicas = cfg.replicas,
                                                                               .model_id = cfg.server.model_name,
                                                                               .on_progress = on_progress,
                                                                               .routing = cfg.server.replica_routing});

@@ -1,5 +1,5 @@
-// Data-parallel replicas behind one edge: a Backend that routes each
-// request to one of N whole chains (each a PipelineBackend, or any Backend
+// Data-parallel replicas behind one edge: an EngineClient that routes each
+// request to one of N whole chains (each a PipelineClient, or any EngineClient
 // in tests), least loaded first, with prefix affinity so that prompts
 // sharing a prefix reach the replica that holds it in its prefix cache.
 #pragma once
@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "net/backend.hpp"
+#include "net/engine_client.hpp"
 
 namespace troupe::net {
 
@@ -34,7 +34,7 @@ struct ReplicaRouting {
   size_t affinity_entries = 4096;  // prefixes remembered, least recently routed forgotten first
 };
 
-struct ReplicaBackendOptions {
+struct ReplicaRouterOptions {
   // One whole chain each (stages, KV pool, scheduler). The first one's
   // model (`model`, else `model_path`) is loaded once and shared by all.
   std::vector<PipelineConfig> replicas;
@@ -45,17 +45,17 @@ struct ReplicaBackendOptions {
   ReplicaRouting routing;
 };
 
-class ReplicaBackend : public Backend {
+class ReplicaRouter : public EngineClient {
  public:
   // Over ready-made backends (chains built elsewhere, or fakes).
-  explicit ReplicaBackend(std::vector<std::unique_ptr<Backend>> replicas, ReplicaRouting routing = {});
-  // Loads the model in the background, then starts one PipelineBackend per
+  explicit ReplicaRouter(std::vector<std::unique_ptr<EngineClient>> replicas, ReplicaRouting routing = {});
+  // Loads the model in the background, then starts one PipelineClient per
   // config, all sharing it.
-  explicit ReplicaBackend(ReplicaBackendOptions options);
+  explicit ReplicaRouter(ReplicaRouterOptions options);
   // Waits for the loader; each replica then ends what still runs.
-  ~ReplicaBackend() override;
-  ReplicaBackend(const ReplicaBackend&) = delete;
-  ReplicaBackend& operator=(const ReplicaBackend&) = delete;
+  ~ReplicaRouter() override;
+  ReplicaRouter(const ReplicaRouter&) = delete;
+  ReplicaRouter& operator=(const ReplicaRouter&) = delete;
 
   // Ready while at least one replica is; `stages` lists every replica's
   // stages as "replica<i>/executor_k"; failed only when every replica failed.
@@ -93,7 +93,7 @@ class ReplicaBackend : public Backend {
     uint64_t routed_least_loaded = 0;
   };
 
-  void load(ReplicaBackendOptions options);
+  void load(ReplicaRouterOptions options);
   bool started() const { return started_.load(std::memory_order_acquire); }
   std::vector<bool> serving() const;
   std::vector<uint64_t> prefix_keys(const EngineRequest& request) const;  // longest prefix first
@@ -101,7 +101,7 @@ class ReplicaBackend : public Backend {
   std::optional<std::pair<size_t, Reason>> choose(const std::vector<bool>& up, const std::vector<uint64_t>& keys);
   void remember(const std::vector<uint64_t>& keys, size_t replica);  // under mutex_
   void finish(RequestId id);  // a final event (or a failed submit): drop the route, release the load
-  const Backend* first_loaded() const;
+  const EngineClient* first_loaded() const;
 
   ReplicaRouting routing_;
   size_t n_replicas_ = 0;
@@ -115,7 +115,7 @@ class ReplicaBackend : public Backend {
   std::unordered_map<uint64_t, std::list<std::pair<uint64_t, size_t>>::iterator> affinity_;
 
   // Set once (before started_) and never changed after.
-  std::vector<std::unique_ptr<Backend>> replicas_;
+  std::vector<std::unique_ptr<EngineClient>> replicas_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   LoadState loader_state_;  // before started_: loading the shared model (under mutex_)

@@ -1,4 +1,4 @@
-// The Backend over the real actor pipeline, loaded in the background: the
+// The EngineClient over the real actor pipeline, loaded in the background: the
 // server answers /health and /ready (503, with progress) at once and flips
 // ready only when the model is loaded and the actors run.
 #pragma once
@@ -11,21 +11,21 @@
 #include <string>
 #include <thread>
 
-#include "net/backend.hpp"
+#include "net/engine_client.hpp"
 
 namespace troupe::net {
 
-struct PipelineBackendOptions {
+struct PipelineClientOptions {
   PipelineConfig pipeline;  // model_path: a GGUF file or a Hugging Face directory
   std::string model_id;     // the name clients use; empty: the file's or folder's name
   // Called from the loading thread at each step (and on failure).
   std::function<void(const LoadState&)> on_progress;
 };
 
-class PipelineBackend : public Backend {
+class PipelineClient : public EngineClient {
  public:
-  explicit PipelineBackend(PipelineBackendOptions options);  // starts loading
-  ~PipelineBackend() override;                               // waits for the loader, stops the pipeline
+  explicit PipelineClient(PipelineClientOptions options);  // starts loading
+  ~PipelineClient() override;                               // waits for the loader, stops the pipeline
 
   LoadState load_state() const override;
   ServedModel served_model() const override;
@@ -45,7 +45,7 @@ class PipelineBackend : public Backend {
   void load();
   void set_state(LoadState s);
 
-  PipelineBackendOptions options_;
+  PipelineClientOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   LoadState state_;

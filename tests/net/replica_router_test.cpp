@@ -2,7 +2,7 @@
 // prefix affinity within and beyond its slack, replicas that stop serving,
 // cancel and ids across replicas, events that arrive before submit
 // returns, the aggregated facts and the per-replica metrics.
-#include "net/replica_backend.hpp"
+#include "net/replica_router.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,12 +14,12 @@
 
 #include "core/error.hpp"
 #include "net/routes.hpp"
-#include "tests/net/fake_backend.hpp"
+#include "tests/net/fake_engine.hpp"
 
 namespace troupe::net {
 namespace {
 
-using test::FakeBackend;
+using test::FakeEngine;
 
 // `n` tokens, different for each seed.
 std::vector<int32_t> tokens(size_t n, int32_t seed) {
@@ -82,21 +82,21 @@ class Finals {
 // N holding fakes behind a router; `fakes` stay owned by the router.
 struct Rig {
   explicit Rig(size_t n, ReplicaRouting routing = {}) {
-    std::vector<std::unique_ptr<Backend>> owned;
+    std::vector<std::unique_ptr<EngineClient>> owned;
     for (size_t i = 0; i < n; ++i) {
-      auto f = std::make_unique<FakeBackend>();
+      auto f = std::make_unique<FakeEngine>();
       f->script.hold = true;
       f->context_length = 4096;  // the long prompts below must pass the front door
       fakes.push_back(f.get());
       owned.push_back(std::move(f));
     }
-    router = std::make_unique<ReplicaBackend>(std::move(owned), routing);
+    router = std::make_unique<ReplicaRouter>(std::move(owned), routing);
   }
 
   // Submits and says which replica took the request.
   size_t route(const std::vector<int32_t>& prompt, RequestId* id = nullptr) {
     std::vector<size_t> before;
-    for (FakeBackend* f : fakes) before.push_back(f->submitted.size());
+    for (FakeEngine* f : fakes) before.push_back(f->submitted.size());
     const RequestId rid = router->submit(fitting(prompt), finals.callbacks());
     if (id != nullptr) *id = rid;
     size_t took = fakes.size();
@@ -116,8 +116,8 @@ struct Rig {
   }
 
   Finals finals;
-  std::vector<FakeBackend*> fakes;
-  std::unique_ptr<ReplicaBackend> router;
+  std::vector<FakeEngine*> fakes;
+  std::unique_ptr<ReplicaRouter> router;
 };
 
 TEST(ReplicaRouting, LeastLoadedReplicaTakesEachRequest) {
@@ -287,7 +287,7 @@ TEST(ReplicaRouting, CancelReachesTheReplicaThatRunsTheRequest) {
 
 TEST(ReplicaRouting, IdMapEmptiesOnceEveryRequestEnded) {
   Rig rig(3);
-  for (FakeBackend* f : rig.fakes) {
+  for (FakeEngine* f : rig.fakes) {
     f->script.hold = false;
     f->script.texts = {"x", "y"};
   }
@@ -317,7 +317,7 @@ TEST(ReplicaRouting, IdMapEmptiesOnceEveryRequestEnded) {
 
 // Ends requests inside submit (an immediate error), or throws from it,
 // as a replica may; records cancels.
-class ImmediateBackend : public FakeBackend {
+class ImmediateEngine : public FakeEngine {
  public:
   enum class Mode { final_in_submit, token_in_submit, throw_in_submit };
   Mode mode = Mode::final_in_submit;
@@ -342,11 +342,11 @@ class ImmediateBackend : public FakeBackend {
 };
 
 TEST(ReplicaRouting, EventsBeforeSubmitReturnsAndFailedSubmits) {
-  auto owned = std::make_unique<ImmediateBackend>();
-  ImmediateBackend* b = owned.get();
-  std::vector<std::unique_ptr<Backend>> list;
+  auto owned = std::make_unique<ImmediateEngine>();
+  ImmediateEngine* b = owned.get();
+  std::vector<std::unique_ptr<EngineClient>> list;
   list.push_back(std::move(owned));
-  ReplicaBackend router(std::move(list));
+  ReplicaRouter router(std::move(list));
 
   // A final event before submit returned: nothing is left behind.
   Finals finals;
@@ -357,7 +357,7 @@ TEST(ReplicaRouting, EventsBeforeSubmitReturnsAndFailedSubmits) {
 
   // A cancel from a callback before submit returned: forwarded once the
   // replica's id is known.
-  b->mode = ImmediateBackend::Mode::token_in_submit;
+  b->mode = ImmediateEngine::Mode::token_in_submit;
   RequestId b_id = 0;
   RequestCallbacks cancel_on_token{.on_token = [&](const TokenEvent& e) { router.cancel(e.id); }};
   b_id = router.submit(fitting(tokens(4, 2)), std::move(cancel_on_token));
@@ -366,17 +366,17 @@ TEST(ReplicaRouting, EventsBeforeSubmitReturnsAndFailedSubmits) {
   (void)b_id;
 
   // A submit that throws: the error reaches the caller, the load is released.
-  b->mode = ImmediateBackend::Mode::throw_in_submit;
+  b->mode = ImmediateEngine::Mode::throw_in_submit;
   EXPECT_THROW(router.submit(fitting(tokens(4, 3)), finals.callbacks()), Error);
   EXPECT_EQ(router.tracked_requests(), 1u);
   EXPECT_EQ(router.replicas()[0].in_flight, 1);
 }
 
 // A fake that reports stages, actor loads and a context of its own.
-class DetailedFake : public FakeBackend {
+class DetailedFake : public FakeEngine {
  public:
   LoadState load_state() const override {
-    LoadState s = FakeBackend::load_state();
+    LoadState s = FakeEngine::load_state();
     if (s.ready) {
       s.loaded = true;
       s.stages = {StageHealth{.name = "executor_0", .where = "cpu", .first_layer = 0, .last_layer = 5}};
@@ -391,14 +391,14 @@ class DetailedFake : public FakeBackend {
 
 TEST(ReplicaRouting, FactsAreAggregatedOverReplicas) {
   std::vector<DetailedFake*> fakes;
-  std::vector<std::unique_ptr<Backend>> list;
+  std::vector<std::unique_ptr<EngineClient>> list;
   for (int i = 0; i < 2; ++i) {
     auto f = std::make_unique<DetailedFake>();
     fakes.push_back(f.get());
     list.push_back(std::move(f));
   }
   fakes[1]->context_length = 32;
-  ReplicaBackend router(std::move(list));
+  ReplicaRouter router(std::move(list));
 
   const PipelineStats s = router.stats();
   EXPECT_EQ(s.kv_blocks_total, 200);

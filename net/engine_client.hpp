@@ -1,9 +1,10 @@
-// What the network edge needs of the engine: readiness, the model's facts,
+// The engine as the network edge holds it (named apart from kernels/'
+// Backend, which is a device): readiness, the model's facts,
 // submit/cancel, tokenize, counters. The edge never tokenizes: prompts go in
 // as text, chat or ids, and the engine's tokenizer actor renders, encodes
 // and checks them. An interface so that the routes and the WebSocket logic
 // are tested with a scripted fake as well as with the real actor pipeline
-// (net/pipeline_backend.hpp) or replicas of it (net/replica_backend.hpp).
+// (net/pipeline_client.hpp) or replicas of it (net/replica_router.hpp).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,7 @@ struct LoadState {
   std::vector<StageHealth> stages;  // once loaded: each executor stage, up or not
 };
 
-// One data-parallel replica as its router sees it (net/replica_backend.hpp),
+// One data-parallel replica as its router sees it (net/replica_router.hpp),
 // for /metrics.
 struct ReplicaFacts {
   int32_t index = 0;
@@ -52,9 +53,9 @@ struct ReplicaFacts {
   uint64_t routed_least_loaded = 0;  // sent there as the least loaded
 };
 
-class Backend {
+class EngineClient {
  public:
-  virtual ~Backend() = default;
+  virtual ~EngineClient() = default;
 
   virtual LoadState load_state() const = 0;
   bool ready() const { return load_state().ready; }

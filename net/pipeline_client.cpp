@@ -2,7 +2,7 @@
 // in large chunks (the progress figure, and it leaves them in the page
 // cache so the mmap-based Model::load that follows is quick), then the
 // model is loaded and the pipeline started.
-#include "net/pipeline_backend.hpp"
+#include "net/pipeline_client.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -44,18 +44,18 @@ std::string model_id_from_path(const std::string& path) {
   return stem;
 }
 
-PipelineBackend::PipelineBackend(PipelineBackendOptions options) : options_(std::move(options)) {
+PipelineClient::PipelineClient(PipelineClientOptions options) : options_(std::move(options)) {
   state_.stage = "starting";
   loader_ = std::thread([this] { load(); });
 }
 
-PipelineBackend::~PipelineBackend() {
+PipelineClient::~PipelineClient() {
   stop_ = true;
   if (loader_.joinable()) loader_.join();
   pipeline_.reset();  // cancels what still runs, waits for the actors
 }
 
-void PipelineBackend::set_state(LoadState s) {
+void PipelineClient::set_state(LoadState s) {
   {
     std::lock_guard lock(mutex_);
     state_ = s;
@@ -64,7 +64,7 @@ void PipelineBackend::set_state(LoadState s) {
   if (options_.on_progress) options_.on_progress(s);
 }
 
-void PipelineBackend::load() {
+void PipelineClient::load() {
   const std::string& path = options_.pipeline.model_path;
   try {
     if (!options_.pipeline.model) {
@@ -124,13 +124,13 @@ void PipelineBackend::load() {
   }
 }
 
-bool PipelineBackend::wait_loaded() {
+bool PipelineClient::wait_loaded() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return state_.ready || state_.failed; });
   return state_.ready;
 }
 
-LoadState PipelineBackend::load_state() const {
+LoadState PipelineClient::load_state() const {
   LoadState s;
   {
     std::lock_guard lock(mutex_);
@@ -157,46 +157,46 @@ LoadState PipelineBackend::load_state() const {
   return s;
 }
 
-ServedModel PipelineBackend::served_model() const {
+ServedModel PipelineClient::served_model() const {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
   return info_;
 }
 
-MemoryPools PipelineBackend::memory_pools() const {
+MemoryPools PipelineClient::memory_pools() const {
   if (!ready_.load(std::memory_order_acquire)) return {};
   return pools_;
 }
 
-RequestId PipelineBackend::submit(EngineRequest request, RequestCallbacks callbacks) {
+RequestId PipelineClient::submit(EngineRequest request, RequestCallbacks callbacks) {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
   return pipeline_->submit(std::move(request), std::move(callbacks));
 }
 
-void PipelineBackend::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
+void PipelineClient::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::unavailable, "the model is not loaded yet");
   pipeline_->tokenize(std::move(request), detokenize, std::move(done));
 }
 
-void PipelineBackend::cancel(RequestId id) {
+void PipelineClient::cancel(RequestId id) {
   if (ready_.load(std::memory_order_acquire)) pipeline_->cancel(id);
 }
 
-std::map<std::string, uint64_t> PipelineBackend::anomaly_counts() const {
+std::map<std::string, uint64_t> PipelineClient::anomaly_counts() const {
   if (!ready_.load(std::memory_order_acquire)) return {};
   return pipeline_->anomaly_counts();
 }
 
-std::vector<ActorSummary> PipelineBackend::actor_summary() const {
+std::vector<ActorSummary> PipelineClient::actor_summary() const {
   if (!ready_.load(std::memory_order_acquire) || !pipeline_->tracing()) return {};
   return pipeline_->trace_summary().actors;
 }
 
-std::vector<ActorLoad> PipelineBackend::actor_loads() const {
+std::vector<ActorLoad> PipelineClient::actor_loads() const {
   if (!ready_.load(std::memory_order_acquire)) return {};
   return pipeline_->actor_loads();
 }
 
-PipelineStats PipelineBackend::stats() const {
+PipelineStats PipelineClient::stats() const {
   if (!ready_.load(std::memory_order_acquire)) throw Error(Errc::internal, "the model is not loaded yet");
   return pipeline_->stats();
 }

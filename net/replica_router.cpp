@@ -3,13 +3,13 @@
 // to the replica last sent that prefix, and an id map from the router's
 // request ids to (replica, the replica's id) so that cancel reaches the
 // right chain.
-#include "net/replica_backend.hpp"
+#include "net/replica_router.hpp"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
-#include "net/pipeline_backend.hpp"
+#include "net/pipeline_client.hpp"
 
 namespace troupe::net {
 namespace {
@@ -20,21 +20,21 @@ bool loaded(const LoadState& s) { return s.loaded || s.ready; }
 
 }  // namespace
 
-ReplicaBackend::ReplicaBackend(std::vector<std::unique_ptr<Backend>> replicas, ReplicaRouting routing)
+ReplicaRouter::ReplicaRouter(std::vector<std::unique_ptr<EngineClient>> replicas, ReplicaRouting routing)
     : routing_(std::move(routing)), n_replicas_(replicas.size()), counters_(replicas.size()) {
   if (replicas.empty()) throw Error(Errc::invalid_argument, "replicas: at least one is needed");
   replicas_ = std::move(replicas);
   started_.store(true, std::memory_order_release);
 }
 
-ReplicaBackend::ReplicaBackend(ReplicaBackendOptions options)
+ReplicaRouter::ReplicaRouter(ReplicaRouterOptions options)
     : routing_(options.routing), n_replicas_(options.replicas.size()), counters_(options.replicas.size()) {
   if (options.replicas.empty()) throw Error(Errc::invalid_argument, "replicas: at least one is needed");
   loader_state_ = {.stage = "loading the model"};
   loader_ = std::thread([this, o = std::move(options)]() mutable { load(std::move(o)); });
 }
 
-ReplicaBackend::~ReplicaBackend() {
+ReplicaRouter::~ReplicaRouter() {
   stop_ = true;
   if (loader_.joinable()) loader_.join();
   // Before the routing state goes: each replica's teardown ends what still
@@ -42,7 +42,7 @@ ReplicaBackend::~ReplicaBackend() {
   replicas_.clear();
 }
 
-void ReplicaBackend::load(ReplicaBackendOptions o) {
+void ReplicaRouter::load(ReplicaRouterOptions o) {
   auto report = [&](const LoadState& s) {
     {
       std::lock_guard lock(mutex_);
@@ -58,7 +58,7 @@ void ReplicaBackend::load(ReplicaBackendOptions o) {
       report({.progress = 0, .stage = "loading the model"});
       model = Model::load(o.replicas.front().model_path);
     }
-    std::vector<std::unique_ptr<Backend>> made;
+    std::vector<std::unique_ptr<EngineClient>> made;
     for (size_t i = 0; i < o.replicas.size() && !stop_; ++i) {
       PipelineConfig cfg = std::move(o.replicas[i]);
       cfg.model = model;
@@ -68,8 +68,8 @@ void ReplicaBackend::load(ReplicaBackendOptions o) {
         t.stage = "replica " + std::to_string(i) + ": " + s.stage;
         on(t);
       };
-      made.push_back(std::make_unique<PipelineBackend>(
-          PipelineBackendOptions{.pipeline = std::move(cfg), .model_id = o.model_id, .on_progress = progress}));
+      made.push_back(std::make_unique<PipelineClient>(
+          PipelineClientOptions{.pipeline = std::move(cfg), .model_id = o.model_id, .on_progress = progress}));
     }
     if (stop_) return;
     replicas_ = std::move(made);
@@ -79,7 +79,7 @@ void ReplicaBackend::load(ReplicaBackendOptions o) {
   }
 }
 
-bool ReplicaBackend::wait_loaded() {
+bool ReplicaRouter::wait_loaded() {
   for (;;) {
     if (started()) {
       bool settled = true, all = true;
@@ -100,7 +100,7 @@ bool ReplicaBackend::wait_loaded() {
   }
 }
 
-LoadState ReplicaBackend::load_state() const {
+LoadState ReplicaRouter::load_state() const {
   if (!started()) {
     std::lock_guard lock(mutex_);
     return loader_state_;
@@ -123,13 +123,13 @@ LoadState ReplicaBackend::load_state() const {
   return out;
 }
 
-std::vector<bool> ReplicaBackend::serving() const {
+std::vector<bool> ReplicaRouter::serving() const {
   std::vector<bool> up(replicas_.size());
   for (size_t i = 0; i < replicas_.size(); ++i) up[i] = replicas_[i]->ready();
   return up;
 }
 
-const Backend* ReplicaBackend::first_loaded() const {
+const EngineClient* ReplicaRouter::first_loaded() const {
   if (!started()) return nullptr;
   for (const auto& r : replicas_) {
     if (r->ready()) return r.get();
@@ -140,8 +140,8 @@ const Backend* ReplicaBackend::first_loaded() const {
   return nullptr;
 }
 
-ServedModel ReplicaBackend::served_model() const {
-  const Backend* b = first_loaded();
+ServedModel ReplicaRouter::served_model() const {
+  const EngineClient* b = first_loaded();
   if (b == nullptr) throw Error(Errc::internal, "the model is not loaded yet");
   ServedModel info = b->served_model();
   // A request may go to any serving replica: it must fit the smallest.
@@ -153,7 +153,7 @@ ServedModel ReplicaBackend::served_model() const {
   return info;
 }
 
-void ReplicaBackend::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
+void ReplicaRouter::tokenize(EngineRequest request, bool detokenize, std::function<void(TokenizeAnswer)> done) {
   // Every replica serves the same model: the first serving one answers.
   const std::vector<bool> up = serving();
   for (size_t i = 0; i < up.size(); ++i) {
@@ -162,7 +162,7 @@ void ReplicaBackend::tokenize(EngineRequest request, bool detokenize, std::funct
   throw Error(Errc::unavailable, "no replica is serving now");
 }
 
-MemoryPools ReplicaBackend::memory_pools() const {
+MemoryPools ReplicaRouter::memory_pools() const {
   MemoryPools out;
   if (!started()) return out;
   for (const auto& r : replicas_) {
@@ -205,7 +205,7 @@ std::string routing_bytes(const EngineRequest& r) {
 
 }  // namespace
 
-std::vector<uint64_t> ReplicaBackend::prefix_keys(const EngineRequest& request) const {
+std::vector<uint64_t> ReplicaRouter::prefix_keys(const EngineRequest& request) const {
   const std::string bytes = routing_bytes(request);
   std::vector<int32_t> lengths = routing_.prefix_tokens;
   std::sort(lengths.begin(), lengths.end());
@@ -229,7 +229,7 @@ std::vector<uint64_t> ReplicaBackend::prefix_keys(const EngineRequest& request) 
   return keys;
 }
 
-std::optional<std::pair<size_t, ReplicaBackend::Reason>> ReplicaBackend::choose(const std::vector<bool>& up,
+std::optional<std::pair<size_t, ReplicaRouter::Reason>> ReplicaRouter::choose(const std::vector<bool>& up,
                                                                                   const std::vector<uint64_t>& keys) {
   std::optional<size_t> least;
   for (size_t i = 0; i < up.size(); ++i) {
@@ -251,7 +251,7 @@ std::optional<std::pair<size_t, ReplicaBackend::Reason>> ReplicaBackend::choose(
   return std::make_pair(*least, Reason::least_loaded);
 }
 
-void ReplicaBackend::remember(const std::vector<uint64_t>& keys, size_t replica) {
+void ReplicaRouter::remember(const std::vector<uint64_t>& keys, size_t replica) {
   if (routing_.affinity_entries == 0) return;
   for (const uint64_t key : keys) {
     if (const auto it = affinity_.find(key); it != affinity_.end()) lru_.erase(it->second);
@@ -264,7 +264,7 @@ void ReplicaBackend::remember(const std::vector<uint64_t>& keys, size_t replica)
   }
 }
 
-RequestId ReplicaBackend::submit(EngineRequest request, RequestCallbacks callbacks) {
+RequestId ReplicaRouter::submit(EngineRequest request, RequestCallbacks callbacks) {
   if (!started()) throw Error(Errc::unavailable, "the model is not loaded yet");
   // Asked before taking the lock: a replica's load_state takes its own.
   const std::vector<bool> up = serving();
@@ -327,7 +327,7 @@ RequestId ReplicaBackend::submit(EngineRequest request, RequestCallbacks callbac
   return id;
 }
 
-void ReplicaBackend::cancel(RequestId id) {
+void ReplicaRouter::cancel(RequestId id) {
   size_t r = 0;
   RequestId inner = 0;
   {
@@ -345,7 +345,7 @@ void ReplicaBackend::cancel(RequestId id) {
   replicas_[r]->cancel(inner);
 }
 
-void ReplicaBackend::finish(RequestId id) {
+void ReplicaRouter::finish(RequestId id) {
   std::lock_guard lock(mutex_);
   const auto it = routes_.find(id);
   if (it == routes_.end()) return;
@@ -353,12 +353,12 @@ void ReplicaBackend::finish(RequestId id) {
   routes_.erase(it);
 }
 
-size_t ReplicaBackend::tracked_requests() const {
+size_t ReplicaRouter::tracked_requests() const {
   std::lock_guard lock(mutex_);
   return routes_.size();
 }
 
-PipelineStats ReplicaBackend::stats() const {
+PipelineStats ReplicaRouter::stats() const {
   if (!started()) throw Error(Errc::internal, "the model is not loaded yet");
   PipelineStats sum;
   bool any = false;
@@ -389,7 +389,7 @@ PipelineStats ReplicaBackend::stats() const {
   return sum;
 }
 
-std::vector<ActorLoad> ReplicaBackend::actor_loads() const {
+std::vector<ActorLoad> ReplicaRouter::actor_loads() const {
   std::vector<ActorLoad> out;
   if (!started()) return out;
   for (size_t i = 0; i < replicas_.size(); ++i) {
@@ -401,7 +401,7 @@ std::vector<ActorLoad> ReplicaBackend::actor_loads() const {
   return out;
 }
 
-std::map<std::string, uint64_t> ReplicaBackend::anomaly_counts() const {
+std::map<std::string, uint64_t> ReplicaRouter::anomaly_counts() const {
   std::map<std::string, uint64_t> out;
   if (!started()) return out;
   for (const auto& r : replicas_) {
@@ -410,7 +410,7 @@ std::map<std::string, uint64_t> ReplicaBackend::anomaly_counts() const {
   return out;
 }
 
-std::vector<ActorSummary> ReplicaBackend::actor_summary() const {
+std::vector<ActorSummary> ReplicaRouter::actor_summary() const {
   std::vector<ActorSummary> out;
   if (!started()) return out;
   for (size_t i = 0; i < replicas_.size(); ++i) {
@@ -422,7 +422,7 @@ std::vector<ActorSummary> ReplicaBackend::actor_summary() const {
   return out;
 }
 
-std::vector<ReplicaFacts> ReplicaBackend::replicas() const {
+std::vector<ReplicaFacts> ReplicaRouter::replicas() const {
   const std::vector<bool> up = started() ? serving() : std::vector<bool>(n_replicas_, false);
   std::lock_guard lock(mutex_);
   std::vector<ReplicaFacts> out;

@@ -1,4 +1,4 @@
-// A scripted Backend for the routes and WebSocket tests: the engine's own
+// A scripted EngineClient for the routes and WebSocket tests: the engine's own
 // front door (PromptReader over the stories260K tokenizer, a small context),
 // and requests that play a script (token texts, then a final event) on their
 // own thread, or hold until cancelled. Also a
@@ -19,7 +19,7 @@
 
 #include "actors/prompt_reader.hpp"
 #include "model/model.hpp"
-#include "net/backend.hpp"
+#include "net/engine_client.hpp"
 #include "net/http_types.hpp"
 #include "net/ws_protocol.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -40,9 +40,9 @@ struct Script {
   bool hold = false;  // after the texts, wait until cancelled
 };
 
-class FakeBackend : public net::Backend {
+class FakeEngine : public net::EngineClient {
  public:
-  FakeBackend() : tokenizer_(Tokenizer::create(net_stories_model()->vocab())) {}
+  FakeEngine() : tokenizer_(Tokenizer::create(net_stories_model()->vocab())) {}
 
   // The engine's facts as this fake publishes them.
   ModelInfo info() const {
@@ -54,7 +54,7 @@ class FakeBackend : public net::Backend {
                      .bos_text = "<s>",
                      .eos_text = "</s>"};
   }
-  ~FakeBackend() override { drain(); }
+  ~FakeEngine() override { drain(); }
 
   // Cancels whatever holds and waits for every request's thread: call it
   // before the ServerCore that the callbacks reach goes away.
