@@ -525,14 +525,14 @@ void Pipeline::tokenize(EngineRequest request, bool detokenize, std::function<vo
   Impl& p = *impl_;
   const tokenizer_actor tok = p.tokenizers[p.next_tokenizer++ % p.tokenizers.size()];
   p.system->spawn([tok, q = TokenizeQuery{.request = std::move(request), .detokenize = detokenize},
-                   done = std::move(done)](caf::event_based_actor* self) mutable {
+                   done = std::move(done)](caf::event_based_actor* self, int) mutable {  // int: see watchdog.cpp
     self->request(tok, kAnswerTimeout, std::move(q))
         .then([done](TokenizeAnswer& a) { done(std::move(a)); },
               [done, self](caf::error& e) {
                 done(TokenizeAnswer{.error_code = Errc::unavailable,
                                     .error = "the tokenizer did not answer: " + self->system().render(e)});
               });
-  });
+  }, 0);
 }
 
 namespace {

@@ -10,7 +10,9 @@ namespace troupe {
 
 caf::actor spawn_watchdog(caf::actor_system& system, std::vector<std::pair<std::string, caf::actor>> watched,
                           std::function<void(const std::string&, const std::string&)> on_down) {
-  return system.spawn([watched = std::move(watched), on_down = std::move(on_down)](caf::event_based_actor* self) {
+  // The unused int: CAF 0.17's spawn of a function with no arguments binds a
+  // reference to a null pointer (UBSan reports it).
+  return system.spawn([watched = std::move(watched), on_down = std::move(on_down)](caf::event_based_actor* self, int) {
     auto names = std::make_shared<std::map<caf::actor_addr, std::string>>();
     for (const auto& [name, handle] : watched) {
       if (!handle) continue;
@@ -25,7 +27,7 @@ caf::actor spawn_watchdog(caf::actor_system& system, std::vector<std::pair<std::
     });
     // Nothing to handle: it only watches.
     return caf::behavior{[](caf::ok_atom) {}};
-  });
+  }, 0);
 }
 
 }  // namespace troupe
