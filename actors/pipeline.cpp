@@ -32,6 +32,8 @@
 #include "actors/sampler_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "actors/open_requests.hpp"
+#include "actors/pipeline_model_info.hpp"
 #include "actors/watchdog.hpp"
 #include "model/device.hpp"
 #include "model/model_identity.hpp"
@@ -64,64 +66,8 @@ Reply ask(caf::actor_system& system, const Handle& to, Msg msg, const char* what
   return out;
 }
 
-// A vocab entry's text ("<s>", "<|im_end|>"), as chat templates see it.
-std::string token_text(const Tokenizer& tok, int32_t id) {
-  const auto& tokens = tok.vocab().tokens;
-  return id >= 0 && static_cast<size_t>(id) < tokens.size() ? tokens[static_cast<size_t>(id)] : std::string();
-}
-
-ModelInfo model_info_of(const Model& model, const Tokenizer& tok, const std::vector<PlannedStage>& plan,
-                        int32_t context_length, const PipelineConfig& config) {
-  const ModelConfig& mc = model.config();
-  ModelInfo info{.name = model_display_name(model),
-                 .context_length = context_length,
-                 .n_vocab = static_cast<int32_t>(mc.n_vocab),
-                 .n_layer = static_cast<int32_t>(mc.n_layer),
-                 .bos = tok.bos(),
-                 .eos = tok.eos(),
-                 .bos_text = token_text(tok, tok.bos()),
-                 .eos_text = token_text(tok, tok.eos()),
-                 .has_chat_template = !model.chat_template().empty(),
-                 .kv_block_size = config.kv_block_size,
-                 .n_kv_blocks = config.n_kv_blocks};
-  // Each stage's pages as it allocates them; a remote stage's worker
-  // allocates the same shape and KV type for its layers.
-  const int64_t tokens = static_cast<int64_t>(config.n_kv_blocks) * config.kv_block_size;
-  for (const PlannedStage& s : plan) {
-    if (!s.is_remote() && tokens > 0) {
-      info.kv_bytes_per_token += static_cast<int64_t>(s.footprint.kv_bytes) / tokens;
-    } else {
-      info.kv_bytes_per_token += stage_kv_token_bytes(mc, s.first_layer, s.last_layer, config.kv_type);
-    }
-  }
-  return info;
-}
-
 }  // namespace
 
-// Requests whose sink has not had its FinalEvent yet: when a pipeline actor
-// stops, the watchdog ends each of them, since the actor that would have
-// may be the one that stopped.
-class OpenRequests {
- public:
-  void add(RequestId id, sink_actor sink) {
-    std::lock_guard lock(mutex_);
-    sinks_.emplace(id, std::move(sink));
-  }
-  // Whether it was still open.
-  bool remove(RequestId id) {
-    std::lock_guard lock(mutex_);
-    return sinks_.erase(id) > 0;
-  }
-  std::unordered_map<RequestId, sink_actor> take_all() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(sinks_, {});
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<RequestId, sink_actor> sinks_;
-};
 
 struct Pipeline::Impl {
   std::shared_ptr<const Model> model;
@@ -277,7 +223,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   } catch (const Error& e) {
     throw Error(e.code(), std::string("PipelineConfig: ") + e.what());
   }
-  impl->info = model_info_of(*impl->model, *impl->tokenizer, plan, sc.context_length, config);
+  impl->info = pipeline_model_info(*impl->model, *impl->tokenizer, plan, sc.context_length, config);
   const auto prompter = std::make_shared<const ChatPrompter>(config.chat_template, impl->model->chat_template(),
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
