@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "actors/actor_meter.hpp"
@@ -55,6 +56,11 @@ class DetokenizerImpl : public detokenizer_actor::base {
           Stream& s = it->second;
           s.admit_ns = open.admit_ns;
           s.prompt_tokens = static_cast<int32_t>(open.prompt.size());
+          if (open.params.prompt_logprobs && !open.prompt.empty() && s.prompt_scores.empty()) {
+            s.prompt_scores.push_back({.token = open.prompt[0],
+                                       .logprob = std::numeric_limits<float>::quiet_NaN(),
+                                       .bytes = tokenizer_->token_to_bytes(open.prompt[0], /*special=*/true)});
+          }
           // The output continues the prompt's text. A decoder that starts
           // fresh drops the first space (SentencePiece's add_space_prefix
           // undone, right for a text's start only), so when the prompt has
@@ -70,9 +76,14 @@ class DetokenizerImpl : public detokenizer_actor::base {
         },
         [this](SampledStep& step) {
           for (SampledToken& t : step.tokens) {
-            if (t.status != SampleStatus::token) continue;
+            if (t.status != SampleStatus::token && t.status != SampleStatus::scored) continue;
             const auto it = streams_.find(t.id);
-            if (it != streams_.end()) on_token(it, t);
+            if (it == streams_.end()) continue;
+            if (t.status == SampleStatus::token) {
+              on_token(it, t);
+            } else {
+              it->second.prompt_scores.push_back(score_of(t));
+            }
           }
         },
         [this](RequestDone& done) {
@@ -116,7 +127,19 @@ class DetokenizerImpl : public detokenizer_actor::base {
     bool primed = false;  // the decoder knows whether the output starts a text
     IncrementalDecoder decoder;
     StopStringMatcher stops;
+    std::vector<TokenScore> prompt_scores;  // prompt logprobs, for the first TokenEvent
   };
+
+  TokenScore score_of(SampledToken& t) const {
+    TokenScore sc{.token = t.token,
+                  .logprob = t.logprob,
+                  .top_logprobs = std::move(t.top_logprobs),
+                  .bytes = tokenizer_->token_to_bytes(t.token, /*special=*/true)};
+    for (const TokenLogprob& alt : sc.top_logprobs) {
+      sc.top_bytes.push_back(tokenizer_->token_to_bytes(alt.token, /*special=*/true));
+    }
+    return sc;
+  }
   using StreamIt = std::unordered_map<RequestId, Stream>::iterator;
 
   void on_token(StreamIt it, SampledToken& t) {
@@ -147,6 +170,8 @@ class DetokenizerImpl : public detokenizer_actor::base {
         ev.top_bytes.push_back(tokenizer_->token_to_bytes(alt.token, /*special=*/true));
       }
     }
+    ev.prompt_scores = std::move(s.prompt_scores);
+    s.prompt_scores.clear();
     deliver(s, std::move(ev));
     if (r.stopped) {
       send(scheduler_, stop_atom_v, t.id);

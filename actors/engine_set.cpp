@@ -238,6 +238,8 @@ SchedulerStats EngineSet::stats() const {
     sum.cancelled += s.cancelled;
     sum.prompt_tokens += s.prompt_tokens;
     sum.prefix_hit_tokens += s.prefix_hit_tokens;
+    sum.spec_proposed += s.spec_proposed;
+    sum.spec_accepted += s.spec_accepted;
   }
   return sum;
 }

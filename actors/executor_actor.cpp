@@ -75,11 +75,7 @@ class ExecutorImpl : public executor_actor::base {
       send(next_, std::move(batch));
       return;
     }
-    StepLogits logits{
-        .step = batch.step, .engine = batch.engine, .logits = std::move(out), .compute_ns = batch.compute_ns};
-    for (const StageSeq& s : batch.seqs) {
-      if (s.want_logits) logits.rows.push_back(s.id);
-    }
+    StepLogits logits = step_logits(batch, std::move(out), batch.compute_ns);
     // As the scheduler, so the sampler's SampledStep reply goes to it.
     caf::send_as(scheduler_, sampler_, std::move(logits));
   }

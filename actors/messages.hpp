@@ -84,7 +84,7 @@ struct StageSeq {
   int32_t n_tokens = 0;              // new tokens this step
   int32_t n_past = 0;                // tokens already in its KV
   std::vector<int32_t> block_table;  // covers n_past + n_tokens positions
-  bool want_logits = false;
+  int32_t n_logits = 0;              // logits rows for the last n_logits new tokens (model/batch.hpp)
 };
 
 // Scheduler -> stage 0 -> stage 1 -> ... : one micro-batch.
@@ -102,7 +102,13 @@ struct StepLogits {
   uint64_t step = 0;
   int32_t engine = 0;
   std::vector<RequestId> rows;  // [n_logit_rows] the request of each row
-  TensorHandle logits;          // [n_logit_rows, n_vocab]
+  // [n_logit_rows] the position of the token each row follows, and the
+  // token the step fed after it (-1: none; the step ends there). The
+  // sampler tells from these which rows sample, verify a proposed token or
+  // score a prompt token.
+  std::vector<int32_t> positions;
+  std::vector<int32_t> next_fed;
+  TensorHandle logits;  // [n_logit_rows, n_vocab]
   int64_t compute_ns = 0;       // forward time of every stage
 };
 
@@ -111,6 +117,8 @@ enum class SampleStatus : uint8_t {
   token,    // `token` was chosen
   skipped,  // no token: the sampler does not know the request (it ended while the step ran)
   failed,   // no token: sampling failed for this request (`error_code`, `error`)
+  scored,   // a prompt token's logprob (`token` is the prompt's): prompt logprobs
+  unused,   // no token: the row of a rejected proposal, or a recomputed position
 };
 
 struct SampledToken {
@@ -237,7 +245,7 @@ typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
   return f(caf::meta::type_name("GenerateParams"), x.max_new_tokens, x.sampling, x.stop, x.priority,
-           x.ignore_eos);
+           x.ignore_eos, x.speculative, x.prompt_logprobs);
 }
 
 template <class Inspector>
@@ -248,7 +256,12 @@ typename Inspector::result_type inspect(Inspector& f, TextPrompt& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
   return f(caf::meta::type_name("TokenEvent"), x.id, x.index, x.token, x.text, x.logprob,
-           x.top_logprobs, x.bytes, x.top_bytes);
+           x.top_logprobs, x.bytes, x.top_bytes, x.prompt_scores);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenScore& x) {
+  return f(caf::meta::type_name("TokenScore"), x.token, x.logprob, x.top_logprobs, x.bytes, x.top_bytes);
 }
 
 template <class Inspector>
@@ -263,7 +276,7 @@ typename Inspector::result_type inspect(Inspector& f, PipelineStats& x) {
   return f(caf::meta::type_name("PipelineStats"), x.kv_blocks_total, x.kv_blocks_used,
            x.kv_blocks_cached, x.kv_blocks_free, x.kv_blocks_peak, x.running, x.waiting, x.steps_in_flight, x.steps,
            x.admitted, x.preemptions, x.finished, x.cancelled, x.rejected, x.prompt_tokens,
-           x.prefix_hit_tokens, x.prefix_hit_rate);
+           x.prefix_hit_tokens, x.prefix_hit_rate, x.spec_proposed, x.spec_accepted);
 }
 
 template <class Inspector>
@@ -365,7 +378,7 @@ typename Inspector::result_type inspect(Inspector& f, SeqClose& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
   return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table,
-           x.want_logits);
+           x.n_logits);
 }
 
 template <class Inspector>
@@ -376,8 +389,8 @@ typename Inspector::result_type inspect(Inspector& f, StageBatch& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepLogits& x) {
-  return f(caf::meta::type_name("StepLogits"), x.step, x.engine, x.rows, x.logits,
-           x.compute_ns);
+  return f(caf::meta::type_name("StepLogits"), x.step, x.engine, x.rows, x.positions, x.next_fed,
+           x.logits, x.compute_ns);
 }
 
 template <class Inspector>

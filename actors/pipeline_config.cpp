@@ -46,7 +46,7 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
               {"max_batch_size", "max_tokens_per_step", "chunked_prefill", "prefill_chunk", "min_batch_size",
                "max_wait_ms", "max_waiting", "context_length", "kv_watermark", "level_bounds",
                "level_aging_ms", "kv_demand_fraction", "short_request_tokens", "short_kv_share",
-               "short_batch_share", "max_preemptions"});
+               "short_batch_share", "max_preemptions", "speculative", "draft_tokens", "spec_token_cost"});
   r.get(s, "max_batch_size", "scheduler", c.max_batch_size);
   r.get(s, "max_tokens_per_step", "scheduler", c.max_tokens_per_step);
   r.get(s, "chunked_prefill", "scheduler", c.chunked_prefill);
@@ -60,6 +60,16 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
   r.get(s, "short_kv_share", "scheduler", c.short_kv_share);
   r.get(s, "short_batch_share", "scheduler", c.short_batch_share);
   r.get(s, "max_preemptions", "scheduler", c.max_preemptions);
+  r.get(s, "draft_tokens", "scheduler", c.spec_max_draft);
+  r.get(s, "spec_token_cost", "scheduler", c.spec_token_cost);
+  if (const auto sp = s.find("speculative"); sp != s.end()) {
+    // "ngram" (prompt lookup) or "off"; draft_tokens defaults to 4 with it.
+    if (!sp->is_string() || (*sp != "ngram" && *sp != "off")) {
+      r.fail("scheduler.speculative", "must be \"ngram\" or \"off\"");
+    }
+    if (*sp == "off") c.spec_max_draft = 0;
+    if (*sp == "ngram" && c.spec_max_draft == 0) c.spec_max_draft = 4;
+  }
   double wait_ms = static_cast<double>(c.max_wait.count()) / 1000.0;
   r.get(s, "max_wait_ms", "scheduler", wait_ms);
   // Checked before the cast: a double past int64 is undefined behaviour

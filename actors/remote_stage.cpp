@@ -19,6 +19,7 @@
 #include <set>
 
 #include "actors/actor_meter.hpp"
+#include "actors/stage_step.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -131,7 +132,7 @@ class RemoteStageImpl : public caf::event_based_actor {
     int64_t n_tokens = 0, n_logit_rows = 0;
     for (const StageSeq& s : b.seqs) {
       n_tokens += s.n_tokens;
-      n_logit_rows += s.want_logits ? 1 : 0;
+      n_logit_rows += s.n_logits;
     }
     const bool last = !next_;
     const int64_t rows = last ? n_logit_rows : n_tokens;
@@ -146,10 +147,7 @@ class RemoteStageImpl : public caf::event_based_actor {
       send(next_, std::move(b));
       return;
     }
-    StepLogits logits{.step = b.step, .engine = b.engine, .logits = std::move(o.out), .compute_ns = b.compute_ns};
-    for (const StageSeq& s : b.seqs) {
-      if (s.want_logits) logits.rows.push_back(s.id);
-    }
+    StepLogits logits = step_logits(b, std::move(o.out), b.compute_ns);
     caf::send_as(scheduler_, sampler_, std::move(logits));
   }
 

@@ -26,6 +26,13 @@ struct GenerateParams {
   std::vector<std::string> stop;
   Priority priority = Priority::interactive;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
+  // Speculative decoding where the pipeline has it on: false keeps this
+  // request to one token per step.
+  bool speculative = true;
+  // The logprob (and sampling.n_logprobs alternatives) of every prompt
+  // token after the first, given those before it: the first TokenEvent's
+  // prompt_scores. The prompt is then computed in full (no prefix reuse).
+  bool prompt_logprobs = false;
 };
 
 // A prompt given as text: rendered chat text or plain text.
@@ -119,6 +126,15 @@ struct TokenizeAnswer {
   std::string error_param;
 };
 
+// One token with its logprob and alternatives, and their bytes.
+struct TokenScore {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;  // n_logprobs alternatives, best first
+  std::string bytes;
+  std::vector<std::string> top_bytes;  // [top_logprobs.size()]
+};
+
 struct TokenEvent {
   RequestId id = 0;
   int32_t index = 0;     // 0 for the first generated token
@@ -131,6 +147,10 @@ struct TokenEvent {
   // needs the tokenizer.
   std::string bytes;
   std::vector<std::string> top_bytes;  // [top_logprobs.size()]
+  // With params.prompt_logprobs, on the first event only: every prompt
+  // token ([n_prompt]), each scored given those before it; the first has
+  // nothing before it (logprob NaN, no alternatives).
+  std::vector<TokenScore> prompt_scores;
 };
 
 enum class EndReason : uint8_t { stop, length, cancelled, error };
@@ -173,6 +193,10 @@ struct PipelineStats {
   uint64_t prompt_tokens = 0;      // prefilled at admission
   uint64_t prefix_hit_tokens = 0;  // of those, found in the prefix cache
   double prefix_hit_rate = 0;
+  // Speculative decoding: tokens proposed (by the n-gram proposer) and, of
+  // those, accepted by the target model.
+  uint64_t spec_proposed = 0;
+  uint64_t spec_accepted = 0;
 };
 
 // One actor's load (Pipeline::actor_loads): messages in its mailbox now,

@@ -1,5 +1,6 @@
-// Sampler actor: SeqOpen builds a request's Sampler, StepLogits samples each
-// row, SeqClose forgets. Rows of requests it does not know (cancelled while
+// Sampler actor: SeqOpen builds a request's Sampler, StepLogits samples,
+// verifies proposed tokens or scores prompt tokens row by row, SeqClose
+// forgets. Rows of requests it does not know (cancelled while
 // the step ran) are answered "finished, no token".
 #include "actors/sampler_actor.hpp"
 
@@ -19,46 +20,67 @@ struct SamplerState {
     explicit Seq(const SeqOpen& open)
         : sampler(open.params.sampling),
           history(open.prompt),
+          n_prompt(static_cast<int32_t>(open.prompt.size())),
           ignore_eos(open.params.ignore_eos),
-          logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0) {}
+          logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0),
+          score_prompt(open.params.prompt_logprobs) {}
     Sampler sampler;
     std::vector<int32_t> history;  // prompt + generated
+    int32_t n_prompt = 0;
+    int32_t scored = 0;  // prompt tokens 1 .. scored - 1 were scored (recomputed rows are not again)
     bool ignore_eos;
     bool logprobs;
+    bool score_prompt;
   };
   std::shared_ptr<const Tokenizer> tokenizer;
   std::unordered_map<RequestId, Seq> seqs;
 };
 
-void sample_row(SamplerState& st, const StepLogits& in, size_t row, SampledToken& out) {
-  const auto it = st.seqs.find(out.id);
-  if (it == st.seqs.end()) {
-    out.status = SampleStatus::skipped;
+void fail_row(SampledToken& out, Errc code, std::string message) {
+  out.status = SampleStatus::failed;
+  out.error_code = code;
+  out.error = std::move(message);
+}
+
+void record_logprobs(const Sampler& sampler, SampledToken& out) {
+  out.logprob = sampler.chosen_logprob();
+  const std::span<const TokenLogprob> top = sampler.top_logprobs();
+  out.top_logprobs.assign(top.begin(), top.end());
+}
+
+// One logits row of a sequence. The row follows the token at `pos`; what it
+// is for follows from the history: a known next token (a prompt token to
+// score, or a recomputed position), or the next new token, which is
+// sampled, or verified against the proposal fed after it (`next`).
+// `closed`: an earlier row of this step ended the sequence's step (a
+// rejected proposal, an end token): later rows are unused.
+void sample_row(SamplerState::Seq& seq, const Tokenizer& tokenizer, std::span<float> logits, int32_t pos,
+                int32_t next, bool& closed, SampledToken& out) {
+  const auto n_hist = static_cast<int32_t>(seq.history.size());
+  if (closed || pos + 1 > n_hist) {
+    out.status = SampleStatus::unused;
     return;
   }
-  SamplerState::Seq& seq = it->second;
-  try {
-    const std::span<float> logits(in.logits->row(static_cast<int64_t>(row)),
-                                  static_cast<size_t>(in.logits->cols));
-    const int32_t token = seq.sampler.sample(logits, seq.history);
-    seq.history.push_back(token);
-    out.status = SampleStatus::token;
-    out.token = token;
-    out.finished = !seq.ignore_eos && st.tokenizer->is_eog(token);
-    if (seq.logprobs) {
-      out.logprob = seq.sampler.chosen_logprob();
-      const std::span<const TokenLogprob> top = seq.sampler.top_logprobs();
-      out.top_logprobs.assign(top.begin(), top.end());
+  if (pos + 1 < n_hist) {
+    const int32_t known = pos + 1;
+    if (!seq.score_prompt || known >= seq.n_prompt || known < seq.scored) {
+      out.status = SampleStatus::unused;
+      return;
     }
-  } catch (const Error& e) {
-    out.status = SampleStatus::failed;
-    out.error_code = e.code();
-    out.error = std::string("sampling failed: ") + e.what();
-  } catch (const std::exception& e) {
-    out.status = SampleStatus::failed;
-    out.error_code = Errc::internal;
-    out.error = std::string("sampling failed: ") + e.what();
+    seq.sampler.score(logits, seq.history[static_cast<size_t>(known)]);
+    seq.scored = known + 1;
+    out.status = SampleStatus::scored;
+    out.token = seq.history[static_cast<size_t>(known)];
+    record_logprobs(seq.sampler, out);
+    return;
   }
+  const int32_t token = next >= 0 ? seq.sampler.verify(logits, seq.history, next) : seq.sampler.sample(logits, seq.history);
+  seq.history.push_back(token);
+  out.status = SampleStatus::token;
+  out.token = token;
+  out.finished = !seq.ignore_eos && tokenizer.is_eog(token);
+  if (seq.logprobs) record_logprobs(seq.sampler, out);
+  closed = out.finished || (next >= 0 && token != next) || next < 0;
 }
 
 class SamplerImpl : public sampler_actor::base {
@@ -82,15 +104,34 @@ class SamplerImpl : public sampler_actor::base {
         [this](SeqClose& close) { state_.seqs.erase(close.id); },
         [this](StepLogits& in) -> SampledStep {
           SampledStep out{.step = in.step, .engine = in.engine, .compute_ns = in.compute_ns};
-          out.tokens.resize(in.rows.size());
-          const bool shaped = in.logits && in.logits->rows == static_cast<int64_t>(in.rows.size());
-          for (size_t i = 0; i < in.rows.size(); ++i) {
-            out.tokens[i].id = in.rows[i];
-            if (shaped) {
-              sample_row(state_, in, i, out.tokens[i]);
-            } else {
-              out.tokens[i].status = SampleStatus::failed;
-              out.tokens[i].error = "logits of step " + std::to_string(in.step) + " do not match its rows";
+          const size_t n_rows = in.rows.size();
+          out.tokens.resize(n_rows);
+          const bool shaped = in.logits && in.logits->rows == static_cast<int64_t>(n_rows) &&
+                              in.positions.size() == n_rows && in.next_fed.size() == n_rows;
+          bool closed = false;
+          for (size_t i = 0; i < n_rows; ++i) {
+            SampledToken& t = out.tokens[i];
+            t.id = in.rows[i];
+            if (i == 0 || in.rows[i - 1] != t.id) closed = false;  // a new sequence's rows
+            if (!shaped) {
+              fail_row(t, Errc::internal, "logits of step " + std::to_string(in.step) + " do not match its rows");
+              continue;
+            }
+            const auto it = state_.seqs.find(t.id);
+            if (it == state_.seqs.end()) {
+              t.status = SampleStatus::skipped;
+              continue;
+            }
+            try {
+              const std::span<float> logits(in.logits->row(static_cast<int64_t>(i)),
+                                            static_cast<size_t>(in.logits->cols));
+              sample_row(it->second, *state_.tokenizer, logits, in.positions[i], in.next_fed[i], closed, t);
+            } catch (const Error& e) {
+              fail_row(t, e.code(), std::string("sampling failed: ") + e.what());
+              closed = true;
+            } catch (const std::exception& e) {
+              fail_row(t, Errc::internal, std::string("sampling failed: ") + e.what());
+              closed = true;
             }
           }
           in.logits = nullptr;  // back to the last stage's pool before the reply travels

@@ -124,7 +124,9 @@ class SchedulerImpl : public scheduler_actor::base {
                                              .prompt = std::move(r.prompt),
                                              .max_new_tokens = r.params.max_new_tokens,
                                              .priority = r.params.priority,
-                                             .arrival = Clock::now()});
+                                             .arrival = Clock::now(),
+                                             .speculative = r.params.speculative,
+                                             .score_prompt = r.params.prompt_logprobs});
       if (status == AddStatus::queue_full) {
         ++n_errors_;
         send(detokenizer_, RequestDone{.id = r.id,
@@ -164,19 +166,35 @@ class SchedulerImpl : public scheduler_actor::base {
     StepResult result;
     std::unordered_map<RequestId, const SampledToken*> errors;
     size_t row = 0;
+    bool rows_match = true;
     for (const ScheduledSeq& e : plan->seqs) {
       SeqOutput out{.request_id = e.request_id};
-      if (e.need_logits) {
-        if (row >= s.tokens.size() || s.tokens[row].id != e.request_id) break;
+      // The entry's rows: prompt scores and unused rows carry no token; the
+      // tokens are the accepted proposals, then the sampled one.
+      std::vector<int32_t> tokens;
+      bool ended = false;
+      for (int32_t j = 0; j < e.n_logits(); ++j) {
+        if (row >= s.tokens.size() || s.tokens[row].id != e.request_id) {
+          rows_match = false;
+          break;
+        }
         const SampledToken& t = s.tokens[row++];
-        if (t.status == SampleStatus::token) out.token = t.token;
-        // No token (skipped, failed) ends the sequence: nothing can follow.
-        out.finished = t.finished || t.status != SampleStatus::token;
+        if (t.status == SampleStatus::token) tokens.push_back(t.token);
+        ended |= t.finished || t.status == SampleStatus::failed || t.status == SampleStatus::skipped;
         if (t.status == SampleStatus::failed) errors[e.request_id] = &t;
       }
-      result.outputs.push_back(out);
+      if (e.need_logits) {
+        if (!tokens.empty()) {
+          out.token = tokens.back();
+          tokens.pop_back();
+          out.accepted = std::move(tokens);
+        }
+        // No token (skipped, failed) ends the sequence: nothing can follow.
+        out.finished = ended || !out.token;
+      }
+      result.outputs.push_back(std::move(out));
     }
-    if (result.outputs.size() != plan->seqs.size() || row != s.tokens.size()) {
+    if (!rows_match || result.outputs.size() != plan->seqs.size() || row != s.tokens.size()) {
       fail_step(s.engine, Errc::internal,
                 "the sampler answered step " + std::to_string(s.step) + " with rows that do not match its logits");
       dispatch();
@@ -305,7 +323,7 @@ class SchedulerImpl : public scheduler_actor::base {
                             .n_tokens = static_cast<int32_t>(e.tokens.size()),
                             .n_past = e.n_past,
                             .block_table = e.block_table,
-                            .want_logits = e.need_logits});
+                            .n_logits = e.n_logits()});
       batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
     }
     send(first_stage_, std::move(batch));
@@ -348,7 +366,9 @@ class SchedulerImpl : public scheduler_actor::base {
             .rejected = n_errors_,
             .prompt_tokens = s.prompt_tokens,
             .prefix_hit_tokens = s.prefix_hit_tokens,
-            .prefix_hit_rate = s.prefix_hit_rate()};
+            .prefix_hit_rate = s.prefix_hit_rate(),
+            .spec_proposed = s.spec_proposed,
+            .spec_accepted = s.spec_accepted};
   }
 
   KvSnapshot snapshot() const {

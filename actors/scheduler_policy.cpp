@@ -37,7 +37,7 @@ struct SchedulerPolicy::StepState {
 };
 
 SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& kv)
-    : cfg_(config), kv_(kv) {
+    : cfg_(config), kv_(kv), proposer_(config.spec_ngram) {
   require(cfg_.max_batch_size >= 1, "max_batch_size must be at least 1");
   require(cfg_.max_tokens_per_step >= cfg_.max_batch_size,
           "max_tokens_per_step must cover one decode token per sequence (>= max_batch_size)");
@@ -67,6 +67,9 @@ SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& 
           "short_kv_share and short_batch_share must be in [0, 1)");
   require(cfg_.short_request_tokens >= 0, "short_request_tokens must not be negative");
   require(cfg_.max_preemptions >= 0, "max_preemptions must not be negative");
+  require(cfg_.spec_max_draft >= 0 && cfg_.spec_max_draft <= 64, "spec_max_draft must be in [0, 64]");
+  require(cfg_.spec_token_cost > 0.0 && cfg_.spec_token_cost <= 1.0, "spec_token_cost must be in (0, 1]");
+  require(cfg_.score_chunk >= 1, "score_chunk must be at least 1");
   watermark_blocks_ = static_cast<int32_t>(cfg_.kv_watermark * kv_.pool().n_blocks());
   short_blocks_ = static_cast<int32_t>(cfg_.short_kv_share * kv_.pool().n_blocks());
   short_slots_ = static_cast<int32_t>(cfg_.short_batch_share * cfg_.max_batch_size);
@@ -185,6 +188,8 @@ AddStatus SchedulerPolicy::add(Request request) {
   s.n_prompt = static_cast<int32_t>(s.tokens.size());
   s.is_short = static_cast<int64_t>(s.n_prompt) + s.max_new_tokens <= cfg_.short_request_tokens;
   s.level = level_of(s.tokens.size());
+  s.speculative = request.speculative && cfg_.spec_max_draft > 0;
+  s.score_prompt = request.score_prompt;
   queue(s.priority, s.level).push_back(s.id);
   ++n_waiting_;
   seqs_.emplace(s.id, std::move(s));
@@ -284,7 +289,7 @@ void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
     Seq& s = seqs_.at(id);
     if (s.running && s.priority == p && s.n_computed >= s.prefill_end &&
         s.scheduled_step != st.step) {
-      schedule_running(s, 1, st);
+      schedule_decode(s, st);
     }
   }
   // 2. Prefill work in rank order.
@@ -320,9 +325,9 @@ void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
     }
     ++next;
     const int32_t remaining = static_cast<int32_t>(run->tokens.size()) - run->n_computed;
-    const int32_t n = cfg_.chunked_prefill
-                          ? std::min({remaining, cfg_.prefill_chunk, prefill_budget})
-                          : remaining;
+    const int32_t chunk = run->score_prompt ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
+    const int32_t n = cfg_.chunked_prefill || run->score_prompt ? std::min({remaining, chunk, prefill_budget})
+                                                                : remaining;
     if (n <= prefill_budget) schedule_running(*run, n, st);
   }
 }
@@ -349,12 +354,59 @@ bool SchedulerPolicy::schedule_running(Seq& s, int32_t n_tokens, StepState& st) 
   return true;
 }
 
+// The proposals a decode of `s` feeds this step: as many as its acceptance
+// rate makes worth their cost, within the step's slack, the request's
+// max_new_tokens and the length limit (so the tokens a step adds never pass
+// them), and what the proposer finds. Fills draft_scratch_.
+int32_t SchedulerPolicy::draft_length(Seq& s, const StepState& st) const {
+  if (!s.speculative) return 0;
+  // Laplace's rule on decayed counts: 1/2 before any verification.
+  const double r = (s.spec_hits + 1.0) / (s.spec_trials + 2.0);
+  int32_t best_k = 0;
+  double best = 1.0;
+  double reach = 1.0;  // r^k: the chance that all of k proposals are accepted
+  double expected = 1.0;
+  for (int32_t k = 1; k <= cfg_.spec_max_draft; ++k) {
+    reach *= r;
+    expected += reach;
+    const double gain = expected / (1.0 + cfg_.spec_token_cost * k);
+    if (gain > best) {
+      best = gain;
+      best_k = k;
+    }
+  }
+  if (best_k == 0) best_k = s.spec_idle >= 15 ? 1 : 0;  // a probe, so a recovering rate is seen
+  const int32_t slack = st.budget - st.reserved_decode;  // reserved_decode counts this decode
+  const int32_t left = std::min(s.max_new_tokens - s.n_generated, limit_ - static_cast<int32_t>(s.tokens.size())) - 1;
+  return std::max(0, std::min({best_k, slack, left}));
+}
+
+void SchedulerPolicy::schedule_decode(Seq& s, StepState& st) {
+  const int32_t k = draft_length(s, st);
+  draft_scratch_.clear();
+  const int32_t n_draft = k > 0 ? proposer_.propose(s.tokens, k, draft_scratch_) : 0;
+  if (s.speculative && k == 0) ++s.spec_idle;
+  // Proposals only where the pool has room: they never preempt anyone.
+  if (n_draft == 0 || !kv_.reserve(s.id, 1 + n_draft)) {
+    schedule_running(s, 1, st);
+    return;
+  }
+  s.spec_idle = 0;
+  emit(s, 1, false, st);
+  ScheduledSeq& e = st.plan.seqs.back();
+  e.tokens.insert(e.tokens.end(), draft_scratch_.begin(), draft_scratch_.end());
+  e.n_draft = n_draft;  // the block table emit() copied covers them: reserved above
+  st.budget -= n_draft;
+}
+
 bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   const int32_t prefill_budget = st.budget - st.reserved_decode;
-  const PrefixProbe probe = kv_.probe_prefix(s.tokens);
+  // A scored prompt is computed in full: its cached prefix would have no logits.
+  const PrefixProbe probe = s.score_prompt ? PrefixProbe{} : kv_.probe_prefix(s.tokens);
   const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - probe.n_tokens;
+  const int32_t chunk = s.score_prompt ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
   const int32_t n =
-      cfg_.chunked_prefill ? std::min({remaining, cfg_.prefill_chunk, prefill_budget}) : remaining;
+      cfg_.chunked_prefill || s.score_prompt ? std::min({remaining, chunk, prefill_budget}) : remaining;
   if (n > prefill_budget) return false;
   const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
   const int32_t available = kv_.n_available_blocks() - probe.n_revived;
@@ -371,7 +423,7 @@ bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   }
 
   remove_waiting(s);
-  const int32_t matched = kv_.match_prefix(s.id, s.tokens);
+  const int32_t matched = s.score_prompt ? 0 : kv_.match_prefix(s.id, s.tokens);
   if (matched != probe.n_tokens || !kv_.reserve(s.id, n)) {
     throw Error(Errc::internal,
                 "SchedulerPolicy: KV changed between probe and admission of " + req_name(s.id));
@@ -398,6 +450,7 @@ void SchedulerPolicy::emit(Seq& s, int32_t n_tokens, bool first, StepState& st) 
   e.is_prefill = s.n_computed < s.prefill_end;
   e.need_logits = s.n_computed + n_tokens == static_cast<int32_t>(s.tokens.size());
   e.first_chunk = first;
+  e.score_prompt = s.score_prompt && s.n_computed < s.n_prompt;
   st.plan.seqs.push_back(std::move(e));
   s.scheduled_step = st.step;
   st.budget -= n_tokens;
@@ -462,6 +515,13 @@ std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const Ste
       throw Error(Errc::invalid_argument,
                   "SchedulerPolicy::update: " + req_name(e.request_id) + " needs a sampled token");
     }
+    const bool proposals_match =
+        out.accepted.size() <= static_cast<size_t>(e.n_draft) &&
+        std::equal(out.accepted.begin(), out.accepted.end(), e.tokens.end() - e.n_draft);
+    if (!proposals_match || (!out.accepted.empty() && !out.token && !out.finished)) {
+      throw Error(Errc::invalid_argument, "SchedulerPolicy::update: " + req_name(e.request_id) +
+                                              " accepted tokens it was not proposed");
+    }
   }
   in_flight_ = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -471,8 +531,28 @@ std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const Ste
     // Cancelled while the step ran (and possibly re-added under the same id).
     if (it == seqs_.end() || !it->second.running || it->second.n_computed != e.n_past) continue;
     Seq& s = it->second;
-    kv_.commit(s.id, e.tokens);
-    s.n_computed += static_cast<int32_t>(e.tokens.size());
+    // Of proposals, only the accepted ones' KV stands (after the fed token);
+    // the pages reserved for the rest go back.
+    const size_t fed = e.n_draft > 0 ? 1 + out.accepted.size() : e.tokens.size();
+    kv_.commit(s.id, std::span<const int32_t>(e.tokens).first(fed));
+    s.n_computed += static_cast<int32_t>(fed);
+    if (e.n_draft > 0) {
+      kv_.release_unused(s.id);
+      // One verification: the accepted ones, and the first rejected one
+      // (none when every proposal was accepted or the sequence ended).
+      const auto hits = static_cast<double>(out.accepted.size());
+      const bool rejected = out.token && out.accepted.size() < static_cast<size_t>(e.n_draft);
+      // Decay 0.9: the rate follows about the last ten verifications, and
+      // a run of rejections takes it under what one proposal costs.
+      s.spec_hits = 0.9 * s.spec_hits + hits;
+      s.spec_trials = 0.9 * s.spec_trials + hits + (rejected ? 1.0 : 0.0);
+      stats_.spec_proposed += static_cast<uint64_t>(e.n_draft);
+      stats_.spec_accepted += out.accepted.size();
+    }
+    for (const int32_t t : out.accepted) {
+      s.tokens.push_back(t);
+      ++s.n_generated;
+    }
     if (out.token) {
       s.tokens.push_back(*out.token);
       ++s.n_generated;

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "memory/kv_cache_manager.hpp"
+#include "model/ngram_proposer.hpp"
 
 namespace troupe {
 
@@ -26,6 +27,8 @@ struct Request {
   int32_t max_new_tokens = 256;
   Priority priority = Priority::interactive;
   Clock::time_point arrival{};
+  bool speculative = true;    // may feed proposed tokens (when the config has speculation on)
+  bool score_prompt = false;  // logits for every prompt token (prompt logprobs); no prefix reuse
 };
 
 struct SchedulerConfig {
@@ -72,6 +75,22 @@ struct SchedulerConfig {
   // while another one can be, which bounds its recompute to this many times
   // its length (see the preemption rule below).
   int32_t max_preemptions = 2;
+
+  // Speculative decoding by prompt lookup (model/ngram_proposer.hpp): a
+  // decode feeds its last token plus up to spec_max_draft proposed ones,
+  // and the sampler verifies them in the same step. 0: off. How many a
+  // sequence proposes adapts to its acceptance rate r: the k in 0..max that
+  // maximises the expected tokens per step (1 - r^(k+1)) / (1 - r) over its
+  // cost 1 + spec_token_cost * k (an extra token's share of a decode step).
+  // At k = 0 a sequence still proposes one token every 16th step, so a
+  // rate that recovers is seen. Proposals use batch slack only: they never
+  // preempt, and take tokens from the prefill budget.
+  int32_t spec_max_draft = 0;
+  double spec_token_cost = 0.1;
+  NgramOptions spec_ngram;
+  // Prompt chunks of a request that scores its prompt (each token a logits
+  // row of n_vocab floats) are at most this long.
+  int32_t score_chunk = 64;
 };
 
 // One sequence of a step. Full entries every step (not a vLLM-style diff for
@@ -85,6 +104,14 @@ struct ScheduledSeq {
   bool need_logits = false;          // last prefill chunk or decode: sample a token
   bool is_prefill = false;           // feeding prompt (or recompute) tokens
   bool first_chunk = false;          // first entry since (re)admission
+  int32_t n_draft = 0;               // the last n_draft tokens are proposals to verify (need_logits is set)
+  bool score_prompt = false;         // a logits row for every token (prompt logprobs)
+
+  // Logits rows this entry asks of the last stage: its last n_logits tokens.
+  int32_t n_logits() const {
+    if (score_prompt) return static_cast<int32_t>(tokens.size());
+    return need_logits ? 1 + n_draft : 0;
+  }
 };
 
 struct RejectedRequest {
@@ -109,6 +136,9 @@ struct SeqOutput {
   int64_t request_id = 0;
   std::optional<int32_t> token;  // none for a non-final prefill chunk
   bool finished = false;         // EOS, stop string or a caller-side limit
+  // Proposals accepted, in order, before `token` (a prefix of the entry's
+  // n_draft proposals; `token` is then the target's own next token).
+  std::vector<int32_t> accepted;
 };
 
 struct StepResult {
@@ -133,6 +163,8 @@ struct SchedulerStats {
   uint64_t cancelled = 0;
   uint64_t prompt_tokens = 0;      // tokens to prefill at admission
   uint64_t prefix_hit_tokens = 0;  // of those, found in the prefix cache
+  uint64_t spec_proposed = 0;      // proposed tokens fed for verification
+  uint64_t spec_accepted = 0;      // of those, accepted
 
   double prefix_hit_rate() const {
     return prompt_tokens == 0 ? 0.0 : static_cast<double>(prefix_hit_tokens) / prompt_tokens;
@@ -141,7 +173,8 @@ struct SchedulerStats {
 
 // Order of work in one step, per priority class (interactive before batch),
 // so interactive work claims KV first:
-//  1. decodes of running sequences, 1 token each: those preempted
+//  1. decodes of running sequences, 1 token each (plus proposals, with
+//     speculation on, where batch slack allows): those preempted
 //     max_preemptions times first, then oldest admission first;
 //  2. prefill work: chunks of running sequences still prefilling and new
 //     admissions, merged in rank order (below) under the token budget.
@@ -252,6 +285,11 @@ class SchedulerPolicy {
     int32_t n_prompt = 0;     // prompt tokens at arrival
     int32_t n_preempted = 0;
     bool is_short = false;    // prompt + max_new_tokens <= short_request_tokens
+    bool speculative = false; // proposals allowed (config and request)
+    bool score_prompt = false;
+    double spec_hits = 0.0;   // decayed counts of accepted and verified proposals
+    double spec_trials = 0.0;
+    int32_t spec_idle = 0;    // steps since the last proposal while k was 0
     bool running = false;
     uint64_t admit_order = 0;     // larger = admitted more recently
     uint64_t scheduled_step = 0;  // step that last scheduled it
@@ -267,6 +305,8 @@ class SchedulerPolicy {
 
   void schedule_priority(Priority p, StepState& st);
   bool schedule_running(Seq& s, int32_t n_tokens, StepState& st);
+  void schedule_decode(Seq& s, StepState& st);
+  int32_t draft_length(Seq& s, const StepState& st) const;
   bool try_admit(Seq& s, StepState& st);
   void emit(Seq& s, int32_t n_tokens, bool first, StepState& st);
   void preempt(Seq& s, StepState& st);
@@ -277,6 +317,8 @@ class SchedulerPolicy {
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;
+  NgramProposer proposer_;
+  std::vector<int32_t> draft_scratch_;
   int32_t limit_ = 0;
   int32_t watermark_blocks_ = 0;
   int32_t short_blocks_ = 0;  // KV blocks long requests leave to short ones

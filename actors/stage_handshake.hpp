@@ -11,7 +11,7 @@
 namespace troupe {
 
 // Bumped whenever a message between head and worker changes shape.
-inline constexpr uint32_t kStageWireVersion = 3;  // 3: type ids after the front door (PromptRequest)
+inline constexpr uint32_t kStageWireVersion = 4;  // 4: logits rows per sequence (speculative decoding, prompt logprobs)
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {

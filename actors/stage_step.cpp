@@ -10,7 +10,7 @@ namespace troupe {
 TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatch& batch, std::vector<BatchSeq>& seqs) {
   seqs.clear();
   for (const StageSeq& s : batch.seqs) {
-    seqs.push_back({.n_tokens = s.n_tokens, .n_past = s.n_past, .block_table = s.block_table, .want_logits = s.want_logits});
+    seqs.push_back({.n_tokens = s.n_tokens, .n_past = s.n_past, .block_table = s.block_table, .n_logits = s.n_logits});
   }
   const BatchView view{.tokens = batch.tokens, .seqs = seqs};
   const float* hidden_in = nullptr;
@@ -25,6 +25,22 @@ TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatc
   const int64_t n_rows = stage.is_last() ? view.n_logit_rows() : view.n_tokens();
   TensorHandle out = pool.acquire(n_rows, stage.output_width());
   stage.forward(view, hidden_in, out->data);
+  return out;
+}
+
+StepLogits step_logits(const StageBatch& batch, TensorHandle logits, int64_t compute_ns) {
+  StepLogits out{.step = batch.step, .engine = batch.engine, .logits = std::move(logits), .compute_ns = compute_ns};
+  size_t begin = 0;  // the sequence's first token in batch.tokens
+  for (const StageSeq& s : batch.seqs) {
+    const auto n = static_cast<size_t>(s.n_tokens);
+    for (int32_t j = s.n_tokens - s.n_logits; j < s.n_tokens; ++j) {
+      out.rows.push_back(s.id);
+      out.positions.push_back(s.n_past + j);
+      const size_t next = begin + static_cast<size_t>(j) + 1;
+      out.next_fed.push_back(j + 1 < s.n_tokens && next < batch.tokens.size() ? batch.tokens[next] : -1);
+    }
+    begin += n;
+  }
   return out;
 }
 

@@ -16,4 +16,8 @@ namespace troupe {
 // `seqs` is scratch kept by the caller between steps.
 TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatch& batch, std::vector<BatchSeq>& seqs);
 
+// The last stage's message to the sampler: `logits` [n_logit_rows, n_vocab]
+// of `batch`, with each row's request, position and next fed token.
+StepLogits step_logits(const StageBatch& batch, TensorHandle logits, int64_t compute_ns);
+
 }  // namespace troupe

@@ -123,13 +123,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
     if (sampler_ && scheduler_) {
       // The logits go to this process's sampler, as the head's scheduler,
       // so its SampledStep reply goes straight there.
-      StepLogits logits{.step = r.batch.step,
-                        .engine = r.batch.engine,
-                        .logits = std::move(out.out),
-                        .compute_ns = r.batch.compute_ns + out.compute_ns};
-      for (const StageSeq& s : r.batch.seqs) {
-        if (s.want_logits) logits.rows.push_back(s.id);
-      }
+      StepLogits logits = step_logits(r.batch, std::move(out.out), r.batch.compute_ns + out.compute_ns);
       caf::send_as(caf::actor_cast<scheduler_actor>(scheduler_), sampler_, std::move(logits));
       out.sampled = true;
     }

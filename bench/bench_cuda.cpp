@@ -151,7 +151,7 @@ struct Runner {
     std::vector<troupe::BatchSeq> seqs;
     for (int64_t s = 0; s < batch; ++s) {
       seqs.push_back({.n_tokens = n_new, .n_past = n_past, .block_table = tables[static_cast<size_t>(s)],
-                      .want_logits = true});
+                      .n_logits = 1});
     }
     std::vector<int32_t> tokens(static_cast<size_t>(batch * n_new));
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919) % model->config().n_vocab);

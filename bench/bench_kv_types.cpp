@@ -105,7 +105,7 @@ void run_speed(const Args& a, const std::shared_ptr<const troupe::Model>& model)
         const troupe::BatchSeq seq{.n_tokens = static_cast<int32_t>(n),
                                    .n_past = static_cast<int32_t>(i),
                                    .block_table = tables[static_cast<size_t>(s)],
-                                   .want_logits = false};
+                                   .n_logits = 0};
         const troupe::BatchView view{.tokens = std::span(prompts[static_cast<size_t>(s)]).subspan(i, n),
                                      .seqs = std::span(&seq, 1)};
         ct.stage->forward(view, nullptr, out.data());
@@ -137,7 +137,7 @@ void run_speed(const Args& a, const std::shared_ptr<const troupe::Model>& model)
           seqs[static_cast<size_t>(s)] = {.n_tokens = 1,
                                           .n_past = static_cast<int32_t>(a.ctx + d),
                                           .block_table = tables[static_cast<size_t>(s)],
-                                          .want_logits = true};
+                                          .n_logits = 1};
         }
         ct.stage->forward({.tokens = step_tokens, .seqs = seqs}, nullptr, out.data());
       }

@@ -174,7 +174,7 @@ int run(const Args& a) {
   RemoteStep step{.session = 1, .batch = {.step = 1}};
   const int32_t blocks = (a.prompt + a.tokens + 15) / 16;
   for (int i = 0; i < a.streams; ++i) {
-    StageSeq s{.id = static_cast<RequestId>(i), .n_tokens = 1, .n_past = a.prompt + a.tokens / 2, .want_logits = true};
+    StageSeq s{.id = static_cast<RequestId>(i), .n_tokens = 1, .n_past = a.prompt + a.tokens / 2, .n_logits = 1};
     for (int32_t b = 0; b < blocks; ++b) s.block_table.push_back(i * blocks + b);
     step.batch.seqs.push_back(s);
     step.batch.tokens.push_back(1);

@@ -120,6 +120,19 @@ void KvCacheManager::commit(int64_t seq, std::span<const int32_t> tokens) {
   }
 }
 
+void KvCacheManager::release_unused(int64_t seq) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) throw Error(Errc::invalid_argument, "KvCacheManager::release_unused: unknown sequence");
+  // Blocks past the committed tokens hold no hash (only full committed
+  // blocks are published), so they go straight back to the free list.
+  std::vector<int32_t>& blocks = it->second.blocks;
+  const auto keep = static_cast<size_t>(n_blocks_needed(it->second.n_tokens));
+  while (blocks.size() > keep) {
+    pool_.decref(blocks.back());
+    blocks.pop_back();
+  }
+}
+
 bool KvCacheManager::free(int64_t seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return false;

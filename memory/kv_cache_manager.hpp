@@ -49,6 +49,11 @@ class KvCacheManager {
   // prefix hash. Throws Errc::invalid_argument past the reserved capacity.
   void commit(int64_t seq, std::span<const int32_t> tokens);
 
+  // Releases the blocks of `seq` past those its committed tokens use: the
+  // pages reserved for proposed tokens that were rejected (speculative
+  // decoding). Throws Errc::invalid_argument for an unknown sequence.
+  void release_unused(int64_t seq);
+
   // Releases every block of `seq` (hashed ones stay cached for reuse).
   // Returns false for an unknown sequence.
   bool free(int64_t seq);

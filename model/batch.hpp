@@ -11,7 +11,10 @@ struct BatchSeq {
   int32_t n_tokens = 0;                 // new tokens of this sequence in this step
   int32_t n_past = 0;                   // tokens already in its KV cache
   std::span<const int32_t> block_table; // physical KV block per logical block
-  bool want_logits = true;              // logits for the last new token
+  // Logits rows for the last n_logits new tokens, in order: 1 samples the
+  // next token; more verify proposed tokens (speculative decoding) or score
+  // the prompt (prompt logprobs); 0 for a prefill chunk that samples nothing.
+  int32_t n_logits = 1;
 };
 
 struct BatchView {
@@ -25,7 +28,7 @@ struct BatchView {
   }
   int64_t n_logit_rows() const {
     int64_t n = 0;
-    for (const BatchSeq& s : seqs) n += s.want_logits ? 1 : 0;
+    for (const BatchSeq& s : seqs) n += s.n_logits;
     return n;
   }
 };

@@ -80,7 +80,7 @@ void Generator::step(std::span<const int32_t> tokens, int32_t n_past, bool want_
   const BatchSeq seq{.n_tokens = static_cast<int32_t>(tokens.size()),
                      .n_past = n_past,
                      .block_table = block_table_,
-                     .want_logits = want_logits};
+                     .n_logits = want_logits ? 1 : 0};
   const BatchView view{.tokens = tokens, .seqs = std::span(&seq, 1)};
   const float* hidden = nullptr;
   for (Link& l : links_) {

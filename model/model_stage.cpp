@@ -168,7 +168,7 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   arena_ = StepArena(arena_mem, arena_bytes);
   seqs_scratch_.reserve(static_cast<size_t>(options_.max_seqs));
   pos_scratch_.reserve(static_cast<size_t>(T));
-  rows_scratch_.reserve(static_cast<size_t>(options_.max_seqs));
+  rows_scratch_.reserve(static_cast<size_t>(T));
 }
 
 void ModelStage::upload_layer(int64_t il) {
@@ -258,6 +258,10 @@ void ModelStage::check_batch(const BatchView& batch) const {
   const int64_t max_pos = model_->weights().pos_embd.data != nullptr ? model_->weights().pos_embd.n_out : 0;
   for (const BatchSeq& s : batch.seqs) {
     if (s.n_tokens <= 0 || s.n_past < 0) throw Error(Errc::invalid_argument, "sequence with no new tokens");
+    if (s.n_logits < 0 || s.n_logits > s.n_tokens) {
+      throw Error(Errc::invalid_argument, "a sequence of " + std::to_string(s.n_tokens) + " new tokens cannot want " +
+                                              std::to_string(s.n_logits) + " logits rows");
+    }
     const int64_t end = static_cast<int64_t>(s.n_past) + s.n_tokens;
     if (max_pos > 0 && end > max_pos) {
       throw Error(Errc::invalid_argument, "position " + std::to_string(end - 1) + " is past the model's " +
@@ -317,22 +321,28 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
     return;
   }
 
-  // Logits only for the rows that want them (the last token of a sequence).
+  // Logits only for the rows that want them (the last n_logits tokens of
+  // each sequence), at most max_seqs rows at a time: the arena holds that
+  // many, while a scored prompt chunk may ask for hundreds.
   rows_scratch_.clear();
   row = 0;
   for (const BatchSeq& s : batch.seqs) {
     row += s.n_tokens;
-    if (s.want_logits) rows_scratch_.push_back(row - 1);
+    for (int32_t j = s.n_logits; j > 0; --j) rows_scratch_.push_back(row - j);
   }
   const auto n_rows = static_cast<int64_t>(rows_scratch_.size());
   if (n_rows == 0) return;
-  float* last = arena_.floats(n_rows * c.n_embd);  // [n_rows, n_embd]
-  backend_.gather_rows(last, x, rows_scratch_.data(), n_rows, c.n_embd);
-  arch_->output_norm(ctx, last, n_rows);
-  float* logits = arena_.floats(n_rows * c.n_vocab);  // [n_rows, n_vocab]
-  backend_.matmul(logits, last, weights_.output, n_rows);
-  backend_.copy_to_host(out, logits, static_cast<size_t>(n_rows * c.n_vocab) * sizeof(float));
-  backend_.synchronize();
+  const int64_t group = std::min(n_rows, options_.max_seqs);
+  float* last = arena_.floats(group * c.n_embd);     // [group, n_embd]
+  float* logits = arena_.floats(group * c.n_vocab);  // [group, n_vocab]
+  for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
+    const int64_t n = std::min(group, n_rows - r0);
+    backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
+    arch_->output_norm(ctx, last, n);
+    backend_.matmul(logits, last, weights_.output, n);
+    backend_.copy_to_host(out + r0 * c.n_vocab, logits, static_cast<size_t>(n * c.n_vocab) * sizeof(float));
+    backend_.synchronize();
+  }
 }
 
 }  // namespace troupe

@@ -384,4 +384,59 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   return token;
 }
 
+int32_t Sampler::verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft) {
+  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
+  if (draft < 0 || static_cast<size_t>(draft) >= logits.size()) {
+    throw Error(Errc::invalid_argument, "sampler: proposed token " + std::to_string(draft) + " outside the vocabulary");
+  }
+  const bool want_logprobs = params_.logprobs || params_.n_logprobs > 0;
+  if (want_logprobs) record_logprobs(logits);
+  apply_penalties(logits, history);
+
+  int32_t token = -1;
+  if (params_.temperature == 0.0f) {
+    token = argmax(logits);
+    if (token < 0) throw_no_finite();
+  } else {
+    // p(draft) under the filtered distribution; the draft is deterministic
+    // (q = 1 on it), so min(1, p / q) = p.
+    const bool whole_vocab = filter(logits);
+    double p_draft = 0.0;
+    if (whole_vocab) {
+      p_draft = probs_[static_cast<size_t>(draft)];
+    } else {
+      for (const SampleCandidate& c : cand_) {
+        if (c.token == draft) p_draft = c.prob;
+      }
+    }
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    if (u < p_draft) {
+      token = draft;
+    } else {
+      // The residual max(0, p - q) normalised: p without the draft.
+      const double v = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+      if (whole_vocab) {
+        token = static_cast<int32_t>(draw(probs_.size(), v, [&](size_t i) {
+          return static_cast<int32_t>(i) == draft ? 0.0 : double(probs_[i]);
+        }));
+      } else {
+        token = cand_[draw(cand_.size(), v, [&](size_t i) {
+                  return cand_[i].token == draft ? 0.0 : double(cand_[i].prob);
+                })].token;
+      }
+    }
+  }
+  chosen_logprob_ = want_logprobs ? raw_logit(logits, token) - log_norm_ : std::numeric_limits<float>::quiet_NaN();
+  return token;
+}
+
+void Sampler::score(std::span<const float> logits, int32_t token) {
+  if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
+    throw Error(Errc::invalid_argument, "sampler: token " + std::to_string(token) + " outside the vocabulary");
+  }
+  saved_.clear();  // no penalties: raw_logit reads the logits as given
+  record_logprobs(logits);
+  chosen_logprob_ = logits[static_cast<size_t>(token)] - log_norm_;
+}
+
 }  // namespace troupe

@@ -64,7 +64,21 @@ class Sampler {
   // Valid until the next call. Does not touch the random stream.
   std::span<const SampleCandidate> candidates(std::span<float> logits, std::span<const int32_t> history);
 
-  // From the last sample(), when params.logprobs or n_logprobs > 0 (else NaN
+  // Speculative decoding's check of a proposed token, for a proposer that
+  // proposes one token with certainty (prompt lookup): accepts `draft` with
+  // the probability sample() would give it, else draws from that
+  // distribution with `draft` taken out. This is the rejection-sampling
+  // rule, so the result is distributed exactly as sample()'s; greedy gives
+  // the argmax either way. Returns the token (== draft when accepted);
+  // logprobs as sample(). Throws Error(invalid_argument) for a draft outside
+  // the vocabulary.
+  int32_t verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft);
+
+  // Prompt logprobs: records `token`'s logprob and the n_logprobs best
+  // alternatives (chosen_logprob(), top_logprobs()) without drawing.
+  void score(std::span<const float> logits, int32_t token);
+
+  // From the last sample() / verify() / score(), when params.logprobs or n_logprobs > 0 (else NaN
   // and empty): the chosen token's logprob and the n_logprobs most likely
   // tokens, best first (ties: lower id first).
   float chosen_logprob() const { return chosen_logprob_; }

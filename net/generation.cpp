@@ -4,6 +4,7 @@
 #include "net/generation.hpp"
 
 #include <chrono>
+#include <cmath>
 
 namespace troupe::net {
 namespace {
@@ -88,7 +89,7 @@ void GenerationJob::cancel_locked() {
   }
 }
 
-TokenLogprobs GenerationJob::logprobs_of(const TokenEvent& ev, int32_t offset) const {
+TokenLogprobs GenerationJob::logprobs_of(const TokenScore& ev, int32_t offset) const {
   auto alternative = [&](int32_t token, const std::string& bytes, float logprob) {
     TokenAlternative a = token_alternative(bytes, logprob);
     if (spec_.tokens_as_ids) a.token = "token_id:" + std::to_string(token);
@@ -114,6 +115,7 @@ void GenerationJob::on_prompt(size_t i, const PromptEvent& ev) {
     c.prompt_tokens = ev.n_tokens;
     metrics_.request_started(spec_.endpoint_label, ev.n_tokens);
     if (spec_.choices[i].echo_prompt_text) c.prefix = ev.text;
+
     ++n_accepted_;
     done = open_gate_locked();
   }
@@ -158,13 +160,41 @@ void GenerationJob::deliver_token(size_t i, const TokenEvent& ev) {
   if (!listener_) return;
   std::string text = std::move(c.prefix);
   c.prefix.clear();
+  const bool logprobs = wants_logprobs(spec_.choices[i].request.params);
+  std::vector<TokenLogprobs> lps;
+  if (logprobs && spec_.choices[i].request.params.prompt_logprobs && !c.prompt_scored) {
+    // Echo: the prompt's tokens first, the first one unscored (nothing
+    // precedes it), with their offsets in the echoed text.
+    c.prompt_scored = true;
+    // Offsets into the echoed text (`text`): a token advances by its bytes
+    // where the text has them, or them without the leading space a
+    // SentencePiece prompt's first word lost; a token the text does not
+    // show (BOS written out) takes no room.
+    size_t at = 0;
+    for (const TokenScore& sc : ev.prompt_scores) {
+      TokenLogprobs lp = logprobs_of(sc, c.text_offset + static_cast<int32_t>(at));
+      lp.unscored = std::isnan(sc.logprob);
+      const std::string_view b = sc.bytes;
+      if (!b.empty() && text.compare(at, b.size(), b) == 0) {
+        at += b.size();
+      } else if (b.size() > 1 && b[0] == ' ' && text.compare(at, b.size() - 1, b.substr(1)) == 0) {
+        at += b.size() - 1;
+      }
+      lps.push_back(std::move(lp));
+    }
+  }
   const int32_t token_offset = c.text_offset + static_cast<int32_t>(text.size());
   text += c.joiner.push(ev.text);
   c.text_offset += static_cast<int32_t>(text.size());
-  const bool logprobs = wants_logprobs(spec_.choices[i].request.params);
-  TokenLogprobs lp;
-  if (logprobs) lp = logprobs_of(ev, token_offset);
-  if (!listener_->on_token(static_cast<int32_t>(i), ev, text, logprobs ? &lp : nullptr)) cancel_locked();
+  if (logprobs) {
+    lps.push_back(logprobs_of(TokenScore{.token = ev.token,
+                                         .logprob = ev.logprob,
+                                         .top_logprobs = ev.top_logprobs,
+                                         .bytes = ev.bytes,
+                                         .top_bytes = ev.top_bytes},
+                              token_offset));
+  }
+  if (!listener_->on_token(static_cast<int32_t>(i), ev, text, logprobs ? &lps : nullptr)) cancel_locked();
 }
 
 void GenerationJob::on_final(size_t i, const FinalEvent& final_event) {

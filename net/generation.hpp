@@ -48,8 +48,11 @@ class JobListener {
  public:
   virtual ~JobListener() = default;
   // text: whole UTF-8 characters, possibly empty (with echo, the first
-  // text of a choice starts with the prompt). logprobs: when asked for.
-  virtual bool on_token(int32_t choice, const TokenEvent& ev, std::string_view text, const TokenLogprobs* logprobs) = 0;
+  // text of a choice starts with the prompt). logprobs: when asked for, the
+  // entries this event adds: the token's, after (with echo, on the first
+  // event) one per prompt token.
+  virtual bool on_token(int32_t choice, const TokenEvent& ev, std::string_view text,
+                        const std::vector<TokenLogprobs>* logprobs) = 0;
   // text: what was still held back, released at the end.
   virtual bool on_choice_end(int32_t choice, const FinalEvent& f, std::string_view text) = 0;
   // After every choice ended; the job then drops the listener.
@@ -93,6 +96,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     // Events that came before every choice was accepted, delivered then.
     std::vector<TokenEvent> held_tokens;
     std::optional<FinalEvent> held_final;
+    bool prompt_scored = false;  // echo with logprobs: the prompt's entries went out
   };
 
   void on_prompt(size_t i, const PromptEvent& ev);
@@ -103,7 +107,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::shared_ptr<JobListener> deliver_final(size_t i, const FinalEvent& f);
   std::shared_ptr<JobListener> open_gate_locked();
   std::shared_ptr<JobListener> end_choice_locked(size_t i, const FinalEvent& f, bool gated);
-  TokenLogprobs logprobs_of(const TokenEvent& ev, int32_t offset) const;
+  TokenLogprobs logprobs_of(const TokenScore& ev, int32_t offset) const;
   int32_t usage_prompt_tokens() const;  // under the lock, or once every choice ended
   void cancel_locked();
 

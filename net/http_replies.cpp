@@ -37,18 +37,17 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     if (job_) job_->cancel();
   }
 
-  bool on_token(int32_t choice, const TokenEvent&, std::string_view text, const TokenLogprobs* lp) override {
+  bool on_token(int32_t choice, const TokenEvent&, std::string_view text,
+                const std::vector<TokenLogprobs>* lps) override {
     ChoiceOutput& out = outputs_[static_cast<size_t>(choice)];
     if (!stream_) {
       out.text += text;
-      if (lp != nullptr) out.logprobs.push_back(*lp);
+      if (lps != nullptr) out.logprobs.insert(out.logprobs.end(), lps->begin(), lps->end());
       return true;
     }
     if (failed_) return false;
-    if (text.empty() && lp == nullptr) return true;
-    std::vector<TokenLogprobs> one;
-    if (lp != nullptr) one.push_back(*lp);
-    return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lp != nullptr, .logprobs = &one});
+    if (text.empty() && lps == nullptr) return true;
+    return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lps != nullptr, .logprobs = lps});
   }
 
   bool on_choice_end(int32_t choice, const FinalEvent& f, std::string_view text) override {

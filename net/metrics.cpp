@@ -109,6 +109,13 @@ struct Metrics::Impl {
   Counter& steps_c = counter("troupe_scheduler_steps_total", "Forward steps planned").Add({});
   Counter& prefix_hits_c =
       counter("troupe_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache").Add({});
+  // Speculative decoding, per proposer (prompt lookup is the one there is).
+  Counter& spec_proposed_c = counter("troupe_spec_proposed_tokens_total",
+                                     "Proposed tokens fed for verification (speculative decoding), by proposer")
+                                 .Add({{"proposer", "ngram"}});
+  Counter& spec_accepted_c =
+      counter("troupe_spec_accepted_tokens_total", "Proposed tokens the target model accepted, by proposer")
+          .Add({{"proposer", "ngram"}});
 
   // Gauges.
   Gauge& ready_g = gauge("troupe_model_ready", "1 once the model is loaded and requests are served").Add({});
@@ -169,7 +176,8 @@ struct Metrics::Impl {
   RateMeter in_rate, out_rate;
   std::atomic<int64_t> kv_tokens{0};  // tokens of requests past their first token (in KV)
   std::mutex scrape_mutex;            // one scrape at a time (the engine deltas)
-  uint64_t last_steps = 0, last_preemptions = 0, last_prefix_hits = 0;
+  uint64_t last_steps = 0, last_preemptions = 0, last_prefix_hits = 0, last_spec_proposed = 0,
+           last_spec_accepted = 0;
   struct ActorSeries {
     Gauge* mailbox = nullptr;
     Counter* busy = nullptr;
@@ -296,6 +304,8 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     advance(m.steps_c, s.steps, m.last_steps);
     advance(m.preemptions_c, s.preemptions, m.last_preemptions);
     advance(m.prefix_hits_c, s.prefix_hit_tokens, m.last_prefix_hits);
+    advance(m.spec_proposed_c, s.spec_proposed, m.last_spec_proposed);
+    advance(m.spec_accepted_c, s.spec_accepted, m.last_spec_accepted);
     m.kv_peak_g.Set(s.kv_blocks_peak);
   }
   for (const auto& [metric, count] : snap.anomalies) {

@@ -65,10 +65,16 @@ json::value completion_logprobs(const std::vector<TokenLogprobs>& lps) {
   json::array tokens, token_logprobs, top_logprobs, offsets;
   for (const TokenLogprobs& t : lps) {
     tokens.emplace_back(sv(t.chosen.token));
-    token_logprobs.emplace_back(t.chosen.logprob);
-    json::object top;
-    for (const TokenAlternative& alt : t.top) top[sv(alt.token)] = alt.logprob;
-    top_logprobs.emplace_back(std::move(top));
+    if (t.unscored) {
+      // An echoed prompt's first token: nothing precedes it to score it by.
+      token_logprobs.emplace_back(nullptr);
+      top_logprobs.emplace_back(nullptr);
+    } else {
+      token_logprobs.emplace_back(t.chosen.logprob);
+      json::object top;
+      for (const TokenAlternative& alt : t.top) top[sv(alt.token)] = alt.logprob;
+      top_logprobs.emplace_back(std::move(top));
+    }
     offsets.emplace_back(t.text_offset);
   }
   json::object o;

@@ -26,6 +26,7 @@ struct TokenLogprobs {
   TokenAlternative chosen;
   std::vector<TokenAlternative> top;  // best first
   int32_t text_offset = 0;            // completions: where the token's text starts
+  bool unscored = false;              // an echoed prompt's first token: null logprob and alternatives
 };
 
 struct Usage {

@@ -382,6 +382,8 @@ PipelineStats ReplicaRouter::stats() const {
     sum.rejected += s.rejected;
     sum.prompt_tokens += s.prompt_tokens;
     sum.prefix_hit_tokens += s.prefix_hit_tokens;
+    sum.spec_proposed += s.spec_proposed;
+    sum.spec_accepted += s.spec_accepted;
   }
   if (!any) throw Error(Errc::internal, "the model is not loaded yet");
   sum.prefix_hit_rate =

@@ -331,6 +331,9 @@ void read_common(const json::object& o, const RequestLimits& limits, ParsedReque
   }
   read_stop(o, limits, r);
   r.params.ignore_eos = get_bool(o, "ignore_eos").value_or(false);
+  // false: this request decodes one token per step even where the server
+  // runs speculative decoding.
+  r.params.speculative = get_bool(o, "speculative").value_or(true);
   read_priority(o, r);
   if (const json::value* lb = field(o, "logit_bias")) {
     if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
@@ -369,6 +372,8 @@ void read_completion_fields(const json::object& o, const RequestLimits& limits, 
     r.logprobs = true;
     r.top_logprobs = static_cast<int32_t>(*lp);
   }
+  // The legacy API's scoring: echoed prompt tokens come with logprobs too.
+  r.params.prompt_logprobs = r.echo && r.logprobs;
   if (auto suffix = get_string(o, "suffix"); suffix && !suffix->empty()) {
     throw invalid_field("suffix", "'suffix' is not supported", "unsupported_value");
   }

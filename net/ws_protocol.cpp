@@ -13,7 +13,10 @@ class WsConnection::RequestListener : public JobListener {
   RequestListener(std::weak_ptr<WsConnection> conn, std::shared_ptr<WsOutput> out, std::string id)
       : conn_(std::move(conn)), out_(std::move(out)), id_(std::move(id)) {}
 
-  bool on_token(int32_t, const TokenEvent& ev, std::string_view text, const TokenLogprobs* lp) override {
+  bool on_token(int32_t, const TokenEvent& ev, std::string_view text,
+                const std::vector<TokenLogprobs>* lps) override {
+    // WebSocket requests have no echo: the token's own entry is the last.
+    const TokenLogprobs* lp = lps != nullptr && !lps->empty() ? &lps->back() : nullptr;
     return out_->send_text(ws_token(id_, ev.index, ev.token, text, lp));
   }
 

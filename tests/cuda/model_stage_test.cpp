@@ -123,14 +123,14 @@ std::vector<std::vector<float>> run_steps(const std::shared_ptr<const Model>& mo
   std::vector<int32_t> tokens(static_cast<size_t>(p0 + p1));
   for (int32_t& t : tokens) t = tok(rng);
   std::vector<std::vector<float>> out;
-  std::vector<BatchSeq> seqs{{.n_tokens = p0, .n_past = 0, .block_table = t0, .want_logits = true},
-                             {.n_tokens = p1, .n_past = 0, .block_table = t1, .want_logits = true}};
+  std::vector<BatchSeq> seqs{{.n_tokens = p0, .n_past = 0, .block_table = t0, .n_logits = 1},
+                             {.n_tokens = p1, .n_past = 0, .block_table = t1, .n_logits = 1}};
   std::vector<float> logits(static_cast<size_t>(2 * c.n_vocab));
   chain.forward({.tokens = tokens, .seqs = seqs}, logits.data());
   out.push_back(logits);
   for (int s = 0; s < n_decode; ++s) {
-    seqs[0] = {.n_tokens = 1, .n_past = p0 + s, .block_table = t0, .want_logits = true};
-    seqs[1] = {.n_tokens = 1, .n_past = p1 + s, .block_table = t1, .want_logits = true};
+    seqs[0] = {.n_tokens = 1, .n_past = p0 + s, .block_table = t0, .n_logits = 1};
+    seqs[1] = {.n_tokens = 1, .n_past = p1 + s, .block_table = t1, .n_logits = 1};
     const std::vector<int32_t> next{tok(rng), tok(rng)};
     chain.forward({.tokens = next, .seqs = seqs}, logits.data());
     out.push_back(logits);

@@ -64,7 +64,7 @@ TEST(BatchedForward, BatchEqualsEachSequenceAlone) {
     for (Seq& q : seqs) {
       const auto n_new = static_cast<int32_t>(q.tokens.size()) - q.n_past;
       tokens.insert(tokens.end(), q.tokens.begin() + q.n_past, q.tokens.end());
-      batch.push_back({.n_tokens = n_new, .n_past = q.n_past, .block_table = q.block_table, .want_logits = true});
+      batch.push_back({.n_tokens = n_new, .n_past = q.n_past, .block_table = q.block_table, .n_logits = 1});
     }
     stage.forward({.tokens = tokens, .seqs = batch}, nullptr, logits.data());
     for (size_t s = 0; s < seqs.size(); ++s) {

@@ -78,7 +78,7 @@ BatchRun run_batched(const std::shared_ptr<const Model>& model, const std::vecto
     std::vector<BatchSeq> seqs;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const auto n = static_cast<int32_t>(step == 0 ? prompts[i].size() : 1);
-      seqs.push_back({.n_tokens = n, .n_past = n_past[i], .block_table = tables[i], .want_logits = true});
+      seqs.push_back({.n_tokens = n, .n_past = n_past[i], .block_table = tables[i], .n_logits = 1});
     }
     const BatchView batch{.tokens = tokens, .seqs = seqs};
     std::vector<float> hidden;

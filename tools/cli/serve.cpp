@@ -54,6 +54,8 @@ struct ServeArgs {
   std::string device;
   int64_t gpu_layers = -1;
   double shutdown_grace = 30.0;
+  std::string speculative;  // empty: the config's
+  int draft_tokens = -1;
 };
 
 std::string read_file(const std::string& path, const char* what) {
@@ -126,6 +128,9 @@ net::ServeConfig resolve(const ServeArgs& a) {
     if (!a.kv_memory.empty()) p->kv_memory_bytes = parse_byte_size(a.kv_memory);
     if (!a.kv_type.empty()) p->kv_type = parse_kv_type(a.kv_type);
     if (a.ctx >= 0) p->scheduler.context_length = a.ctx;
+    if (a.speculative == "off") p->scheduler.spec_max_draft = 0;
+    if (a.speculative == "ngram" && p->scheduler.spec_max_draft == 0) p->scheduler.spec_max_draft = 4;
+    if (a.draft_tokens >= 0) p->scheduler.spec_max_draft = a.speculative == "off" ? 0 : a.draft_tokens;
     if (!a.device.empty()) p->device = a.device;
     if (a.gpu_layers >= 0) p->gpu_layers = a.gpu_layers;
     if (a.threads >= 0) {
@@ -282,6 +287,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-type", a->kv_type, "KV cache element type: f32, f16, bf16 or q8_0 (default f32)");
   cmd->add_option("--kv-memory", a->kv_memory,
                   "KV pages sized by bytes over all stages, e.g. 2GiB (q8_0 holds ~3.7x the tokens of f32)");
+  cmd->add_option("--speculative", a->speculative,
+                  "Speculative decoding: ngram (prompt lookup, verified in the same step) or off (default)")
+      ->check(CLI::IsMember({"ngram", "off"}));
+  cmd->add_option("--draft-tokens", a->draft_tokens,
+                  "Most proposed tokens per step and sequence with --speculative ngram (default 4; adapts down)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--ctx", a->ctx, "Context length, capped at the model's (default 4096)")->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", a->threads, "Kernel threads per stage (0: all hardware threads)")
       ->check(CLI::NonNegativeNumber);
