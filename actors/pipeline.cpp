@@ -25,6 +25,7 @@
 #include "actors/actor_meter.hpp"
 #include "actors/callback_sink.hpp"
 #include "actors/detokenizer_actor.hpp"
+#include "actors/draft_setup.hpp"
 #include "actors/engine_set.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/pipeline_extensions.hpp"
@@ -232,6 +233,9 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   const KvCacheOptions kv{.n_blocks = config.n_kv_blocks,
                           .block_size = config.kv_block_size,
                           .prefix_caching = config.prefix_caching};
+  // Speculation with a model: its proposer is built (and the draft model
+  // loaded and checked) before any actor exists.
+  sc.spec_proposer = make_draft_proposer(config, impl->model, config.n_kv_blocks, placements.front().threads);
   { EngineSet check(sc, kv, n_engines); }  // a bad scheduler config throws here, not in an actor
 
   // The stages open their devices and allocate their KV pages and arenas

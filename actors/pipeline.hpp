@@ -82,6 +82,17 @@ struct PipelineConfig {
   // hold over all stages in kv_type (model/stage_plan.hpp, kv_blocks_for_budget).
   int64_t kv_memory_bytes = 0;
   bool prefix_caching = true;
+  // Speculative decoding's proposer when scheduler.spec_max_draft > 0: a
+  // draft model with the target's vocabulary (`--draft MODEL`: draft_model,
+  // else loaded from draft_model_path), or with draft_layers > 0 the
+  // target's own first draft_layers layers and output head
+  // (self-speculation, `--draft-layers L`). Neither: prompt lookup. The
+  // draft runs on the CPU with draft_threads kernel threads (0: the first
+  // stage's), its KV in pages of its own.
+  std::string draft_model_path;
+  std::shared_ptr<const Model> draft_model;
+  int64_t draft_layers = 0;
+  int32_t draft_threads = 0;
   int32_t micro_batches = 0;            // steps in flight at once; 0: one per stage
   int32_t tokenizer_pool = 1;           // tokenizer actors, round-robin
   // Jinja source of a chat template that replaces the model's (`troupe serve

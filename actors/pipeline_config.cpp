@@ -46,7 +46,8 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
               {"max_batch_size", "max_tokens_per_step", "chunked_prefill", "prefill_chunk", "min_batch_size",
                "max_wait_ms", "max_waiting", "context_length", "kv_watermark", "level_bounds",
                "level_aging_ms", "kv_demand_fraction", "short_request_tokens", "short_kv_share",
-               "short_batch_share", "max_preemptions", "speculative", "draft_tokens", "spec_token_cost"});
+               "short_batch_share", "max_preemptions", "speculative", "draft_tokens", "spec_token_cost",
+               "draft_model", "draft_layers"});
   r.get(s, "max_batch_size", "scheduler", c.max_batch_size);
   r.get(s, "max_tokens_per_step", "scheduler", c.max_tokens_per_step);
   r.get(s, "chunked_prefill", "scheduler", c.chunked_prefill);
@@ -63,12 +64,13 @@ void read_scheduler(const Reader& r, const json& s, SchedulerConfig& c) {
   r.get(s, "draft_tokens", "scheduler", c.spec_max_draft);
   r.get(s, "spec_token_cost", "scheduler", c.spec_token_cost);
   if (const auto sp = s.find("speculative"); sp != s.end()) {
-    // "ngram" (prompt lookup) or "off"; draft_tokens defaults to 4 with it.
-    if (!sp->is_string() || (*sp != "ngram" && *sp != "off")) {
-      r.fail("scheduler.speculative", "must be \"ngram\" or \"off\"");
+    // "ngram" (prompt lookup), "draft" (draft_model), "self" (the first
+    // draft_layers layers) or "off"; draft_tokens defaults to 4 with one.
+    if (!sp->is_string() || (*sp != "ngram" && *sp != "draft" && *sp != "self" && *sp != "off")) {
+      r.fail("scheduler.speculative", "must be \"ngram\", \"draft\", \"self\" or \"off\"");
     }
     if (*sp == "off") c.spec_max_draft = 0;
-    if (*sp == "ngram" && c.spec_max_draft == 0) c.spec_max_draft = 4;
+    if (*sp != "off" && c.spec_max_draft == 0) c.spec_max_draft = 4;
   }
   double wait_ms = static_cast<double>(c.max_wait.count()) / 1000.0;
   r.get(s, "max_wait_ms", "scheduler", wait_ms);
@@ -152,7 +154,20 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
       }
     }
   }
-  if (const auto it = root.find("scheduler"); it != root.end()) read_scheduler(r, *it, c.scheduler);
+  if (const auto it = root.find("scheduler"); it != root.end()) {
+    read_scheduler(r, *it, c.scheduler);
+    r.get(*it, "draft_model", "scheduler", c.draft_model_path);
+    r.get(*it, "draft_layers", "scheduler", c.draft_layers);
+    const std::string method = it->contains("speculative") && (*it)["speculative"].is_string()
+                                   ? (*it)["speculative"].get<std::string>()
+                                   : std::string();
+    if (method == "draft" && c.draft_model_path.empty()) {
+      r.fail("scheduler.draft_model", "\"speculative\": \"draft\" needs the draft model's path");
+    }
+    if (method == "self" && c.draft_layers <= 0) {
+      r.fail("scheduler.draft_layers", "\"speculative\": \"self\" needs the number of layers that draft");
+    }
+  }
   if (const auto it = root.find("trace"); it != root.end()) {
     r.only_keys(*it, "trace", {"enabled", "capacity"});
     r.get(*it, "enabled", "trace", c.trace.enabled);

@@ -193,8 +193,9 @@ struct PipelineStats {
   uint64_t prompt_tokens = 0;      // prefilled at admission
   uint64_t prefix_hit_tokens = 0;  // of those, found in the prefix cache
   double prefix_hit_rate = 0;
-  // Speculative decoding: tokens proposed (by the n-gram proposer) and, of
-  // those, accepted by the target model.
+  // Speculative decoding: its proposer ("ngram", "draft", "self"; empty:
+  // off), the tokens it proposed and, of those, the target model accepted.
+  std::string spec_proposer;
   uint64_t spec_proposed = 0;
   uint64_t spec_accepted = 0;
 };

@@ -29,6 +29,9 @@ class SchedulerImpl : public scheduler_actor::base {
         engines_(options.scheduler, options.kv, options.n_engines),
         monitor_(options.monitor),
         forward_ended_(options.forward_ended),
+        spec_proposer_(options.scheduler.spec_max_draft <= 0 ? ""
+                       : options.scheduler.spec_proposer ? options.scheduler.spec_proposer->name()
+                                                         : "ngram"),
         step_times_(options.anomaly),
         first_stage_(std::move(first_stage)),
         sampler_(std::move(sampler)),
@@ -367,6 +370,7 @@ class SchedulerImpl : public scheduler_actor::base {
             .prompt_tokens = s.prompt_tokens,
             .prefix_hit_tokens = s.prefix_hit_tokens,
             .prefix_hit_rate = s.prefix_hit_rate(),
+            .spec_proposer = spec_proposer_,
             .spec_proposed = s.spec_proposed,
             .spec_accepted = s.spec_accepted};
   }
@@ -395,6 +399,7 @@ class SchedulerImpl : public scheduler_actor::base {
   EngineSet engines_;
   std::shared_ptr<AnomalyMonitor> monitor_;
   bool forward_ended_ = false;
+  std::string spec_proposer_;
   std::vector<RequestId> ended_;  // ended since the last dispatch (forward_ended_)
   BucketedDetector step_times_;
   int32_t kv_peak_ = 0;

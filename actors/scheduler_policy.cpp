@@ -1,6 +1,7 @@
 // Continuous-batching policy: the step order, the length-aware queue and the
 // preemption rule are described above SchedulerPolicy in the header.
 #include "actors/scheduler_policy.hpp"
+#include "actors/scheduler_policy_step.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,19 +26,11 @@ int32_t StepPlan::n_tokens() const {
   return n;
 }
 
-struct SchedulerPolicy::StepState {
-  StepPlan plan;
-  Clock::time_point now;
-  uint64_t step = 0;            // id this plan gets if it schedules anything
-  int32_t budget = 0;           // tokens left in this step
-  int32_t reserved_decode = 0;  // of those, kept for decodes not yet scheduled
-  int32_t kv_reserve = 0;       // blocks admissions leave to other policies
-  bool admissions_open = true;
-  bool long_open = true;  // closed once a long request could not be admitted
-};
-
 SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& kv)
-    : cfg_(config), kv_(kv), proposer_(config.spec_ngram) {
+    : cfg_(config), kv_(kv) {
+  if (cfg_.spec_max_draft > 0) {
+    proposer_ = cfg_.spec_proposer ? cfg_.spec_proposer : std::make_shared<NgramProposer>(cfg_.spec_ngram);
+  }
   require(cfg_.max_batch_size >= 1, "max_batch_size must be at least 1");
   require(cfg_.max_tokens_per_step >= cfg_.max_batch_size,
           "max_tokens_per_step must cover one decode token per sequence (>= max_batch_size)");
@@ -227,6 +220,7 @@ bool SchedulerPolicy::cancel(int64_t request_id) {
     remove_waiting(it->second);
   }
   seqs_.erase(it);
+  forget(request_id);
   ++stats_.cancelled;
   return true;
 }
@@ -268,6 +262,7 @@ StepPlan SchedulerPolicy::schedule(Clock::time_point now, int32_t kv_reserve) {
     const Seq& s = seqs_.at(id);
     if (s.n_computed >= s.prefill_end) ++st.reserved_decode;
   }
+  propose(st);
   for (const Priority p : kPriorities) schedule_priority(p, st);
   if (!st.plan.seqs.empty()) {
     step_ = st.step;
@@ -352,51 +347,6 @@ bool SchedulerPolicy::schedule_running(Seq& s, int32_t n_tokens, StepState& st) 
   }
   emit(s, n_tokens, false, st);
   return true;
-}
-
-// The proposals a decode of `s` feeds this step: as many as its acceptance
-// rate makes worth their cost, within the step's slack, the request's
-// max_new_tokens and the length limit (so the tokens a step adds never pass
-// them), and what the proposer finds. Fills draft_scratch_.
-int32_t SchedulerPolicy::draft_length(Seq& s, const StepState& st) const {
-  if (!s.speculative) return 0;
-  // Laplace's rule on decayed counts: 1/2 before any verification.
-  const double r = (s.spec_hits + 1.0) / (s.spec_trials + 2.0);
-  int32_t best_k = 0;
-  double best = 1.0;
-  double reach = 1.0;  // r^k: the chance that all of k proposals are accepted
-  double expected = 1.0;
-  for (int32_t k = 1; k <= cfg_.spec_max_draft; ++k) {
-    reach *= r;
-    expected += reach;
-    const double gain = expected / (1.0 + cfg_.spec_token_cost * k);
-    if (gain > best) {
-      best = gain;
-      best_k = k;
-    }
-  }
-  if (best_k == 0) best_k = s.spec_idle >= 15 ? 1 : 0;  // a probe, so a recovering rate is seen
-  const int32_t slack = st.budget - st.reserved_decode;  // reserved_decode counts this decode
-  const int32_t left = std::min(s.max_new_tokens - s.n_generated, limit_ - static_cast<int32_t>(s.tokens.size())) - 1;
-  return std::max(0, std::min({best_k, slack, left}));
-}
-
-void SchedulerPolicy::schedule_decode(Seq& s, StepState& st) {
-  const int32_t k = draft_length(s, st);
-  draft_scratch_.clear();
-  const int32_t n_draft = k > 0 ? proposer_.propose(s.tokens, k, draft_scratch_) : 0;
-  if (s.speculative && k == 0) ++s.spec_idle;
-  // Proposals only where the pool has room: they never preempt anyone.
-  if (n_draft == 0 || !kv_.reserve(s.id, 1 + n_draft)) {
-    schedule_running(s, 1, st);
-    return;
-  }
-  s.spec_idle = 0;
-  emit(s, 1, false, st);
-  ScheduledSeq& e = st.plan.seqs.back();
-  e.tokens.insert(e.tokens.end(), draft_scratch_.begin(), draft_scratch_.end());
-  e.n_draft = n_draft;  // the block table emit() copied covers them: reserved above
-  st.budget -= n_draft;
 }
 
 bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
@@ -536,19 +486,7 @@ std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const Ste
     const size_t fed = e.n_draft > 0 ? 1 + out.accepted.size() : e.tokens.size();
     kv_.commit(s.id, std::span<const int32_t>(e.tokens).first(fed));
     s.n_computed += static_cast<int32_t>(fed);
-    if (e.n_draft > 0) {
-      kv_.release_unused(s.id);
-      // One verification: the accepted ones, and the first rejected one
-      // (none when every proposal was accepted or the sequence ended).
-      const auto hits = static_cast<double>(out.accepted.size());
-      const bool rejected = out.token && out.accepted.size() < static_cast<size_t>(e.n_draft);
-      // Decay 0.9: the rate follows about the last ten verifications, and
-      // a run of rejections takes it under what one proposal costs.
-      s.spec_hits = 0.9 * s.spec_hits + hits;
-      s.spec_trials = 0.9 * s.spec_trials + hits + (rejected ? 1.0 : 0.0);
-      stats_.spec_proposed += static_cast<uint64_t>(e.n_draft);
-      stats_.spec_accepted += out.accepted.size();
-    }
+    if (e.n_draft > 0) note_verification(s, e, out);
     for (const int32_t t : out.accepted) {
       s.tokens.push_back(t);
       ++s.n_generated;
@@ -575,6 +513,7 @@ std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const Ste
     kv_.free(s.id);
     remove_running(s.id);
     finished.push_back({.request_id = s.id, .reason = *reason});
+    forget(s.id);
     seqs_.erase(it);
     ++stats_.finished;
   }

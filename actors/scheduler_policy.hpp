@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -83,11 +84,16 @@ struct SchedulerConfig {
   // maximises the expected tokens per step (1 - r^(k+1)) / (1 - r) over its
   // cost 1 + spec_token_cost * k (an extra token's share of a decode step).
   // At k = 0 a sequence still proposes one token every 16th step, so a
-  // rate that recovers is seen. Proposals use batch slack only: they never
+  // rate that recovers is seen; each probe that fails doubles the wait (to
+  // 256 steps), one that succeeds resets it. Proposals use batch slack only: they never
   // preempt, and take tokens from the prefill budget.
   int32_t spec_max_draft = 0;
   double spec_token_cost = 0.1;
   NgramOptions spec_ngram;
+  // Who proposes: null for prompt lookup with spec_ngram; else a draft
+  // model or self-speculation (model/draft_proposer.hpp), shared by the
+  // policies of one EngineSet and called from their one owner only.
+  std::shared_ptr<Proposer> spec_proposer;
   // Prompt chunks of a request that scores its prompt (each token a logits
   // row of n_vocab floats) are at most this long.
   int32_t score_chunk = 64;
@@ -290,6 +296,7 @@ class SchedulerPolicy {
     double spec_hits = 0.0;   // decayed counts of accepted and verified proposals
     double spec_trials = 0.0;
     int32_t spec_idle = 0;    // steps since the last proposal while k was 0
+    int32_t spec_probe_every = 16;  // steps between probes at k = 0; doubles while they fail
     bool running = false;
     uint64_t admit_order = 0;     // larger = admitted more recently
     uint64_t scheduled_step = 0;  // step that last scheduled it
@@ -306,6 +313,11 @@ class SchedulerPolicy {
   void schedule_priority(Priority p, StepState& st);
   bool schedule_running(Seq& s, int32_t n_tokens, StepState& st);
   void schedule_decode(Seq& s, StepState& st);
+  void propose(StepState& st);  // every speculating decode's proposals, in one call
+  void forget(int64_t id);      // a sequence ended: the proposer drops it
+  // A verified decode: rolls back the pages of rejected proposals, learns
+  // the acceptance rate, counts.
+  void note_verification(Seq& s, const ScheduledSeq& e, const SeqOutput& out);
   int32_t draft_length(Seq& s, const StepState& st) const;
   bool try_admit(Seq& s, StepState& st);
   void emit(Seq& s, int32_t n_tokens, bool first, StepState& st);
@@ -317,8 +329,10 @@ class SchedulerPolicy {
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;
-  NgramProposer proposer_;
-  std::vector<int32_t> draft_scratch_;
+  std::shared_ptr<Proposer> proposer_;  // null: speculation off
+  std::unordered_map<int64_t, std::vector<int32_t>> proposals_;  // this step's, by sequence
+  std::vector<ProposalQuery> queries_;
+  std::vector<std::vector<int32_t>> proposed_;
   int32_t limit_ = 0;
   int32_t watermark_blocks_ = 0;
   int32_t short_blocks_ = 0;  // KV blocks long requests leave to short ones

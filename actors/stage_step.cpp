@@ -22,7 +22,7 @@ TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatc
     }
     hidden_in = batch.hidden->data;
   }
-  const int64_t n_rows = stage.is_last() ? view.n_logit_rows() : view.n_tokens();
+  const int64_t n_rows = stage.has_head() ? view.n_logit_rows() : view.n_tokens();
   TensorHandle out = pool.acquire(n_rows, stage.output_width());
   stage.forward(view, hidden_in, out->data);
   return out;

@@ -1,11 +1,14 @@
-// Speculative decoding by prompt lookup against plain decoding, one stream
-// at a time through the actor pipeline, in the same run: decode tokens/s
-// (first token excluded) and the acceptance rate, per prompt set. The sets
+// Speculative decoding against plain decoding, one stream at a time through
+// the actor pipeline, in the same run: decode tokens/s (first token
+// excluded) and the acceptance rate, per prompt set and proposer. The sets
 // are chat requests where copying from the prompt pays (repeat, summarise,
-// edit code) and where it should not (free writing). Greedy, so both
-// pipelines must produce the same tokens; the bench checks it. Runs
-// alternate plain / speculative so that a machine's drift hits both.
-//   bench_speculative [--tokens 128] [--rounds 3] [--draft 4] [--threads 2] [--cost 0.1] model.gguf
+// edit code) and where it should not (free writing). The proposers: ngram
+// (prompt lookup), self:L (the model's first L layers), draft:PATH (a draft
+// model with the same vocabulary). Greedy, so every pipeline must produce
+// the same tokens; the bench checks it. Each round runs plain and every
+// proposer, the order rotating, so that a machine's drift hits all alike.
+//   bench_speculative [--tokens 128] [--rounds 3] [--draft 4] [--threads 2] [--cost 0.1]
+//                     [--proposers ngram,self:8,draft:small.gguf] model.gguf
 // Prints a Markdown table.
 #include <cstdio>
 #include <cstring>
@@ -22,6 +25,7 @@ struct Args {
   int draft = 4;
   int threads = 2;
   double cost = 0.1;
+  std::vector<std::string> proposers = {"ngram"};
   std::string model;
 };
 
@@ -67,10 +71,14 @@ troupe::EngineRequest request_for(const PromptSet& set, const Args& a) {
   return troupe::EngineRequest::from_chat(std::move(chat), params);
 }
 
-std::unique_ptr<troupe::Pipeline> start(const std::shared_ptr<const troupe::Model>& model, const Args& a, int draft) {
+// proposer: "" (plain), "ngram", "self:L" or "draft:PATH".
+std::unique_ptr<troupe::Pipeline> start(const std::shared_ptr<const troupe::Model>& model, const Args& a,
+                                        const std::string& proposer) {
   troupe::PipelineConfig c{.model = model,
                            .stages = {{.first_layer = 0, .last_layer = -1, .threads = a.threads}}};
-  c.scheduler.spec_max_draft = draft;
+  c.scheduler.spec_max_draft = proposer.empty() ? 0 : a.draft;
+  if (proposer.rfind("self:", 0) == 0) c.draft_layers = std::stoi(proposer.substr(5));
+  if (proposer.rfind("draft:", 0) == 0) c.draft_model_path = proposer.substr(6);
   c.scheduler.spec_token_cost = a.cost;
   c.scheduler.context_length = 2048;
   c.n_kv_blocks = 256;
@@ -113,51 +121,67 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--draft")) a.draft = std::stoi(next("--draft"));
     else if (!std::strcmp(argv[i], "--threads")) a.threads = std::stoi(next("--threads"));
     else if (!std::strcmp(argv[i], "--cost")) a.cost = std::stod(next("--cost"));
+    else if (!std::strcmp(argv[i], "--proposers")) {
+      a.proposers.clear();
+      std::string list = next("--proposers");
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) a.proposers.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
     else a.model = argv[i];
   }
   if (a.model.empty()) {
-    std::fprintf(stderr, "usage: bench_speculative [--tokens N] [--rounds R] [--draft K] [--threads T] [--cost C] model.gguf\n");
+    std::fprintf(stderr, "usage: bench_speculative [--tokens N] [--rounds R] [--draft K] [--threads T] [--cost C] "
+                         "[--proposers ngram,self:L,draft:PATH] model.gguf\n");
     return 2;
   }
   const std::shared_ptr<const troupe::Model> model = troupe::Model::load(a.model);
-  auto plain = start(model, a, 0);
-  auto spec = start(model, a, a.draft);
+  auto plain = start(model, a, "");
+  std::vector<std::unique_ptr<troupe::Pipeline>> specs;
+  for (const std::string& p : a.proposers) specs.push_back(start(model, a, p));
   const std::vector<PromptSet> sets = prompt_sets();
 
-  std::printf("| prompt set | plain tok/s | n-gram tok/s | speed-up | proposed | accepted | acceptance | same output |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("| prompt set | proposer | plain tok/s | speculative tok/s | speed-up | proposed | accepted | acceptance | same output |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  const size_t n = specs.size();
   for (const PromptSet& set : sets) {
     const troupe::EngineRequest r = request_for(set, a);
-    run_one(*plain, r);  // warm-up of both
-    run_one(*spec, r);
-    Run p_sum, s_sum;
-    bool same = true;
-    const troupe::PipelineStats before = spec->stats();
+    run_one(*plain, r);  // warm-up of each
+    for (auto& sp : specs) run_one(*sp, r);
+    Run p_sum;
+    std::vector<Run> s_sum(n);
+    std::vector<bool> same(n, true);
+    std::vector<troupe::PipelineStats> before;
+    for (auto& sp : specs) before.push_back(sp->stats());
     for (int round = 0; round < a.rounds; ++round) {
-      // Alternate which goes first.
-      Run x, y;
-      if (round % 2 == 0) {
-        x = run_one(*plain, r);
-        y = run_one(*spec, r);
-      } else {
-        y = run_one(*spec, r);
-        x = run_one(*plain, r);
+      // Plain and each proposer once per round, starting at a rotating place.
+      std::vector<Run> got(n + 1);
+      for (size_t j = 0; j <= n; ++j) {
+        const size_t w = (j + static_cast<size_t>(round)) % (n + 1);
+        got[w] = run_one(w == 0 ? *plain : *specs[w - 1], r);
       }
-      same = same && x.tokens == y.tokens;
-      p_sum.decode_s += x.decode_s;
-      p_sum.decode_tokens += x.decode_tokens;
-      s_sum.decode_s += y.decode_s;
-      s_sum.decode_tokens += y.decode_tokens;
+      p_sum.decode_s += got[0].decode_s;
+      p_sum.decode_tokens += got[0].decode_tokens;
+      for (size_t k = 0; k < n; ++k) {
+        same[k] = same[k] && got[k + 1].tokens == got[0].tokens;
+        s_sum[k].decode_s += got[k + 1].decode_s;
+        s_sum[k].decode_tokens += got[k + 1].decode_tokens;
+      }
     }
-    const troupe::PipelineStats after = spec->stats();
     const double p_tps = static_cast<double>(p_sum.decode_tokens) / p_sum.decode_s;
-    const double s_tps = static_cast<double>(s_sum.decode_tokens) / s_sum.decode_s;
-    const uint64_t proposed = after.spec_proposed - before.spec_proposed;
-    const uint64_t accepted = after.spec_accepted - before.spec_accepted;
-    std::printf("| %s | %.1f | %.1f | %.2fx | %llu | %llu | %.0f%% | %s |\n", set.name, p_tps, s_tps, s_tps / p_tps,
-                static_cast<unsigned long long>(proposed), static_cast<unsigned long long>(accepted),
-                proposed > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0,
-                same ? "yes" : "NO");
+    for (size_t k = 0; k < n; ++k) {
+      const troupe::PipelineStats after = specs[k]->stats();
+      const double s_tps = static_cast<double>(s_sum[k].decode_tokens) / s_sum[k].decode_s;
+      const uint64_t proposed = after.spec_proposed - before[k].spec_proposed;
+      const uint64_t accepted = after.spec_accepted - before[k].spec_accepted;
+      std::printf("| %s | %s | %.1f | %.1f | %.2fx | %llu | %llu | %.0f%% | %s |\n", set.name, a.proposers[k].c_str(),
+                  p_tps, s_tps, s_tps / p_tps, static_cast<unsigned long long>(proposed),
+                  static_cast<unsigned long long>(accepted),
+                  proposed > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0,
+                  same[k] ? "yes" : "NO");
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -134,7 +134,7 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
     weights_.tok_embd = upload(backend_, host.tok_embd, owned_);
     weights_.pos_embd = upload(backend_, host.pos_embd, owned_);
   }
-  if (is_last()) {
+  if (has_head()) {
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);
     weights_.output_norm_b = upload_vector(backend_, host.output_norm_b, c.n_embd, owned_);
     weights_.output = upload(backend_, host.output, owned_);
@@ -227,7 +227,7 @@ void ModelStage::copy_kv_block(int32_t src, int32_t dst) {
 }
 
 int64_t ModelStage::output_width() const {
-  return is_last() ? model_->config().n_vocab : model_->config().n_embd;
+  return has_head() ? model_->config().n_vocab : model_->config().n_embd;
 }
 
 void ModelStage::check_batch(const BatchView& batch) const {
@@ -315,7 +315,7 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   }
   for (int64_t il = first_; il < last_; ++il) arch_->layer(ctx, il, kv_[static_cast<size_t>(il - first_)], x);
 
-  if (!is_last()) {
+  if (!has_head()) {
     backend_.copy_to_host(out, x, static_cast<size_t>(n_tokens * c.n_embd) * sizeof(float));
     backend_.synchronize();
     return;

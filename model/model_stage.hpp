@@ -27,6 +27,10 @@ struct StageOptions {
   int64_t n_kv_blocks = 256;    // KV pages per layer
   int64_t kv_block_size = 16;   // tokens per page
   KvType kv_type = KvType::f32; // element type of the KV pages (memory/kv_type.hpp)
+  // Apply the final norm and the output head after last_layer even when it
+  // is not the model's last: the early exit of self-speculative decoding
+  // (the first L layers as a draft model).
+  bool early_exit = false;
 };
 
 // Bytes one cached token takes in a stage of layers [first, last): K and V
@@ -63,16 +67,18 @@ class ModelStage {
 
   bool is_first() const { return first_ == 0; }
   bool is_last() const { return last_ == model_->config().n_layer; }
+  // Produces logits: the model's last stage, or an early exit.
+  bool has_head() const { return is_last() || options_.early_exit; }
   int64_t first_layer() const { return first_; }
   int64_t last_layer() const { return last_; }
   const Model& model() const { return *model_; }
   const StageOptions& options() const { return options_; }
-  // Width of this stage's output row: n_vocab for the last stage, else n_embd.
+  // Width of this stage's output row: n_vocab with a head, else n_embd.
   int64_t output_width() const;
 
   // Runs the stage's layers on one batch.
   // in:  first stage: batch.tokens; other stages: hidden_in [n_tokens, n_embd] (host).
-  // out: last stage: logits [n_logit_rows, n_vocab]; else hidden [n_tokens, n_embd] (host).
+  // out: with a head: logits [n_logit_rows, n_vocab]; else hidden [n_tokens, n_embd] (host).
   // Throws Error(invalid_argument) for a batch past the stage's limits.
   void forward(const BatchView& batch, const float* hidden_in, float* out);
 

@@ -39,4 +39,12 @@ int32_t NgramProposer::propose(std::span<const int32_t> tokens, int32_t k, std::
   return 0;
 }
 
+void NgramProposer::propose(std::span<const ProposalQuery> queries, std::vector<std::vector<int32_t>>& out) {
+  out.resize(queries.size());
+  for (size_t i = 0; i < queries.size(); ++i) {
+    out[i].clear();
+    propose(queries[i].tokens, queries[i].k, out[i]);
+  }
+}
+
 }  // namespace troupe

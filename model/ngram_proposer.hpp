@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "model/proposer.hpp"
+
 namespace troupe {
 
 struct NgramOptions {
@@ -16,7 +18,7 @@ struct NgramOptions {
   int32_t window = 4096;   // tokens searched back from the end
 };
 
-class NgramProposer {
+class NgramProposer : public Proposer {
  public:
   // Throws Error(invalid_argument) for 1 > min_n, min_n > max_n or window < 1.
   explicit NgramProposer(NgramOptions options = {});
@@ -26,6 +28,9 @@ class NgramProposer {
   // `tokens` (max_n down to min_n long). 0 when no suffix recurs.
   // tokens: [n] prompt followed by the output so far.
   int32_t propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out) const;
+
+  const char* name() const override { return "ngram"; }
+  void propose(std::span<const ProposalQuery> queries, std::vector<std::vector<int32_t>>& out) override;
 
   const NgramOptions& options() const { return options_; }
 

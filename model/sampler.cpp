@@ -142,6 +142,26 @@ size_t draw(size_t n, double u, Weight w) {
   return last > 0 ? last - 1 : 0;
 }
 
+// A draw from the weights prob(0 .. n-1) (token_at(i) is the token of
+// entry i). With a proposal (draft >= 0, proposed with certainty): the
+// draft with its probability p, else a draw from the rest, renormalised,
+// which is the residual max(0, p - q) of rejection sampling when q is 1 on
+// the draft, so the token is distributed exactly as without a proposal.
+template <class Prob, class TokenAt, class Uniform>
+int32_t draw_token(size_t n, Prob prob, TokenAt token_at, int32_t draft, Uniform uniform) {
+  const double u = uniform();
+  if (draft < 0) return token_at(draw(n, u, prob));
+  double p_draft = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    if (token_at(i) == draft) {
+      p_draft = prob(i);
+      break;
+    }
+  }
+  if (u < p_draft) return draft;
+  return token_at(draw(n, uniform(), [&](size_t i) { return token_at(i) == draft ? 0.0 : prob(i); }));
+}
+
 }  // namespace
 
 void check_sampling(const SamplingParams& p) {
@@ -360,71 +380,40 @@ std::span<const SampleCandidate> Sampler::candidates(std::span<float> logits, st
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
-  const bool want_logprobs = params_.logprobs || params_.n_logprobs > 0;
-  if (want_logprobs) record_logprobs(logits);
-  apply_penalties(logits, history);
-
-  int32_t token = -1;
-  if (params_.temperature == 0.0f) {
-    token = argmax(logits);
-    if (token < 0) throw_no_finite();
-  } else {
-    const bool whole_vocab = filter(logits);
-    // u in [0, 1) from the top 53 bits: the same on every platform, unlike
-    // std::uniform_real_distribution.
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-    if (whole_vocab) {
-      token = static_cast<int32_t>(draw(probs_.size(), u, [&](size_t i) { return double(probs_[i]); }));
-    } else {
-      token = cand_[draw(cand_.size(), u, [&](size_t i) { return double(cand_[i].prob); })].token;
-    }
-  }
-  chosen_logprob_ = want_logprobs ? raw_logit(logits, token) - log_norm_ : std::numeric_limits<float>::quiet_NaN();
-  return token;
+  return choose(logits, history, -1);
 }
 
 int32_t Sampler::verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft) {
-  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
   if (draft < 0 || static_cast<size_t>(draft) >= logits.size()) {
     throw Error(Errc::invalid_argument, "sampler: proposed token " + std::to_string(draft) + " outside the vocabulary");
   }
+  return choose(logits, history, draft);
+}
+
+double Sampler::uniform() {
+  // u in [0, 1) from the top 53 bits: the same on every platform, unlike
+  // std::uniform_real_distribution.
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::choose(std::span<float> logits, std::span<const int32_t> history, int32_t draft) {
+  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
   const bool want_logprobs = params_.logprobs || params_.n_logprobs > 0;
   if (want_logprobs) record_logprobs(logits);
   apply_penalties(logits, history);
 
   int32_t token = -1;
   if (params_.temperature == 0.0f) {
-    token = argmax(logits);
+    token = argmax(logits);  // a proposal is accepted exactly when it is this
     if (token < 0) throw_no_finite();
+  } else if (filter(logits)) {
+    token = draw_token(
+        probs_.size(), [&](size_t i) { return double(probs_[i]); }, [](size_t i) { return static_cast<int32_t>(i); },
+        draft, [&] { return uniform(); });
   } else {
-    // p(draft) under the filtered distribution; the draft is deterministic
-    // (q = 1 on it), so min(1, p / q) = p.
-    const bool whole_vocab = filter(logits);
-    double p_draft = 0.0;
-    if (whole_vocab) {
-      p_draft = probs_[static_cast<size_t>(draft)];
-    } else {
-      for (const SampleCandidate& c : cand_) {
-        if (c.token == draft) p_draft = c.prob;
-      }
-    }
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-    if (u < p_draft) {
-      token = draft;
-    } else {
-      // The residual max(0, p - q) normalised: p without the draft.
-      const double v = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-      if (whole_vocab) {
-        token = static_cast<int32_t>(draw(probs_.size(), v, [&](size_t i) {
-          return static_cast<int32_t>(i) == draft ? 0.0 : double(probs_[i]);
-        }));
-      } else {
-        token = cand_[draw(cand_.size(), v, [&](size_t i) {
-                  return cand_[i].token == draft ? 0.0 : double(cand_[i].prob);
-                })].token;
-      }
-    }
+    token = draw_token(
+        cand_.size(), [&](size_t i) { return double(cand_[i].prob); }, [&](size_t i) { return cand_[i].token; },
+        draft, [&] { return uniform(); });
   }
   chosen_logprob_ = want_logprobs ? raw_logit(logits, token) - log_norm_ : std::numeric_limits<float>::quiet_NaN();
   return token;

@@ -87,6 +87,9 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  // sample() (draft -1) and verify(): penalties, filters, the draw.
+  int32_t choose(std::span<float> logits, std::span<const int32_t> history, int32_t draft);
+  double uniform();  // the next draw in [0, 1)
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
   // Returns true when the draw is over the whole vocab (probs_), false when
   // over the filtered cand_.

@@ -109,13 +109,14 @@ struct Metrics::Impl {
   Counter& steps_c = counter("troupe_scheduler_steps_total", "Forward steps planned").Add({});
   Counter& prefix_hits_c =
       counter("troupe_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache").Add({});
-  // Speculative decoding, per proposer (prompt lookup is the one there is).
-  Counter& spec_proposed_c = counter("troupe_spec_proposed_tokens_total",
-                                     "Proposed tokens fed for verification (speculative decoding), by proposer")
-                                 .Add({{"proposer", "ngram"}});
-  Counter& spec_accepted_c =
-      counter("troupe_spec_accepted_tokens_total", "Proposed tokens the target model accepted, by proposer")
-          .Add({{"proposer", "ngram"}});
+  // Speculative decoding, per proposer (series made at the first scrape
+  // that names one).
+  prometheus::Family<Counter>& spec_proposed_f = counter(
+      "troupe_spec_proposed_tokens_total", "Proposed tokens fed for verification (speculative decoding), by proposer");
+  prometheus::Family<Counter>& spec_accepted_f =
+      counter("troupe_spec_accepted_tokens_total", "Proposed tokens the target model accepted, by proposer");
+  Counter* spec_proposed_c = nullptr;
+  Counter* spec_accepted_c = nullptr;
 
   // Gauges.
   Gauge& ready_g = gauge("troupe_model_ready", "1 once the model is loaded and requests are served").Add({});
@@ -304,8 +305,14 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     advance(m.steps_c, s.steps, m.last_steps);
     advance(m.preemptions_c, s.preemptions, m.last_preemptions);
     advance(m.prefix_hits_c, s.prefix_hit_tokens, m.last_prefix_hits);
-    advance(m.spec_proposed_c, s.spec_proposed, m.last_spec_proposed);
-    advance(m.spec_accepted_c, s.spec_accepted, m.last_spec_accepted);
+    if (!s.spec_proposer.empty() && m.spec_proposed_c == nullptr) {
+      m.spec_proposed_c = &m.spec_proposed_f.Add({{"proposer", s.spec_proposer}});
+      m.spec_accepted_c = &m.spec_accepted_f.Add({{"proposer", s.spec_proposer}});
+    }
+    if (m.spec_proposed_c != nullptr) {
+      advance(*m.spec_proposed_c, s.spec_proposed, m.last_spec_proposed);
+      advance(*m.spec_accepted_c, s.spec_accepted, m.last_spec_accepted);
+    }
     m.kv_peak_g.Set(s.kv_blocks_peak);
   }
   for (const auto& [metric, count] : snap.anomalies) {

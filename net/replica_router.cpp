@@ -382,6 +382,7 @@ PipelineStats ReplicaRouter::stats() const {
     sum.rejected += s.rejected;
     sum.prompt_tokens += s.prompt_tokens;
     sum.prefix_hit_tokens += s.prefix_hit_tokens;
+    if (sum.spec_proposer.empty()) sum.spec_proposer = s.spec_proposer;
     sum.spec_proposed += s.spec_proposed;
     sum.spec_accepted += s.spec_accepted;
   }

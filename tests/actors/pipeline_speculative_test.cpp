@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
+#include "model/model_tokenizer.hpp"
 #include "pipeline_test_util.hpp"
 
 namespace troupe {
@@ -16,9 +19,13 @@ namespace {
 
 using test::greedy;
 
-PipelineConfig spec_config(int n_stages, int32_t draft = 4) {
+// proposer: "ngram" (prompt lookup), "draft" (the model drafting for
+// itself: every proposal right) or "self" (its first 3 of 5 layers).
+PipelineConfig spec_config(int n_stages, const std::string& proposer = "ngram") {
   PipelineConfig c = test::stories_config(test::split(n_stages));
-  c.scheduler.spec_max_draft = draft;
+  c.scheduler.spec_max_draft = 4;
+  if (proposer == "draft") c.draft_model = test::stories_model();
+  if (proposer == "self") c.draft_layers = 3;
   return c;
 }
 
@@ -31,13 +38,16 @@ std::vector<int32_t> repetitive_prompt() {
   return test::stories_tokenizer().encode(story + story + "Once upon a time, there was", true, false);
 }
 
-TEST(PipelineSpeculative, GreedyOutputIsUnchangedAloneAndBatched) {
+class PipelineSpeculative : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelineSpeculative, GreedyOutputIsUnchangedAloneAndBatched) {
+  const std::string proposer = GetParam();
   const std::vector<int32_t> prompt = repetitive_prompt();
   const std::vector<int32_t> expected = test::reference(prompt, 80, /*ignore_eos=*/true);
   const std::vector<test::Case> cases = test::make_cases(16);
   for (const int n_stages : {1, 2}) {
-    SCOPED_TRACE(std::to_string(n_stages) + " stage(s)");
-    auto p = Pipeline::start(spec_config(n_stages));
+    SCOPED_TRACE(std::to_string(n_stages) + " stage(s), " + proposer);
+    auto p = Pipeline::start(spec_config(n_stages, proposer));
     GenerateParams params = greedy(80);
     params.ignore_eos = true;
 
@@ -45,10 +55,17 @@ TEST(PipelineSpeculative, GreedyOutputIsUnchangedAloneAndBatched) {
     const Completion alone = test::wait_for(first);
     EXPECT_EQ(test::ids_of(alone), expected);
     const PipelineStats after_alone = p->stats();
+    EXPECT_EQ(after_alone.spec_proposer, proposer);
     EXPECT_GT(after_alone.spec_proposed, 0u);
-    EXPECT_GT(after_alone.spec_accepted, 0u) << "nothing accepted on a story told twice";
-    // Fewer steps than tokens: some step produced more than one.
-    EXPECT_LT(after_alone.steps, 80u + 10u);
+    if (proposer == "draft") {
+      // The target drafting for itself: every proposal is right.
+      EXPECT_EQ(after_alone.spec_accepted, after_alone.spec_proposed);
+    }
+    if (proposer != "self") {
+      EXPECT_GT(after_alone.spec_accepted, 0u) << "nothing accepted";
+      // Fewer steps than tokens: some step produced more than one.
+      EXPECT_LT(after_alone.steps, 80u + 10u);
+    }
 
     // Batched: the repetitive request among 16 others, all at once.
     std::vector<std::future<Completion>> runs;
@@ -64,7 +81,19 @@ TEST(PipelineSpeculative, GreedyOutputIsUnchangedAloneAndBatched) {
   }
 }
 
-TEST(PipelineSpeculative, RequestCanTurnItOff) {
+INSTANTIATE_TEST_SUITE_P(Proposers, PipelineSpeculative, ::testing::Values("ngram", "draft", "self"));
+
+TEST(PipelineSpeculativeRules, ADraftWithAnotherVocabularyIsRefused) {
+  PipelineConfig c = spec_config(1);
+  c.draft_model_path = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q4_k_m.gguf";  // another vocabulary
+  const std::string why = test::start_error(c);
+  EXPECT_NE(why.find("vocabulary"), std::string::npos) << why;
+  c = spec_config(1, "self");
+  c.draft_layers = 5;  // all of them: not a draft
+  EXPECT_NE(test::start_error(c).find("draft_layers"), std::string::npos);
+}
+
+TEST(PipelineSpeculativeRules, RequestCanTurnItOff) {
   auto p = Pipeline::start(spec_config(1));
   GenerateParams params = greedy(40);
   params.ignore_eos = true;
@@ -74,7 +103,7 @@ TEST(PipelineSpeculative, RequestCanTurnItOff) {
   EXPECT_EQ(p->stats().spec_proposed, 0u);
 }
 
-TEST(PipelineSpeculative, SampledRequestsRunAndEndCleanly) {
+TEST(PipelineSpeculativeRules, SampledRequestsRunAndEndCleanly) {
   // With temperature the output is the target's distribution, not the
   // plain run's tokens (Sampler.VerifyKeepsTheTargetDistribution checks
   // that); here: lengths and the pool.
@@ -96,8 +125,8 @@ TEST(PipelineSpeculative, SampledRequestsRunAndEndCleanly) {
   EXPECT_EQ(p->kv_snapshot().n_used, 0);
 }
 
-TEST(PipelineSpeculative, CancelsDuringSpeculationFreeEveryBlock) {
-  auto p = Pipeline::start(spec_config(2));
+TEST_P(PipelineSpeculative, CancelsDuringSpeculationFreeEveryBlock) {
+  auto p = Pipeline::start(spec_config(2, GetParam()));
   std::vector<RequestId> ids;
   std::vector<std::future<Completion>> done;
   for (int i = 0; i < 8; ++i) {
@@ -166,6 +195,66 @@ TEST(PipelinePromptLogprobs, EveryPromptTokenScoredAcrossChunks) {
     EXPECT_EQ(test::ids_of(c), test::reference(prompt, 3));
   }
   EXPECT_EQ(p->kv_snapshot().n_used, 0);
+}
+
+}  // namespace
+}  // namespace troupe
+
+namespace troupe {
+namespace {
+
+// SmolLM2-135M-Instruct (the set-up's default model, scripts/setup): greedy
+// output with each proposer equal to the model's output without
+// speculation, alone and batched with 16 other requests.
+std::string smollm2_path() {
+  if (const char* p = std::getenv("TROUPE_DEFAULT_MODEL"); p != nullptr && *p != '\0') return p;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/troupe/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+TEST(PipelineSpeculativeSmolLM2, GreedyOutputIsUnchangedWithEveryProposer) {
+  if (!std::filesystem::exists(smollm2_path())) {
+    GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found at " << smollm2_path() << " (scripts/setup fetches it)";
+  }
+  const std::shared_ptr<const Model> model = Model::load(smollm2_path());
+  const std::unique_ptr<Tokenizer> tok = load_model_tokenizer(*model);
+  const std::string text =
+      "Repeat exactly: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog, "
+      "the quick brown fox";
+  const std::vector<int32_t> prompt = tok->encode(text, true, false);
+  std::vector<std::vector<int32_t>> others;
+  for (int i = 0; i < 16; ++i) others.push_back(tok->encode("Story number " + std::to_string(i) + ": once", true, false));
+
+  // The references: the same pipeline without speculation.
+  auto run_all = [&](PipelineConfig c) {
+    c.model = model;
+    c.stages = {{.first_layer = 0, .last_layer = -1, .threads = 2}};
+    c.n_kv_blocks = 256;
+    auto p = Pipeline::start(std::move(c));
+    GenerateParams main = greedy(40);
+    main.ignore_eos = true;
+    std::vector<std::vector<int32_t>> out;
+    auto alone = p->generate(prompt, main);
+    out.push_back(test::ids_of(test::wait_for(alone, std::chrono::seconds(120))));
+    std::vector<std::future<Completion>> runs;
+    runs.push_back(p->generate(prompt, main));
+    for (const auto& o : others) runs.push_back(p->generate(o, greedy(12)));
+    for (auto& r : runs) out.push_back(test::ids_of(test::wait_for(r, std::chrono::seconds(120))));
+    EXPECT_EQ(p->kv_snapshot().n_used, 0);
+    return std::make_pair(out, p->stats());
+  };
+  const auto [want, plain_stats] = run_all({});
+  ASSERT_EQ(want[0].size(), 40u);
+  for (const std::string proposer : {"ngram", "self", "draft"}) {
+    SCOPED_TRACE(proposer);
+    PipelineConfig c;
+    c.scheduler.spec_max_draft = 4;
+    if (proposer == "self") c.draft_layers = 10;
+    if (proposer == "draft") c.draft_model = model;
+    const auto [got, stats] = run_all(c);
+    EXPECT_EQ(got, want);
+    EXPECT_GT(stats.spec_proposed, 0u);
+  }
 }
 
 }  // namespace

@@ -56,6 +56,8 @@ struct ServeArgs {
   double shutdown_grace = 30.0;
   std::string speculative;  // empty: the config's
   int draft_tokens = -1;
+  std::string draft_model;
+  int64_t draft_layers = -1;
 };
 
 std::string read_file(const std::string& path, const char* what) {
@@ -129,8 +131,22 @@ net::ServeConfig resolve(const ServeArgs& a) {
     if (!a.kv_type.empty()) p->kv_type = parse_kv_type(a.kv_type);
     if (a.ctx >= 0) p->scheduler.context_length = a.ctx;
     if (a.speculative == "off") p->scheduler.spec_max_draft = 0;
-    if (a.speculative == "ngram" && p->scheduler.spec_max_draft == 0) p->scheduler.spec_max_draft = 4;
+    if (!a.speculative.empty() && a.speculative != "off" && p->scheduler.spec_max_draft == 0) {
+      p->scheduler.spec_max_draft = 4;
+    }
     if (a.draft_tokens >= 0) p->scheduler.spec_max_draft = a.speculative == "off" ? 0 : a.draft_tokens;
+    if (a.speculative == "ngram") {
+      p->draft_model_path.clear();
+      p->draft_layers = 0;
+    }
+    if (!a.draft_model.empty()) p->draft_model_path = a.draft_model;
+    if (a.draft_layers >= 0) p->draft_layers = a.draft_layers;
+    if (a.speculative == "draft" && p->draft_model_path.empty()) {
+      throw Error(Errc::invalid_argument, "--speculative draft needs --draft MODEL (a model with the same vocabulary)");
+    }
+    if (a.speculative == "self" && p->draft_layers <= 0) {
+      throw Error(Errc::invalid_argument, "--speculative self needs --draft-layers L (the first L layers draft)");
+    }
     if (!a.device.empty()) p->device = a.device;
     if (a.gpu_layers >= 0) p->gpu_layers = a.gpu_layers;
     if (a.threads >= 0) {
@@ -214,6 +230,13 @@ void run_serve(const ServeArgs& a) {
                     static_cast<long long>(pools.kv_token_bytes),
                     static_cast<long long>(pools.kv_bytes / pools.kv_token_bytes), format_bytes(pools.kv_bytes).c_str());
       }
+      if (const SchedulerConfig& sc = cfg.pipeline.scheduler; sc.spec_max_draft > 0) {
+        const std::string how = cfg.pipeline.draft_layers > 0 ? "self (first " + std::to_string(cfg.pipeline.draft_layers) + " layers)"
+                                : !cfg.pipeline.draft_model_path.empty() ? "draft model " + cfg.pipeline.draft_model_path
+                                                                         : std::string("ngram (prompt lookup)");
+        std::printf("troupe serve: speculative decoding: %s, up to %d proposals per step\n", how.c_str(),
+                    sc.spec_max_draft);
+      }
       std::printf("troupe serve: ready: model '%s', context %d tokens. Open %s in a browser to chat.\n",
                   info.id.c_str(), info.engine.context_length, url.c_str());
       std::fflush(stdout);
@@ -288,10 +311,14 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-memory", a->kv_memory,
                   "KV pages sized by bytes over all stages, e.g. 2GiB (q8_0 holds ~3.7x the tokens of f32)");
   cmd->add_option("--speculative", a->speculative,
-                  "Speculative decoding: ngram (prompt lookup, verified in the same step) or off (default)")
-      ->check(CLI::IsMember({"ngram", "off"}));
+                  "Speculative decoding: ngram (prompt lookup), draft (--draft MODEL), self (the model's first "
+                  "--draft-layers layers) or off (default); proposals are verified in the same step")
+      ->check(CLI::IsMember({"ngram", "draft", "self", "off"}));
+  cmd->add_option("--draft", a->draft_model, "Draft model for --speculative draft (same vocabulary as the model)");
+  cmd->add_option("--draft-layers", a->draft_layers, "Layers that draft with --speculative self")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--draft-tokens", a->draft_tokens,
-                  "Most proposed tokens per step and sequence with --speculative ngram (default 4; adapts down)")
+                  "Most proposed tokens per step and sequence with --speculative (default 4; adapts down)")
       ->check(CLI::Range(0, 64));
   cmd->add_option("--ctx", a->ctx, "Context length, capped at the model's (default 4096)")->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", a->threads, "Kernel threads per stage (0: all hardware threads)")

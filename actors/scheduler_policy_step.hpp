@@ -1,0 +1,20 @@
+// SchedulerPolicy's state of the step being planned, shared by its source
+// files (scheduler_policy.cpp, scheduler_policy_spec.cpp). Internal.
+#pragma once
+
+#include "actors/scheduler_policy.hpp"
+
+namespace troupe {
+
+struct SchedulerPolicy::StepState {
+  StepPlan plan;
+  Clock::time_point now;
+  uint64_t step = 0;            // id this plan gets if it schedules anything
+  int32_t budget = 0;           // tokens left in this step
+  int32_t reserved_decode = 0;  // of those, kept for decodes not yet scheduled
+  int32_t kv_reserve = 0;       // blocks admissions leave to other policies
+  bool admissions_open = true;
+  bool long_open = true;  // closed once a long request could not be admitted
+};
+
+}  // namespace troupe
