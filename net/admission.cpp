@@ -47,7 +47,7 @@ int32_t AdmissionControl::kv_waiting() const {
   return kv_waiting_;
 }
 
-Admission AdmissionControl::try_admit(int32_t n, int32_t max_tokens) {
+Admission AdmissionControl::try_admit(int32_t n, int32_t max_tokens, Clock::time_point now) {
   refresh_engine_load();
   std::lock_guard lock(mutex_);
   if (draining_) return {.admitted = false, .retry_after = 1, .draining = true};
@@ -64,6 +64,22 @@ Admission AdmissionControl::try_admit(int32_t n, int32_t max_tokens) {
   if (long_request && options_.kv_refuse_waiting > 0 && kv_waiting_ >= options_.kv_refuse_waiting) {
     return {.admitted = false, .retry_after = retry_after_locked(), .kv_bound = true};
   }
+  // Time to a slot: the requests queued ahead (and these) over the rate
+  // requests end at. With none ending for longer than the bound while some
+  // wait, the engine is stalled: that counts as past it too.
+  const int32_t ahead = in_flight_ + n - options_.max_running;
+  if (ahead > 0 && in_flight_ <= options_.max_running) queue_since_ = now;  // a queue starts now
+  if (options_.max_queue_seconds > 0 && ahead > 0) {
+    const double rate = completion_rate_locked(now);
+    const double stalled_s = std::chrono::duration<double>(now - std::max(last_end_, queue_since_)).count();
+    const double wait_s = rate > 0 ? ahead / rate : stalled_s;
+    if (wait_s > options_.max_queue_seconds) {
+      const double over = rate > 0 ? wait_s - options_.max_queue_seconds : 1.0;
+      return {.admitted = false,
+              .retry_after = static_cast<int>(std::clamp(std::ceil(over), 1.0, 60.0)),
+              .wait_bound = true};
+    }
+  }
   in_flight_ += n;
   Admission a{.admitted = true};
   const bool house_full = in_flight_ > options_.degrade_fraction * cap;
@@ -72,9 +88,12 @@ Admission AdmissionControl::try_admit(int32_t n, int32_t max_tokens) {
   return a;
 }
 
-void AdmissionControl::release(double seconds) {
+void AdmissionControl::release(double seconds, Clock::time_point now) {
   std::lock_guard lock(mutex_);
   if (in_flight_ > 0) --in_flight_;
+  ended_.push_back(now);
+  if (ended_.size() > 4096) ended_.pop_front();
+  last_end_ = std::max(last_end_, now);
   if (std::isfinite(seconds) && seconds >= 0) mean_seconds_ = 0.9 * mean_seconds_ + 0.1 * seconds;
 }
 
@@ -96,6 +115,21 @@ int32_t AdmissionControl::in_flight() const {
 bool AdmissionControl::breaker_open() const {
   std::lock_guard lock(mutex_);
   return open_;
+}
+
+double AdmissionControl::completion_rate(Clock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  return completion_rate_locked(now);
+}
+
+double AdmissionControl::completion_rate_locked(Clock::time_point now) const {
+  constexpr auto kWindow = std::chrono::seconds(10);
+  while (!ended_.empty() && now - ended_.front() > kWindow) ended_.pop_front();
+  if (ended_.size() < 4) return 0.0;  // too few to tell
+  // Over the window, or since the first end in it when the server is
+  // younger than that (at least a second: a burst of ends is not a rate).
+  const double span = std::max(1.0, std::chrono::duration<double>(now - ended_.front()).count());
+  return static_cast<double>(ended_.size()) / span;
 }
 
 int AdmissionControl::retry_after_locked() const {

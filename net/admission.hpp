@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 
@@ -34,6 +35,12 @@ struct AdmissionOptions {
   int32_t kv_refuse_waiting = 64;
   // How often the engine's load is read (the probe asks the scheduler).
   std::chrono::milliseconds engine_probe_interval{100};
+  // A request that would wait longer than this for a running slot is
+  // refused (429) at once: the requests queued ahead of it over the rate at
+  // which requests ended in the last 10 s. The count bound alone lets the
+  // queue hold minutes of work when the engine slows down (a loaded
+  // machine, long generations). 0: off.
+  double max_queue_seconds = 30.0;
 };
 
 // What the engine reports (PipelineStats' running and waiting).
@@ -48,6 +55,7 @@ struct Admission {
   int32_t max_tokens_cap = 0;  // > 0: degraded, cap max_tokens at this
   bool draining = false;       // refused because the server shuts down (503)
   bool kv_bound = false;       // refused for KV pressure: a shorter request would go in
+  bool wait_bound = false;     // refused: it would wait past max_queue_seconds
 };
 
 class AdmissionControl {
@@ -59,14 +67,17 @@ class AdmissionControl {
   // n requests (choices) that arrive together: all admitted or none.
   // max_tokens: the most any of them asks for (0: unknown), weighed against
   // the KV pressure.
-  Admission try_admit(int32_t n, int32_t max_tokens = 0);
+  Admission try_admit(int32_t n, int32_t max_tokens = 0, Clock::time_point now = Clock::now());
   // Where the engine's load comes from; called at most once per
   // engine_probe_interval, outside the lock. Unset: no KV pressure.
   void set_engine_probe(std::function<EngineLoad()> probe);
   // Requests the engine holds back for want of KV pages, as last read.
   int32_t kv_waiting() const;
   // One admitted request ended after `seconds` in the server.
-  void release(double seconds);
+  void release(double seconds, Clock::time_point now = Clock::now());
+  // Requests that ended per second over the last 10 s; 0 when too few did
+  // to tell.
+  double completion_rate(Clock::time_point now = Clock::now()) const;
 
   // The server shuts down: every later try_admit is refused (draining).
   void begin_drain();
@@ -79,6 +90,7 @@ class AdmissionControl {
 
  private:
   int retry_after_locked() const;
+  double completion_rate_locked(Clock::time_point now) const;
   void refresh_engine_load();
 
   AdmissionOptions options_;
@@ -91,6 +103,9 @@ class AdmissionControl {
   std::function<EngineLoad()> probe_;
   Clock::time_point probed_at_{};
   int32_t kv_waiting_ = 0;     // guarded by mutex_
+  mutable std::deque<Clock::time_point> ended_;  // ends in the last 10 s (at most 4096)
+  Clock::time_point last_end_{};
+  Clock::time_point queue_since_{};  // when requests last began to wait for a slot
 };
 
 }  // namespace troupe::net

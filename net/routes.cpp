@@ -272,6 +272,14 @@ void ServerCore::admit(JobSpec& spec) {
                    {}, "rate_limit_exceeded")
         .with_retry_after(a.retry_after);
   }
+  if (a.wait_bound) {
+    throw ApiError(429,
+                   "the server is busy: a request now would wait more than " +
+                       std::to_string(static_cast<int>(admission_.options().max_queue_seconds)) +
+                       " s for a slot; retry after " + std::to_string(a.retry_after) + " s",
+                   {}, "rate_limit_exceeded")
+        .with_retry_after(a.retry_after);
+  }
   if (!a.admitted) {
     throw ApiError(429,
                    "the server is at capacity (" + std::to_string(admission_.in_flight()) +

@@ -49,6 +49,7 @@ class SectionReader {
                                             "kv_degrade_waiting",
                                             "kv_refuse_waiting",
                                             "resume_fraction",
+                                            "max_queue_seconds",
                                             "replica_affinity_slack"};
     for (const auto& kv : o_) {
       bool known = false;
@@ -122,6 +123,7 @@ void read_server(const json::object& o, const std::string& origin, ServerSetting
   r.integer("kv_degrade_waiting", a.kv_degrade_waiting, 0, kBig);
   r.integer("kv_refuse_waiting", a.kv_refuse_waiting, 0, kBig);
   r.number("resume_fraction", a.resume_fraction, 0.01, 1.0);
+  r.number("max_queue_seconds", a.max_queue_seconds, 0.0, 86400.0);
   r.integer("replica_affinity_slack", s.replica_routing.affinity_slack, 0, kBig);
 }
 

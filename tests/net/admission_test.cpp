@@ -124,3 +124,55 @@ TEST(Admission, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace troupe::net
+
+namespace troupe::net {
+namespace {
+
+TEST(Admission, ARequestThatWouldWaitPastTheBoundIsRefused) {
+  using Clock = AdmissionControl::Clock;
+  AdmissionControl ac({.max_running = 2, .max_queue = 100, .degrade_fraction = 1.0, .max_queue_seconds = 10.0});
+  const Clock::time_point t0 = Clock::now();
+  // Two running, then requests end at 1 per second for 8 s while the
+  // queue refills: the rate is known.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(ac.try_admit(1, 0, t0).admitted);
+  for (int s = 1; s <= 8; ++s) {
+    ac.release(1.0, t0 + std::chrono::seconds(s));
+    ASSERT_TRUE(ac.try_admit(1, 0, t0 + std::chrono::seconds(s)).admitted);
+  }
+  const Clock::time_point now = t0 + std::chrono::seconds(8);
+  EXPECT_NEAR(ac.completion_rate(now), 8.0 / 7.0, 1e-6);
+  // Queued ahead: in flight 2, so each new one waits ~ahead / rate.
+  int admitted = 0;
+  Admission last;
+  for (int i = 0; i < 50; ++i) {
+    last = ac.try_admit(1, 0, now);
+    if (!last.admitted) break;
+    ++admitted;
+  }
+  // 10 s at 8/7 per second: about 11 requests queued ahead, then refusals.
+  EXPECT_GE(admitted, 9);
+  EXPECT_LE(admitted, 12);
+  EXPECT_TRUE(last.wait_bound);
+  EXPECT_GE(last.retry_after, 1);
+  EXPECT_LT(ac.in_flight(), 102);  // well under the count bound
+  // Off: the count bound alone.
+  AdmissionControl off({.max_running = 2, .max_queue = 100, .degrade_fraction = 1.0, .max_queue_seconds = 0.0});
+  for (int i = 0; i < 102; ++i) EXPECT_TRUE(off.try_admit(1, 0, now).admitted);
+}
+
+TEST(Admission, AStalledEngineRefusesQueuedWork) {
+  using Clock = AdmissionControl::Clock;
+  AdmissionControl ac({.max_running = 1, .max_queue = 10, .degrade_fraction = 1.0, .max_queue_seconds = 5.0});
+  const Clock::time_point t0 = Clock::now();
+  ASSERT_TRUE(ac.try_admit(1, 0, t0).admitted);
+  ac.release(0.5, t0);
+  ASSERT_TRUE(ac.try_admit(1, 0, t0).admitted);  // runs
+  ASSERT_TRUE(ac.try_admit(1, 0, t0).admitted);  // queued: nothing known yet
+  // Nothing ended for 20 s: a queued request would wait past the bound.
+  const Admission a = ac.try_admit(1, 0, t0 + std::chrono::seconds(20));
+  EXPECT_FALSE(a.admitted);
+  EXPECT_TRUE(a.wait_bound);
+}
+
+}  // namespace
+}  // namespace troupe::net
