@@ -17,6 +17,7 @@ start from inputs that get past the first checks:
 """
 import argparse
 import json
+import re
 import pathlib
 import shutil
 import struct
@@ -62,25 +63,36 @@ def safetensors_bytes(tensors, dtype):
 def safetensors_seeds(src, out):
     # Every size of the fixtures divided by 8, one layer: the same tensor
     # names and layouts, about 4 KB each.
-    for arch, dtype in (("llama", "F32"), ("qwen2", "F32"), ("gpt2", "F32"), ("llama", "F16")):
+    for arch, dtype in (("llama", "F32"), ("qwen2", "F32"), ("gpt2", "F32"), ("llama", "F16"),
+                        ("mistral", "F32"), ("mixtral", "F32"), ("qwen3", "F32")):
+        # The later architectures keep the sizes that are not a multiple of
+        # 8 (expert counts, a head_dim of 24 / 8 = 3 stays consistent).
+        keep_odd = arch in ("mistral", "mixtral", "qwen3")
+        # Qwen3's head_dim of 24 must stay even for RoPE: a quarter.
+        div = 4 if arch == "qwen3" else 8
         d = src / "tests/fixtures/hf" / arch
         cfg = json.loads((d / "config.json").read_text())
         for key in ("hidden_size", "intermediate_size", "head_dim", "max_position_embeddings", "vocab_size",
                     "n_embd", "n_inner", "n_positions"):
-            if key in cfg and cfg[key]:
-                cfg[key] //= 8
+            if key in cfg and cfg[key] and not (keep_odd and (cfg[key] % div != 0 or cfg[key] < div)):
+                cfg[key] //= div
         for key in ("num_hidden_layers", "n_layer"):
             if key in cfg:
                 cfg[key] = 1
         if "rope_scaling" in cfg and cfg["rope_scaling"]:
-            cfg["rope_scaling"]["original_max_position_embeddings"] //= 8
+            cfg["rope_scaling"]["original_max_position_embeddings"] //= div
         if "layer_types" in cfg:
             cfg["layer_types"] = cfg["layer_types"][:1]
-        raw = (d / "model.safetensors").read_bytes()
-        n = struct.unpack("<Q", raw[:8])[0]
-        header = json.loads(raw[8:8 + n])
-        tensors = [(name, [s // 8 for s in t["shape"]]) for name, t in sorted(header.items())
-                   if name != "__metadata__" and ".1." not in name]
+        # One file, or the shards of a sharded checkpoint merged into one.
+        header = {}
+        for shard in sorted(d.glob("model*.safetensors")):
+            raw = shard.read_bytes()
+            n = struct.unpack("<Q", raw[:8])[0]
+            header.update(json.loads(raw[8:8 + n]))
+        def shrink(n):
+            return n if keep_odd and (n % div != 0 or n < div) else n // div
+        tensors = [(name, [shrink(s) for s in t["shape"]]) for name, t in sorted(header.items())
+                   if name != "__metadata__" and not re.search(r"\.(layers|h)\.1\.", name)]
         blob = json.dumps(cfg, indent=1).encode() + b"\0" + safetensors_bytes(tensors, dtype)
         write(out / "safetensors_model" / f"{arch}_{dtype.lower()}.bin", blob)
 
