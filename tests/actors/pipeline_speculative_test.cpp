@@ -231,20 +231,20 @@ TEST(PipelineSpeculativeSmolLM2, GreedyOutputIsUnchangedWithEveryProposer) {
     c.stages = {{.first_layer = 0, .last_layer = -1, .threads = 2}};
     c.n_kv_blocks = 256;
     auto p = Pipeline::start(std::move(c));
-    GenerateParams main = greedy(40);
+    GenerateParams main = greedy(32);
     main.ignore_eos = true;
     std::vector<std::vector<int32_t>> out;
     auto alone = p->generate(prompt, main);
     out.push_back(test::ids_of(test::wait_for(alone, std::chrono::seconds(120))));
     std::vector<std::future<Completion>> runs;
     runs.push_back(p->generate(prompt, main));
-    for (const auto& o : others) runs.push_back(p->generate(o, greedy(12)));
+    for (const auto& o : others) runs.push_back(p->generate(o, greedy(6)));
     for (auto& r : runs) out.push_back(test::ids_of(test::wait_for(r, std::chrono::seconds(120))));
     EXPECT_EQ(p->kv_snapshot().n_used, 0);
     return std::make_pair(out, p->stats());
   };
   const auto [want, plain_stats] = run_all({});
-  ASSERT_EQ(want[0].size(), 40u);
+  ASSERT_EQ(want[0].size(), 32u);
   for (const std::string proposer : {"ngram", "self", "draft"}) {
     SCOPED_TRACE(proposer);
     PipelineConfig c;
