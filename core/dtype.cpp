@@ -64,6 +64,28 @@ int q5_quant(const uint8_t* qh, const uint8_t* qs, int j) {
 }
 
 // Packs 32 quants (0..31) into a q5 block's qh and qs.
+// The element of x[0, kQK) largest in magnitude, with its sign: q4_0 and
+// q5_0 scale so that it maps exactly to the lowest level.
+float signed_absmax(const float* x) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQK; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+// The range of x[0, kQK): q4_1 and q5_1 store its minimum and step.
+void min_max(const float* x, float& lo, float& hi) {
+  lo = hi = x[0];
+  for (int j = 1; j < kQK; ++j) {
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+  }
+}
+
 void q5_pack(const int* q, uint8_t* qh, uint8_t* qs) {
   std::memset(qh, 0, 4);
   for (int j = 0; j < kQK; ++j) qh[j / 8] = static_cast<uint8_t>(qh[j / 8] | (((q[j] >> 4) & 1) << (j % 8)));
@@ -289,14 +311,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         const float* x = src + i * kQK;
         // The scale keeps the sign of the element largest in magnitude, so
         // that element maps exactly to -8.
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < kQK; ++j) {
-          if (std::fabs(x[j]) > amax) {
-            amax = std::fabs(x[j]);
-            max = x[j];
-          }
-        }
-        const float d = max / -8.0f;
+        const float d = signed_absmax(x) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = f32_to_fp16(d);
         for (int j = 0; j < kQK / 2; ++j) {
@@ -312,11 +327,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       auto* b = static_cast<BlockQ4_1*>(dst);
       for (int64_t i = 0; i < n / kQK; ++i) {
         const float* x = src + i * kQK;
-        float lo_v = x[0], hi_v = x[0];
-        for (int j = 1; j < kQK; ++j) {
-          lo_v = std::min(lo_v, x[j]);
-          hi_v = std::max(hi_v, x[j]);
-        }
+        float lo_v, hi_v;
+        min_max(x, lo_v, hi_v);
         const float d = (hi_v - lo_v) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = f32_to_fp16(d);
@@ -335,14 +347,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       auto* b = static_cast<BlockQ5_0*>(dst);
       for (int64_t i = 0; i < n / kQK; ++i) {
         const float* x = src + i * kQK;
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < kQK; ++j) {
-          if (std::fabs(x[j]) > amax) {
-            amax = std::fabs(x[j]);
-            max = x[j];
-          }
-        }
-        const float d = max / -16.0f;
+        const float d = signed_absmax(x) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = f32_to_fp16(d);
         int q[kQK];
@@ -355,11 +360,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       auto* b = static_cast<BlockQ5_1*>(dst);
       for (int64_t i = 0; i < n / kQK; ++i) {
         const float* x = src + i * kQK;
-        float lo_v = x[0], hi_v = x[0];
-        for (int j = 1; j < kQK; ++j) {
-          lo_v = std::min(lo_v, x[j]);
-          hi_v = std::max(hi_v, x[j]);
-        }
+        float lo_v, hi_v;
+        min_max(x, lo_v, hi_v);
         const float d = (hi_v - lo_v) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = f32_to_fp16(d);

@@ -6,24 +6,12 @@
 #include "kernels/cpu/attention_tiles.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
+#include "kernels/cpu/simd_avx2.hpp"
 
 #include <cstring>
 
 namespace troupe::kernels::cpu {
 namespace {
-
-// Lanes < rem set (rem in 1..7).
-inline __m256i tail_mask(int64_t rem) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline float q8_scale(const unsigned char* row, int64_t d, int64_t g) {
   uint16_t h;

@@ -6,20 +6,12 @@
 #include "kernels/cpu/attention_tiles.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
-// As in vec_ops_avx512.cpp: GCC 12 flags the undefined pass-through operand
-// inside its own AVX-512 intrinsics once inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/simd_avx512.hpp"
 
 #include <cstring>
 
 namespace troupe::kernels::cpu {
 namespace {
-
-inline __mmask16 tail_mask(int64_t rem) { return static_cast<__mmask16>((1u << rem) - 1u); }
 
 inline float q8_scale(const unsigned char* row, int64_t d, int64_t g) {
   uint16_t h;

@@ -5,19 +5,10 @@
 #include "kernels/cpu/vec_ops.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
-// GCC 12 flags the intentionally undefined pass-through operand inside its
-// own AVX-512 intrinsics (_mm512_undefined_*) as uninitialised once they are
-// inlined; the warning points into the header, so it is silenced there only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/cpu/simd_avx512.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
-
-inline __mmask16 tail_mask(int64_t rem) { return static_cast<__mmask16>((1u << rem) - 1u); }
 
 // exp(x) through exp(r) * 2^k with k = round(x / ln2) and |r| <= ln2/2; a
 // degree-7 Taylor polynomial in r is within 1e-8 relative there. Inputs
