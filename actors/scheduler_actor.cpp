@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -173,8 +174,8 @@ class SchedulerImpl : public scheduler_actor::base {
     for (const ScheduledSeq& e : plan->seqs) {
       SeqOutput out{.request_id = e.request_id};
       // The entry's rows: prompt scores and unused rows carry no token; the
-      // tokens are the accepted proposals, then the sampled one.
-      std::vector<int32_t> tokens;
+      // tokens are the accepted proposals, then the sampled one (the last).
+      std::optional<int32_t> last;
       bool ended = false;
       for (int32_t j = 0; j < e.n_logits(); ++j) {
         if (row >= s.tokens.size() || s.tokens[row].id != e.request_id) {
@@ -182,16 +183,15 @@ class SchedulerImpl : public scheduler_actor::base {
           break;
         }
         const SampledToken& t = s.tokens[row++];
-        if (t.status == SampleStatus::token) tokens.push_back(t.token);
+        if (t.status == SampleStatus::token) {
+          if (last) out.accepted.push_back(*last);
+          last = t.token;
+        }
         ended |= t.finished || t.status == SampleStatus::failed || t.status == SampleStatus::skipped;
         if (t.status == SampleStatus::failed) errors[e.request_id] = &t;
       }
       if (e.need_logits) {
-        if (!tokens.empty()) {
-          out.token = tokens.back();
-          tokens.pop_back();
-          out.accepted = std::move(tokens);
-        }
+        out.token = last;
         // No token (skipped, failed) ends the sequence: nothing can follow.
         out.finished = ended || !out.token;
       }

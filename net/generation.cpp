@@ -89,7 +89,8 @@ void GenerationJob::cancel_locked() {
   }
 }
 
-TokenLogprobs GenerationJob::logprobs_of(const TokenScore& ev, int32_t offset) const {
+template <class Scored>
+TokenLogprobs GenerationJob::logprobs_of(const Scored& ev, int32_t offset) const {
   auto alternative = [&](int32_t token, const std::string& bytes, float logprob) {
     TokenAlternative a = token_alternative(bytes, logprob);
     if (spec_.tokens_as_ids) a.token = "token_id:" + std::to_string(token);
@@ -162,10 +163,10 @@ void GenerationJob::deliver_token(size_t i, const TokenEvent& ev) {
   c.prefix.clear();
   const bool logprobs = wants_logprobs(spec_.choices[i].request.params);
   std::vector<TokenLogprobs> lps;
-  if (logprobs && spec_.choices[i].request.params.prompt_logprobs && !c.prompt_scored) {
-    // Echo: the prompt's tokens first, the first one unscored (nothing
-    // precedes it), with their offsets in the echoed text.
-    c.prompt_scored = true;
+  if (logprobs && !ev.prompt_scores.empty()) {
+    // Echo (only the first event has them): the prompt's tokens first, the
+    // first one unscored (nothing precedes it), with their offsets in the
+    // echoed text.
     // Offsets into the echoed text (`text`): a token advances by its bytes
     // where the text has them, or them without the leading space a
     // SentencePiece prompt's first word lost; a token the text does not
@@ -187,12 +188,7 @@ void GenerationJob::deliver_token(size_t i, const TokenEvent& ev) {
   text += c.joiner.push(ev.text);
   c.text_offset += static_cast<int32_t>(text.size());
   if (logprobs) {
-    lps.push_back(logprobs_of(TokenScore{.token = ev.token,
-                                         .logprob = ev.logprob,
-                                         .top_logprobs = ev.top_logprobs,
-                                         .bytes = ev.bytes,
-                                         .top_bytes = ev.top_bytes},
-                              token_offset));
+    lps.push_back(logprobs_of(ev, token_offset));
   }
   if (!listener_->on_token(static_cast<int32_t>(i), ev, text, logprobs ? &lps : nullptr)) cancel_locked();
 }

@@ -96,7 +96,6 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     // Events that came before every choice was accepted, delivered then.
     std::vector<TokenEvent> held_tokens;
     std::optional<FinalEvent> held_final;
-    bool prompt_scored = false;  // echo with logprobs: the prompt's entries went out
   };
 
   void on_prompt(size_t i, const PromptEvent& ev);
@@ -107,7 +106,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::shared_ptr<JobListener> deliver_final(size_t i, const FinalEvent& f);
   std::shared_ptr<JobListener> open_gate_locked();
   std::shared_ptr<JobListener> end_choice_locked(size_t i, const FinalEvent& f, bool gated);
-  TokenLogprobs logprobs_of(const TokenScore& ev, int32_t offset) const;
+  // A TokenEvent's or a prompt TokenScore's logprobs (both have token,
+  // logprob, top_logprobs, bytes, top_bytes).
+  template <class Scored>
+  TokenLogprobs logprobs_of(const Scored& ev, int32_t offset) const;
   int32_t usage_prompt_tokens() const;  // under the lock, or once every choice ended
   void cancel_locked();
 
