@@ -114,21 +114,23 @@ void cancel_half_midway(int n_stages, bool prefix_caching) {
                                  }}));
     tracked.push_back(std::move(t));
   }
-  // Midway: once every request has streamed a few tokens.
-  // (A deadline, not a count of sleeps: under the sanitizers a step of 32
+  // Midway: each even request is cancelled as soon as it has streamed a few
+  // tokens, one at a time. (Waiting for all 32 to stream first let the early
+  // ones run to their length on a fast machine, so that none was cancelled.
+  // A deadline, not a count of sleeps: under the sanitizers a step of 32
   // sequences takes tens of milliseconds.)
+  std::set<RequestId> cancelled;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
     bool all = true;
-    for (const auto& t : tracked) all = all && t->tokens >= 3;
+    for (size_t i = 0; i < tracked.size(); ++i) {
+      const bool started = tracked[i]->tokens >= 3;
+      all = all && started;
+      if (started && i % 2 == 0 && cancelled.insert(ids[i]).second) p->cancel(ids[i]);
+    }
     if (all) break;
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "requests did not start streaming";
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::set<RequestId> cancelled;
-  for (size_t i = 0; i < ids.size(); i += 2) {
-    p->cancel(ids[i]);
-    cancelled.insert(ids[i]);
   }
   // The snapshot is taken after the cancels (same sender, FIFO): their
   // blocks are gone, and what is used is exactly what the rest hold.
