@@ -2,7 +2,13 @@
 #include "core/cpu_features.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/error.hpp"
 
@@ -10,6 +16,20 @@ namespace troupe {
 namespace {
 
 std::atomic<int> g_forced{-1};
+std::atomic<bool> g_exact_math{false};
+std::atomic<bool> g_amx_on{true};
+
+// Linux keeps AMX tile data out of a thread's saved state until the process
+// asks for it; a tile instruction before that faults.
+bool os_grants_amx() {
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
@@ -57,5 +77,48 @@ void force_isa(Isa isa) {
   }
   g_forced.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
+
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_amx() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("amx-tile") &&
+                          __builtin_cpu_supports("amx-int8") && __builtin_cpu_supports("amx-bf16") &&
+                          os_grants_amx();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool amx_enabled() {
+  static const bool env_off = [] {
+    const char* v = std::getenv("TROUPE_NO_AMX");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return !env_off && g_amx_on.load(std::memory_order_relaxed) && cpu_has_amx();
+}
+
+void set_amx_enabled(bool on) { g_amx_on.store(on, std::memory_order_relaxed); }
+
+bool exact_math() { return g_exact_math.load(std::memory_order_relaxed); }
+
+void set_exact_math(bool on) { g_exact_math.store(on, std::memory_order_relaxed); }
 
 }  // namespace troupe

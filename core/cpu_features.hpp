@@ -19,4 +19,24 @@ Isa active_isa();
 // Forces a path (tests, `--isa`). Throws Error(unsupported) if the CPU lacks it.
 void force_isa(Isa isa);
 
+// Extensions used beside the AVX-512 path, each checked with the OS's consent:
+// int8 dot products (vpdpbusd), bf16 dot products (vdpbf16ps), and AMX tiles
+// (int8 and bf16; on Linux the first call asks for the tile state with
+// arch_prctl(ARCH_REQ_XCOMP_PERM) and reports false if refused).
+bool cpu_has_avx512_vnni();
+bool cpu_has_avx512_bf16();
+bool cpu_has_amx();
+// Whether the AMX kernels may be used: cpu_has_amx() and not turned off
+// (tests compare the two paths; `TROUPE_NO_AMX=1` turns it off for a run).
+bool amx_enabled();
+void set_amx_enabled(bool on);
+
+// Exact math: matmuls over quantized weights keep f32 activations and agree
+// with the dequantized product to float rounding. Off (the default), they
+// quantize each activation row to int8 blocks once per matmul and use integer
+// dot products, as llama.cpp does: faster, within the activations'
+// quantization error. Process-wide; `--exact-math` turns it on.
+bool exact_math();
+void set_exact_math(bool on);
+
 }  // namespace troupe
