@@ -2,7 +2,9 @@
 // 768, FFN 2048, n_vocab 32000), decode (1 token) and prefill (512 tokens),
 // for every weight dtype on 1 and 2 threads. Reports GFLOP/s and GB/s of
 // weight traffic, and (model110m/...) the tokens per second of all of a
-// forward pass's matmuls. `--isa=scalar|avx2|avx512` forces a SIMD path.
+// forward pass's matmuls. `--isa=scalar|avx2|avx512` forces a SIMD path;
+// `--exact-math` keeps f32 activations for quantized weights (no int8 path);
+// `--no-amx` keeps the int8 GEMM on VNNI where the CPU has AMX.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -118,6 +120,10 @@ int main(int argc, char** argv) {
       for (troupe::Isa isa : {troupe::Isa::scalar, troupe::Isa::avx2, troupe::Isa::avx512}) {
         if (name == troupe::isa_name(isa)) troupe::force_isa(isa);
       }
+    } else if (std::strcmp(argv[i], "--exact-math") == 0) {
+      troupe::set_exact_math(true);
+    } else if (std::strcmp(argv[i], "--no-amx") == 0) {
+      troupe::set_amx_enabled(false);
     } else {
       args.push_back(argv[i]);
     }

@@ -9,6 +9,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
+#include "kernels/cpu/matmul_int8.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe::kernels {
@@ -62,6 +63,35 @@ void matmul_rows_scalar(const MatmulProblem& p, int64_t row_begin, int64_t row_e
   }
 }
 
+bool int8_supports(DType t) {
+  switch (t) {
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q4_K:
+    case DType::q5_K:
+    case DType::q6_K: return true;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return false;
+  }
+  return false;
+}
+
+int32_t int8_offset(DType t) {
+  switch (t) {
+    case DType::q8_0: return 128;
+    case DType::q4_0: return 8;
+    case DType::q5_0: return 16;
+    case DType::q6_K: return 32;
+    default: return 0;
+  }
+}
+
+int64_t int8_sub_k(DType t) { return t == DType::q6_K ? 16 : 32; }
+
 }  // namespace detail
 
 void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_tokens, int64_t n_in, int64_t n_out,
@@ -96,6 +126,22 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
       .w_row_bytes = row_bytes(wtype, n_in),
   };
 
+  // Each thread takes a contiguous run of whole row units, so every weight
+  // row is streamed from memory by exactly one thread.
+  const int64_t unit = detail::kMatmulRowUnit;
+  const int64_t n_units = (n_out + unit - 1) / unit;
+#if defined(__x86_64__) || defined(__i386__)
+  if (!exact_math() && detail::int8_supports(wtype) && active_isa() == Isa::avx512 && cpu_has_avx512_vnni()) {
+    // The activations are quantized once, by the calling thread, for all.
+    const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
+    const detail::QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, gemv, detail::int8_offset(wtype),
+                                                             detail::int8_sub_k(wtype));
+    pool.parallel_for(n_units, [&](int64_t u0, int64_t u1) {
+      detail::matmul_rows_int8(p, qa, u0 * unit, std::min(u1 * unit, n_out));
+    });
+    return;
+  }
+#endif
   void (*rows_fn)(const detail::MatmulProblem&, int64_t, int64_t) = detail::matmul_rows_scalar;
 #if defined(__x86_64__) || defined(__i386__)
   switch (active_isa()) {
@@ -105,10 +151,6 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
   }
 #endif
 
-  // Each thread takes a contiguous run of whole row units, so every weight
-  // row is streamed from memory by exactly one thread.
-  const int64_t unit = detail::kMatmulRowUnit;
-  const int64_t n_units = (n_out + unit - 1) / unit;
   pool.parallel_for(n_units, [&](int64_t u0, int64_t u1) {
     rows_fn(p, u0 * unit, std::min(u1 * unit, n_out));
   });

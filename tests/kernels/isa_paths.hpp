@@ -29,6 +29,16 @@ class ForcedIsa {
   ForcedIsa& operator=(const ForcedIsa&) = delete;
 };
 
+// Exact math for one scope (matmuls over quantized weights keep f32
+// activations), then back to the int8 default.
+class ExactMath {
+ public:
+  ExactMath() { set_exact_math(true); }
+  ~ExactMath() { set_exact_math(false); }
+  ExactMath(const ExactMath&) = delete;
+  ExactMath& operator=(const ExactMath&) = delete;
+};
+
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

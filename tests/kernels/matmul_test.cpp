@@ -1,6 +1,7 @@
-// matmul on every SIMD path this CPU runs, for every weight dtype, against a
-// naive reference: dequantize_row (core/dtype, itself checked against the
-// `gguf` package) and double-precision dot products.
+// matmul on every SIMD path this CPU runs, for every weight dtype, under
+// exact math, against a naive reference: dequantize_row (core/dtype, itself
+// checked against the `gguf` package) and double-precision dot products. The
+// int8 path (quantized activations) is matmul_int8_test.cpp.
 //
 // Tolerance: |y - ref| <= 1e-5 * sum_i |w_i x_i|. The kernels accumulate in
 // f32 with at least 8 partial sums (SIMD lanes), so each output is a sum of
@@ -81,6 +82,7 @@ class MatmulByType : public testing::TestWithParam<DType> {};
 
 TEST_P(MatmulByType, MatchesReferenceOnEveryIsa) {
   const DType t = GetParam();
+  const test::ExactMath exact;
   std::mt19937 rng(1234 + static_cast<unsigned>(t));
   ThreadPool pool(2);
   const int64_t block = dtype_info(t).block_size;
@@ -118,6 +120,7 @@ TEST_P(MatmulByType, MatchesReferenceOnEveryIsa) {
 // path dequantizes every position of a block exactly as dequantize_row does.
 TEST_P(MatmulByType, OneHotInputsReadBackExactWeights) {
   const DType t = GetParam();
+  const test::ExactMath exact;
   std::mt19937 rng(99 + static_cast<unsigned>(t));
   ThreadPool pool(1);
   const int64_t n_in = std::max<int64_t>(64, dtype_info(t).block_size), n_out = 9;
@@ -148,6 +151,7 @@ TEST_P(MatmulByType, OneHotInputsReadBackExactWeights) {
 // whichever thread owns it: 1, 2 and 3 threads give identical bits.
 TEST_P(MatmulByType, SameResultForAnyThreadCount) {
   const DType t = GetParam();
+  const test::ExactMath exact;
   std::mt19937 rng(7 + static_cast<unsigned>(t));
   const int64_t n_in = 256, n_out = 301;
   const Weights w = make_weights(rng, t, n_out, n_in);

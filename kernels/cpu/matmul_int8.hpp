@@ -1,0 +1,84 @@
+// The int8 path of matmul for quantized weights (not under exact math): the
+// activations are quantized once per call to int8 blocks of 32 with an f32
+// scale each, and the products are integer dot products (AVX-512 VNNI
+// vpdpbusd; AMX tiles for prefill where the CPU has them), with f32
+// accumulation across blocks. The dispatcher is matmul.cpp; the kernels are
+// matmul_int8_vnni.cpp (activations, GEMV, VNNI GEMM) and matmul_int8_amx.cpp.
+//
+// Every supported weight type is read as unsigned integers u (0..255) with
+// w = scale * (u - offset) + min per sub-block, so that vpdpbusd (u8 × s8)
+// applies directly: the offset is folded into an integer bias computed from
+// the activations' sums, and the min into an f32 term.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "kernels/cpu/matmul_impl.hpp"
+
+namespace troupe::kernels::detail {
+
+// A vpdpbusd lane covers 4 consecutive inputs; a 32-block spans 8 lanes.
+inline constexpr int64_t kLaneInputs = 4;
+
+// x[n_tokens, n_in] quantized: per block b of 32 inputs of token t,
+// x ≈ d[t][b] * q[t][32 b .. 32 b + 32). Rows are padded with zeros to whole
+// pairs of blocks (64 inputs), so a 512-bit load never leaves a row, and the
+// token count to a multiple of kActTokenPad with zero rows, so a 16-row tile
+// load never leaves the buffer.
+inline constexpr int64_t kActTokenPad = 16;
+struct QuantizedActs {
+  int64_t n_tokens = 0;
+  int64_t n_in = 0;
+  int64_t ldq = 0;                  // bytes of q per token: n_in rounded up to 64
+  int64_t nb = 0;                   // blocks per token row: ldq / 32
+  int64_t n_sub = 0;                // sub-blocks per token row (of sub_k inputs, see Int8Panel)
+  const int8_t* q = nullptr;        // [padded tokens, ldq]
+  const float* d = nullptr;         // [padded tokens, nb]
+  const int32_t* sub_bias = nullptr;  // [padded tokens, n_sub]: -offset * (sum of q over the sub-block)
+  const float* sub_dsum = nullptr;    // [padded tokens, n_sub]: d * (sum of q over the sub-block)
+  // For the GEMV only (null when not asked for), one value per vpdpbusd lane:
+  const float* lane_d = nullptr;       // [n_tokens, ldq / 4]: d of the lane's block
+  const int32_t* lane_bias = nullptr;  // [n_tokens, ldq / 4]: -offset * (sum of the lane's 4 q)
+  const float* lane_dsum = nullptr;    // [n_tokens, ldq / 4]: d * (sum of the lane's 4 q)
+};
+
+// Whether the int8 path reads this weight type; its offset (see above) and
+// sub-block (inputs sharing one weight scale: 32, or 16 for q6_K).
+bool int8_supports(DType t);
+int32_t int8_offset(DType t);
+int64_t int8_sub_k(DType t);
+
+// Quantizes x into storage owned by the calling thread (valid until it calls
+// again), with the sums for `offset` and `sub_k`. `lanes`: also fill the
+// per-lane arrays.
+QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
+                            int64_t sub_k);
+
+// y rows [row_begin, row_end) for all tokens of p from the quantized x.
+void matmul_rows_int8(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end);
+
+// Below this many tokens the int8 path is a GEMV over the weights as stored;
+// from it on, a GEMM over panels of weights unpacked to int8.
+inline constexpr int64_t kInt8GemmMinTokens = 16;
+
+// A panel: kPanelRows rows of W unpacked for the GEMM. For each sub-block
+// (32 inputs, or 16 for q6_K) the weights are laid out as AMX's B tile and
+// vpdpbusd with a broadcast input want them: [K / 4][kPanelRows][4] bytes, so
+// one 64-byte line holds 4 consecutive inputs of each of 16 rows.
+inline constexpr int64_t kPanelRows = 16;
+struct Int8Panel {
+  int64_t n_sub = 0;       // sub-blocks per row
+  int64_t sub_k = 32;      // inputs per sub-block
+  uint8_t* u = nullptr;    // [n_sub][sub_k / 4][kPanelRows][4]
+  float* scale = nullptr;  // [n_sub][kPanelRows]
+  float* min = nullptr;    // [n_sub][kPanelRows], or null when the type has no min
+  int32_t offset = 0;
+};
+
+// The AMX micro-kernel (matmul_int8_amx.cpp): y[t][0 .. n_rows) for every
+// token t of qa from one panel, y rows ldy apart. Returns false, having
+// written nothing, when this CPU cannot run it.
+bool amx_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows);
+
+}  // namespace troupe::kernels::detail

@@ -1,0 +1,373 @@
+// The int8 path of matmul (matmul_int8.hpp) with AVX-512 VNNI: activation
+// quantization, the decode GEMV over weights as stored, and the prefill GEMM
+// over int8 panels (vpdpbusd here, AMX tiles in matmul_int8_amx.cpp).
+#include "kernels/cpu/matmul_int8.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include "core/cpu_features.hpp"
+#include "kernels/cpu/int8_unpack_avx512.hpp"
+#include "kernels/cpu/simd_avx512.hpp"
+
+namespace troupe::kernels::detail {
+namespace {
+
+using namespace cpu;  // NOLINT: the readers and SIMD helpers of this path
+
+// Grow-only 64-byte-aligned storage of one thread.
+struct Arena {
+  uint8_t* data = nullptr;
+  size_t capacity = 0;
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { ::operator delete(data, std::align_val_t{64}); }
+  uint8_t* get(size_t n) {
+    if (n > capacity) {
+      ::operator delete(data, std::align_val_t{64});
+      data = nullptr;
+      capacity = 0;
+      data = static_cast<uint8_t*>(::operator new(n, std::align_val_t{64}));
+      capacity = n;
+    }
+    return data;
+  }
+};
+
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+// ---- Activations ----
+
+// One token row: blocks of 32 to int8 with d = absmax / 127 (round to
+// nearest), the padding blocks zero.
+void quantize_row(const float* x, int64_t n_in, int64_t nb, int8_t* q, float* d, int32_t* sum16) {
+  const int64_t nb_real = n_in / 32;
+  for (int64_t b = 0; b < nb_real; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + 32 * b);
+    const __m512 x1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
+    d[b] = amax / 127.0f;
+    sum16[2 * b] = _mm512_reduce_add_epi32(q0);
+    sum16[2 * b + 1] = _mm512_reduce_add_epi32(q1);
+  }
+  std::memset(q + 32 * nb_real, 0, static_cast<size_t>(32 * (nb - nb_real)));
+  for (int64_t b = nb_real; b < nb; ++b) {
+    d[b] = 0.0f;
+    sum16[2 * b] = sum16[2 * b + 1] = 0;
+  }
+}
+
+// ---- Decode: GEMV over T tokens × R rows, weights read as stored ----
+
+// Chunks c and c + 1 of a row (c even) as one 512-bit vector of u and the
+// per-lane scale and min; with `two` false only chunk c exists (the upper
+// half is zero, and so is the padded activation block it meets).
+template <class Rd>
+[[gnu::always_inline]] inline void read_pair(const uint8_t* row, int64_t c, bool two, const float* sc, __m512i& u,
+                                             __m512& scale, __m512& min) {
+  __m256i ua, ub = _mm256_setzero_si256();
+  __m256 sa, sb = _mm256_setzero_ps(), ma, mb = _mm256_setzero_ps();
+  Rd::chunk(row, c, sc, ua, sa, ma);
+  if (two) Rd::chunk(row, c + 1, sc, ub, sb, mb);
+  u = _mm512_inserti64x4(_mm512_castsi256_si512(ua), ub, 1);
+  scale = _mm512_insertf32x8(_mm512_castps256_ps512(sa), sb, 1);
+  min = _mm512_insertf32x8(_mm512_castps256_ps512(ma), mb, 1);
+}
+
+// y[t0 + t][r0 + r] for t < T, r < R. The bias lanes fold the offset into
+// the integer sum; the min meets d * (the lane's sum of q).
+template <class Rd, int T, int R>
+void gemv_tile(const MatmulProblem& p, const QuantizedActs& qa, int64_t t0, int64_t r0) {
+  const uint8_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = p.w + (r0 + r) * p.w_row_bytes;
+  __m512 acc[T][R];
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  }
+  alignas(64) float sc[R][16];
+  const int64_t n_chunks = p.n_in / 32;
+  const int64_t ldl = qa.ldq / kLaneInputs;  // lanes per token
+  for (int64_t c = 0; c < n_chunks; c += 2) {
+    const bool two = c + 1 < n_chunks;
+    __m512i u[R];
+    __m512 scale[R], min[R];
+    for (int r = 0; r < R; ++r) {
+      prefetch_ahead(chunk_addr<Rd>(rows[r], c));
+      prepare_at<Rd>(rows[r], c, sc[r]);
+      read_pair<Rd>(rows[r], c, two, sc[r], u[r], scale[r], min[r]);
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512i xq = _mm512_load_si512(qa.q + (t0 + t) * qa.ldq + 32 * c);
+      const int64_t l = (t0 + t) * ldl + 8 * c;
+      const __m512 xd = _mm512_load_ps(qa.lane_d + l);
+      const __m512i bias = Rd::kOffset != 0 ? _mm512_load_si512(qa.lane_bias + l) : _mm512_setzero_si512();
+      for (int r = 0; r < R; ++r) {
+        const __m512i dot = _mm512_dpbusd_epi32(bias, u[r], xq);
+        acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scale[r], xd), acc[t][r]);
+        if constexpr (Rd::kMin) acc[t][r] = _mm512_fmadd_ps(min[r], _mm512_load_ps(qa.lane_dsum + l), acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    __m512 v[8];
+    for (int r = 0; r < R; ++r) v[r] = acc[t][r];
+    for (int r = R; r < 8; ++r) v[r] = _mm512_setzero_ps();
+    _mm256_mask_storeu_ps(p.y + (t0 + t) * p.n_out + r0, static_cast<__mmask8>((1u << R) - 1), reduce8(v));
+  }
+}
+
+template <class Rd, int T>
+void gemv_span(const MatmulProblem& p, const QuantizedActs& qa, int64_t t0, int64_t r0, int64_t r1) {
+  constexpr int R = 4;
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) gemv_tile<Rd, T, R>(p, qa, t0, r);
+  for (; r < r1; ++r) gemv_tile<Rd, T, 1>(p, qa, t0, r);
+}
+
+template <class Rd>
+void gemv_rows(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
+  // Per unit of rows, all token groups: the unit's weights stay in cache for
+  // the second and later groups of 4 tokens.
+  for (int64_t u0 = row_begin; u0 < row_end; u0 += kMatmulRowUnit) {
+    const int64_t u1 = std::min(u0 + kMatmulRowUnit, row_end);
+    for (int64_t t0 = 0; t0 < p.n_tokens; t0 += 4) {
+      switch (std::min<int64_t>(4, p.n_tokens - t0)) {
+        case 1: gemv_span<Rd, 1>(p, qa, t0, u0, u1); break;
+        case 2: gemv_span<Rd, 2>(p, qa, t0, u0, u1); break;
+        case 3: gemv_span<Rd, 3>(p, qa, t0, u0, u1); break;
+        default: gemv_span<Rd, 4>(p, qa, t0, u0, u1); break;
+      }
+    }
+  }
+}
+
+// ---- Prefill: panels of 16 rows unpacked to int8, then tokens × 16 rows ----
+
+// Rows [r0, r0 + nr) of W into the panel (rows past nr are zero weights).
+template <class Rd>
+void build_panel(const MatmulProblem& p, int64_t r0, int64_t nr, Int8Panel& pn) {
+  const int64_t n_chunks = p.n_in / 32;
+  constexpr int kSubsPerChunk = 32 / Rd::kSubK;
+  alignas(64) int32_t lines[kPanelRows][8];  // one chunk of each row: 8 groups of 4 inputs
+  alignas(64) float sc[kPanelRows][16];
+  alignas(32) float scale[8], min[8];
+  const __m512i across = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(8));
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    for (int64_t i = 0; i < kPanelRows; ++i) {
+      float* ps = pn.scale + (c * kSubsPerChunk) * kPanelRows + i;
+      float* pm = pn.min != nullptr ? pn.min + (c * kSubsPerChunk) * kPanelRows + i : nullptr;
+      if (i >= nr) {
+        std::memset(lines[i], 0, sizeof lines[i]);
+        for (int k = 0; k < kSubsPerChunk; ++k) {
+          ps[k * kPanelRows] = 0.0f;
+          if (pm != nullptr) pm[k * kPanelRows] = 0.0f;
+        }
+        continue;
+      }
+      const uint8_t* row = p.w + (r0 + i) * p.w_row_bytes;
+      prepare_at<Rd>(row, c, sc[i]);
+      __m256i u;
+      __m256 s, m;
+      Rd::chunk(row, c, sc[i], u, s, m);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lines[i]), u);
+      _mm256_store_ps(scale, s);
+      _mm256_store_ps(min, m);
+      for (int k = 0; k < kSubsPerChunk; ++k) {  // lane 4 k starts sub-block k
+        ps[k * kPanelRows] = scale[4 * k];
+        if (pm != nullptr) pm[k * kPanelRows] = min[4 * k];
+      }
+    }
+    // Transpose: group g of the chunk, across the 16 rows, is one line.
+    for (int g = 0; g < 8; ++g) {
+      const __m512i line = _mm512_i32gather_epi32(_mm512_add_epi32(across, _mm512_set1_epi32(g)), &lines[0][0], 4);
+      _mm512_store_si512(pn.u + (c * 8 + g) * 64, line);
+    }
+  }
+}
+
+// y[t0 + t][0 .. n_rows) for t < TT from one panel, with vpdpbusd: 8 integer
+// dot products of 4 inputs per sub-block of 32, then one f32 scaling.
+template <bool kMin, int TT>
+void vnni_panel_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, float* y, int64_t ldy,
+                     int64_t n_rows) {
+  __m512 acc[TT];
+  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  const int64_t groups = pn.sub_k / 4;
+  for (int64_t s = 0; s < pn.n_sub; ++s) {
+    const int64_t k0 = s * pn.sub_k;
+    __m512i dot[TT];
+    for (int t = 0; t < TT; ++t) {
+      dot[t] = _mm512_set1_epi32(qa.sub_bias[(t0 + t) * qa.n_sub + s]);
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m512i w = _mm512_load_si512(pn.u + (s * groups + g) * 64);
+      for (int t = 0; t < TT; ++t) {
+        int32_t x4;
+        std::memcpy(&x4, qa.q + (t0 + t) * qa.ldq + k0 + 4 * g, sizeof x4);
+        dot[t] = _mm512_dpbusd_epi32(dot[t], w, _mm512_set1_epi32(x4));
+      }
+    }
+    const __m512 scale = _mm512_load_ps(pn.scale + s * kPanelRows);
+    const int64_t b = k0 / 32;
+    for (int t = 0; t < TT; ++t) {
+      const float d = qa.d[(t0 + t) * qa.nb + b];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(scale, _mm512_set1_ps(d)), acc[t]);
+      if constexpr (kMin) {
+        acc[t] = _mm512_fmadd_ps(_mm512_load_ps(pn.min + s * kPanelRows),
+                                 _mm512_set1_ps(qa.sub_dsum[(t0 + t) * qa.n_sub + s]), acc[t]);
+      }
+    }
+  }
+  const __mmask16 m = tail_mask(n_rows);
+  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, m, acc[t]);
+}
+
+constexpr int kVnniTileTokens = 8;
+
+template <bool kMin>
+void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
+  int64_t t0 = 0;
+  for (; t0 + kVnniTileTokens <= qa.n_tokens; t0 += kVnniTileTokens) {
+    vnni_panel_tile<kMin, kVnniTileTokens>(pn, qa, t0, y, ldy, n_rows);
+  }
+  for (; t0 + 2 <= qa.n_tokens; t0 += 2) vnni_panel_tile<kMin, 2>(pn, qa, t0, y, ldy, n_rows);
+  if (t0 < qa.n_tokens) vnni_panel_tile<kMin, 1>(pn, qa, t0, y, ldy, n_rows);
+}
+
+template <class Rd>
+void gemm_rows(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
+  thread_local Arena arena;
+  Int8Panel pn;
+  pn.sub_k = Rd::kSubK;
+  pn.n_sub = p.n_in / Rd::kSubK;
+  pn.offset = Rd::kOffset;
+  const size_t u_bytes = round64(static_cast<size_t>(p.n_in) * kPanelRows);
+  const size_t f_bytes = round64(static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float));
+  uint8_t* mem = arena.get(u_bytes + 2 * f_bytes);
+  pn.u = mem;
+  pn.scale = reinterpret_cast<float*>(mem + u_bytes);
+  pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
+  const bool amx = amx_enabled();
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+    const int64_t nr = std::min(kPanelRows, row_end - r0);
+    build_panel<Rd>(p, r0, nr, pn);
+    if (amx && amx_panel(pn, qa, p.y + r0, p.n_out, nr)) continue;
+    vnni_panel<Rd::kMin>(pn, qa, p.y + r0, p.n_out, nr);
+  }
+}
+
+template <class Rd>
+void rows_for(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
+  if (qa.lane_d != nullptr) {
+    gemv_rows<Rd>(p, qa, row_begin, row_end);
+  } else {
+    gemm_rows<Rd>(p, qa, row_begin, row_end);
+  }
+}
+
+}  // namespace
+
+QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
+                            int64_t sub_k) {
+  thread_local Arena arena;
+  QuantizedActs qa;
+  qa.n_tokens = n_tokens;
+  qa.n_in = n_in;
+  qa.ldq = (n_in + 63) / 64 * 64;
+  qa.nb = qa.ldq / 32;
+  qa.n_sub = qa.ldq / sub_k;
+  const int64_t padded = (n_tokens + kActTokenPad - 1) / kActTokenPad * kActTokenPad;
+  const int64_t ldl = qa.ldq / kLaneInputs;
+  const size_t q_bytes = round64(static_cast<size_t>(padded * qa.ldq));
+  const size_t d_bytes = round64(static_cast<size_t>(padded * qa.nb) * sizeof(float));
+  const size_t s_bytes = round64(static_cast<size_t>(padded * qa.n_sub) * 4);
+  const size_t t_bytes = round64(static_cast<size_t>(2 * qa.nb) * sizeof(int32_t));
+  const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * ldl) * 4) : 0;
+  uint8_t* mem = arena.get(q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
+  auto* q = reinterpret_cast<int8_t*>(mem);
+  auto* d = reinterpret_cast<float*>(mem + q_bytes);
+  auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
+  auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
+  auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 2 * s_bytes);
+  const int64_t per_sub = sub_k / 16;
+  for (int64_t t = 0; t < padded; ++t) {
+    int8_t* qt = q + t * qa.ldq;
+    float* dt = d + t * qa.nb;
+    if (t < n_tokens) {
+      quantize_row(x + t * n_in, n_in, qa.nb, qt, dt, sum16);
+    } else {  // padding rows
+      std::memset(qt, 0, static_cast<size_t>(qa.ldq));
+      std::fill(dt, dt + qa.nb, 0.0f);
+      std::fill(sum16, sum16 + 2 * qa.nb, 0);
+    }
+    for (int64_t k = 0; k < qa.n_sub; ++k) {
+      int32_t sum = 0;
+      for (int64_t i = 0; i < per_sub; ++i) sum += sum16[k * per_sub + i];
+      sub_bias[t * qa.n_sub + k] = -offset * sum;
+      sub_dsum[t * qa.n_sub + k] = dt[k * sub_k / 32] * static_cast<float>(sum);
+    }
+  }
+  qa.q = q;
+  qa.d = d;
+  qa.sub_bias = sub_bias;
+  qa.sub_dsum = sub_dsum;
+  if (lanes) {
+    uint8_t* lane_mem = mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes;
+    auto* lane_d = reinterpret_cast<float*>(lane_mem);
+    auto* lane_bias = reinterpret_cast<int32_t*>(lane_mem + l_bytes);
+    auto* lane_dsum = reinterpret_cast<float*>(lane_mem + 2 * l_bytes);
+    const __m512i ones = _mm512_set1_epi8(1);
+    // Lane l of a 64-input pair belongs to block 2 p + l / 8.
+    const __m512i block_of = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t pr = 0; pr < qa.nb / 2; ++pr) {
+        const __m512i xq = _mm512_load_si512(q + t * qa.ldq + 64 * pr);
+        // The sum of each lane's 4 signed q: vpdpbusd with 1s as the unsigned side.
+        const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xq);
+        double two_d;
+        std::memcpy(&two_d, d + t * qa.nb + 2 * pr, sizeof two_d);
+        const __m512 dd = _mm512_permutexvar_ps(block_of, _mm512_zextps128_ps512(_mm_castpd_ps(_mm_set_sd(two_d))));
+        const int64_t l = t * ldl + 16 * pr;
+        _mm512_store_ps(lane_d + l, dd);
+        _mm512_store_si512(lane_bias + l, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-offset)));
+        _mm512_store_ps(lane_dsum + l, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sums)));
+      }
+    }
+    qa.lane_d = lane_d;
+    qa.lane_bias = lane_bias;
+    qa.lane_dsum = lane_dsum;
+  }
+  return qa;
+}
+
+void matmul_rows_int8(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
+  switch (p.wtype) {
+    case DType::q8_0: return rows_for<RdQ8_0>(p, qa, row_begin, row_end);
+    case DType::q4_0: return rows_for<RdQ4_0>(p, qa, row_begin, row_end);
+    case DType::q4_1: return rows_for<RdQ4_1>(p, qa, row_begin, row_end);
+    case DType::q5_0: return rows_for<RdQ5_0>(p, qa, row_begin, row_end);
+    case DType::q5_1: return rows_for<RdQ5_1>(p, qa, row_begin, row_end);
+    case DType::q4_K: return rows_for<RdQ4_K>(p, qa, row_begin, row_end);
+    case DType::q5_K: return rows_for<RdQ5_K>(p, qa, row_begin, row_end);
+    case DType::q6_K: return rows_for<RdQ6_K>(p, qa, row_begin, row_end);
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: break;  // never routed here (int8_supports)
+  }
+}
+
+}  // namespace troupe::kernels::detail
+
+#endif  // x86
