@@ -4,9 +4,12 @@
 // weight traffic, and (model110m/...) the tokens per second of all of a
 // forward pass's matmuls. `--isa=scalar|avx2|avx512` forces a SIMD path;
 // `--exact-math` keeps f32 activations for quantized weights (no int8 path);
-// `--no-amx` keeps the int8 GEMM on VNNI where the CPU has AMX.
+// `--no-amx` keeps the int8 GEMM on VNNI where the CPU has AMX; `--packed`
+// times the matmul benchmarks on weights repacked for the int8 path
+// (kernels/cpu/int8_packed.hpp), as the CPU backend runs them.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -20,16 +23,23 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/int8_packed.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace {
 
 using troupe::DType;
 
+bool g_packed = false;
+
 struct Shape {
   int64_t n_out;
   int64_t n_in;
 };
+
+uint8_t* aligned(uint8_t* p) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 63) / 64 * 64);
+}
 
 // Random weights quantized once per (dtype, shape) and shared by benchmarks.
 const std::vector<uint8_t>& weights(DType t, Shape s) {
@@ -49,6 +59,19 @@ const std::vector<uint8_t>& weights(DType t, Shape s) {
   return w;
 }
 
+// W repacked for the int8 path (empty when this CPU has none).
+const std::vector<uint8_t>& packed_weights(DType t, Shape s) {
+  static std::map<std::tuple<DType, int64_t, int64_t>, std::vector<uint8_t>> cache;
+  auto& p = cache[{t, s.n_out, s.n_in}];
+  if (p.empty() && troupe::kernels::int8_packing_available(t)) {
+    troupe::ThreadPool tp(1);
+    // +64: pack_int8 wants 64-byte alignment; the vector's data is aligned up.
+    p.resize(static_cast<size_t>(troupe::kernels::int8_packed_bytes(t, s.n_in, s.n_out) + 64));
+    troupe::kernels::pack_int8(aligned(p.data()), weights(t, s).data(), t, s.n_in, s.n_out, tp);
+  }
+  return p;
+}
+
 troupe::ThreadPool& pool(int n_threads) {
   static std::map<int, std::unique_ptr<troupe::ThreadPool>> pools;
   auto& p = pools[n_threads];
@@ -64,8 +87,14 @@ void bm_matmul(benchmark::State& state, DType t, Shape s, int64_t n_tokens, int 
   for (float& v : x) v = dist(rng);
   std::vector<float> y(static_cast<size_t>(n_tokens * s.n_out));
   troupe::ThreadPool& tp = pool(n_threads);
+  const bool packed = g_packed && troupe::kernels::int8_packing_available(t);
+  const uint8_t* pw = packed ? aligned(const_cast<uint8_t*>(packed_weights(t, s).data())) : nullptr;
   for (auto _ : state) {
-    troupe::kernels::matmul(y.data(), x.data(), w.data(), t, n_tokens, s.n_in, s.n_out, tp);
+    if (packed) {
+      troupe::kernels::matmul_int8_packed(y.data(), x.data(), pw, t, n_tokens, s.n_in, s.n_out, tp);
+    } else {
+      troupe::kernels::matmul(y.data(), x.data(), w.data(), t, n_tokens, s.n_in, s.n_out, tp);
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -122,6 +151,8 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--exact-math") == 0) {
       troupe::set_exact_math(true);
+    } else if (std::strcmp(argv[i], "--packed") == 0) {
+      g_packed = true;
     } else if (std::strcmp(argv[i], "--no-amx") == 0) {
       troupe::set_amx_enabled(false);
     } else {

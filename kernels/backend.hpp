@@ -20,6 +20,9 @@ struct Weight {
   DType type = DType::f32;
   int64_t n_in = 0;   // row length (GGUF ne0)
   int64_t n_out = 0;  // number of rows (GGUF ne1)
+  // CPU backend only: the weights repacked for the int8 path
+  // (kernels/cpu/int8_packed.hpp), owned like an upload; null if not packed.
+  const void* packed = nullptr;
 };
 
 class Backend {
@@ -35,6 +38,10 @@ class Backend {
   // A weight in this backend's memory: the CPU backend uses the mapped file
   // bytes in place; a device backend uploads once.
   virtual Weight upload_weight(const Weight& host) = 0;
+  // A matrix (already uploaded) that matmul will read: a backend may add a
+  // layout of its own beside it (the CPU's int8 repacking, in w.packed, freed
+  // with deallocate).
+  virtual Weight prepare_matmul(const Weight& w) { return w; }
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   // Waits for queued work (a no-op on the CPU).

@@ -2,6 +2,9 @@
 // that are too small to deserve a kernel file live here.
 #include "kernels/cpu_backend.hpp"
 
+#include "core/cpu_features.hpp"
+#include "kernels/cpu/int8_packed.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -54,7 +57,35 @@ bool Backend::supports(DType type) const {
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
+namespace {
+
+// The int8 path runs on the AVX-512 kernels only (a forced AVX2 or scalar
+// path, as in the tests, keeps f32 activations).
+bool int8_path_now(DType t) {
+  return !exact_math() && active_isa() == Isa::avx512 && kernels::int8_packing_available(t);
+}
+
+}  // namespace
+
+Weight CpuBackend::prepare_matmul(const Weight& w) {
+  if (w.packed != nullptr || w.data == nullptr || !int8_path_now(w.type)) return w;
+  Weight out = w;
+  void* packed = aligned_host_memory(static_cast<size_t>(kernels::int8_packed_bytes(w.type, w.n_in, w.n_out)));
+  try {
+    kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_);
+  } catch (...) {
+    std::free(packed);
+    throw;
+  }
+  out.packed = packed;
+  return out;
+}
+
 void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) {
+  if (w.packed != nullptr && int8_path_now(w.type)) {
+    kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
+    return;
+  }
   kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
 }
 

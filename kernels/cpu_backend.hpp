@@ -23,6 +23,9 @@ class CpuBackend : public Backend {
   void* allocate(size_t bytes) override;
   void deallocate(void* p) override;
   Weight upload_weight(const Weight& host) override { return host; }
+  // Repacks quantized weights for the int8 path (kernels/cpu/int8_packed.hpp)
+  // when that path runs here and exact math is off.
+  Weight prepare_matmul(const Weight& w) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void synchronize() override {}

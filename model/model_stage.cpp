@@ -20,10 +20,19 @@ const float* upload_vector(Backend& backend, const float* host, int64_t n, std::
   return static_cast<const float*>(w.data);
 }
 
-Weight upload(Backend& backend, const Weight& host, std::vector<void*>& owned) {
+// An embedding table: read by row, never by matmul.
+Weight upload_table(Backend& backend, const Weight& host, std::vector<void*>& owned) {
   if (host.data == nullptr) return host;
   const Weight w = backend.upload_weight(host);
   if (w.data != host.data) owned.push_back(const_cast<void*>(w.data));
+  return w;
+}
+
+// A matrix for matmul, in whatever layout of its own the backend adds.
+Weight upload(Backend& backend, const Weight& host, std::vector<void*>& owned) {
+  if (host.data == nullptr) return host;
+  const Weight w = backend.prepare_matmul(upload_table(backend, host, owned));
+  if (w.packed != nullptr) owned.push_back(const_cast<void*>(w.packed));
   return w;
 }
 
@@ -131,8 +140,8 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   // the output head (last stage).
   const ModelWeights& host = model_->weights();
   if (is_first()) {
-    weights_.tok_embd = upload(backend_, host.tok_embd, owned_);
-    weights_.pos_embd = upload(backend_, host.pos_embd, owned_);
+    weights_.tok_embd = upload_table(backend_, host.tok_embd, owned_);
+    weights_.pos_embd = upload_table(backend_, host.pos_embd, owned_);
   }
   if (has_head()) {
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);

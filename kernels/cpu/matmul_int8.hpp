@@ -76,6 +76,10 @@ struct Int8Panel {
   int32_t offset = 0;
 };
 
+// The VNNI micro-kernel over a panel (matmul_int8_vnni.cpp): y[t][0 .. n_rows)
+// for every token t of qa, y rows ldy apart.
+void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows);
+
 // The AMX micro-kernel (matmul_int8_amx.cpp): y[t][0 .. n_rows) for every
 // token t of qa from one panel, y rows ldy apart. Returns false, having
 // written nothing, when this CPU cannot run it.

@@ -237,7 +237,7 @@ void vnni_panel_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, f
 constexpr int kVnniTileTokens = 8;
 
 template <bool kMin>
-void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
+void vnni_panel_tiles(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   int64_t t0 = 0;
   for (; t0 + kVnniTileTokens <= qa.n_tokens; t0 += kVnniTileTokens) {
     vnni_panel_tile<kMin, kVnniTileTokens>(pn, qa, t0, y, ldy, n_rows);
@@ -264,7 +264,7 @@ void gemm_rows(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begi
     const int64_t nr = std::min(kPanelRows, row_end - r0);
     build_panel<Rd>(p, r0, nr, pn);
     if (amx && amx_panel(pn, qa, p.y + r0, p.n_out, nr)) continue;
-    vnni_panel<Rd::kMin>(pn, qa, p.y + r0, p.n_out, nr);
+    vnni_panel(pn, qa, p.y + r0, p.n_out, nr);
   }
 }
 
@@ -278,6 +278,14 @@ void rows_for(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin
 }
 
 }  // namespace
+
+void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
+  if (pn.min != nullptr) {
+    vnni_panel_tiles<true>(pn, qa, y, ldy, n_rows);
+  } else {
+    vnni_panel_tiles<false>(pn, qa, y, ldy, n_rows);
+  }
+}
 
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
                             int64_t sub_k) {

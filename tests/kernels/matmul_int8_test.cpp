@@ -22,103 +22,24 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "int8_reference.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe {
 namespace {
 
-constexpr double kRelTol = 1e-5;
+using test::AmxSwitch;
+using test::expected;
+using test::Expected;
+using test::int8_path_runs;
+using test::kRelTol;
+using test::make_weights;
+using test::Weights;
 
-// The int8 kernels run when the AVX-512 path has VNNI and exact math is off.
-bool int8_path_runs() { return isa_supported(Isa::avx512) && cpu_has_avx512_vnni(); }
-
-class AmxSwitch {
- public:
-  explicit AmxSwitch(bool on) { set_amx_enabled(on); }
-  ~AmxSwitch() { set_amx_enabled(true); }
-  AmxSwitch(const AmxSwitch&) = delete;
-  AmxSwitch& operator=(const AmxSwitch&) = delete;
-};
-
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> deq;
-};
-
-Weights make_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n_in) {
-  const std::vector<float> src = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
-  const int64_t rb = row_bytes(t, n_in);
-  Weights w;
-  w.bytes.resize(static_cast<size_t>(n_out * rb));
-  w.deq.resize(src.size());
-  for (int64_t r = 0; r < n_out; ++r) {
-    quantize_row(t, src.data() + r * n_in, w.bytes.data() + r * rb, n_in);
-    dequantize_row(t, w.bytes.data() + r * rb, w.deq.data() + r * n_in, n_in);
-  }
-  return w;
-}
-
-// x with each block of 32 replaced by d * q, and d per element.
-struct QuantizedX {
-  std::vector<float> xq;
-  std::vector<float> step;
-};
-
-QuantizedX quantize_like_the_path(const std::vector<float>& x) {
-  QuantizedX out{std::vector<float>(x.size()), std::vector<float>(x.size())};
-  for (size_t b = 0; b < x.size(); b += 32) {
-    float amax = 0.0f;
-    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::abs(x[i]));
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const float d = amax / 127.0f;
-    for (size_t i = b; i < b + 32; ++i) {
-      out.xq[i] = d * std::nearbyint(x[i] * id);
-      out.step[i] = d;
-    }
-  }
-  return out;
-}
-
-struct Expected {
-  std::vector<double> y_q, scale_q;  // against the quantized activations
-  std::vector<double> y, bound;      // against f32 activations, with the bound
-};
-
-Expected expected(const std::vector<float>& x, const Weights& w, int64_t n_tokens, int64_t n_in, int64_t n_out) {
-  const QuantizedX qx = quantize_like_the_path(x);
-  Expected e;
-  const size_t n = static_cast<size_t>(n_tokens * n_out);
-  e.y_q.resize(n), e.scale_q.resize(n), e.y.resize(n), e.bound.resize(n);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < n_out; ++r) {
-      double yq = 0, sq = 0, y = 0, s = 0, qerr = 0;
-      for (int64_t i = 0; i < n_in; ++i) {
-        const double wi = w.deq[r * n_in + i];
-        const double pq = wi * qx.xq[t * n_in + i];
-        const double p = wi * x[t * n_in + i];
-        yq += pq, sq += std::abs(pq), y += p, s += std::abs(p);
-        qerr += std::abs(wi) * qx.step[t * n_in + i] / 2;
-      }
-      const size_t k = static_cast<size_t>(t * n_out + r);
-      e.y_q[k] = yq, e.scale_q[k] = sq, e.y[k] = y;
-      e.bound[k] = qerr + kRelTol * s;
-    }
-  }
-  return e;
-}
-
-const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                             DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
 
 class MatmulInt8 : public testing::TestWithParam<DType> {};
 
-// The VNNI kernels, then (where the CPU has AMX) the AMX GEMM.
-std::vector<bool> amx_settings() {
-  std::vector<bool> out{false};
-  if (cpu_has_amx()) out.push_back(true);
-  return out;
-}
 
 TEST_P(MatmulInt8, MatchesQuantizedActivationsAndStaysWithinTheirError) {
   if (!int8_path_runs()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: matmul keeps f32 activations";
@@ -137,7 +58,7 @@ TEST_P(MatmulInt8, MatchesQuantizedActivationsAndStaysWithinTheirError) {
         for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
         std::fill(x.begin(), x.begin() + 32, 0.0f);
         const Expected e = expected(x, w, n_tokens, n_in, n_out);
-        for (bool amx : amx_settings()) {
+        for (bool amx : test::amx_settings()) {
           const AmxSwitch use_amx(amx);
           std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
           kernels::matmul(y.data(), x.data(), w.bytes.data(), t, n_tokens, n_in, n_out, pool);
@@ -172,7 +93,7 @@ TEST_P(MatmulInt8, SameBitsForAnyThreadCountAndWithOrWithoutAmx) {
   for (int64_t n_tokens : {1, 6, 20, 37}) {
     const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
     std::vector<float> first;
-    for (bool amx : amx_settings()) {
+    for (bool amx : test::amx_settings()) {
       const AmxSwitch use_amx(amx);
       std::vector<float> y1(static_cast<size_t>(n_tokens * n_out)), y2(y1.size()), y3(y1.size());
       kernels::matmul(y1.data(), x.data(), w.bytes.data(), t, n_tokens, n_in, n_out, pool1);
@@ -214,7 +135,7 @@ TEST_P(MatmulInt8, ExactMathGivesTheF32Path) {
   EXPECT_NE(0, std::memcmp(int8.data(), exact.data(), int8.size() * sizeof(float))) << "int8 path did not run";
 }
 
-INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulInt8, testing::ValuesIn(kQuantTypes),
+INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulInt8, testing::ValuesIn(test::kInt8Types),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace

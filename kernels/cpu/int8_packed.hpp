@@ -1,0 +1,50 @@
+// Quantized weights repacked once, at load, for the int8 path of matmul
+// (kernels/cpu/matmul_int8.hpp): rows in groups of 16, and within a group,
+// for each sub-block, 4 consecutive inputs of each of the 16 rows side by
+// side (one 64-byte line per 4 inputs: AMX's B-tile layout, and what
+// vpdpbusd with a broadcast input wants). Decode then does one vpdpbusd per
+// 64 weights and one f32 scaling per sub-block of 16 rows, instead of
+// unpacking and scaling every block of every row, and prefill and decode run
+// the same arithmetic, so a sequence's logits do not depend on how many
+// others share its step.
+//
+// Per group, the GGUF blocks keep their information and nearly their size:
+// - q4_0, q4_1 (per block of 32): 4 lines of nibbles (input 4 g + i of row r
+//   in line g mod 4, low nibble for g < 4), then d (and m) of the 16 rows as
+//   fp16;
+// - q8_0, q5_0, q5_1: 8 lines of bytes, then d (and m) as fp16;
+// - q4_K (per super-block of 256): d, dmin (fp16) and the 8 scales and mins
+//   (u8) of the 16 rows, then 8 sub-blocks of 4 nibble lines;
+// - q5_K: the same header, then 8 sub-blocks of 8 byte lines;
+// - q6_K: d (fp16) and the 16 scales (i8) of the 16 rows, then 16 sub-blocks
+//   of 16 inputs, 4 byte lines each.
+// Weights are stored as unsigned u with w = scale * (u - offset) + min, as in
+// matmul_int8.hpp. Size against GGUF: q4_0/q4_1/q8_0/q4_K equal or within
+// 3%; q5_0/q5_1/q5_K/q6_K one byte per weight (+30% to +57%).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+
+namespace troupe::kernels {
+
+// Whether this CPU runs the int8 path (AVX-512 VNNI) and the type is one it
+// repacks.
+bool int8_packing_available(DType t);
+
+// Bytes of W [n_out, n_in] repacked (a multiple of 64).
+int64_t int8_packed_bytes(DType t, int64_t n_in, int64_t n_out);
+
+// Repacks W (GGUF blocks, rows of row_bytes(t, n_in)) into dst, 64-byte
+// aligned, of int8_packed_bytes; groups are split over the pool.
+void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool);
+
+// y[n_tokens, n_out] = x[n_tokens, n_in] · W^T from the repacked W, with the
+// activations quantized to int8 (matmul_int8.hpp). The same bits for every
+// n_tokens, thread count, and with or without AMX.
+void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
+                        int64_t n_out, ThreadPool& pool);
+
+}  // namespace troupe::kernels

@@ -1,0 +1,210 @@
+// The repacked layouts of kernels/cpu/int8_packed.hpp, one struct per weight
+// type: how a unit (a block of 32, or a k-quant super-block of 256) of a
+// 16-row group is written from the GGUF rows and read back as lines of u and
+// the per-row scale and min of each sub-block. The values read back are the
+// ones the int8 readers (int8_unpack_avx512.hpp) give, bit for bit.
+// Include only from files built with -mavx512* and VNNI (internal linkage).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/int8_unpack_avx512.hpp"
+#include "kernels/cpu/matmul_int8.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {  // NOLINT: per-ISA translation units only
+
+constexpr int kGroupRows = static_cast<int>(detail::kPanelRows);  // 16
+
+inline __m512i load_line(const uint8_t* p) { return _mm512_loadu_si512(p); }
+inline __m512 load_halves(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// 16 rows × 32 inputs of u (row-major, 32 bytes a row) as 8 lines: line g
+// holds inputs 4 g .. 4 g + 3 of every row.
+inline void transpose_to_lines(const uint8_t (&u)[kGroupRows][32], __m512i (&lines)[8]) {
+  const __m512i across = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(8));
+  for (int g = 0; g < 8; ++g) {
+    lines[g] = _mm512_i32gather_epi32(_mm512_add_epi32(across, _mm512_set1_epi32(g)), &u[0][0], 4);
+  }
+}
+
+// Writes the 8 lines as bytes, or (nibbles) as 4 lines: g and g + 4 together.
+template <bool kNibbles>
+uint8_t* store_lines(const __m512i (&lines)[8], uint8_t* dst) {
+  if constexpr (kNibbles) {
+    for (int g = 0; g < 4; ++g) {
+      _mm512_storeu_si512(dst + 64 * g, _mm512_or_si512(lines[g], _mm512_slli_epi16(lines[g + 4], 4)));
+    }
+    return dst + 4 * 64;
+  } else {
+    for (int g = 0; g < 8; ++g) _mm512_storeu_si512(dst + 64 * g, lines[g]);
+    return dst + 8 * 64;
+  }
+}
+
+// Reads the lines of one 32-input sub-block back as 8 byte lines.
+template <bool kNibbles>
+[[gnu::always_inline]] inline void read_lines(const uint8_t* src, __m512i (&lines)[8]) {
+  if constexpr (kNibbles) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = load_line(src + 64 * g);
+      lines[g] = _mm512_and_si512(v, low);
+      lines[g + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+  } else {
+    for (int g = 0; g < 8; ++g) lines[g] = load_line(src + 64 * g);
+  }
+}
+
+// u of chunk c of each row (rows past nr are zero).
+template <class Rd>
+void chunk_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, float (&sc)[kGroupRows][16],
+                uint8_t (&u)[kGroupRows][32]) {
+  for (int r = 0; r < kGroupRows; ++r) {
+    if (r >= nr) {
+      std::memset(u[r], 0, 32);
+      continue;
+    }
+    prepare_at<Rd>(rows[r], c, sc[r]);
+    __m256i v;
+    __m256 s, m;
+    Rd::chunk(rows[r], c, sc[r], v, s, m);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u[r]), v);
+  }
+}
+
+// ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0 ----
+template <class Rd, class Block, bool kNibblesT>
+struct PkSimple {
+  using Reader = Rd;
+  static constexpr bool kNibbles = kNibblesT;
+  static constexpr int64_t kUnitK = 32;
+  static constexpr int kSubs = 1;
+  static constexpr int64_t kLineBytes = kNibbles ? 4 * 64 : 8 * 64;
+  static constexpr int64_t kUnitBytes = kLineBytes + (Rd::kMin ? 64 : 32);
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* dst) {
+    float sc[kGroupRows][16];
+    uint8_t u[kGroupRows][32];
+    chunk_rows<Rd>(rows, nr, unit, sc, u);
+    __m512i lines[8];
+    transpose_to_lines(u, lines);
+    uint8_t* p = store_lines<kNibbles>(lines, dst);
+    uint16_t d[kGroupRows] = {}, m[kGroupRows] = {};
+    for (int r = 0; r < nr; ++r) {
+      const auto* b = reinterpret_cast<const Block*>(rows[r] + unit * static_cast<int64_t>(sizeof(Block)));
+      d[r] = b->d;
+      if constexpr (Rd::kMin) m[r] = b->m;
+    }
+    std::memcpy(p, d, sizeof d);
+    if constexpr (Rd::kMin) std::memcpy(p + 32, m, sizeof m);
+  }
+  [[gnu::always_inline]] static void lines(const uint8_t* unit, int, __m512i (&out)[8]) {
+    read_lines<kNibbles>(unit, out);
+  }
+  [[gnu::always_inline]] static void scales(const uint8_t* unit, int, __m512& scale, __m512& min) {
+    scale = load_halves(unit + kLineBytes);
+    min = Rd::kMin ? load_halves(unit + kLineBytes + 32) : _mm512_setzero_ps();
+  }
+};
+
+using PkQ4_0 = PkSimple<RdQ4_0, BlockQ4_0, true>;
+using PkQ4_1 = PkSimple<RdQ4_1, BlockQ4_1, true>;
+using PkQ5_0 = PkSimple<RdQ5_0, BlockQ5_0, false>;
+using PkQ5_1 = PkSimple<RdQ5_1, BlockQ5_1, false>;
+using PkQ8_0 = PkSimple<RdQ8_0, BlockQ8_0, false>;
+
+// ---- q4_K and q5_K: a header of d, dmin, scales and mins per super-block ----
+template <class Rd, class Block, bool kNibblesT>
+struct PkQ45K {
+  using Reader = Rd;
+  static constexpr bool kNibbles = kNibblesT;
+  static constexpr int64_t kUnitK = 256;
+  static constexpr int kSubs = 8;
+  static constexpr int64_t kHeader = 32 + 32 + 128 + 128;  // d, dmin, sc[8][16], m[8][16]
+  static constexpr int64_t kSubBytes = kNibbles ? 4 * 64 : 8 * 64;
+  static constexpr int64_t kUnitBytes = kHeader + 8 * kSubBytes;
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* dst) {
+    std::memset(dst, 0, kHeader);
+    for (int r = 0; r < nr; ++r) {
+      const auto* b = reinterpret_cast<const Block*>(rows[r] + unit * static_cast<int64_t>(sizeof(Block)));
+      std::memcpy(dst + 2 * r, &b->d, 2);
+      std::memcpy(dst + 32 + 2 * r, &b->dmin, 2);
+      for (int j = 0; j < 8; ++j) {
+        kquant_scale_min(b->scales, j, dst[64 + 16 * j + r], dst[192 + 16 * j + r]);
+      }
+    }
+    float sc[kGroupRows][16];
+    uint8_t u[kGroupRows][32];
+    uint8_t* p = dst + kHeader;
+    for (int j = 0; j < 8; ++j) {
+      chunk_rows<Rd>(rows, nr, unit * 8 + j, sc, u);
+      __m512i lines[8];
+      transpose_to_lines(u, lines);
+      p = store_lines<kNibbles>(lines, p);
+    }
+  }
+  [[gnu::always_inline]] static void lines(const uint8_t* unit, int j, __m512i (&out)[8]) {
+    read_lines<kNibbles>(unit + kHeader + j * kSubBytes, out);
+  }
+  // As prepare_q45k: d * scale_j and -dmin * min_j, in f32.
+  [[gnu::always_inline]] static void scales(const uint8_t* unit, int j, __m512& scale, __m512& min) {
+    const __m512 d = load_halves(unit);
+    const __m512 dmin = load_halves(unit + 32);
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(unit + 64 + 16 * j)));
+    const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(unit + 192 + 16 * j)));
+    scale = _mm512_mul_ps(d, s);
+    min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
+  }
+};
+
+using PkQ4_K = PkQ45K<RdQ4_K, BlockQ4_K, true>;
+using PkQ5_K = PkQ45K<RdQ5_K, BlockQ5_K, false>;
+
+// ---- q6_K: d and 16 int8 scales per super-block, sub-blocks of 16 ----
+struct PkQ6_K {
+  using Reader = RdQ6_K;
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t kUnitK = 256;
+  static constexpr int kSubs = 16;
+  static constexpr int64_t kHeader = 32 + 256;  // d, sc[16][16]
+  static constexpr int64_t kSubBytes = 4 * 64;
+  static constexpr int64_t kUnitBytes = kHeader + 16 * kSubBytes;
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* dst) {
+    std::memset(dst, 0, kHeader);
+    for (int r = 0; r < nr; ++r) {
+      const auto* b = reinterpret_cast<const BlockQ6_K*>(rows[r] + unit * static_cast<int64_t>(sizeof(BlockQ6_K)));
+      std::memcpy(dst + 2 * r, &b->d, 2);
+      for (int i = 0; i < 16; ++i) dst[32 + 16 * i + r] = static_cast<uint8_t>(b->scales[i]);
+    }
+    float sc[kGroupRows][16];
+    uint8_t u[kGroupRows][32];
+    uint8_t* p = dst + kHeader;
+    for (int c = 0; c < 8; ++c) {  // a chunk of 32 is two sub-blocks: lines 0..3 and 4..7
+      chunk_rows<RdQ6_K>(rows, nr, unit * 8 + c, sc, u);
+      __m512i lines[8];
+      transpose_to_lines(u, lines);
+      p = store_lines<false>(lines, p);
+    }
+  }
+  [[gnu::always_inline]] static void lines(const uint8_t* unit, int j, __m512i (&out)[8]) {
+    for (int g = 0; g < 4; ++g) out[g] = load_line(unit + kHeader + j * kSubBytes + 64 * g);
+  }
+  // As RdQ6_K::prepare: d * scale_j in f32.
+  [[gnu::always_inline]] static void scales(const uint8_t* unit, int j, __m512& scale, __m512& min) {
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
+    scale = _mm512_mul_ps(load_halves(unit), s);
+    min = _mm512_setzero_ps();
+  }
+};
+
+}  // namespace
+}  // namespace troupe::kernels::cpu

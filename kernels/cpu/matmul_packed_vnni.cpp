@@ -1,0 +1,271 @@
+// Repacking of quantized weights for the int8 path and matmul over them
+// (kernels/cpu/int8_packed.hpp): decode reads the packed lines directly;
+// prefill expands a group into an int8 panel and runs the AMX or VNNI panel
+// kernel, which does the same arithmetic per token.
+#include "kernels/cpu/int8_packed.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/matmul_int8.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <cstring>
+#include <new>
+
+#include "kernels/cpu/int8_packed_layout_avx512.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+using namespace cpu;  // NOLINT: the layouts and SIMD helpers of this path
+using detail::Int8Panel;
+using detail::kMatmulRowUnit;
+using detail::kPanelRows;
+using detail::QuantizedActs;
+
+template <class P>
+int64_t group_bytes(int64_t n_in) {
+  return n_in / P::kUnitK * P::kUnitBytes;
+}
+
+// Groups [g0, g1) of W (GGUF rows of w_row bytes) into dst.
+template <class P>
+void pack_groups(uint8_t* dst, const uint8_t* w, int64_t w_row, int64_t n_in, int64_t n_out, int64_t g0,
+                 int64_t g1) {
+  const int64_t n_units = n_in / P::kUnitK;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* rows[kGroupRows] = {};
+    const int nr = static_cast<int>(std::min<int64_t>(kGroupRows, n_out - g * kGroupRows));
+    for (int r = 0; r < nr; ++r) rows[r] = w + (g * kGroupRows + r) * w_row;
+    uint8_t* out = dst + g * group_bytes<P>(n_in);
+    for (int64_t u = 0; u < n_units; ++u) P::pack_unit(rows, nr, u, out + u * P::kUnitBytes);
+  }
+}
+
+// ---- Decode: T tokens (1..4) × one group, from the packed lines ----
+
+// The arithmetic per token and sub-block is vnni_panel_tile's (and the AMX
+// kernel's): an integer dot seeded with the bias, then one scaling.
+template <class P, int T>
+void gemv_group(const uint8_t* group, const QuantizedActs& qa, int64_t n_in, int64_t t0, float* y, int64_t ldy,
+                int64_t n_rows) {
+  using Rd = typename P::Reader;
+  constexpr int kLines = Rd::kSubK / 4;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const int64_t n_units = n_in / P::kUnitK;
+  for (int64_t un = 0; un < n_units; ++un) {
+    const uint8_t* unit = group + un * P::kUnitBytes;
+    prefetch_ahead(unit);
+    if constexpr (P::kUnitBytes > 1024) prefetch_ahead(unit + 1024);
+    for (int j = 0; j < P::kSubs; ++j) {
+      const int64_t s = un * P::kSubs + j;  // sub-block of the row
+      const int64_t k0 = s * Rd::kSubK;
+      __m512i lines[8];
+      P::lines(unit, j, lines);
+      __m512i dot[T];
+      for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(qa.sub_bias[(t0 + t) * qa.n_sub + s]);
+      for (int g = 0; g < kLines; ++g) {
+        for (int t = 0; t < T; ++t) {
+          int32_t x4;
+          std::memcpy(&x4, qa.q + (t0 + t) * qa.ldq + k0 + 4 * g, sizeof x4);
+          dot[t] = _mm512_dpbusd_epi32(dot[t], lines[g], _mm512_set1_epi32(x4));
+        }
+      }
+      __m512 scale, min;
+      P::scales(unit, j, scale, min);
+      const int64_t b = k0 / 32;
+      for (int t = 0; t < T; ++t) {
+        const float d = qa.d[(t0 + t) * qa.nb + b];
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(scale, _mm512_set1_ps(d)), acc[t]);
+        if constexpr (Rd::kMin) {
+          acc[t] = _mm512_fmadd_ps(min, _mm512_set1_ps(qa.sub_dsum[(t0 + t) * qa.n_sub + s]), acc[t]);
+        }
+      }
+    }
+  }
+  const __mmask16 m = tail_mask(n_rows);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, m, acc[t]);
+}
+
+template <class P>
+void gemv_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out, int64_t g0,
+                 int64_t g1) {
+  const int64_t stride = group_bytes<P>(n_in);
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* group = packed + g * stride;
+    const int64_t n_rows = std::min<int64_t>(kGroupRows, n_out - g * kGroupRows);
+    float* yg = y + g * kGroupRows;
+    for (int64_t t0 = 0; t0 < qa.n_tokens; t0 += 4) {
+      switch (std::min<int64_t>(4, qa.n_tokens - t0)) {
+        case 1: gemv_group<P, 1>(group, qa, n_in, t0, yg, n_out, n_rows); break;
+        case 2: gemv_group<P, 2>(group, qa, n_in, t0, yg, n_out, n_rows); break;
+        case 3: gemv_group<P, 3>(group, qa, n_in, t0, yg, n_out, n_rows); break;
+        default: gemv_group<P, 4>(group, qa, n_in, t0, yg, n_out, n_rows); break;
+      }
+    }
+  }
+}
+
+// ---- Prefill: each group expanded into an int8 panel ----
+
+struct Arena {
+  uint8_t* data = nullptr;
+  size_t capacity = 0;
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { ::operator delete(data, std::align_val_t{64}); }
+  uint8_t* get(size_t n) {
+    if (n > capacity) {
+      ::operator delete(data, std::align_val_t{64});
+      data = nullptr;
+      capacity = 0;
+      data = static_cast<uint8_t*>(::operator new(n, std::align_val_t{64}));
+      capacity = n;
+    }
+    return data;
+  }
+};
+
+template <class P>
+void expand_group(const uint8_t* group, int64_t n_in, Int8Panel& pn) {
+  using Rd = typename P::Reader;
+  constexpr int kLines = Rd::kSubK / 4;
+  const int64_t n_units = n_in / P::kUnitK;
+  for (int64_t un = 0; un < n_units; ++un) {
+    const uint8_t* unit = group + un * P::kUnitBytes;
+    for (int j = 0; j < P::kSubs; ++j) {
+      const int64_t s = un * P::kSubs + j;
+      __m512i lines[8];
+      P::lines(unit, j, lines);
+      for (int g = 0; g < kLines; ++g) _mm512_store_si512(pn.u + (s * kLines + g) * 64, lines[g]);
+      __m512 scale, min;
+      P::scales(unit, j, scale, min);
+      _mm512_store_ps(pn.scale + s * kPanelRows, scale);
+      if (pn.min != nullptr) _mm512_store_ps(pn.min + s * kPanelRows, min);
+    }
+  }
+}
+
+template <class P>
+void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out, int64_t g0,
+                 int64_t g1) {
+  using Rd = typename P::Reader;
+  thread_local Arena arena;
+  Int8Panel pn;
+  pn.sub_k = Rd::kSubK;
+  pn.n_sub = n_in / Rd::kSubK;
+  pn.offset = Rd::kOffset;
+  const size_t u_bytes = static_cast<size_t>(n_in) * kPanelRows;
+  const size_t f_bytes = static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float);
+  uint8_t* mem = arena.get(u_bytes + 2 * f_bytes);
+  pn.u = mem;
+  pn.scale = reinterpret_cast<float*>(mem + u_bytes);
+  pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
+  const bool amx = amx_enabled();
+  const int64_t stride = group_bytes<P>(n_in);
+  for (int64_t g = g0; g < g1; ++g) {
+    expand_group<P>(packed + g * stride, n_in, pn);
+    const int64_t n_rows = std::min<int64_t>(kGroupRows, n_out - g * kGroupRows);
+    float* yg = y + g * kGroupRows;
+    if (amx && detail::amx_panel(pn, qa, yg, n_out, n_rows)) continue;
+    detail::vnni_panel(pn, qa, yg, n_out, n_rows);
+  }
+}
+
+// Calls f.template operator()<P>() for the layout of t.
+template <class F>
+void with_layout(DType t, F&& f) {
+  switch (t) {
+    case DType::q4_0: return f.template operator()<PkQ4_0>();
+    case DType::q4_1: return f.template operator()<PkQ4_1>();
+    case DType::q5_0: return f.template operator()<PkQ5_0>();
+    case DType::q5_1: return f.template operator()<PkQ5_1>();
+    case DType::q8_0: return f.template operator()<PkQ8_0>();
+    case DType::q4_K: return f.template operator()<PkQ4_K>();
+    case DType::q5_K: return f.template operator()<PkQ5_K>();
+    case DType::q6_K: return f.template operator()<PkQ6_K>();
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: break;
+  }
+  throw Error(Errc::unsupported, "int8 repacking: no layout for " + std::string(dtype_name(t)));
+}
+
+int64_t n_groups(int64_t n_out) { return (n_out + kGroupRows - 1) / kGroupRows; }
+
+}  // namespace
+
+bool int8_packing_available(DType t) {
+  return detail::int8_supports(t) && isa_supported(Isa::avx512) && cpu_has_avx512_vnni();
+}
+
+int64_t int8_packed_bytes(DType t, int64_t n_in, int64_t n_out) {
+  int64_t bytes = 0;
+  with_layout(t, [&]<class P>() { bytes = n_groups(n_out) * group_bytes<P>(n_in); });
+  return (bytes + 63) / 64 * 64;
+}
+
+void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  if (!int8_packing_available(t)) {
+    throw Error(Errc::unsupported, "int8 repacking of " + std::string(dtype_name(t)) + " needs AVX-512 VNNI");
+  }
+  if (n_in % dtype_info(t).block_size != 0 || n_out <= 0) {
+    throw Error(Errc::invalid_argument, "int8 repacking: bad shape [" + std::to_string(n_out) + ", " +
+                                            std::to_string(n_in) + "] for " + std::string(dtype_name(t)));
+  }
+  const int64_t w_row = row_bytes(t, n_in);
+  with_layout(t, [&]<class P>() {
+    pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
+      pack_groups<P>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), w_row, n_in, n_out, g0, g1);
+    });
+  });
+}
+
+void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
+                        int64_t n_out, ThreadPool& pool) {
+  if (n_tokens <= 0 || n_out <= 0) return;
+  const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
+  const QuantizedActs qa =
+      detail::quantize_acts(x, n_tokens, n_in, false, detail::int8_offset(t), detail::int8_sub_k(t));
+  const auto* bytes = static_cast<const uint8_t*>(packed);
+  // Threads take whole units of rows (3 groups of 16), as matmul does.
+  constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
+  const int64_t groups = n_groups(n_out);
+  const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
+  with_layout(t, [&]<class P>() {
+    pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
+      const int64_t g0 = u0 * kGroupsPerUnit, g1 = std::min(u1 * kGroupsPerUnit, groups);
+      if (gemv) {
+        gemv_groups<P>(bytes, qa, y, n_in, n_out, g0, g1);
+      } else {
+        gemm_groups<P>(bytes, qa, y, n_in, n_out, g0, g1);
+      }
+    });
+  });
+}
+
+}  // namespace troupe::kernels
+
+#else  // not x86: the int8 path does not exist
+
+namespace troupe::kernels {
+
+bool int8_packing_available(DType) { return false; }
+int64_t int8_packed_bytes(DType, int64_t, int64_t) { return 0; }
+void pack_int8(void*, const void*, DType t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 repacking of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
+}
+void matmul_int8_packed(float*, const float*, const void*, DType t, int64_t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
+}
+
+}  // namespace troupe::kernels
+
+#endif  // x86

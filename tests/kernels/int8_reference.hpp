@@ -1,0 +1,108 @@
+// Shared by the int8-path tests (matmul_int8_test.cpp, matmul_packed_test.cpp):
+// weights with their exact dequantization, and the two references of the
+// int8 path (see matmul_int8_test.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.hpp"
+#include "core/dtype.hpp"
+#include "isa_paths.hpp"
+
+namespace troupe::test {
+
+constexpr double kRelTol = 1e-5;
+
+inline const DType kInt8Types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                                   DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
+
+// The VNNI kernels, then (where the CPU has AMX) the AMX GEMM.
+inline std::vector<bool> amx_settings() {
+  std::vector<bool> out{false};
+  if (cpu_has_amx()) out.push_back(true);
+  return out;
+}
+
+// The int8 kernels run when the AVX-512 path has VNNI and exact math is off.
+inline bool int8_path_runs() { return isa_supported(Isa::avx512) && cpu_has_avx512_vnni(); }
+
+class AmxSwitch {
+ public:
+  explicit AmxSwitch(bool on) { set_amx_enabled(on); }
+  ~AmxSwitch() { set_amx_enabled(true); }
+  AmxSwitch(const AmxSwitch&) = delete;
+  AmxSwitch& operator=(const AmxSwitch&) = delete;
+};
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;
+};
+
+inline Weights make_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n_in) {
+  const std::vector<float> src = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
+  const int64_t rb = row_bytes(t, n_in);
+  Weights w;
+  w.bytes.resize(static_cast<size_t>(n_out * rb));
+  w.deq.resize(src.size());
+  for (int64_t r = 0; r < n_out; ++r) {
+    quantize_row(t, src.data() + r * n_in, w.bytes.data() + r * rb, n_in);
+    dequantize_row(t, w.bytes.data() + r * rb, w.deq.data() + r * n_in, n_in);
+  }
+  return w;
+}
+
+// x with each block of 32 replaced by d * q, and d per element.
+struct QuantizedX {
+  std::vector<float> xq;
+  std::vector<float> step;
+};
+
+inline QuantizedX quantize_like_the_path(const std::vector<float>& x) {
+  QuantizedX out{std::vector<float>(x.size()), std::vector<float>(x.size())};
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0.0f;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::abs(x[i]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float d = amax / 127.0f;
+    for (size_t i = b; i < b + 32; ++i) {
+      out.xq[i] = d * std::nearbyint(x[i] * id);
+      out.step[i] = d;
+    }
+  }
+  return out;
+}
+
+struct Expected {
+  std::vector<double> y_q, scale_q;  // against the quantized activations
+  std::vector<double> y, bound;      // against f32 activations, with the bound
+};
+
+inline Expected expected(const std::vector<float>& x, const Weights& w, int64_t n_tokens, int64_t n_in, int64_t n_out) {
+  const QuantizedX qx = quantize_like_the_path(x);
+  Expected e;
+  const size_t n = static_cast<size_t>(n_tokens * n_out);
+  e.y_q.resize(n), e.scale_q.resize(n), e.y.resize(n), e.bound.resize(n);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      double yq = 0, sq = 0, y = 0, s = 0, qerr = 0;
+      for (int64_t i = 0; i < n_in; ++i) {
+        const double wi = w.deq[r * n_in + i];
+        const double pq = wi * qx.xq[t * n_in + i];
+        const double p = wi * x[t * n_in + i];
+        yq += pq, sq += std::abs(pq), y += p, s += std::abs(p);
+        qerr += std::abs(wi) * qx.step[t * n_in + i] / 2;
+      }
+      const size_t k = static_cast<size_t>(t * n_out + r);
+      e.y_q[k] = yq, e.scale_q[k] = sq, e.y[k] = y;
+      e.bound[k] = qerr + kRelTol * s;
+    }
+  }
+  return e;
+}
+
+}  // namespace troupe::test
