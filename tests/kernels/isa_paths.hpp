@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cpu_features.hpp"
+#include "tests/exact_math.hpp"
 
 namespace troupe::test {
 
@@ -27,16 +28,6 @@ class ForcedIsa {
   ~ForcedIsa() { force_isa(best_isa()); }
   ForcedIsa(const ForcedIsa&) = delete;
   ForcedIsa& operator=(const ForcedIsa&) = delete;
-};
-
-// Exact math for one scope (matmuls over quantized weights keep f32
-// activations), then back to the int8 default.
-class ExactMath {
- public:
-  ExactMath() { set_exact_math(true); }
-  ~ExactMath() { set_exact_math(false); }
-  ExactMath(const ExactMath&) = delete;
-  ExactMath& operator=(const ExactMath&) = delete;
 };
 
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {

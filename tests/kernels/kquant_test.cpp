@@ -18,6 +18,7 @@
 #include "core/thread_pool.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "tests/exact_math.hpp"
 
 namespace troupe {
 namespace {
@@ -67,6 +68,7 @@ TEST_P(KQuant, DequantizesLikeGguf) {
 // y[r]; the bound is matmul_test's (f32 accumulation over exact weights):
 // 1e-5 * sum_i |w_i x_i|.
 TEST_P(KQuant, MatmulMatchesNumpyOnEveryIsa) {
+  const test::ExactMath exact;  // a reference to float rounding
   const DType t = GetParam();
   const auto& f = fixture()["types"][fixture_key(t)];
   const int64_t n_in = f["n_in"].get<int64_t>();

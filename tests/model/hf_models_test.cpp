@@ -23,6 +23,7 @@
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
 #include "safetensors_test_util.hpp"
+#include "tests/exact_math.hpp"
 
 namespace troupe {
 namespace {
@@ -214,6 +215,7 @@ TEST(HfModels, Bf16AgainstTransformersBf16Compute) {
 class HfQuantized : public testing::TestWithParam<DType> {};
 
 TEST_P(HfQuantized, MatchesTransformersOnGgufQuantizedWeights) {
+  const test::ExactMath exact;  // a reference to float rounding
   // The reference: transformers in f32 on the values gguf-py's quantizer
   // rounds each matrix to. Troupe's matmul dequantizes exactly and
   // accumulates in f32, so the same 1e-4 holds.

@@ -17,6 +17,7 @@
 #include "model/generator.hpp"
 #include "model/gguf.hpp"
 #include "model/model.hpp"
+#include "tests/exact_math.hpp"
 
 namespace troupe {
 namespace {
@@ -36,6 +37,7 @@ TEST(KQuantModel, FileHasLlamaCppQ4KMMix) {
 // reference_fixture_test.cpp. A wrong nibble, scale or sub-block order moves
 // them by 1e-2 or more.
 TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
+  const test::ExactMath exact;  // a reference to float rounding
   std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/tiny_q4_k_m_logits.json");
   ASSERT_TRUE(in) << "missing fixture tiny_q4_k_m_logits.json";
   const auto j = nlohmann::json::parse(in);
@@ -63,6 +65,7 @@ TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
 // bound on logits (magnitude ~20) is reference_fixture_test's 1e-3 for
 // SmolLM2 in f32.
 TEST(KQuantModel, SmolLM2Q4KMFromLlamaCppMatchesNumpy) {
+  const test::ExactMath exact;  // a reference to float rounding
   const char* path = std::getenv("TROUPE_SMOLLM2_Q4_K_M");
   if (path == nullptr || *path == '\0') {
     GTEST_SKIP() << "TROUPE_SMOLLM2_Q4_K_M is not set (a 105 MB file made by "

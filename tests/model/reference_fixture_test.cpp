@@ -16,6 +16,7 @@
 #include "model/generator.hpp"
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tests/exact_math.hpp"
 
 namespace troupe {
 namespace {
@@ -66,6 +67,7 @@ TEST(HfReference, Stories260KLogitsMatchTransformers) {
 }
 
 TEST(HfReference, DefaultModelGreedyTokensMatchTransformers) {
+  const test::ExactMath exact;  // a reference to float rounding
   const std::string path = default_model_path();
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << "default model not found at " << path << " (scripts/setup fetches it)";

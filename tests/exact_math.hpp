@@ -1,0 +1,21 @@
+// Exact math for one scope: matmuls over quantized weights keep f32
+// activations (core/cpu_features.hpp). Tests that compare the forward pass
+// with an outside reference to float rounding (Hugging Face, gguf-py/numpy)
+// or that measure another error in isolation (a KV cache type) hold one, so
+// that the int8 path's activation rounding is not mistaken for theirs; the
+// int8 path has tests of its own.
+#pragma once
+
+#include "core/cpu_features.hpp"
+
+namespace troupe::test {
+
+class ExactMath {
+ public:
+  ExactMath() { set_exact_math(true); }
+  ~ExactMath() { set_exact_math(false); }
+  ExactMath(const ExactMath&) = delete;
+  ExactMath& operator=(const ExactMath&) = delete;
+};
+
+}  // namespace troupe::test
