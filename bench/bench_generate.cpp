@@ -1,7 +1,11 @@
 // Prefill and decode tokens/s of GGUF models on the CPU, next to the
 // machine's measured memory read bandwidth, so each decode figure is also a
 // fraction of its roofline (weight bytes per token / bandwidth).
-//   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] model.gguf...
+//   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat 3]
+//                  [--exact-math] [--no-amx] [--cpu-affinity 0,1] model.gguf...
+// --repeat runs each cell that many times and reports the median (this kind
+// of shared machine is noisy); --exact-math and --no-amx turn off the int8
+// path and its AMX GEMM, for ratios within one run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +53,11 @@ double read_bandwidth_gbs(int threads) {
   return best;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
@@ -61,6 +70,7 @@ std::vector<int> parse_list(const std::string& s) {
 int main(int argc, char** argv) {
   std::vector<int> thread_counts{1, 2};
   int64_t n_prefill = 512, n_decode = 32;
+  int repeat = 1;
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -70,16 +80,28 @@ int main(int argc, char** argv) {
       n_prefill = std::stoll(argv[++i]);
     } else if (a == "--decode" && i + 1 < argc) {
       n_decode = std::stoll(argv[++i]);
+    } else if (a == "--repeat" && i + 1 < argc) {
+      repeat = std::max(1, std::stoi(argv[++i]));
+    } else if (a == "--exact-math") {
+      troupe::set_exact_math(true);
+    } else if (a == "--no-amx") {
+      troupe::set_amx_enabled(false);
+    } else if (a == "--cpu-affinity" && i + 1 < argc) {
+      troupe::set_cpu_affinity(troupe::parse_cpu_list(argv[++i]));
     } else {
       models.push_back(a);
     }
   }
   if (models.empty()) {
-    std::fprintf(stderr, "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] model.gguf...\n");
+    std::fprintf(stderr,
+                 "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat N] [--exact-math] "
+                 "[--no-amx] [--cpu-affinity LIST] model.gguf...\n");
     return 2;
   }
 
-  std::printf("kernels: %s\n", std::string(troupe::isa_name(troupe::active_isa())).c_str());
+  std::printf("kernels: %s, %s activations%s\n", std::string(troupe::isa_name(troupe::active_isa())).c_str(),
+              troupe::exact_math() || !troupe::cpu_has_avx512_vnni() ? "f32" : "int8",
+              troupe::amx_enabled() && !troupe::exact_math() ? ", AMX prefill" : "");
   std::vector<double> bandwidth;
   for (int t : thread_counts) {
     bandwidth.push_back(read_bandwidth_gbs(t));
@@ -96,16 +118,20 @@ int main(int argc, char** argv) {
     for (auto& t : prompt) t = pick(rng);
     const std::string name = path.substr(path.find_last_of('/') + 1);
     for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
-      troupe::CpuBackend backend({.n_threads = thread_counts[ti]});
-      troupe::Generator gen(model, backend, {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill});
-      // Warm-up touches every weight page once (the file is memory-mapped).
-      gen.generate(std::span(prompt.data(), 8), {.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
-      gen.generate(prompt, {.max_new_tokens = n_decode, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
-      const troupe::GenerateStats s = gen.stats();
-      const double prefill = static_cast<double>(s.prompt_tokens) / s.prefill_seconds;
-      // The first sampled token comes from the prefill's logits; the other
-      // n-1 each cost one decode step.
-      const double decode = static_cast<double>(s.generated_tokens - 1) / s.decode_seconds;
+      std::vector<double> prefills, decodes;
+      for (int rep = 0; rep < repeat; ++rep) {
+        troupe::CpuBackend backend({.n_threads = thread_counts[ti]});
+        troupe::Generator gen(model, backend, {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill});
+        // Warm-up touches every weight page once (the file is memory-mapped).
+        gen.generate(std::span(prompt.data(), 8), {.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
+        gen.generate(prompt, {.max_new_tokens = n_decode, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
+        const troupe::GenerateStats s = gen.stats();
+        prefills.push_back(static_cast<double>(s.prompt_tokens) / s.prefill_seconds);
+        // The first sampled token comes from the prefill's logits; the other
+        // n-1 each cost one decode step.
+        decodes.push_back(static_cast<double>(s.generated_tokens - 1) / s.decode_seconds);
+      }
+      const double prefill = median(prefills), decode = median(decodes);
       const double mb = static_cast<double>(model->weight_bytes()) / 1e6;
       const double roof = bandwidth[ti] * 1e3 / mb;
       std::printf("| %s | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% |\n", name.c_str(), thread_counts[ti], mb, prefill,

@@ -1,7 +1,9 @@
 // A fixed pool of worker threads for data-parallel kernels. The calling thread
 // takes part as thread 0, so a pool of 1 runs everything inline. Workers spin
 // briefly between jobs (a decode step issues hundreds of small jobs) and then
-// sleep on a condition variable, so an idle engine costs no CPU.
+// sleep on a condition variable, so an idle engine costs no CPU. With a CPU
+// list, thread i is pinned to cpus[i % cpus.size()] (thread 0, the caller,
+// when it first runs a job: the stage executor's own thread).
 #pragma once
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,13 +19,15 @@ namespace troupe {
 
 class ThreadPool {
  public:
-  // n_threads <= 0 picks the number of hardware threads.
-  explicit ThreadPool(int n_threads = 0);
+  // n_threads <= 0 picks the number of hardware threads. Throws
+  // Error(invalid_argument) for a CPU this process may not run on.
+  explicit ThreadPool(int n_threads = 0, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  const std::vector<int>& cpus() const { return cpus_; }
 
   // Calls fn(thread_index, n_threads) once on every thread and returns when
   // all are done. Not re-entrant: one job at a time per pool.
@@ -32,6 +37,7 @@ class ThreadPool {
   template <class F>
   void parallel_for(int64_t n, F&& fn) {
     if (n <= 0) return;
+    if (!cpus_.empty()) pin_caller();
     if (n_threads_ == 1 || n == 1) {
       fn(int64_t{0}, n);
       return;
@@ -46,8 +52,12 @@ class ThreadPool {
 
  private:
   void worker(int index);
+  // Pins the calling thread to cpus_[0] the first time it runs a job.
+  void pin_caller();
 
   int n_threads_;
+  std::vector<int> cpus_;
+  std::atomic<std::thread::id> pinned_caller_{};
   std::vector<std::thread> workers_;
   const std::function<void(int, int)>* job_ = nullptr;
   std::atomic<uint32_t> generation_{0};
@@ -62,5 +72,16 @@ class ThreadPool {
 
 // The number of hardware threads, at least 1.
 int hardware_threads();
+
+// The process's CPU affinity plan (`--cpu-affinity`): pools that are not given
+// CPUs of their own take the next n of this list, in the order they are made
+// (a pipeline makes its stages' backends first to last), wrapping around.
+// Empty (the default): no pinning.
+void set_cpu_affinity(std::vector<int> cpus);
+std::vector<int> claim_cpus(int n);
+
+// Parses a CPU list as taskset writes it: "0,1", "0-3", "0-3,8". Throws
+// Error(invalid_argument) on anything else.
+std::vector<int> parse_cpu_list(const std::string& s);
 
 }  // namespace troupe

@@ -23,7 +23,10 @@ void* aligned_host_memory(size_t bytes) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(CpuBackendOptions options) : pool_(options.n_threads) {}
+CpuBackend::CpuBackend(CpuBackendOptions options)
+    : pool_(options.n_threads,
+            options.cpus.empty() ? claim_cpus(options.n_threads > 0 ? options.n_threads : hardware_threads())
+                                 : std::move(options.cpus)) {}
 
 void* CpuBackend::allocate(size_t bytes) { return aligned_host_memory(bytes); }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/thread_pool.hpp"
 #include "kernels/backend.hpp"
@@ -11,6 +12,9 @@ namespace troupe {
 
 struct CpuBackendOptions {
   int n_threads = 0;  // 0: one per hardware thread
+  // CPUs to pin the kernel threads to (ThreadPool); empty: the next ones of
+  // the process's affinity plan (set_cpu_affinity), if there is one.
+  std::vector<int> cpus;
 };
 
 class CpuBackend : public Backend {

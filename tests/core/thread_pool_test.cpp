@@ -2,6 +2,10 @@
 // back-to-back jobs (as a decode step issues them) never mix.
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <atomic>
 #include <vector>
 
@@ -50,6 +54,54 @@ TEST(CpuFeatures, ScalarAlwaysRunsAndForcingIsChecked) {
     }
   }
 }
+
+}  // namespace
+}  // namespace troupe
+
+namespace troupe {
+namespace {
+
+TEST(CpuList, ParsesTasksetForms) {
+  EXPECT_EQ(parse_cpu_list("0,1"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(parse_cpu_list("0-3,8"), (std::vector<int>{0, 1, 2, 3, 8}));
+  EXPECT_EQ(parse_cpu_list("5"), (std::vector<int>{5}));
+  for (const char* bad : {"", ",", "1,", "a", "3-1", "1--2", "-1", "1 2"}) {
+    EXPECT_THROW(parse_cpu_list(bad), Error) << "'" << bad << "'";
+  }
+}
+
+#if defined(__linux__)
+// Each thread of a pinned pool runs on its CPU (the caller too, once it has
+// run a job); the test restores the caller's own affinity afterwards.
+TEST(ThreadPool, PinnedThreadsRunOnTheirCpus) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  std::vector<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &saved)) mine.push_back(c);
+  }
+  if (mine.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  const std::vector<int> cpus{mine[1], mine[0]};  // reversed, so that no pin is a coincidence
+  {
+    ThreadPool pool(2, cpus);
+    std::vector<int> seen(2, -1);
+    for (int round = 0; round < 20; ++round) {
+      pool.run([&](int ith, int) { seen[static_cast<size_t>(ith)] = sched_getcpu(); });
+      EXPECT_EQ(seen[0], cpus[0]);
+      EXPECT_EQ(seen[1], cpus[1]);
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_THROW(ThreadPool(1, {CPU_SETSIZE + 5}), Error);
+}
+
+TEST(ThreadPool, AffinityPlanHandsOutCpusInOrder) {
+  set_cpu_affinity({0});
+  EXPECT_EQ(claim_cpus(2), (std::vector<int>{0, 0}));
+  set_cpu_affinity({});
+  EXPECT_TRUE(claim_cpus(2).empty());
+}
+#endif
 
 }  // namespace
 }  // namespace troupe

@@ -11,12 +11,14 @@
 #include "core/error.hpp"
 #include "experiments/sweep.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct BenchArgs {
+  CpuArgs cpu;
   std::string sweep;
   std::string model;
   std::string workload;
@@ -65,6 +67,7 @@ std::string find_plot_script() {
 }
 
 void run(const BenchArgs& a) {
+  apply_cpu_options(a.cpu);
   SweepSpec s = a.sweep.empty() ? SweepSpec{} : load_sweep(a.sweep);
   if (!a.model.empty()) s.model_path = a.model;
   if (s.model_path.empty()) s.model_path = default_model_path();
@@ -95,6 +98,7 @@ void run(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Latency experiments: workloads over topologies, settings and loads");
+  add_cpu_options(cmd, &args->cpu);
   cmd->add_option("--sweep", args->sweep, "A sweep file (configs/sweeps/*.json); the flags below override it");
   cmd->add_option("-m,--model", args->model, "GGUF file or HF directory (default: the default model)");
   cmd->add_option("-w,--workload", args->workload, "Workload file (configs/workloads/*.json)");

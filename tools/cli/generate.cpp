@@ -17,12 +17,14 @@
 #include "tokenizer/incremental_decoder.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct GenerateArgs {
+  CpuArgs cpu;
   std::string model;
   std::string prompt;
   int64_t max_tokens = 200;
@@ -51,6 +53,7 @@ Isa parse_isa(const std::string& s) {
 }
 
 void run_generate(const GenerateArgs& a) {
+  apply_cpu_options(a.cpu);
   if (!a.isa.empty()) force_isa(parse_isa(a.isa));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   // A wrong device name fails before the model is read; a GPU that cannot
@@ -140,6 +143,7 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+  add_cpu_options(cmd, &args->cpu);
   cmd->add_option("-m,--model", args->model, "GGUF model file (default: the set-up's SmolLM2-135M-Instruct)");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text (empty: start from BOS)");
   cmd->add_option("-n,--max-tokens", args->max_tokens, "Most tokens to generate")->check(CLI::Range(1, 1 << 20));

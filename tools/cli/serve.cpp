@@ -20,12 +20,14 @@
 #include "net/server.hpp"
 #include "net/server_config.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct ServeArgs {
+  CpuArgs cpu;
   std::string model;
   std::string config;
   std::string host;
@@ -172,6 +174,7 @@ bool must_start_before_listening(const PipelineConfig& p) {
 }
 
 void run_serve(const ServeArgs& a) {
+  apply_cpu_options(a.cpu);
   const net::ServeConfig cfg = resolve(a);
   const std::string model_path = cfg.pipeline.model_path;
   std::fprintf(stderr, "troupe serve: loading %s\n", model_path.c_str());
@@ -267,6 +270,7 @@ void run_serve(const ServeArgs& a) {
 void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI API), WebSocket and a chat page");
+  add_cpu_options(cmd, &a->cpu);
   cmd->add_option("-m,--model", a->model,
                   "GGUF file or Hugging Face directory (default: the set-up's SmolLM2-135M-Instruct)");
   cmd->add_option("-c,--config", a->config, "Topology and server settings (configs/*.json)");

@@ -23,12 +23,14 @@
 #include "actors/stage_worker.hpp"
 #include "core/error.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
 
 namespace troupe::cli {
 namespace {
 
 struct StageArgs {
+  CpuArgs cpu;
   std::string model;
   std::string layers;
   std::string device = "cpu";
@@ -68,6 +70,7 @@ std::pair<int64_t, int64_t> parse_layers(const std::string& s) {
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 void run_stage(const StageArgs& a) {
+  apply_cpu_options(a.cpu);
   const auto [first, last] = parse_layers(a.layers);
   const auto [host, port] = parse_host_port(a.listen, /*allow_any_port=*/true);
   std::string secret = a.secret;
@@ -169,6 +172,7 @@ void run_stage(const StageArgs& a) {
 void add_stage_command(CLI::App& app) {
   auto a = std::make_shared<StageArgs>();
   CLI::App* cmd = app.add_subcommand("stage", "Serve a range of a model's layers to a head process (a remote stage)");
+  add_cpu_options(cmd, &a->cpu);
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory: the same model as the head's");
   cmd->add_option("--layers", a->layers, "FIRST:LAST, the layers this worker holds (LAST exclusive; empty: to the end)")
       ->required();

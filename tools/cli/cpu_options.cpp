@@ -1,0 +1,24 @@
+// The shared CPU math options of the `troupe` commands.
+#include "tools/cli/cpu_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "core/cpu_features.hpp"
+#include "core/thread_pool.hpp"
+
+namespace troupe::cli {
+
+void add_cpu_options(CLI::App* cmd, CpuArgs* a) {
+  cmd->add_flag("--exact-math", a->exact_math,
+                "Keep f32 activations for quantized weights (no int8 dot products): slower, matches the "
+                "dequantized weights to float rounding");
+  cmd->add_option("--cpu-affinity", a->cpu_affinity,
+                  "Pin kernel threads to these CPUs (e.g. 0,1 or 0-3), stage by stage in order");
+}
+
+void apply_cpu_options(const CpuArgs& a) {
+  set_exact_math(a.exact_math);
+  if (!a.cpu_affinity.empty()) set_cpu_affinity(parse_cpu_list(a.cpu_affinity));
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,23 @@
+// The CPU math options every `troupe` command that runs a model takes:
+// `--exact-math` (f32 activations for quantized weights, no int8 path) and
+// `--cpu-affinity LIST` (pin kernel threads, stage by stage; core/thread_pool).
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace troupe::cli {
+
+struct CpuArgs {
+  bool exact_math = false;
+  std::string cpu_affinity;
+};
+
+void add_cpu_options(CLI::App* cmd, CpuArgs* a);
+// Applies them to the process; call before any backend is made.
+void apply_cpu_options(const CpuArgs& a);
+
+}  // namespace troupe::cli
