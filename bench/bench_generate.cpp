@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
         troupe::CpuBackend backend({.n_threads = thread_counts[ti]});
         troupe::Generator gen(model, backend, {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill});
         // Warm-up touches every weight page once (the file is memory-mapped).
-        gen.generate(std::span(prompt.data(), 8), {.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
+        gen.generate(std::span(prompt.data(), std::min<size_t>(8, prompt.size())), {.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
         gen.generate(prompt, {.max_new_tokens = n_decode, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
         const troupe::GenerateStats s = gen.stats();
         prefills.push_back(static_cast<double>(s.prompt_tokens) / s.prefill_seconds);

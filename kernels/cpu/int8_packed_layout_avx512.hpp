@@ -80,6 +80,10 @@ void chunk_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, flo
 }
 
 // ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0 ----
+// A group holds the lines of all its units first, then their fp16 d (and m)
+// values: the lines stay 64-byte aligned (a unit's lines and scales together
+// would be 288 or 544 bytes, and every other unit's loads would straddle
+// cache lines) and the group keeps the GGUF size.
 template <class Rd, class Block, bool kNibblesT>
 struct PkSimple {
   using Reader = Rd;
@@ -87,30 +91,45 @@ struct PkSimple {
   static constexpr int64_t kUnitK = 32;
   static constexpr int kSubs = 1;
   static constexpr int64_t kLineBytes = kNibbles ? 4 * 64 : 8 * 64;
-  static constexpr int64_t kUnitBytes = kLineBytes + (Rd::kMin ? 64 : 32);
+  static constexpr int64_t kScaleBytes = Rd::kMin ? 64 : 32;
+  static constexpr int64_t kUnitBytes = kLineBytes + kScaleBytes;
 
-  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* dst) {
+  static uint8_t* unit_lines(uint8_t* g, int64_t, int64_t un) { return g + un * kLineBytes; }
+  static const uint8_t* unit_lines(const uint8_t* g, int64_t, int64_t un) { return g + un * kLineBytes; }
+  static const uint8_t* unit_scales(const uint8_t* g, int64_t n_units, int64_t un) {
+    return g + n_units * kLineBytes + un * kScaleBytes;
+  }
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t un, uint8_t* group,
+                        int64_t n_units) {
     float sc[kGroupRows][16];
     uint8_t u[kGroupRows][32];
-    chunk_rows<Rd>(rows, nr, unit, sc, u);
+    chunk_rows<Rd>(rows, nr, un, sc, u);
     __m512i lines[8];
     transpose_to_lines(u, lines);
-    uint8_t* p = store_lines<kNibbles>(lines, dst);
+    store_lines<kNibbles>(lines, unit_lines(group, n_units, un));
     uint16_t d[kGroupRows] = {}, m[kGroupRows] = {};
     for (int r = 0; r < nr; ++r) {
-      const auto* b = reinterpret_cast<const Block*>(rows[r] + unit * static_cast<int64_t>(sizeof(Block)));
+      const auto* b = reinterpret_cast<const Block*>(rows[r] + un * static_cast<int64_t>(sizeof(Block)));
       d[r] = b->d;
       if constexpr (Rd::kMin) m[r] = b->m;
     }
+    uint8_t* p = group + n_units * kLineBytes + un * kScaleBytes;
     std::memcpy(p, d, sizeof d);
     if constexpr (Rd::kMin) std::memcpy(p + 32, m, sizeof m);
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* unit, int, __m512i (&out)[8]) {
-    read_lines<kNibbles>(unit, out);
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t n_units, int64_t un, int, __m512i (&out)[8]) {
+    read_lines<kNibbles>(unit_lines(g, n_units, un), out);
   }
-  [[gnu::always_inline]] static void scales(const uint8_t* unit, int, __m512& scale, __m512& min) {
-    scale = load_halves(unit + kLineBytes);
-    min = Rd::kMin ? load_halves(unit + kLineBytes + 32) : _mm512_setzero_ps();
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t n_units, int64_t un, int, __m512& scale,
+                                            __m512& min) {
+    const uint8_t* p = unit_scales(g, n_units, un);
+    scale = load_halves(p);
+    min = Rd::kMin ? load_halves(p + 32) : _mm512_setzero_ps();
+  }
+  // Far ahead in both streams: the lines and the scales.
+  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t n_units, int64_t un) {
+    prefetch_ahead(unit_lines(g, n_units, un));
   }
 };
 
@@ -131,7 +150,8 @@ struct PkQ45K {
   static constexpr int64_t kSubBytes = kNibbles ? 4 * 64 : 8 * 64;
   static constexpr int64_t kUnitBytes = kHeader + 8 * kSubBytes;
 
-  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* dst) {
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* group, int64_t) {
+    uint8_t* dst = group + unit * kUnitBytes;
     std::memset(dst, 0, kHeader);
     for (int r = 0; r < nr; ++r) {
       const auto* b = reinterpret_cast<const Block*>(rows[r] + unit * static_cast<int64_t>(sizeof(Block)));
@@ -151,17 +171,22 @@ struct PkQ45K {
       p = store_lines<kNibbles>(lines, p);
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* unit, int j, __m512i (&out)[8]) {
-    read_lines<kNibbles>(unit + kHeader + j * kSubBytes, out);
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
+    read_lines<kNibbles>(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
   }
   // As prepare_q45k: d * scale_j and -dmin * min_j, in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* unit, int j, __m512& scale, __m512& min) {
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
+                                            __m512& min) {
+    const uint8_t* unit = g + un * kUnitBytes;
     const __m512 d = load_halves(unit);
     const __m512 dmin = load_halves(unit + 32);
     const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(unit + 64 + 16 * j)));
     const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(unit + 192 + 16 * j)));
     scale = _mm512_mul_ps(d, s);
     min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
+  }
+  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
+    prefetch_ahead(g + un * kUnitBytes);
   }
 };
 
@@ -174,11 +199,12 @@ struct PkQ6_K {
   static constexpr bool kNibbles = false;
   static constexpr int64_t kUnitK = 256;
   static constexpr int kSubs = 16;
-  static constexpr int64_t kHeader = 32 + 256;  // d, sc[16][16]
+  static constexpr int64_t kHeader = 32 + 256 + 32;  // d, sc[16][16], padding to whole lines
   static constexpr int64_t kSubBytes = 4 * 64;
   static constexpr int64_t kUnitBytes = kHeader + 16 * kSubBytes;
 
-  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* dst) {
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* group, int64_t) {
+    uint8_t* dst = group + unit * kUnitBytes;
     std::memset(dst, 0, kHeader);
     for (int r = 0; r < nr; ++r) {
       const auto* b = reinterpret_cast<const BlockQ6_K*>(rows[r] + unit * static_cast<int64_t>(sizeof(BlockQ6_K)));
@@ -195,14 +221,21 @@ struct PkQ6_K {
       p = store_lines<false>(lines, p);
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* unit, int j, __m512i (&out)[8]) {
-    for (int g = 0; g < 4; ++g) out[g] = load_line(unit + kHeader + j * kSubBytes + 64 * g);
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
+    const uint8_t* unit = g + un * kUnitBytes;
+    for (int l = 0; l < 4; ++l) out[l] = load_line(unit + kHeader + j * kSubBytes + 64 * l);
   }
   // As RdQ6_K::prepare: d * scale_j in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* unit, int j, __m512& scale, __m512& min) {
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
+                                            __m512& min) {
+    const uint8_t* unit = g + un * kUnitBytes;
     const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
     scale = _mm512_mul_ps(load_halves(unit), s);
     min = _mm512_setzero_ps();
+  }
+  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
+    const uint8_t* unit = g + un * kUnitBytes;
+    for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
   }
 };
 

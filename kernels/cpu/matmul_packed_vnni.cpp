@@ -28,9 +28,10 @@ using detail::kMatmulRowUnit;
 using detail::kPanelRows;
 using detail::QuantizedActs;
 
+// Whole cache lines, so that every group starts 64-byte aligned.
 template <class P>
 int64_t group_bytes(int64_t n_in) {
-  return n_in / P::kUnitK * P::kUnitBytes;
+  return (n_in / P::kUnitK * P::kUnitBytes + 63) / 64 * 64;
 }
 
 // Groups [g0, g1) of W (GGUF rows of w_row bytes) into dst.
@@ -43,7 +44,7 @@ void pack_groups(uint8_t* dst, const uint8_t* w, int64_t w_row, int64_t n_in, in
     const int nr = static_cast<int>(std::min<int64_t>(kGroupRows, n_out - g * kGroupRows));
     for (int r = 0; r < nr; ++r) rows[r] = w + (g * kGroupRows + r) * w_row;
     uint8_t* out = dst + g * group_bytes<P>(n_in);
-    for (int64_t u = 0; u < n_units; ++u) P::pack_unit(rows, nr, u, out + u * P::kUnitBytes);
+    for (int64_t u = 0; u < n_units; ++u) P::pack_unit(rows, nr, u, out, n_units);
   }
 }
 
@@ -60,14 +61,12 @@ void gemv_group(const uint8_t* group, const QuantizedActs& qa, int64_t n_in, int
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const int64_t n_units = n_in / P::kUnitK;
   for (int64_t un = 0; un < n_units; ++un) {
-    const uint8_t* unit = group + un * P::kUnitBytes;
-    prefetch_ahead(unit);
-    if constexpr (P::kUnitBytes > 1024) prefetch_ahead(unit + 1024);
+    P::prefetch(group, n_units, un);
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t s = un * P::kSubs + j;  // sub-block of the row
       const int64_t k0 = s * Rd::kSubK;
       __m512i lines[8];
-      P::lines(unit, j, lines);
+      P::lines(group, n_units, un, j, lines);
       __m512i dot[T];
       for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(qa.sub_bias[(t0 + t) * qa.n_sub + s]);
       for (int g = 0; g < kLines; ++g) {
@@ -78,7 +77,7 @@ void gemv_group(const uint8_t* group, const QuantizedActs& qa, int64_t n_in, int
         }
       }
       __m512 scale, min;
-      P::scales(unit, j, scale, min);
+      P::scales(group, n_units, un, j, scale, min);
       const int64_t b = k0 / 32;
       for (int t = 0; t < T; ++t) {
         const float d = qa.d[(t0 + t) * qa.nb + b];
@@ -139,14 +138,13 @@ void expand_group(const uint8_t* group, int64_t n_in, Int8Panel& pn) {
   constexpr int kLines = Rd::kSubK / 4;
   const int64_t n_units = n_in / P::kUnitK;
   for (int64_t un = 0; un < n_units; ++un) {
-    const uint8_t* unit = group + un * P::kUnitBytes;
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t s = un * P::kSubs + j;
       __m512i lines[8];
-      P::lines(unit, j, lines);
+      P::lines(group, n_units, un, j, lines);
       for (int g = 0; g < kLines; ++g) _mm512_store_si512(pn.u + (s * kLines + g) * 64, lines[g]);
       __m512 scale, min;
-      P::scales(unit, j, scale, min);
+      P::scales(group, n_units, un, j, scale, min);
       _mm512_store_ps(pn.scale + s * kPanelRows, scale);
       if (pn.min != nullptr) _mm512_store_ps(pn.min + s * kPanelRows, min);
     }

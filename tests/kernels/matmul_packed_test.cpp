@@ -114,7 +114,7 @@ TEST(MatmulPacked, SizesAgainstGguf) {
   EXPECT_DOUBLE_EQ(ratio(DType::q4_1), 1.0);
   EXPECT_DOUBLE_EQ(ratio(DType::q8_0), 1.0);
   EXPECT_LT(ratio(DType::q4_K), 1.03);
-  EXPECT_LT(ratio(DType::q6_K), 1.31);
+  EXPECT_LT(ratio(DType::q6_K), 1.32);  // its header padded to whole cache lines
 }
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPacked, testing::ValuesIn(test::kInt8Types),
