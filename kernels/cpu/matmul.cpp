@@ -63,22 +63,8 @@ void matmul_rows_scalar(const MatmulProblem& p, int64_t row_begin, int64_t row_e
   }
 }
 
-bool int8_supports(DType t) {
-  switch (t) {
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q4_1:
-    case DType::q5_0:
-    case DType::q5_1:
-    case DType::q4_K:
-    case DType::q5_K:
-    case DType::q6_K: return true;
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: return false;
-  }
-  return false;
-}
+// Every GGUF block type has an int8 reader (int8_unpack_avx512.hpp).
+bool int8_supports(DType t) { return is_quantized(t); }
 
 int32_t int8_offset(DType t) {
   switch (t) {

@@ -11,6 +11,7 @@
 // the activations' sums, and the min into an f32 term.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -57,6 +58,12 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
 
 // y rows [row_begin, row_end) for all tokens of p from the quantized x.
 void matmul_rows_int8(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end);
+
+// Per-thread grow-only scratch, 64-byte aligned, valid until the same thread
+// asks for the same slot again: the quantized activations (by the calling
+// thread) and the int8 panel of a GEMM (by each worker).
+enum class Int8Scratch { acts, panel };
+uint8_t* int8_scratch(Int8Scratch slot, size_t bytes);
 
 // Below this many tokens the int8 path is a GEMV over the weights as stored;
 // from it on, a GEMM over panels of weights unpacked to int8.

@@ -20,26 +20,6 @@ namespace {
 
 using namespace cpu;  // NOLINT: the readers and SIMD helpers of this path
 
-// Grow-only 64-byte-aligned storage of one thread.
-struct Arena {
-  uint8_t* data = nullptr;
-  size_t capacity = 0;
-  Arena() = default;
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  ~Arena() { ::operator delete(data, std::align_val_t{64}); }
-  uint8_t* get(size_t n) {
-    if (n > capacity) {
-      ::operator delete(data, std::align_val_t{64});
-      data = nullptr;
-      capacity = 0;
-      data = static_cast<uint8_t*>(::operator new(n, std::align_val_t{64}));
-      capacity = n;
-    }
-    return data;
-  }
-};
-
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
 // ---- Activations ----
@@ -248,14 +228,13 @@ void vnni_panel_tiles(const Int8Panel& pn, const QuantizedActs& qa, float* y, in
 
 template <class Rd>
 void gemm_rows(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
-  thread_local Arena arena;
   Int8Panel pn;
   pn.sub_k = Rd::kSubK;
   pn.n_sub = p.n_in / Rd::kSubK;
   pn.offset = Rd::kOffset;
   const size_t u_bytes = round64(static_cast<size_t>(p.n_in) * kPanelRows);
   const size_t f_bytes = round64(static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float));
-  uint8_t* mem = arena.get(u_bytes + 2 * f_bytes);
+  uint8_t* mem = int8_scratch(Int8Scratch::panel, u_bytes + 2 * f_bytes);
   pn.u = mem;
   pn.scale = reinterpret_cast<float*>(mem + u_bytes);
   pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
@@ -277,7 +256,30 @@ void rows_for(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin
   }
 }
 
+// Grow-only 64-byte-aligned storage of one thread.
+struct Arena {
+  uint8_t* data = nullptr;
+  size_t capacity = 0;
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { ::operator delete(data, std::align_val_t{64}); }
+};
+
 }  // namespace
+
+uint8_t* int8_scratch(Int8Scratch slot, size_t bytes) {
+  thread_local Arena arenas[2];
+  Arena& a = arenas[slot == Int8Scratch::acts ? 0 : 1];
+  if (bytes > a.capacity) {
+    ::operator delete(a.data, std::align_val_t{64});
+    a.data = nullptr;
+    a.capacity = 0;
+    a.data = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
+    a.capacity = bytes;
+  }
+  return a.data;
+}
 
 void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   if (pn.min != nullptr) {
@@ -289,7 +291,6 @@ void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t 
 
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
                             int64_t sub_k) {
-  thread_local Arena arena;
   QuantizedActs qa;
   qa.n_tokens = n_tokens;
   qa.n_in = n_in;
@@ -303,7 +304,7 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   const size_t s_bytes = round64(static_cast<size_t>(padded * qa.n_sub) * 4);
   const size_t t_bytes = round64(static_cast<size_t>(2 * qa.nb) * sizeof(int32_t));
   const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * ldl) * 4) : 0;
-  uint8_t* mem = arena.get(q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
+  uint8_t* mem = int8_scratch(Int8Scratch::acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
   auto* q = reinterpret_cast<int8_t*>(mem);
   auto* d = reinterpret_cast<float*>(mem + q_bytes);
   auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);

@@ -15,7 +15,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <cstring>
-#include <new>
 
 #include "kernels/cpu/int8_packed_layout_avx512.hpp"
 
@@ -113,25 +112,6 @@ void gemv_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
 
 // ---- Prefill: each group expanded into an int8 panel ----
 
-struct Arena {
-  uint8_t* data = nullptr;
-  size_t capacity = 0;
-  Arena() = default;
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  ~Arena() { ::operator delete(data, std::align_val_t{64}); }
-  uint8_t* get(size_t n) {
-    if (n > capacity) {
-      ::operator delete(data, std::align_val_t{64});
-      data = nullptr;
-      capacity = 0;
-      data = static_cast<uint8_t*>(::operator new(n, std::align_val_t{64}));
-      capacity = n;
-    }
-    return data;
-  }
-};
-
 template <class P>
 void expand_group(const uint8_t* group, int64_t n_in, Int8Panel& pn) {
   using Rd = typename P::Reader;
@@ -155,14 +135,13 @@ template <class P>
 void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out, int64_t g0,
                  int64_t g1) {
   using Rd = typename P::Reader;
-  thread_local Arena arena;
   Int8Panel pn;
   pn.sub_k = Rd::kSubK;
   pn.n_sub = n_in / Rd::kSubK;
   pn.offset = Rd::kOffset;
   const size_t u_bytes = static_cast<size_t>(n_in) * kPanelRows;
   const size_t f_bytes = static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float);
-  uint8_t* mem = arena.get(u_bytes + 2 * f_bytes);
+  uint8_t* mem = detail::int8_scratch(detail::Int8Scratch::panel, u_bytes + 2 * f_bytes);
   pn.u = mem;
   pn.scale = reinterpret_cast<float*>(mem + u_bytes);
   pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;

@@ -1,13 +1,16 @@
-// Shared by the int8-path tests (matmul_int8_test.cpp, matmul_packed_test.cpp):
-// weights with their exact dequantization, and the two references of the
-// int8 path (see matmul_int8_test.cpp).
+// Shared by the matmul tests: weights with their exact dequantization, and
+// the two references of the int8 path (see matmul_int8_test.cpp) with the
+// check of a result against them.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
@@ -103,6 +106,22 @@ inline Expected expected(const std::vector<float>& x, const Weights& w, int64_t 
     }
   }
   return e;
+}
+
+// Checks y [n_tokens, n_out] against both references; reports at most 5
+// outputs, each with `what` (the type, path and shape).
+inline void expect_int8_result(const std::vector<float>& y, const Expected& e, int64_t n_out, const std::string& what) {
+  int bad = 0;
+  for (size_t i = 0; i < y.size() && bad < 5; ++i) {
+    const double err_q = std::abs(double(y[i]) - e.y_q[i]);
+    const double err = std::abs(double(y[i]) - e.y[i]);
+    if (!(err_q <= kRelTol * e.scale_q[i]) || !(err <= e.bound[i])) {
+      ++bad;
+      ADD_FAILURE() << what << " token " << i / static_cast<size_t>(n_out) << " row " << i % static_cast<size_t>(n_out)
+                    << ": got " << y[i] << ", want " << e.y_q[i] << " (scale " << e.scale_q[i]
+                    << "), f32 activations " << e.y[i] << " (bound " << e.bound[i] << ")";
+    }
+  }
 }
 
 }  // namespace troupe::test

@@ -58,18 +58,9 @@ TEST_P(MatmulPacked, MatchesQuantizedActivationsAndStaysWithinTheirError) {
           const AmxSwitch use_amx(amx);
           std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
           kernels::matmul_int8_packed(y.data(), x.data(), p.bytes.get(), t, n_tokens, n_in, n_out, pool);
-          int bad = 0;
-          for (size_t i = 0; i < y.size() && bad < 5; ++i) {
-            const double err_q = std::abs(double(y[i]) - e.y_q[i]);
-            const double err = std::abs(double(y[i]) - e.y[i]);
-            if (!(err_q <= kRelTol * e.scale_q[i]) || !(err <= e.bound[i])) {
-              ++bad;
-              ADD_FAILURE() << dtype_name(t) << (amx ? " amx" : " vnni") << " n_tokens " << n_tokens << " n_in "
-                            << n_in << " n_out " << n_out << " token " << i / n_out << " row " << i % n_out
-                            << ": got " << y[i] << ", want " << e.y_q[i] << " (scale " << e.scale_q[i]
-                            << "), f32 activations " << e.y[i] << " (bound " << e.bound[i] << ")";
-            }
-          }
+          test::expect_int8_result(y, e, n_out, std::string(dtype_name(t)) + (amx ? " amx" : " vnni") + " n_tokens " +
+                                                    std::to_string(n_tokens) + " n_in " + std::to_string(n_in) +
+                                                    " n_out " + std::to_string(n_out));
         }
       }
     }

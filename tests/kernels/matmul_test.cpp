@@ -23,32 +23,17 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "int8_reference.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe {
 namespace {
 
-constexpr double kRelTol = 1e-5;
+using test::kRelTol;
 
-// A weight matrix [n_out, n_in] in dtype t, plus its exact f32 dequantization.
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> deq;
-};
-
-Weights make_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n_in) {
-  const std::vector<float> src = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
-  const int64_t rb = row_bytes(t, n_in);
-  Weights w;
-  w.bytes.resize(static_cast<size_t>(n_out * rb));
-  w.deq.resize(src.size());
-  for (int64_t r = 0; r < n_out; ++r) {
-    quantize_row(t, src.data() + r * n_in, w.bytes.data() + r * rb, n_in);
-    dequantize_row(t, w.bytes.data() + r * rb, w.deq.data() + r * n_in, n_in);
-  }
-  return w;
-}
+using test::make_weights;
+using test::Weights;
 
 struct Reference {
   std::vector<double> y;      // [n_tokens, n_out]
