@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
 #include "model/model.hpp"
+#include "model/model_stage.hpp"
 #include "tests/exact_math.hpp"
 
 namespace troupe {
@@ -39,20 +41,33 @@ struct StepCheck {
   int steps = 0;
 };
 
-// Logits of every prefix prompt + continuation[0..i), i < continuation.size().
+// Logits after prompt + continuation[0..i) for every i < continuation.size(),
+// from one forward over the whole sequence (a row per position asked for).
+// The int8 path gives a token the same bits in a batch as alone
+// (matmul_packed_test.cpp), so this is what step-by-step decode gives.
 std::vector<std::vector<float>> step_logits(const std::shared_ptr<const Model>& model, bool exact,
                                             const std::vector<int32_t>& prompt,
                                             const std::vector<int32_t>& continuation) {
   set_exact_math(exact);
-  CpuBackend backend({.n_threads = 2});  // packs the weights unless exact
-  Generator gen(model, backend, {.n_ctx = 512});
-  std::vector<std::vector<float>> out;
-  std::vector<int32_t> seq = prompt;
-  for (int32_t next : continuation) {
-    out.push_back(gen.prompt_logits(seq));
-    seq.push_back(next);
-  }
+  CpuBackend backend({.n_threads = 2});  // repacks the weights unless exact
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), continuation.begin(), continuation.end() - 1);
+  const auto n = static_cast<int32_t>(tokens.size());
+  const int64_t n_blocks = (n + 15) / 16;
+  ModelStage stage(model, backend,
+                   {.max_tokens = n, .max_seqs = 1, .n_kv_blocks = n_blocks, .kv_block_size = 16});
+  std::vector<int32_t> table;
+  for (int32_t b = 0; b < n_blocks; ++b) table.push_back(b);
+  const auto rows = static_cast<int32_t>(continuation.size());
+  const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = rows};
+  const int64_t n_vocab = model->config().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(rows * n_vocab));
+  stage.forward({.tokens = tokens, .seqs = std::span(&seq, 1)}, nullptr, logits.data());
   set_exact_math(false);
+  std::vector<std::vector<float>> out;
+  for (int32_t r = 0; r < rows; ++r) {
+    out.emplace_back(logits.begin() + r * n_vocab, logits.begin() + (r + 1) * n_vocab);
+  }
   return out;
 }
 
