@@ -121,7 +121,7 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
     // The activations are quantized once, by the calling thread, for all.
     const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
     const detail::QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, gemv, detail::int8_offset(wtype),
-                                                             detail::int8_sub_k(wtype));
+                                                             detail::int8_sub_k(wtype), &pool);
     pool.parallel_for(n_units, [&](int64_t u0, int64_t u1) {
       detail::matmul_rows_int8(p, qa, u0 * unit, std::min(u1 * unit, n_out));
     });

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 
 namespace troupe::kernels::detail {
@@ -51,10 +52,10 @@ int32_t int8_offset(DType t);
 int64_t int8_sub_k(DType t);
 
 // Quantizes x into storage owned by the calling thread (valid until it calls
-// again), with the sums for `offset` and `sub_k`. `lanes`: also fill the
-// per-lane arrays.
+// again), with the sums for `offset` and `sub_k`; the rows of a prefill are
+// split over `pool` when one is given. `lanes`: also fill the per-lane arrays.
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
-                            int64_t sub_k);
+                            int64_t sub_k, ThreadPool* pool = nullptr);
 
 // y rows [row_begin, row_end) for all tokens of p from the quantized x.
 void matmul_rows_int8(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end);

@@ -290,7 +290,7 @@ void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t 
 }
 
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
-                            int64_t sub_k) {
+                            int64_t sub_k, ThreadPool* pool) {
   QuantizedActs qa;
   qa.n_tokens = n_tokens;
   qa.n_in = n_in;
@@ -302,7 +302,7 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   const size_t q_bytes = round64(static_cast<size_t>(padded * qa.ldq));
   const size_t d_bytes = round64(static_cast<size_t>(padded * qa.nb) * sizeof(float));
   const size_t s_bytes = round64(static_cast<size_t>(padded * qa.n_sub) * 4);
-  const size_t t_bytes = round64(static_cast<size_t>(2 * qa.nb) * sizeof(int32_t));
+  const size_t t_bytes = round64(static_cast<size_t>(padded * 2 * qa.nb) * sizeof(int32_t));
   const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * ldl) * 4) : 0;
   uint8_t* mem = int8_scratch(Int8Scratch::acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
   auto* q = reinterpret_cast<int8_t*>(mem);
@@ -311,22 +311,32 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
   auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 2 * s_bytes);
   const int64_t per_sub = sub_k / 16;
-  for (int64_t t = 0; t < padded; ++t) {
-    int8_t* qt = q + t * qa.ldq;
-    float* dt = d + t * qa.nb;
-    if (t < n_tokens) {
-      quantize_row(x + t * n_in, n_in, qa.nb, qt, dt, sum16);
-    } else {  // padding rows
-      std::memset(qt, 0, static_cast<size_t>(qa.ldq));
-      std::fill(dt, dt + qa.nb, 0.0f);
-      std::fill(sum16, sum16 + 2 * qa.nb, 0);
+  auto rows = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int8_t* qt = q + t * qa.ldq;
+      float* dt = d + t * qa.nb;
+      int32_t* st = sum16 + t * 2 * qa.nb;
+      if (t < n_tokens) {
+        quantize_row(x + t * n_in, n_in, qa.nb, qt, dt, st);
+      } else {  // padding rows
+        std::memset(qt, 0, static_cast<size_t>(qa.ldq));
+        std::fill(dt, dt + qa.nb, 0.0f);
+        std::fill(st, st + 2 * qa.nb, 0);
+      }
+      for (int64_t k = 0; k < qa.n_sub; ++k) {
+        int32_t sum = 0;
+        for (int64_t i = 0; i < per_sub; ++i) sum += st[k * per_sub + i];
+        sub_bias[t * qa.n_sub + k] = -offset * sum;
+        sub_dsum[t * qa.n_sub + k] = dt[k * sub_k / 32] * static_cast<float>(sum);
+      }
     }
-    for (int64_t k = 0; k < qa.n_sub; ++k) {
-      int32_t sum = 0;
-      for (int64_t i = 0; i < per_sub; ++i) sum += sum16[k * per_sub + i];
-      sub_bias[t * qa.n_sub + k] = -offset * sum;
-      sub_dsum[t * qa.n_sub + k] = dt[k * sub_k / 32] * static_cast<float>(sum);
-    }
+  };
+  // A prefill's rows are quantized by all threads (done by the caller alone,
+  // it was a serial part of every prefill matmul); a decode's few inline.
+  if (pool != nullptr && n_tokens >= kInt8GemmMinTokens) {
+    pool->parallel_for(padded, rows);
+  } else {
+    rows(0, padded);
   }
   qa.q = q;
   qa.d = d;

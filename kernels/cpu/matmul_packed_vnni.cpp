@@ -210,7 +210,7 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
   if (n_tokens <= 0 || n_out <= 0) return;
   const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
   const QuantizedActs qa =
-      detail::quantize_acts(x, n_tokens, n_in, false, detail::int8_offset(t), detail::int8_sub_k(t));
+      detail::quantize_acts(x, n_tokens, n_in, false, detail::int8_offset(t), detail::int8_sub_k(t), &pool);
   const auto* bytes = static_cast<const uint8_t*>(packed);
   // Threads take whole units of rows (3 groups of 16), as matmul does.
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
