@@ -121,4 +121,12 @@ bool exact_math() { return g_exact_math.load(std::memory_order_relaxed); }
 
 void set_exact_math(bool on) { g_exact_math.store(on, std::memory_order_relaxed); }
 
+std::string cpu_math_summary() {
+  std::string s = std::string(isa_name(active_isa())) + " kernels, ";
+  if (exact_math() || active_isa() != Isa::avx512 || !cpu_has_avx512_vnni()) {
+    return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
+  }
+  return s + "int8 activations for quantized weights (VNNI" + (amx_enabled() ? ", AMX prefill)" : ")");
+}
+
 }  // namespace troupe

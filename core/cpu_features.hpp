@@ -3,6 +3,7 @@
 // supports is used unless a test or a setting forces another.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace troupe {
@@ -38,5 +39,9 @@ void set_amx_enabled(bool on);
 // quantization error. Process-wide; `--exact-math` turns it on.
 bool exact_math();
 void set_exact_math(bool on);
+
+// What quantized matmuls run on here, for logs: e.g. "avx512 kernels, int8
+// activations (VNNI, AMX prefill)" or "avx2 kernels, f32 activations".
+std::string cpu_math_summary();
 
 }  // namespace troupe

@@ -129,12 +129,12 @@ void run_generate(const GenerateArgs& a) {
     const GenerateStats& s = gen.stats();
     std::fprintf(stderr,
                  "troupe: %lld prompt tokens in %.3f s (%.1f tok/s), %lld generated in %.3f s (%.1f tok/s), "
-                 "%s, %d CPU threads, %s kernels\n",
+                 "%s, %d CPU threads, %s\n",
                  static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
                  s.prefill_seconds > 0 ? static_cast<double>(s.prompt_tokens) / s.prefill_seconds : 0.0,
                  static_cast<long long>(s.generated_tokens), s.decode_seconds,
                  s.decode_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.decode_seconds : 0.0,
-                 where.c_str(), cpu_threads, std::string(isa_name(active_isa())).c_str());
+                 where.c_str(), cpu_threads, cpu_math_summary().c_str());
   }
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "net/pipeline_client.hpp"
 #include "net/replica_router.hpp"
@@ -177,7 +178,7 @@ void run_serve(const ServeArgs& a) {
   apply_cpu_options(a.cpu);
   const net::ServeConfig cfg = resolve(a);
   const std::string model_path = cfg.pipeline.model_path;
-  std::fprintf(stderr, "troupe serve: loading %s\n", model_path.c_str());
+  std::fprintf(stderr, "troupe serve: loading %s (CPU: %s)\n", model_path.c_str(), cpu_math_summary().c_str());
   const auto on_progress = [](const net::LoadState& s) {
     if (s.failed) return;
     std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());

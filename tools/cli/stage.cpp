@@ -21,6 +21,7 @@
 #include "actors/pipeline.hpp"
 #include "actors/remote_stage.hpp"
 #include "actors/stage_worker.hpp"
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
@@ -99,7 +100,7 @@ void run_stage(const StageArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string path = a.model.empty() ? default_model_path() : a.model;
-  std::fprintf(stderr, "troupe stage: loading %s\n", path.c_str());
+  std::fprintf(stderr, "troupe stage: loading %s (CPU: %s)\n", path.c_str(), cpu_math_summary().c_str());
   std::shared_ptr<const Model> model = Model::load(path);
 
   caf::actor_system_config cfg;
