@@ -51,62 +51,89 @@ void pack_groups(uint8_t* dst, const uint8_t* w, int64_t w_row, int64_t n_in, in
 
 // The arithmetic per token and sub-block is vnni_panel_tile's (and the AMX
 // kernel's): an integer dot seeded with the bias, then one scaling.
-template <class P, int T>
-void gemv_group(const uint8_t* group, const QuantizedActs& qa, int64_t n_in, int64_t t0, float* y, int64_t ldy,
-                int64_t n_rows) {
+// G groups side by side (two streams in flight for the one- and two-token
+// decode), T tokens each.
+template <class P, int G, int T>
+void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int64_t n_in, int64_t t0,
+                float* const (&ys)[G], int64_t ldy, const int64_t (&n_rows)[G]) {
   using Rd = typename P::Reader;
   constexpr int kLines = Rd::kSubK / 4;
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  __m512 acc[G][T];
+  for (int i = 0; i < G; ++i) {
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  }
   const int64_t n_units = n_in / P::kUnitK;
   for (int64_t un = 0; un < n_units; ++un) {
-    P::prefetch(group, n_units, un);
+    for (int i = 0; i < G; ++i) P::prefetch(groups[i], n_units, un);
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t s = un * P::kSubs + j;  // sub-block of the row
       const int64_t k0 = s * Rd::kSubK;
-      __m512i lines[8];
-      P::lines(group, n_units, un, j, lines);
-      __m512i dot[T];
-      for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(qa.sub_bias[(t0 + t) * qa.n_sub + s]);
-      for (int g = 0; g < kLines; ++g) {
-        for (int t = 0; t < T; ++t) {
-          int32_t x4;
-          std::memcpy(&x4, qa.q + (t0 + t) * qa.ldq + k0 + 4 * g, sizeof x4);
-          dot[t] = _mm512_dpbusd_epi32(dot[t], lines[g], _mm512_set1_epi32(x4));
-        }
-      }
-      __m512 scale, min;
-      P::scales(group, n_units, un, j, scale, min);
       const int64_t b = k0 / 32;
-      for (int t = 0; t < T; ++t) {
-        const float d = qa.d[(t0 + t) * qa.nb + b];
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(scale, _mm512_set1_ps(d)), acc[t]);
-        if constexpr (Rd::kMin) {
-          acc[t] = _mm512_fmadd_ps(min, _mm512_set1_ps(qa.sub_dsum[(t0 + t) * qa.n_sub + s]), acc[t]);
+      for (int i = 0; i < G; ++i) {
+        __m512i lines[8];
+        P::lines(groups[i], n_units, un, j, lines);
+        __m512i dot[T];
+        for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(qa.sub_bias[(t0 + t) * qa.n_sub + s]);
+        for (int g = 0; g < kLines; ++g) {
+          for (int t = 0; t < T; ++t) {
+            int32_t x4;
+            std::memcpy(&x4, qa.q + (t0 + t) * qa.ldq + k0 + 4 * g, sizeof x4);
+            dot[t] = _mm512_dpbusd_epi32(dot[t], lines[g], _mm512_set1_epi32(x4));
+          }
+        }
+        __m512 scale, min;
+        P::scales(groups[i], n_units, un, j, scale, min);
+        for (int t = 0; t < T; ++t) {
+          const float d = qa.d[(t0 + t) * qa.nb + b];
+          acc[i][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(scale, _mm512_set1_ps(d)), acc[i][t]);
+          if constexpr (Rd::kMin) {
+            acc[i][t] = _mm512_fmadd_ps(min, _mm512_set1_ps(qa.sub_dsum[(t0 + t) * qa.n_sub + s]), acc[i][t]);
+          }
         }
       }
     }
   }
-  const __mmask16 m = tail_mask(n_rows);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, m, acc[t]);
+  for (int i = 0; i < G; ++i) {
+    const __mmask16 m = tail_mask(n_rows[i]);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, acc[i][t]);
+  }
+}
+
+template <class P, int T>
+void gemv_tokens(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in,
+                 int64_t n_out, int64_t g, bool pair, int64_t t0) {
+  auto rows = [&](int64_t gi) { return std::min<int64_t>(kGroupRows, n_out - gi * kGroupRows); };
+  if constexpr (T <= 2) {
+    if (pair) {
+      const uint8_t* const groups[2] = {packed + g * stride, packed + (g + 1) * stride};
+      float* const ys[2] = {y + g * kGroupRows, y + (g + 1) * kGroupRows};
+      const int64_t n_rows[2] = {rows(g), rows(g + 1)};
+      gemv_group<P, 2, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
+      return;
+    }
+  }
+  const uint8_t* const groups[1] = {packed + g * stride};
+  float* const ys[1] = {y + g * kGroupRows};
+  const int64_t n_rows[1] = {rows(g)};
+  gemv_group<P, 1, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
 }
 
 template <class P>
 void gemv_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out, int64_t g0,
                  int64_t g1) {
   const int64_t stride = group_bytes<P>(n_in);
-  for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* group = packed + g * stride;
-    const int64_t n_rows = std::min<int64_t>(kGroupRows, n_out - g * kGroupRows);
-    float* yg = y + g * kGroupRows;
+  for (int64_t g = g0; g < g1;) {
+    const bool pair = qa.n_tokens <= 2 && g + 1 < g1;
     for (int64_t t0 = 0; t0 < qa.n_tokens; t0 += 4) {
       switch (std::min<int64_t>(4, qa.n_tokens - t0)) {
-        case 1: gemv_group<P, 1>(group, qa, n_in, t0, yg, n_out, n_rows); break;
-        case 2: gemv_group<P, 2>(group, qa, n_in, t0, yg, n_out, n_rows); break;
-        case 3: gemv_group<P, 3>(group, qa, n_in, t0, yg, n_out, n_rows); break;
-        default: gemv_group<P, 4>(group, qa, n_in, t0, yg, n_out, n_rows); break;
+        case 1: gemv_tokens<P, 1>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
+        case 2: gemv_tokens<P, 2>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
+        case 3: gemv_tokens<P, 3>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
+        default: gemv_tokens<P, 4>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
       }
     }
+    g += pair ? 2 : 1;
   }
 }
 
