@@ -87,15 +87,6 @@ bool cpu_has_avx512_vnni() {
 #endif
 }
 
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
-  return has;
-#else
-  return false;
-#endif
-}
-
 bool cpu_has_amx() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("amx-tile") &&

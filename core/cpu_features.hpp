@@ -21,11 +21,10 @@ Isa active_isa();
 void force_isa(Isa isa);
 
 // Extensions used beside the AVX-512 path, each checked with the OS's consent:
-// int8 dot products (vpdpbusd), bf16 dot products (vdpbf16ps), and AMX tiles
-// (int8 and bf16; on Linux the first call asks for the tile state with
-// arch_prctl(ARCH_REQ_XCOMP_PERM) and reports false if refused).
+// int8 dot products (vpdpbusd) and AMX tiles (int8 and bf16; on Linux the
+// first call asks for the tile state with arch_prctl(ARCH_REQ_XCOMP_PERM)
+// and reports false if refused).
 bool cpu_has_avx512_vnni();
-bool cpu_has_avx512_bf16();
 bool cpu_has_amx();
 // Whether the AMX kernels may be used: cpu_has_amx() and not turned off
 // (tests compare the two paths; `TROUPE_NO_AMX=1` turns it off for a run).

@@ -66,18 +66,6 @@ void matmul_rows_scalar(const MatmulProblem& p, int64_t row_begin, int64_t row_e
 // Every GGUF block type has an int8 reader (int8_unpack_avx512.hpp).
 bool int8_supports(DType t) { return is_quantized(t); }
 
-int32_t int8_offset(DType t) {
-  switch (t) {
-    case DType::q8_0: return 128;
-    case DType::q4_0: return 8;
-    case DType::q5_0: return 16;
-    case DType::q6_K: return 32;
-    default: return 0;
-  }
-}
-
-int64_t int8_sub_k(DType t) { return t == DType::q6_K ? 16 : 32; }
-
 }  // namespace detail
 
 void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_tokens, int64_t n_in, int64_t n_out,
@@ -118,13 +106,7 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
   const int64_t n_units = (n_out + unit - 1) / unit;
 #if defined(__x86_64__) || defined(__i386__)
   if (!exact_math() && detail::int8_supports(wtype) && active_isa() == Isa::avx512 && cpu_has_avx512_vnni()) {
-    // The activations are quantized once, by the calling thread, for all.
-    const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
-    const detail::QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, gemv, detail::int8_offset(wtype),
-                                                             detail::int8_sub_k(wtype), &pool);
-    pool.parallel_for(n_units, [&](int64_t u0, int64_t u1) {
-      detail::matmul_rows_int8(p, qa, u0 * unit, std::min(u1 * unit, n_out));
-    });
+    detail::matmul_int8(p, pool);
     return;
   }
 #endif

@@ -25,9 +25,9 @@ inline constexpr int64_t kLaneInputs = 4;
 
 // x[n_tokens, n_in] quantized: per block b of 32 inputs of token t,
 // x ≈ d[t][b] * q[t][32 b .. 32 b + 32). Rows are padded with zeros to whole
-// pairs of blocks (64 inputs), so a 512-bit load never leaves a row, and the
-// token count to a multiple of kActTokenPad with zero rows, so a 16-row tile
-// load never leaves the buffer.
+// pairs of blocks (64 inputs), so a 512-bit load never leaves a row, and, for
+// a GEMM, the token count to a multiple of kActTokenPad with zero rows, so a
+// 16-row tile load never leaves the buffer.
 inline constexpr int64_t kActTokenPad = 16;
 struct QuantizedActs {
   int64_t n_tokens = 0;
@@ -45,11 +45,9 @@ struct QuantizedActs {
   const float* lane_dsum = nullptr;    // [n_tokens, ldq / 4]: d * (sum of the lane's 4 q)
 };
 
-// Whether the int8 path reads this weight type; its offset (see above) and
-// sub-block (inputs sharing one weight scale: 32, or 16 for q6_K).
+// Whether the int8 path reads this weight type (every GGUF block type; the
+// offset and sub-block of each are its reader's, int8_unpack_avx512.hpp).
 bool int8_supports(DType t);
-int32_t int8_offset(DType t);
-int64_t int8_sub_k(DType t);
 
 // Quantizes x into storage owned by the calling thread (valid until it calls
 // again), with the sums for `offset` and `sub_k`; the rows of a prefill are
@@ -57,8 +55,9 @@ int64_t int8_sub_k(DType t);
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
                             int64_t sub_k, ThreadPool* pool = nullptr);
 
-// y rows [row_begin, row_end) for all tokens of p from the quantized x.
-void matmul_rows_int8(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end);
+// y = x · W^T for p over weights as stored: quantizes x, then splits whole
+// row units over the pool (as matmul does).
+void matmul_int8(const MatmulProblem& p, ThreadPool& pool);
 
 // Per-thread grow-only scratch, 64-byte aligned, valid until the same thread
 // asks for the same slot again: the quantized activations (by the calling

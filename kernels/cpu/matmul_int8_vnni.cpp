@@ -247,13 +247,21 @@ void gemm_rows(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begi
   }
 }
 
+// Quantizes x once (rows split over the pool) with Rd's offset and
+// sub-block, then runs whole row units on every thread.
 template <class Rd>
-void rows_for(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
-  if (qa.lane_d != nullptr) {
-    gemv_rows<Rd>(p, qa, row_begin, row_end);
-  } else {
-    gemm_rows<Rd>(p, qa, row_begin, row_end);
-  }
+void run_int8(const MatmulProblem& p, ThreadPool& pool) {
+  const bool gemv = p.n_tokens < kInt8GemmMinTokens;
+  const QuantizedActs qa = quantize_acts(p.x, p.n_tokens, p.n_in, gemv, Rd::kOffset, Rd::kSubK, &pool);
+  const int64_t unit = kMatmulRowUnit;
+  pool.parallel_for((p.n_out + unit - 1) / unit, [&](int64_t u0, int64_t u1) {
+    const int64_t r0 = u0 * unit, r1 = std::min(u1 * unit, p.n_out);
+    if (gemv) {
+      gemv_rows<Rd>(p, qa, r0, r1);
+    } else {
+      gemm_rows<Rd>(p, qa, r0, r1);
+    }
+  });
 }
 
 // Grow-only 64-byte-aligned storage of one thread.
@@ -297,7 +305,9 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   qa.ldq = (n_in + 63) / 64 * 64;
   qa.nb = qa.ldq / 32;
   qa.n_sub = qa.ldq / sub_k;
-  const int64_t padded = (n_tokens + kActTokenPad - 1) / kActTokenPad * kActTokenPad;
+  // Only a GEMM meets AMX's 16-row tiles; a decode's rows stay unpadded.
+  const int64_t padded = n_tokens < kInt8GemmMinTokens ? n_tokens
+                                                       : (n_tokens + kActTokenPad - 1) / kActTokenPad * kActTokenPad;
   const int64_t ldl = qa.ldq / kLaneInputs;
   const size_t q_bytes = round64(static_cast<size_t>(padded * qa.ldq));
   const size_t d_bytes = round64(static_cast<size_t>(padded * qa.nb) * sizeof(float));
@@ -371,16 +381,16 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   return qa;
 }
 
-void matmul_rows_int8(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begin, int64_t row_end) {
+void matmul_int8(const MatmulProblem& p, ThreadPool& pool) {
   switch (p.wtype) {
-    case DType::q8_0: return rows_for<RdQ8_0>(p, qa, row_begin, row_end);
-    case DType::q4_0: return rows_for<RdQ4_0>(p, qa, row_begin, row_end);
-    case DType::q4_1: return rows_for<RdQ4_1>(p, qa, row_begin, row_end);
-    case DType::q5_0: return rows_for<RdQ5_0>(p, qa, row_begin, row_end);
-    case DType::q5_1: return rows_for<RdQ5_1>(p, qa, row_begin, row_end);
-    case DType::q4_K: return rows_for<RdQ4_K>(p, qa, row_begin, row_end);
-    case DType::q5_K: return rows_for<RdQ5_K>(p, qa, row_begin, row_end);
-    case DType::q6_K: return rows_for<RdQ6_K>(p, qa, row_begin, row_end);
+    case DType::q8_0: return run_int8<RdQ8_0>(p, pool);
+    case DType::q4_0: return run_int8<RdQ4_0>(p, pool);
+    case DType::q4_1: return run_int8<RdQ4_1>(p, pool);
+    case DType::q5_0: return run_int8<RdQ5_0>(p, pool);
+    case DType::q5_1: return run_int8<RdQ5_1>(p, pool);
+    case DType::q4_K: return run_int8<RdQ4_K>(p, pool);
+    case DType::q5_K: return run_int8<RdQ5_K>(p, pool);
+    case DType::q6_K: return run_int8<RdQ6_K>(p, pool);
     case DType::f32:
     case DType::f16:
     case DType::bf16: break;  // never routed here (int8_supports)

@@ -236,14 +236,14 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
                         int64_t n_out, ThreadPool& pool) {
   if (n_tokens <= 0 || n_out <= 0) return;
   const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
-  const QuantizedActs qa =
-      detail::quantize_acts(x, n_tokens, n_in, false, detail::int8_offset(t), detail::int8_sub_k(t), &pool);
   const auto* bytes = static_cast<const uint8_t*>(packed);
   // Threads take whole units of rows (3 groups of 16), as matmul does.
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
   const int64_t groups = n_groups(n_out);
   const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
   with_layout(t, [&]<class P>() {
+    using Rd = typename P::Reader;
+    const QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);
     pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
       const int64_t g0 = u0 * kGroupsPerUnit, g1 = std::min(u1 * kGroupsPerUnit, groups);
       if (gemv) {
