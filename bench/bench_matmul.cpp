@@ -4,9 +4,10 @@
 // weight traffic, and (model110m/...) the tokens per second of all of a
 // forward pass's matmuls. `--isa=scalar|avx2|avx512` forces a SIMD path;
 // `--exact-math` keeps f32 activations for quantized weights (no int8 path);
-// `--no-amx` keeps the int8 GEMM on VNNI where the CPU has AMX; `--packed`
-// times the matmul benchmarks on weights repacked for the int8 path
-// (kernels/cpu/int8_packed.hpp), as the CPU backend runs them.
+// `--no-amx` keeps the GEMMs off AMX where the CPU has it; `--packed` times
+// the matmul benchmarks on weights repacked for the int8 path
+// (kernels/cpu/int8_packed.hpp) or, for f16/bf16, the bf16 path
+// (kernels/cpu/bf16_packed.hpp), as the CPU backend runs them.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 #include "kernels/cpu_kernels.hpp"
 
@@ -59,15 +61,21 @@ const std::vector<uint8_t>& weights(DType t, Shape s) {
   return w;
 }
 
-// W repacked for the int8 path (empty when this CPU has none).
+bool int8_packed(DType t) { return !troupe::exact_math() && troupe::kernels::int8_packing_available(t); }
+bool bf16_packed(DType t) { return !troupe::exact_math() && troupe::kernels::bf16_packing_available(t); }
+
+// W repacked for the int8 or bf16 path (empty when this CPU has neither).
 const std::vector<uint8_t>& packed_weights(DType t, Shape s) {
   static std::map<std::tuple<DType, int64_t, int64_t>, std::vector<uint8_t>> cache;
   auto& p = cache[{t, s.n_out, s.n_in}];
-  if (p.empty() && troupe::kernels::int8_packing_available(t)) {
-    troupe::ThreadPool tp(1);
-    // +64: pack_int8 wants 64-byte alignment; the vector's data is aligned up.
+  troupe::ThreadPool tp(1);
+  // +64: the packers want 64-byte alignment; the vector's data is aligned up.
+  if (p.empty() && int8_packed(t)) {
     p.resize(static_cast<size_t>(troupe::kernels::int8_packed_bytes(t, s.n_in, s.n_out) + 64));
     troupe::kernels::pack_int8(aligned(p.data()), weights(t, s).data(), t, s.n_in, s.n_out, tp);
+  } else if (p.empty() && bf16_packed(t)) {
+    p.resize(static_cast<size_t>(troupe::kernels::bf16_packed_bytes(s.n_in, s.n_out) + 64));
+    troupe::kernels::pack_bf16(aligned(p.data()), weights(t, s).data(), t, s.n_in, s.n_out, tp);
   }
   return p;
 }
@@ -87,11 +95,13 @@ void bm_matmul(benchmark::State& state, DType t, Shape s, int64_t n_tokens, int 
   for (float& v : x) v = dist(rng);
   std::vector<float> y(static_cast<size_t>(n_tokens * s.n_out));
   troupe::ThreadPool& tp = pool(n_threads);
-  const bool packed = g_packed && troupe::kernels::int8_packing_available(t);
+  const bool packed = g_packed && (int8_packed(t) || bf16_packed(t));
   const uint8_t* pw = packed ? aligned(const_cast<uint8_t*>(packed_weights(t, s).data())) : nullptr;
   for (auto _ : state) {
-    if (packed) {
+    if (packed && int8_packed(t)) {
       troupe::kernels::matmul_int8_packed(y.data(), x.data(), pw, t, n_tokens, s.n_in, s.n_out, tp);
+    } else if (packed) {
+      troupe::kernels::matmul_bf16_packed(y.data(), x.data(), pw, n_tokens, s.n_in, s.n_out, tp);
     } else {
       troupe::kernels::matmul(y.data(), x.data(), w.data(), t, n_tokens, s.n_in, s.n_out, tp);
     }

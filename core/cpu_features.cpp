@@ -87,6 +87,15 @@ bool cpu_has_avx512_vnni() {
 #endif
 }
 
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_amx() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = isa_supported(Isa::avx512) && __builtin_cpu_supports("amx-tile") &&
@@ -117,7 +126,9 @@ std::string cpu_math_summary() {
   if (exact_math() || active_isa() != Isa::avx512 || !cpu_has_avx512_vnni()) {
     return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
   }
-  return s + "int8 activations for quantized weights (VNNI" + (amx_enabled() ? ", AMX prefill)" : ")");
+  s += "int8 activations for quantized weights (VNNI" + std::string(amx_enabled() ? ", AMX prefill)" : ")");
+  if (cpu_has_avx512_bf16() && amx_enabled()) s += ", bf16 for f16/bf16 weights (AMX prefill, vdpbf16ps decode)";
+  return s;
 }
 
 }  // namespace troupe

@@ -25,17 +25,20 @@ void force_isa(Isa isa);
 // first call asks for the tile state with arch_prctl(ARCH_REQ_XCOMP_PERM)
 // and reports false if refused).
 bool cpu_has_avx512_vnni();
+// bf16 dot products (vdpbf16ps): the bf16 path for f16/bf16 weights.
+bool cpu_has_avx512_bf16();
 bool cpu_has_amx();
 // Whether the AMX kernels may be used: cpu_has_amx() and not turned off
 // (tests compare the two paths; `TROUPE_NO_AMX=1` turns it off for a run).
 bool amx_enabled();
 void set_amx_enabled(bool on);
 
-// Exact math: matmuls over quantized weights keep f32 activations and agree
-// with the dequantized product to float rounding. Off (the default), they
-// quantize each activation row to int8 blocks once per matmul and use integer
-// dot products, as llama.cpp does: faster, within the activations'
-// quantization error. Process-wide; `--exact-math` turns it on.
+// Exact math: matmuls keep f32 activations and agree with the dequantized
+// product to float rounding. Off (the default), matmuls over quantized
+// weights quantize each activation row to int8 blocks once per matmul and use
+// integer dot products, as llama.cpp does, and, where AMX runs, matmuls over
+// f16/bf16 weights round activations (and f16 weights) to bf16 for bf16 dot
+// products: faster, within that rounding. Process-wide; `--exact-math` turns it on.
 bool exact_math();
 void set_exact_math(bool on);
 

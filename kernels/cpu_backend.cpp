@@ -3,6 +3,7 @@
 #include "kernels/cpu_backend.hpp"
 
 #include "core/cpu_features.hpp"
+#include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 
 #include <cstdlib>
@@ -83,20 +84,36 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std:
 
 namespace {
 
-// The int8 path runs on the AVX-512 kernels only (a forced AVX2 or scalar
-// path, as in the tests, keeps f32 activations).
-bool int8_path_now(DType t) {
-  return !exact_math() && active_isa() == Isa::avx512 && kernels::int8_packing_available(t);
+// The int8 and bf16 paths run on the AVX-512 kernels only (a forced AVX2 or
+// scalar path, as in the tests, keeps f32 activations). f16/bf16 weights are
+// repacked only where AMX runs the prefill: without it, vdpbf16ps is no
+// faster than the f32 kernels (docs/performance.md), so they stay exact.
+enum class Packing { none, int8, bf16 };
+Packing packing_now(DType t) {
+  if (exact_math() || active_isa() != Isa::avx512) return Packing::none;
+  if (kernels::int8_packing_available(t)) return Packing::int8;
+  if (kernels::bf16_packing_available(t)) return Packing::bf16;
+  return Packing::none;
 }
+
+bool worth_packing(Packing how) { return how == Packing::int8 || (how == Packing::bf16 && amx_enabled()); }
 
 }  // namespace
 
 Weight CpuBackend::prepare_matmul(const Weight& w) {
-  if (w.packed != nullptr || w.data == nullptr || !int8_path_now(w.type)) return w;
+  if (w.packed != nullptr || w.data == nullptr) return w;
+  const Packing how = packing_now(w.type);
+  if (!worth_packing(how)) return w;
+  const int64_t bytes = how == Packing::int8 ? kernels::int8_packed_bytes(w.type, w.n_in, w.n_out)
+                                             : kernels::bf16_packed_bytes(w.n_in, w.n_out);
   Weight out = w;
-  void* packed = weight_memory(static_cast<size_t>(kernels::int8_packed_bytes(w.type, w.n_in, w.n_out)));
+  void* packed = weight_memory(static_cast<size_t>(bytes));
   try {
-    kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_);
+    if (how == Packing::int8) {
+      kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_);
+    } else {
+      kernels::pack_bf16(packed, w.data, w.type, w.n_in, w.n_out, pool_);
+    }
   } catch (...) {
     std::free(packed);
     throw;
@@ -106,9 +123,14 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
 }
 
 void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) {
-  if (w.packed != nullptr && int8_path_now(w.type)) {
-    kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
-    return;
+  if (w.packed != nullptr) {
+    switch (packing_now(w.type)) {
+      case Packing::int8:
+        kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
+        return;
+      case Packing::bf16: kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
+      case Packing::none: break;
+    }
   }
   kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
 }

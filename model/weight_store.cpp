@@ -66,17 +66,18 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
 }
 
 void quantize_weights(ModelWeights& w, DType to, WeightStore& store, const std::string& model_path) {
-  if (to != DType::q8_0 && to != DType::q4_0) {
+  if (to != DType::q8_0 && to != DType::q4_0 && to != DType::f16 && to != DType::bf16) {
     throw Error(Errc::unsupported, model_path + ": cannot quantize weights to " + std::string(dtype_name(to)) +
-                                       "; supported: q8_0, q4_0");
+                                       "; supported: q8_0, q4_0, f16, bf16");
   }
+  const int64_t block = dtype_info(to).block_size;
   std::vector<float> row;
   for_each_matrix(w, [&](const std::string& label, Weight& m, bool quantizable) {
-    if (!quantizable || is_quantized(m.type)) return;  // already-quantized GGUF tensors stay as they are
-    if (m.n_in % kQK != 0) {
+    if (!quantizable || is_quantized(m.type) || m.type == to) return;  // quantized GGUF tensors stay as they are
+    if (m.n_in % block != 0) {
       throw Error(Errc::unsupported, model_path + ": cannot quantize '" + label + "' to " +
                                          std::string(dtype_name(to)) + ": its row length " + std::to_string(m.n_in) +
-                                         " is not a multiple of " + std::to_string(kQK));
+                                         " is not a multiple of " + std::to_string(block));
     }
     const int64_t src_row = row_bytes(m.type, m.n_in);
     const int64_t dst_row = row_bytes(to, m.n_in);

@@ -1,10 +1,11 @@
-// The int8 path (quantized activations, kernels/cpu/matmul_int8.hpp) on real
-// models against the exact path, which itself matches Hugging Face
-// transformers (reference_fixture_test.cpp, hf_models_test.cpp): along
-// transformers' greedy continuation (teacher-forced), the logits stay within
-// a bound, and the int8 argmax is transformers' token wherever the exact
-// logits' top-2 margin exceeds twice that step's measured difference (a
-// difference can only flip a near tie).
+// The fast paths on real models against the exact path: int8 activations
+// for quantized weights (kernels/cpu/matmul_int8.hpp) and bf16 dot products
+// for f16/bf16 weights (kernels/cpu/bf16_packed.hpp); the exact path itself
+// matches Hugging Face transformers (reference_fixture_test.cpp,
+// hf_models_test.cpp). Along a greedy continuation (teacher-forced), the
+// logits stay within a bound, and the fast argmax is the reference token
+// wherever the exact logits' top-2 margin exceeds twice that step's measured
+// difference (a difference can only flip a near tie).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -148,6 +149,44 @@ TEST(Int8Accuracy, HfFixturesQuantizedAtLoadFollowTheirGreedy) {
                   std::string(dtype_name(type)).c_str(), c.steps, c.worst, c.flips, c.bad_flips);
       EXPECT_GT(c.worst, 0.0) << "the int8 path did not run";
       EXPECT_LE(c.worst, kFixtureBound);
+      EXPECT_EQ(c.bad_flips, 0);
+    }
+  }
+}
+
+// Measured here (2026-12-02) with 50% headroom: the fixtures as f16
+// 0.065-0.099 and as bf16 0.044-0.058 (the bf16 path rounds activations, and
+// f16 weights, to bf16).
+constexpr double kBf16FixtureBound = 0.15;
+
+TEST(Bf16Accuracy, HfFixturesInF16AndBf16FollowTheirGreedy) {
+  if (!isa_supported(Isa::avx512) || !cpu_has_avx512_bf16() || !amx_enabled()) {
+    GTEST_SKIP() << "no AVX-512 BF16 with AMX: the bf16 path does not run here";
+  }
+  for (const char* arch : {"llama", "qwen2", "mistral"}) {
+    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + arch;
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in) << dir;
+    const auto ref = nlohmann::json::parse(in);
+    for (DType type : {DType::f16, DType::bf16}) {
+      SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)));
+      auto model = Model::load(dir, {.quantize = type});
+      const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+      StepCheck c;
+      for (const auto& prompt : prompts) {
+        std::vector<int32_t> greedy;
+        {
+          const test::ExactMath exact;
+          CpuBackend backend({.n_threads = 2});
+          Generator gen(model, backend, {.n_ctx = 256});
+          greedy = gen.generate(prompt, {.max_new_tokens = 12, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}});
+        }
+        check_case(model, prompt, greedy, c);
+      }
+      std::printf("%s %s: %d steps, max |bf16 - exact| logit %.4f, %d argmax flips (%d not at a near tie)\n", arch,
+                  std::string(dtype_name(type)).c_str(), c.steps, c.worst, c.flips, c.bad_flips);
+      EXPECT_GT(c.worst, 0.0) << "the bf16 path did not run";
+      EXPECT_LE(c.worst, kBf16FixtureBound);
       EXPECT_EQ(c.bad_flips, 0);
     }
   }

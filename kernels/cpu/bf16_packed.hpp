@@ -1,0 +1,66 @@
+// f16 and bf16 weights repacked once, at load, for bf16 dot products (the
+// fast path, not under exact math): AVX-512 BF16 `vdpbf16ps` for decode and
+// AMX-BF16 tiles for prefill where the CPU has them.
+//
+// Layout: rows in groups of 16; per group, one 64-byte line per pair of
+// inputs, holding that pair of each of the 16 rows as bf16 (row r at bytes
+// 4r..4r+3). This is AMX's B-tile layout, and what vdpbf16ps with a
+// broadcast pair of inputs wants. Inputs are padded with zeros to a multiple
+// of 32 (one tile row), rows to a multiple of 16.
+//
+// Precision: bf16 weights are kept exactly; f16 weights lose 3 mantissa bits
+// (relative rounding error up to 2^-8, as the activations, which are rounded
+// to bf16 once per matmul). Products are exact in f32 and accumulate in f32.
+// The packed matrix has the size of the f16/bf16 original.
+//
+// A token's result does not depend on the batch or thread count within one
+// kernel: vdpbf16ps (decode, below 16 tokens, and everything without AMX)
+// accumulates each output in input order; AMX (16 tokens and more) rounds
+// differently inside a tile, so its bits differ from decode's in the last
+// place (unlike the int8 path, whose sums are integers).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+
+namespace troupe::kernels {
+
+// Whether this CPU runs the bf16 path (AVX-512 BF16) and t is f16 or bf16.
+bool bf16_packing_available(DType t);
+
+// Bytes of W [n_out, n_in] repacked (a multiple of 64).
+int64_t bf16_packed_bytes(int64_t n_in, int64_t n_out);
+
+// Repacks W (f16 or bf16 rows) into dst, 64-byte aligned, of
+// bf16_packed_bytes; groups are split over the pool.
+void pack_bf16(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool);
+
+// y[n_tokens, n_out] = x[n_tokens, n_in] · W^T from the repacked W, with x
+// rounded to bf16.
+void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in, int64_t n_out,
+                        ThreadPool& pool);
+
+namespace detail {
+
+inline constexpr int64_t kBf16GroupRows = 16;
+inline constexpr int64_t kBf16KPad = 32;       // inputs per tile row
+inline constexpr int64_t kBf16TokenPad = 32;   // the activations' rows, for two 16-row tiles
+
+// x rounded to bf16: [n_tokens rounded up to kBf16TokenPad][k_pad], the
+// padding zero.
+struct Bf16Acts {
+  const uint16_t* x = nullptr;
+  int64_t n_tokens = 0;
+  int64_t k_pad = 0;  // n_in rounded up to kBf16KPad; also the row stride
+};
+
+// AMX-BF16 product of one or two groups (g1 null for one) with all tokens:
+// y0/y1 [n_tokens, ldy] columns of the groups, n_rows0/1 of them valid.
+// Returns false (and does nothing) where AMX is off or absent.
+bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* g0, const uint8_t* g1, float* y0, float* y1, int64_t ldy,
+                     int64_t n_rows0, int64_t n_rows1);
+
+}  // namespace detail
+}  // namespace troupe::kernels

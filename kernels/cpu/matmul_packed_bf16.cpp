@@ -1,0 +1,263 @@
+// Repacking of f16/bf16 weights for the bf16 path and matmul over them
+// (kernels/cpu/bf16_packed.hpp): the activations are rounded to bf16 once
+// per call; decode (and prefill without AMX) reads the packed lines with
+// vdpbf16ps, prefill with AMX runs matmul_bf16_amx.cpp. Built with
+// -mavx512bf16 and run only where the CPU has it.
+#include "kernels/cpu/bf16_packed.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <cstring>
+
+#include "kernels/cpu/simd_avx512.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+using detail::Bf16Acts;
+using detail::kBf16GroupRows;
+using detail::kBf16KPad;
+using detail::kBf16TokenPad;
+
+int64_t k_padded(int64_t n_in) { return (n_in + kBf16KPad - 1) / kBf16KPad * kBf16KPad; }
+// One 64-byte line per pair of inputs.
+int64_t group_bytes(int64_t n_in) { return k_padded(n_in) / 2 * 64; }
+int64_t n_groups(int64_t n_out) { return (n_out + kBf16GroupRows - 1) / kBf16GroupRows; }
+
+// 16 floats rounded to bf16 (nearest even), as 16 × u16.
+inline __m256i to_bf16(__m512 v) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)); }
+
+// Row r of W (f16 or bf16) as n_in bf16 values, then zeros up to k_pad.
+void row_to_bf16(const uint8_t* w, DType t, int64_t n_in, int64_t k_pad, uint16_t* out) {
+  int64_t i = 0;
+  if (t == DType::bf16) {
+    std::memcpy(out, w, static_cast<size_t>(n_in) * 2);
+    i = n_in;
+  } else {
+    const auto* h = reinterpret_cast<const uint16_t*>(w);
+    for (; i + 16 <= n_in; i += 16) {
+      const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), to_bf16(f));
+    }
+    for (; i < n_in; ++i) out[i] = f32_to_bf16(fp16_to_f32(h[i]));
+  }
+  std::fill(out + i, out + k_pad, uint16_t{0});
+}
+
+void pack_groups(uint8_t* dst, const uint8_t* w, DType t, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1) {
+  const int64_t k_pad = k_padded(n_in);
+  const int64_t w_row = row_bytes(t, n_in);
+  std::vector<uint16_t> row(static_cast<size_t>(k_pad));
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* out = dst + g * group_bytes(n_in);
+    std::memset(out, 0, static_cast<size_t>(group_bytes(n_in)));
+    const int64_t nr = std::min<int64_t>(kBf16GroupRows, n_out - g * kBf16GroupRows);
+    for (int64_t r = 0; r < nr; ++r) {
+      row_to_bf16(w + (g * kBf16GroupRows + r) * w_row, t, n_in, k_pad, row.data());
+      for (int64_t p = 0; p < k_pad / 2; ++p) std::memcpy(out + p * 64 + r * 4, row.data() + 2 * p, 4);
+    }
+  }
+}
+
+// Per-thread grow-only buffer, 64-byte aligned, for the rounded activations.
+uint16_t* acts_scratch(size_t elems) {
+  struct Buffer {
+    uint16_t* data = nullptr;
+    size_t capacity = 0;
+    ~Buffer() { ::operator delete(data, std::align_val_t{64}); }
+  };
+  thread_local Buffer buf;
+  if (elems > buf.capacity) {
+    ::operator delete(buf.data, std::align_val_t{64});
+    buf.data = nullptr;
+    buf.capacity = 0;
+    buf.data = static_cast<uint16_t*>(::operator new(elems * 2, std::align_val_t{64}));
+    buf.capacity = elems;
+  }
+  return buf.data;
+}
+
+// x rounded to bf16 into the calling thread's buffer; rows of a prefill are
+// split over the pool.
+Bf16Acts round_acts(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
+  Bf16Acts a;
+  a.n_tokens = n_tokens;
+  a.k_pad = k_padded(n_in);
+  const int64_t rows = (n_tokens + kBf16TokenPad - 1) / kBf16TokenPad * kBf16TokenPad;
+  uint16_t* out = acts_scratch(static_cast<size_t>(rows * a.k_pad));
+  auto round_rows = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xr = x + t * n_in;
+      uint16_t* o = out + t * a.k_pad;
+      int64_t i = 0;
+      for (; i + 16 <= n_in; i += 16) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + i), to_bf16(_mm512_loadu_ps(xr + i)));
+      }
+      if (i < n_in) {
+        const __mmask16 m = cpu::tail_mask(n_in - i);
+        _mm256_mask_storeu_epi16(o + i, m, to_bf16(_mm512_maskz_loadu_ps(m, xr + i)));
+      }
+      std::fill(o + n_in, o + a.k_pad, uint16_t{0});
+    }
+  };
+  if (n_tokens >= 16) {
+    pool.parallel_for(n_tokens, round_rows);
+  } else {
+    round_rows(0, n_tokens);
+  }
+  std::fill(out + n_tokens * a.k_pad, out + rows * a.k_pad, uint16_t{0});
+  a.x = out;
+  return a;
+}
+
+// ---- vdpbf16ps: T tokens (1..4) × G groups (1..2) ----
+
+// One chain of vdpbf16ps per output, over the pairs in order: a token's bits
+// do not depend on T, G or which group pair it fell in.
+template <int G, int T>
+void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0, float* const (&ys)[G],
+                int64_t ldy, const int64_t (&n_rows)[G]) {
+  __m512 acc[G][T];
+  for (int i = 0; i < G; ++i) {
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  }
+  const int64_t n_pairs = a.k_pad / 2;
+  const uint16_t* xt = a.x + t0 * a.k_pad;
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    __m512i xw[T];
+    for (int t = 0; t < T; ++t) {
+      int32_t pair;
+      std::memcpy(&pair, xt + t * a.k_pad + 2 * p, sizeof pair);
+      xw[t] = _mm512_set1_epi32(pair);
+    }
+    for (int i = 0; i < G; ++i) {
+      const uint8_t* line = groups[i] + p * 64;
+      cpu::prefetch_ahead(line);
+      const __m512i wv = _mm512_load_si512(line);
+      for (int t = 0; t < T; ++t) {
+        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], reinterpret_cast<__m512bh>(wv), reinterpret_cast<__m512bh>(xw[t]));
+      }
+    }
+  }
+  for (int i = 0; i < G; ++i) {
+    const __mmask16 m = cpu::tail_mask(n_rows[i]);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, acc[i][t]);
+  }
+}
+
+template <int T>
+void dot_tokens(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g,
+                bool pair, int64_t t0) {
+  auto rows = [&](int64_t gi) { return std::min<int64_t>(kBf16GroupRows, n_out - gi * kBf16GroupRows); };
+  if (pair) {
+    const uint8_t* const groups[2] = {packed + g * stride, packed + (g + 1) * stride};
+    float* const ys[2] = {y + g * kBf16GroupRows, y + (g + 1) * kBf16GroupRows};
+    const int64_t n_rows[2] = {rows(g), rows(g + 1)};
+    dot_groups<2, T>(groups, a, t0, ys, n_out, n_rows);
+    return;
+  }
+  const uint8_t* const groups[1] = {packed + g * stride};
+  float* const ys[1] = {y + g * kBf16GroupRows};
+  const int64_t n_rows[1] = {rows(g)};
+  dot_groups<1, T>(groups, a, t0, ys, n_out, n_rows);
+}
+
+void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
+               int64_t g1) {
+  for (int64_t g = g0; g < g1;) {
+    const bool pair = g + 1 < g1;
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
+      switch (std::min<int64_t>(4, a.n_tokens - t0)) {
+        case 1: dot_tokens<1>(packed, stride, a, y, n_out, g, pair, t0); break;
+        case 2: dot_tokens<2>(packed, stride, a, y, n_out, g, pair, t0); break;
+        case 3: dot_tokens<3>(packed, stride, a, y, n_out, g, pair, t0); break;
+        default: dot_tokens<4>(packed, stride, a, y, n_out, g, pair, t0); break;
+      }
+    }
+    g += pair ? 2 : 1;
+  }
+}
+
+void amx_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
+               int64_t g1) {
+  auto rows = [&](int64_t gi) { return std::min<int64_t>(kBf16GroupRows, n_out - gi * kBf16GroupRows); };
+  for (int64_t g = g0; g < g1; g += 2) {
+    const bool pair = g + 1 < g1;
+    detail::amx_bf16_groups(a, packed + g * stride, pair ? packed + (g + 1) * stride : nullptr,
+                            y + g * kBf16GroupRows, pair ? y + (g + 1) * kBf16GroupRows : nullptr, n_out, rows(g),
+                            pair ? rows(g + 1) : 0);
+  }
+}
+
+// From this many tokens on, AMX (where present) runs the product.
+constexpr int64_t kAmxMinTokens = 16;
+
+}  // namespace
+
+bool bf16_packing_available(DType t) {
+  return (t == DType::f16 || t == DType::bf16) && isa_supported(Isa::avx512) && cpu_has_avx512_bf16();
+}
+
+int64_t bf16_packed_bytes(int64_t n_in, int64_t n_out) { return n_groups(n_out) * group_bytes(n_in); }
+
+void pack_bf16(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  if (!bf16_packing_available(t)) {
+    throw Error(Errc::unsupported, "bf16 repacking of " + std::string(dtype_name(t)) + " needs AVX-512 BF16");
+  }
+  if (n_in <= 0 || n_out <= 0) {
+    throw Error(Errc::invalid_argument,
+                "bf16 repacking: bad shape [" + std::to_string(n_out) + ", " + std::to_string(n_in) + "]");
+  }
+  pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
+    pack_groups(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), t, n_in, n_out, g0, g1);
+  });
+}
+
+void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in, int64_t n_out,
+                        ThreadPool& pool) {
+  if (n_tokens <= 0 || n_out <= 0) return;
+  const Bf16Acts a = round_acts(x, n_tokens, n_in, pool);
+  const auto* bytes = static_cast<const uint8_t*>(packed);
+  const int64_t stride = group_bytes(n_in);
+  const bool amx = n_tokens >= kAmxMinTokens && amx_enabled();
+  // Threads take whole units of 3 groups (48 rows), as matmul does.
+  constexpr int64_t kGroupsPerUnit = 3;
+  const int64_t groups = n_groups(n_out);
+  const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
+  pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
+    const int64_t g0 = u0 * kGroupsPerUnit, g1 = std::min(u1 * kGroupsPerUnit, groups);
+    if (amx) {
+      amx_range(bytes, stride, a, y, n_out, g0, g1);
+    } else {
+      dot_range(bytes, stride, a, y, n_out, g0, g1);
+    }
+  });
+}
+
+}  // namespace troupe::kernels
+
+#else  // not x86: the bf16 path does not exist
+
+namespace troupe::kernels {
+
+bool bf16_packing_available(DType) { return false; }
+int64_t bf16_packed_bytes(int64_t, int64_t) { return 0; }
+void pack_bf16(void*, const void*, DType t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "bf16 repacking of " + std::string(dtype_name(t)) + " needs x86 AVX-512 BF16");
+}
+void matmul_bf16_packed(float*, const float*, const void*, int64_t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "bf16 matmul needs x86 AVX-512 BF16");
+}
+
+}  // namespace troupe::kernels
+
+#endif  // x86
