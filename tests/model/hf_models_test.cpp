@@ -131,6 +131,7 @@ void expect_matches(const nlohmann::json& ref, const BatchRun& run, int64_t n_vo
 class HfArch : public testing::TestWithParam<std::string> {};
 
 TEST_P(HfArch, BatchedStageMatchesTransformers) {
+  const test::ExactMath exact;  // transformers' float math, also for the bf16 fixture
   const auto ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
   EXPECT_EQ(model->config().arch, GetParam().substr(0, GetParam().find('_')));
@@ -144,6 +145,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
 }
 
 TEST_P(HfArch, GeneratorMatchesTransformers) {
+  const test::ExactMath exact;  // transformers' float math, also for the bf16 fixture
   const auto ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
   CpuBackend backend({.n_threads = 2});
@@ -164,6 +166,7 @@ TEST_P(HfArch, GeneratorMatchesTransformers) {
 }
 
 TEST_P(HfArch, TwoStagesEqualOneStage) {
+  const test::ExactMath exact;  // transformers' float math, also for the bf16 fixture
   const auto ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
   ASSERT_EQ(model->config().n_layer, 2);
