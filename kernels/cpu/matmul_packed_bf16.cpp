@@ -119,38 +119,54 @@ Bf16Acts round_acts(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& 
   return a;
 }
 
-// ---- vdpbf16ps: T tokens (1..4) × G groups (1..2) ----
+// ---- vdpbf16ps: T tokens (1..2) × G groups (1..2) ----
 
-// One chain of vdpbf16ps per output, over the pairs in order: a token's bits
-// do not depend on T, G or which group pair it fell in.
+// Four chains of vdpbf16ps per output (pairs p mod 4), summed at the end in
+// a fixed order: enough in flight to hide the instruction's latency at one
+// token, and a token's bits do not depend on T, G or which group pair it
+// fell in.
+constexpr int kChains = 4;
+
 template <int G, int T>
 void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0, float* const (&ys)[G],
                 int64_t ldy, const int64_t (&n_rows)[G]) {
-  __m512 acc[G][T];
+  __m512 acc[G][T][kChains];
   for (int i = 0; i < G; ++i) {
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
-  }
-  const int64_t n_pairs = a.k_pad / 2;
-  const uint16_t* xt = a.x + t0 * a.k_pad;
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    __m512i xw[T];
     for (int t = 0; t < T; ++t) {
-      int32_t pair;
-      std::memcpy(&pair, xt + t * a.k_pad + 2 * p, sizeof pair);
-      xw[t] = _mm512_set1_epi32(pair);
+      for (int c = 0; c < kChains; ++c) acc[i][t][c] = _mm512_setzero_ps();
     }
+  }
+  const int64_t n_pairs = a.k_pad / 2;  // a multiple of 16
+  const uint16_t* xt = a.x + t0 * a.k_pad;
+  for (int64_t p0 = 0; p0 < n_pairs; p0 += kChains) {
     for (int i = 0; i < G; ++i) {
-      const uint8_t* line = groups[i] + p * 64;
-      cpu::prefetch_ahead(line);
-      const __m512i wv = _mm512_load_si512(line);
+      for (int c = 0; c < kChains; ++c) cpu::prefetch_ahead(groups[i] + (p0 + c) * 64);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < kChains; ++c) {
+      const int64_t p = p0 + c;
+      __m512i xw[T];
       for (int t = 0; t < T; ++t) {
-        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], reinterpret_cast<__m512bh>(wv), reinterpret_cast<__m512bh>(xw[t]));
+        int32_t pair;
+        std::memcpy(&pair, xt + t * a.k_pad + 2 * p, sizeof pair);
+        xw[t] = _mm512_set1_epi32(pair);
+      }
+      for (int i = 0; i < G; ++i) {
+        const __m512i wv = _mm512_load_si512(groups[i] + p * 64);
+        for (int t = 0; t < T; ++t) {
+          acc[i][t][c] = _mm512_dpbf16_ps(acc[i][t][c], reinterpret_cast<__m512bh>(wv),
+                                          reinterpret_cast<__m512bh>(xw[t]));
+        }
       }
     }
   }
   for (int i = 0; i < G; ++i) {
     const __mmask16 m = cpu::tail_mask(n_rows[i]);
-    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, acc[i][t]);
+    for (int t = 0; t < T; ++t) {
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[i][t][0], acc[i][t][1]),
+                                       _mm512_add_ps(acc[i][t][2], acc[i][t][3]));
+      _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, sum);
+    }
   }
 }
 
@@ -175,12 +191,11 @@ void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* 
                int64_t g1) {
   for (int64_t g = g0; g < g1;) {
     const bool pair = g + 1 < g1;
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
-      switch (std::min<int64_t>(4, a.n_tokens - t0)) {
-        case 1: dot_tokens<1>(packed, stride, a, y, n_out, g, pair, t0); break;
-        case 2: dot_tokens<2>(packed, stride, a, y, n_out, g, pair, t0); break;
-        case 3: dot_tokens<3>(packed, stride, a, y, n_out, g, pair, t0); break;
-        default: dot_tokens<4>(packed, stride, a, y, n_out, g, pair, t0); break;
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 2) {
+      if (a.n_tokens - t0 >= 2) {
+        dot_tokens<2>(packed, stride, a, y, n_out, g, pair, t0);
+      } else {
+        dot_tokens<1>(packed, stride, a, y, n_out, g, pair, t0);
       }
     }
     g += pair ? 2 : 1;
