@@ -2,10 +2,11 @@
 // machine's measured memory read bandwidth, so each decode figure is also a
 // fraction of its roofline (weight bytes per token / bandwidth).
 //   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat 3]
-//                  [--exact-math] [--no-amx] [--cpu-affinity 0,1] model.gguf...
+//                  [--exact-math] [--batch-invariant] [--no-amx] [--cpu-affinity 0,1] model.gguf...
 // --repeat runs each cell that many times and reports the median (this kind
-// of shared machine is noisy); --exact-math and --no-amx turn off the int8
-// path and its AMX GEMM, for ratios within one run.
+// of shared machine is noisy); --exact-math, --batch-invariant and --no-amx
+// turn off the fast paths, their AMX bf16 prefill, and AMX, for ratios
+// within one run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +85,8 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--exact-math") {
       troupe::set_exact_math(true);
+    } else if (a == "--batch-invariant") {
+      troupe::set_batch_invariant(true);
     } else if (a == "--no-amx") {
       troupe::set_amx_enabled(false);
     } else if (a == "--cpu-affinity" && i + 1 < argc) {
@@ -95,13 +98,11 @@ int main(int argc, char** argv) {
   if (models.empty()) {
     std::fprintf(stderr,
                  "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat N] [--exact-math] "
-                 "[--no-amx] [--cpu-affinity LIST] model.gguf...\n");
+                 "[--batch-invariant] [--no-amx] [--cpu-affinity LIST] model.gguf...\n");
     return 2;
   }
 
-  std::printf("kernels: %s, %s activations%s\n", std::string(troupe::isa_name(troupe::active_isa())).c_str(),
-              troupe::exact_math() || !troupe::cpu_has_avx512_vnni() ? "f32" : "int8",
-              troupe::amx_enabled() && !troupe::exact_math() ? ", AMX prefill" : "");
+  std::printf("kernels: %s\n", troupe::cpu_math_summary().c_str());
   std::vector<double> bandwidth;
   for (int t : thread_counts) {
     bandwidth.push_back(read_bandwidth_gbs(t));

@@ -17,6 +17,7 @@ namespace {
 
 std::atomic<int> g_forced{-1};
 std::atomic<bool> g_exact_math{false};
+std::atomic<bool> g_batch_invariant{false};
 std::atomic<bool> g_amx_on{true};
 
 // Linux keeps AMX tile data out of a thread's saved state until the process
@@ -117,6 +118,10 @@ bool amx_enabled() {
 
 void set_amx_enabled(bool on) { g_amx_on.store(on, std::memory_order_relaxed); }
 
+bool batch_invariant() { return g_batch_invariant.load(std::memory_order_relaxed); }
+
+void set_batch_invariant(bool on) { g_batch_invariant.store(on, std::memory_order_relaxed); }
+
 bool exact_math() { return g_exact_math.load(std::memory_order_relaxed); }
 
 void set_exact_math(bool on) { g_exact_math.store(on, std::memory_order_relaxed); }
@@ -126,8 +131,14 @@ std::string cpu_math_summary() {
   if (exact_math() || active_isa() != Isa::avx512 || !cpu_has_avx512_vnni()) {
     return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
   }
-  s += "int8 activations for quantized weights (VNNI" + std::string(amx_enabled() ? ", AMX prefill)" : ")");
-  if (cpu_has_avx512_bf16() && amx_enabled()) s += ", bf16 for f16/bf16 weights (AMX prefill, vdpbf16ps decode)";
+  const bool amx_bf16 = amx_enabled() && cpu_has_avx512_bf16();
+  const char* prefill = !amx_enabled() ? ")" : batch_invariant() ? ", AMX int8 prefill)" : ", AMX bf16 prefill)";
+  s += std::string("int8 activations for quantized weights (VNNI") + prefill;
+  if (amx_bf16) {
+    s += batch_invariant() ? ", bf16 for f16/bf16 weights (vdpbf16ps)"
+                           : ", bf16 for f16/bf16 weights (AMX prefill, vdpbf16ps decode)";
+  }
+  if (batch_invariant()) s += ", batch-invariant";
   return s;
 }
 

@@ -42,6 +42,15 @@ void set_amx_enabled(bool on);
 bool exact_math();
 void set_exact_math(bool on);
 
+// Batch-invariant math: a token's results do not depend on how many tokens
+// share its step (16 or more put the fast paths' prefill on AMX bf16 tiles,
+// whose bits differ from decode's). On, prefill over quantized weights keeps
+// the int8 kernels' arithmetic (int8 AMX tiles) and f16/bf16 weights stay
+// on vdpbf16ps: slower prefill, and greedy output that no batching or
+// speculation changes. Process-wide; `--batch-invariant` turns it on.
+bool batch_invariant();
+void set_batch_invariant(bool on);
+
 // What quantized matmuls run on here, for logs: e.g. "avx512 kernels, int8
 // activations (VNNI, AMX prefill)" or "avx2 kernels, f32 activations".
 std::string cpu_math_summary();

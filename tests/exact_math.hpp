@@ -18,4 +18,16 @@ class ExactMath {
   ExactMath& operator=(const ExactMath&) = delete;
 };
 
+// Batch-invariant math for one scope (core/cpu_features.hpp): tests that
+// compare a sequence's output alone with the same sequence batched or
+// speculated hold one, since the AMX bf16 prefill rounds differently from
+// decode.
+class BatchInvariantMath {
+ public:
+  BatchInvariantMath() { set_batch_invariant(true); }
+  ~BatchInvariantMath() { set_batch_invariant(false); }
+  BatchInvariantMath(const BatchInvariantMath&) = delete;
+  BatchInvariantMath& operator=(const BatchInvariantMath&) = delete;
+};
+
 }  // namespace troupe::test

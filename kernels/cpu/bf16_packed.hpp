@@ -56,11 +56,26 @@ struct Bf16Acts {
   int64_t k_pad = 0;  // n_in rounded up to kBf16KPad; also the row stride
 };
 
+// x rounded to bf16 into storage owned by the calling thread (valid until it
+// calls again); the rows of a prefill are split over the pool.
+Bf16Acts round_acts_bf16(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool);
+
+// Bytes of one group of W [*, n_in] in the packed layout.
+int64_t bf16_group_bytes(int64_t n_in);
+
 // AMX-BF16 product of one or two groups (g1 null for one) with all tokens:
 // y0/y1 [n_tokens, ldy] columns of the groups, n_rows0/1 of them valid.
 // Returns false (and does nothing) where AMX is off or absent.
 bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* g0, const uint8_t* g1, float* y0, float* y1, int64_t ldy,
                      int64_t n_rows0, int64_t n_rows1);
+
+// The AMX prefill of the int8 path (int8_packed.hpp): groups [g0, g1) of a
+// repacked quantized W expanded to bf16 groups in this layout (w = scale ·
+// (u − offset) + min, rounded to bf16), then the AMX-BF16 kernel over all
+// tokens of `a`, accumulating over all of K in the tile: no per-block
+// scaling after each tile product, which bounds the int8 AMX kernel.
+void int8_packed_gemm_bf16(const uint8_t* packed, DType t, const Bf16Acts& a, float* y, int64_t n_in, int64_t n_out,
+                           int64_t g0, int64_t g1);
 
 }  // namespace detail
 }  // namespace troupe::kernels

@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
+#include "core/error.hpp"
 #include "kernels/cpu/int8_unpack_avx512.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
 
@@ -238,6 +240,31 @@ struct PkQ6_K {
     for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
   }
 };
+
+// Whole cache lines, so that every group starts 64-byte aligned.
+template <class P>
+int64_t group_bytes(int64_t n_in) {
+  return (n_in / P::kUnitK * P::kUnitBytes + 63) / 64 * 64;
+}
+
+// Calls f.template operator()<P>() for the layout of t.
+template <class F>
+void with_layout(DType t, F&& f) {
+  switch (t) {
+    case DType::q4_0: return f.template operator()<PkQ4_0>();
+    case DType::q4_1: return f.template operator()<PkQ4_1>();
+    case DType::q5_0: return f.template operator()<PkQ5_0>();
+    case DType::q5_1: return f.template operator()<PkQ5_1>();
+    case DType::q8_0: return f.template operator()<PkQ8_0>();
+    case DType::q4_K: return f.template operator()<PkQ4_K>();
+    case DType::q5_K: return f.template operator()<PkQ5_K>();
+    case DType::q6_K: return f.template operator()<PkQ6_K>();
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: break;
+  }
+  throw Error(Errc::unsupported, "int8 repacking: no layout for " + std::string(dtype_name(t)));
+}
 
 }  // namespace
 }  // namespace troupe::kernels::cpu

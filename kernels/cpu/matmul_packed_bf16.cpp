@@ -86,9 +86,13 @@ uint16_t* acts_scratch(size_t elems) {
   return buf.data;
 }
 
-// x rounded to bf16 into the calling thread's buffer; rows of a prefill are
-// split over the pool.
-Bf16Acts round_acts(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
+}  // namespace
+
+namespace detail {
+
+int64_t bf16_group_bytes(int64_t n_in) { return group_bytes(n_in); }
+
+Bf16Acts round_acts_bf16(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
   Bf16Acts a;
   a.n_tokens = n_tokens;
   a.k_pad = k_padded(n_in);
@@ -118,6 +122,10 @@ Bf16Acts round_acts(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& 
   a.x = out;
   return a;
 }
+
+}  // namespace detail
+
+namespace {
 
 // ---- vdpbf16ps: T tokens (1..2) × G groups (1..2) ----
 
@@ -240,10 +248,10 @@ void pack_bf16(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, T
 void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in, int64_t n_out,
                         ThreadPool& pool) {
   if (n_tokens <= 0 || n_out <= 0) return;
-  const Bf16Acts a = round_acts(x, n_tokens, n_in, pool);
+  const Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
   const auto* bytes = static_cast<const uint8_t*>(packed);
   const int64_t stride = group_bytes(n_in);
-  const bool amx = n_tokens >= kAmxMinTokens && amx_enabled();
+  const bool amx = n_tokens >= kAmxMinTokens && amx_enabled() && !batch_invariant();
   // Threads take whole units of 3 groups (48 rows), as matmul does.
   constexpr int64_t kGroupsPerUnit = 3;
   const int64_t groups = n_groups(n_out);

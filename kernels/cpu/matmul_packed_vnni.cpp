@@ -1,7 +1,8 @@
 // Repacking of quantized weights for the int8 path and matmul over them
 // (kernels/cpu/int8_packed.hpp): decode reads the packed lines directly;
-// prefill expands a group into an int8 panel and runs the AMX or VNNI panel
-// kernel, which does the same arithmetic per token.
+// prefill on VNNI expands a group into an int8 panel and runs the VNNI panel
+// kernel, which does the same arithmetic per token; prefill on AMX runs the
+// bf16 expansion of int8_packed_prefill_bf16.cpp.
 #include "kernels/cpu/int8_packed.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,12 +28,6 @@ using detail::Int8Panel;
 using detail::kMatmulRowUnit;
 using detail::kPanelRows;
 using detail::QuantizedActs;
-
-// Whole cache lines, so that every group starts 64-byte aligned.
-template <class P>
-int64_t group_bytes(int64_t n_in) {
-  return (n_in / P::kUnitK * P::kUnitBytes + 63) / 64 * 64;
-}
 
 // Groups [g0, g1) of W (GGUF rows of w_row bytes) into dst.
 template <class P>
@@ -183,25 +179,6 @@ void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
   }
 }
 
-// Calls f.template operator()<P>() for the layout of t.
-template <class F>
-void with_layout(DType t, F&& f) {
-  switch (t) {
-    case DType::q4_0: return f.template operator()<PkQ4_0>();
-    case DType::q4_1: return f.template operator()<PkQ4_1>();
-    case DType::q5_0: return f.template operator()<PkQ5_0>();
-    case DType::q5_1: return f.template operator()<PkQ5_1>();
-    case DType::q8_0: return f.template operator()<PkQ8_0>();
-    case DType::q4_K: return f.template operator()<PkQ4_K>();
-    case DType::q5_K: return f.template operator()<PkQ5_K>();
-    case DType::q6_K: return f.template operator()<PkQ6_K>();
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: break;
-  }
-  throw Error(Errc::unsupported, "int8 repacking: no layout for " + std::string(dtype_name(t)));
-}
-
 int64_t n_groups(int64_t n_out) { return (n_out + kGroupRows - 1) / kGroupRows; }
 
 }  // namespace
@@ -241,6 +218,16 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
   const int64_t groups = n_groups(n_out);
   const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
+  if (!gemv && amx_enabled() && cpu_has_avx512_bf16() && !batch_invariant()) {
+    // Prefill on AMX: bf16 activations and weights expanded to bf16
+    // (int8_packed_prefill_bf16.cpp).
+    const detail::Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
+    pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
+      detail::int8_packed_gemm_bf16(bytes, t, a, y, n_in, n_out, u0 * kGroupsPerUnit,
+                                    std::min(u1 * kGroupsPerUnit, groups));
+    });
+    return;
+  }
   with_layout(t, [&]<class P>() {
     using Rd = typename P::Reader;
     const QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);

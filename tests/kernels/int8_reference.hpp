@@ -33,6 +33,11 @@ inline std::vector<bool> amx_settings() {
 // The int8 kernels run when the AVX-512 path has VNNI and exact math is off.
 inline bool int8_path_runs() { return isa_supported(Isa::avx512) && cpu_has_avx512_vnni(); }
 
+// Whether matmul_int8_packed runs the bf16 AMX prefill for this call.
+inline bool packed_prefill_is_bf16(bool amx, int64_t n_tokens) {
+  return amx && n_tokens >= 16 && cpu_has_avx512_bf16();
+}
+
 class AmxSwitch {
  public:
   explicit AmxSwitch(bool on) { set_amx_enabled(on); }
@@ -83,13 +88,16 @@ inline QuantizedX quantize_like_the_path(const std::vector<float>& x) {
 struct Expected {
   std::vector<double> y_q, scale_q;  // against the quantized activations
   std::vector<double> y, bound;      // against f32 activations, with the bound
+  std::vector<double> abs_sum;       // sum |x w| over the row, for the bf16 bound
+  int64_t n_in = 0;
 };
 
 inline Expected expected(const std::vector<float>& x, const Weights& w, int64_t n_tokens, int64_t n_in, int64_t n_out) {
   const QuantizedX qx = quantize_like_the_path(x);
   Expected e;
   const size_t n = static_cast<size_t>(n_tokens * n_out);
-  e.y_q.resize(n), e.scale_q.resize(n), e.y.resize(n), e.bound.resize(n);
+  e.y_q.resize(n), e.scale_q.resize(n), e.y.resize(n), e.bound.resize(n), e.abs_sum.resize(n);
+  e.n_in = n_in;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_out; ++r) {
       double yq = 0, sq = 0, y = 0, s = 0, qerr = 0;
@@ -103,6 +111,7 @@ inline Expected expected(const std::vector<float>& x, const Weights& w, int64_t 
       const size_t k = static_cast<size_t>(t * n_out + r);
       e.y_q[k] = yq, e.scale_q[k] = sq, e.y[k] = y;
       e.bound[k] = qerr + kRelTol * s;
+      e.abs_sum[k] = s;
     }
   }
   return e;
@@ -120,6 +129,25 @@ inline void expect_int8_result(const std::vector<float>& y, const Expected& e, i
       ADD_FAILURE() << what << " token " << i / static_cast<size_t>(n_out) << " row " << i % static_cast<size_t>(n_out)
                     << ": got " << y[i] << ", want " << e.y_q[i] << " (scale " << e.scale_q[i]
                     << "), f32 activations " << e.y[i] << " (bound " << e.bound[i] << ")";
+    }
+  }
+}
+
+// The AMX prefill over repacked weights (bf16_packed.hpp,
+// int8_packed_gemm_bf16) rounds activations and weights to bf16 (unit
+// roundoff 2^-8 each; the weight is formed with one f32 fma first) and
+// accumulates in f32: checks y against the product with f32 activations.
+inline void expect_bf16_result(const std::vector<float>& y, const Expected& e, int64_t n_out, const std::string& what) {
+  const double u = std::ldexp(1.0, -8);
+  const double rounding = 2 * u + u * u + std::ldexp(1.0, -22);
+  const double accumulate = double(e.n_in + 1) * std::ldexp(1.0, -24) * (1 + 2 * u);
+  int bad = 0;
+  for (size_t i = 0; i < y.size() && bad < 5; ++i) {
+    const double bound = (rounding + accumulate) * e.abs_sum[i];
+    if (!(std::abs(double(y[i]) - e.y[i]) <= bound)) {
+      ++bad;
+      ADD_FAILURE() << what << " token " << i / static_cast<size_t>(n_out) << " row " << i % static_cast<size_t>(n_out)
+                    << ": got " << y[i] << ", want " << e.y[i] << " (bf16 bound " << bound << ")";
     }
   }
 }

@@ -1,8 +1,9 @@
 // matmul over weights repacked for the int8 path (kernels/cpu/int8_packed.hpp)
 // for every quantized weight type: the same two references as the unpacked
-// int8 path (int8_reference.hpp), and the property the layout exists for:
-// a token's outputs are the same bits whatever the batch around it (decode
-// GEMV or prefill GEMM), the thread count, and with or without AMX.
+// int8 path (int8_reference.hpp) on VNNI and for decode, a bf16 bound for
+// the AMX prefill (which expands the groups to bf16), and that a token's
+// outputs are the same bits whatever the batch around it and the thread
+// count within each of those kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,16 +59,25 @@ TEST_P(MatmulPacked, MatchesQuantizedActivationsAndStaysWithinTheirError) {
           const AmxSwitch use_amx(amx);
           std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
           kernels::matmul_int8_packed(y.data(), x.data(), p.bytes.get(), t, n_tokens, n_in, n_out, pool);
-          test::expect_int8_result(y, e, n_out, std::string(dtype_name(t)) + (amx ? " amx" : " vnni") + " n_tokens " +
-                                                    std::to_string(n_tokens) + " n_in " + std::to_string(n_in) +
-                                                    " n_out " + std::to_string(n_out));
+          const std::string what = std::string(dtype_name(t)) + (amx ? " amx" : " vnni") + " n_tokens " +
+                                   std::to_string(n_tokens) + " n_in " + std::to_string(n_in) + " n_out " +
+                                   std::to_string(n_out);
+          if (test::packed_prefill_is_bf16(amx, n_tokens)) {
+            test::expect_bf16_result(y, e, n_out, what);
+          } else {
+            test::expect_int8_result(y, e, n_out, what);
+          }
         }
       }
     }
   }
 }
 
-TEST_P(MatmulPacked, ATokensOutputsDoNotDependOnTheBatchThreadsOrAmx) {
+// Below 16 tokens (decode) and on VNNI the arithmetic per token is the same
+// for any batch; the AMX prefill (bf16) is the same bits for any batch of 16
+// or more and any thread count, but not the decode's bits; batch-invariant
+// math keeps the int8 arithmetic (AMX int8 tiles) for every batch.
+TEST_P(MatmulPacked, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   if (!test::int8_path_runs()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: no int8 repacking";
   const DType t = GetParam();
   std::mt19937 rng(97 + static_cast<unsigned>(t));
@@ -77,17 +87,29 @@ TEST_P(MatmulPacked, ATokensOutputsDoNotDependOnTheBatchThreadsOrAmx) {
   const Packed p = pack(w, t, n_in, n_out, pool2);
   const int64_t n_max = 40;
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
+  auto token0 = [&](int64_t n_tokens, ThreadPool& pool) {
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
+    kernels::matmul_int8_packed(y.data(), x.data(), p.bytes.get(), t, n_tokens, n_in, n_out, pool);
+    y.resize(static_cast<size_t>(n_out));
+    return y;
+  };
   // Token 0 alone (decode) is the reference for every batch that starts with it.
-  std::vector<float> alone(static_cast<size_t>(n_out));
-  kernels::matmul_int8_packed(alone.data(), x.data(), p.bytes.get(), t, 1, n_in, n_out, pool1);
-  for (bool amx : test::amx_settings()) {
-    const AmxSwitch use_amx(amx);
-    for (int64_t n_tokens : {2, 5, 16, 17, 40}) {
-      for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
-        std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
-        kernels::matmul_int8_packed(y.data(), x.data(), p.bytes.get(), t, n_tokens, n_in, n_out, *pool);
-        EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), alone.size() * sizeof(float)))
-            << dtype_name(t) << " n_tokens " << n_tokens << " threads " << pool->size() << (amx ? " amx" : "");
+  const std::vector<float> alone = token0(1, pool1);
+  struct Reset {
+    ~Reset() { set_batch_invariant(false); }
+  } reset;
+  for (bool invariant : {false, true}) {
+    set_batch_invariant(invariant);
+    for (bool amx : test::amx_settings()) {
+      const AmxSwitch use_amx(amx);
+      const std::vector<float> big = token0(n_max, pool1);
+      for (int64_t n_tokens : {2, 5, 15, 16, 17, 40}) {
+        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+          const bool bf16 = !invariant && test::packed_prefill_is_bf16(amx, n_tokens);
+          EXPECT_EQ(token0(n_tokens, *pool), bf16 ? big : alone)
+              << dtype_name(t) << " n_tokens " << n_tokens << " threads " << pool->size() << (amx ? " amx" : "")
+              << (invariant ? " batch-invariant" : "");
+        }
       }
     }
   }

@@ -44,8 +44,9 @@ struct StepCheck {
 
 // Logits after prompt + continuation[0..i) for every i < continuation.size(),
 // from one forward over the whole sequence (a row per position asked for).
-// The int8 path gives a token the same bits in a batch as alone
-// (matmul_packed_test.cpp), so this is what step-by-step decode gives.
+// The int8 kernels give a token the same bits in a batch as alone
+// (matmul_packed_test.cpp), so with AMX off this is what step-by-step decode
+// gives; with AMX on, what a prefill gives.
 std::vector<std::vector<float>> step_logits(const std::shared_ptr<const Model>& model, bool exact,
                                             const std::vector<int32_t>& prompt,
                                             const std::vector<int32_t>& continuation) {
@@ -94,11 +95,30 @@ void check_case(const std::shared_ptr<const Model>& model, const std::vector<int
   }
 }
 
+// Where the CPU has AMX, a forward of 16 tokens or more over repacked
+// quantized weights runs the bf16 AMX prefill (bf16_packed.hpp); below that,
+// and with AMX off, the int8 kernels. Each check runs both ways here.
+std::vector<bool> amx_modes() {
+  std::vector<bool> out{false};
+  if (cpu_has_amx() && cpu_has_avx512_bf16()) out.push_back(true);
+  return out;
+}
+
+const char* mode_name(bool amx) { return amx ? "AMX bf16 prefill" : "int8 kernels"; }
+
+struct AmxMode {
+  explicit AmxMode(bool on) { set_amx_enabled(on); }
+  ~AmxMode() { set_amx_enabled(true); }
+  AmxMode(const AmxMode&) = delete;
+  AmxMode& operator=(const AmxMode&) = delete;
+};
+
 // Bounds: the largest difference over the whole vocabulary and every step,
-// measured here (2026-12-02) with 50% headroom: SmolLM2 Q4_1 1.32 (logits of
+// measured here (2026-12-02) with 50% headroom, the larger of the two modes
+// (int8 kernels / AMX bf16 prefill): SmolLM2 Q4_1 1.32 / 0.68 (logits of
 // magnitude ~20; its activations have outliers, and a block of 32 is
 // quantized on its largest value), the f32 fixtures quantized to q8_0/q4_0 at
-// load 0.13-0.28. The perplexity cost is in docs/models.md.
+// load 0.13-0.28 / 0.09-0.13. The perplexity cost is in docs/models.md.
 constexpr double kSmolLM2Bound = 2.0;
 constexpr double kFixtureBound = 0.42;
 
@@ -110,15 +130,20 @@ TEST(Int8Accuracy, SmolLM2FollowsTransformersGreedyExceptAtNearTies) {
   ASSERT_TRUE(in);
   const auto j = nlohmann::json::parse(in);
   auto model = Model::load(path);
-  StepCheck c;
-  for (const auto& cs : j["cases"]) {
-    check_case(model, cs["prompt_ids"].get<std::vector<int32_t>>(), cs["greedy_ids"].get<std::vector<int32_t>>(), c);
+  for (bool amx : amx_modes()) {
+    SCOPED_TRACE(mode_name(amx));
+    const AmxMode mode(amx);
+    StepCheck c;
+    for (const auto& cs : j["cases"]) {
+      check_case(model, cs["prompt_ids"].get<std::vector<int32_t>>(), cs["greedy_ids"].get<std::vector<int32_t>>(),
+                 c);
+    }
+    std::printf("SmolLM2 Q4_1, %s: %d steps, max |fast - exact| logit %.3f, %d argmax flips (%d not at a near tie)\n",
+                mode_name(amx), c.steps, c.worst, c.flips, c.bad_flips);
+    EXPECT_GT(c.worst, 0.0) << "the fast path did not run";
+    EXPECT_LE(c.worst, kSmolLM2Bound);
+    EXPECT_EQ(c.bad_flips, 0);
   }
-  std::printf("SmolLM2 Q4_1: %d steps, max |int8 - exact| logit %.3f, %d argmax flips (%d not at a near tie)\n",
-              c.steps, c.worst, c.flips, c.bad_flips);
-  EXPECT_GT(c.worst, 0.0) << "the int8 path did not run";
-  EXPECT_LE(c.worst, kSmolLM2Bound);
-  EXPECT_EQ(c.bad_flips, 0);
 }
 
 TEST(Int8Accuracy, HfFixturesQuantizedAtLoadFollowTheirGreedy) {
@@ -129,27 +154,30 @@ TEST(Int8Accuracy, HfFixturesQuantizedAtLoadFollowTheirGreedy) {
     ASSERT_TRUE(in) << dir;
     const auto ref = nlohmann::json::parse(in);
     for (DType type : {DType::q8_0, DType::q4_0}) {
-      SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)));
       auto model = Model::load(dir, {.quantize = type});
       // The exact path's own greedy continuation is the reference here (the
       // fixture's tokens are transformers' on the unquantized weights).
       const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-      StepCheck c;
+      std::vector<std::vector<int32_t>> greedy;
       for (const auto& prompt : prompts) {
-        std::vector<int32_t> greedy;
-        {
-          const test::ExactMath exact;
-          CpuBackend backend({.n_threads = 2});
-          Generator gen(model, backend, {.n_ctx = 256});
-          greedy = gen.generate(prompt, {.max_new_tokens = 12, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}});
-        }
-        check_case(model, prompt, greedy, c);
+        const test::ExactMath exact;
+        CpuBackend backend({.n_threads = 2});
+        Generator gen(model, backend, {.n_ctx = 256});
+        greedy.push_back(
+            gen.generate(prompt, {.max_new_tokens = 12, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}}));
       }
-      std::printf("%s %s: %d steps, max |int8 - exact| logit %.4f, %d argmax flips (%d not at a near tie)\n", arch,
-                  std::string(dtype_name(type)).c_str(), c.steps, c.worst, c.flips, c.bad_flips);
-      EXPECT_GT(c.worst, 0.0) << "the int8 path did not run";
-      EXPECT_LE(c.worst, kFixtureBound);
-      EXPECT_EQ(c.bad_flips, 0);
+      for (bool amx : amx_modes()) {
+        SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)) + " " + mode_name(amx));
+        const AmxMode mode(amx);
+        StepCheck c;
+        for (size_t i = 0; i < prompts.size(); ++i) check_case(model, prompts[i], greedy[i], c);
+        std::printf("%s %s, %s: %d steps, max |fast - exact| logit %.4f, %d argmax flips (%d not at a near tie)\n",
+                    arch, std::string(dtype_name(type)).c_str(), mode_name(amx), c.steps, c.worst, c.flips,
+                    c.bad_flips);
+        EXPECT_GT(c.worst, 0.0) << "the fast path did not run";
+        EXPECT_LE(c.worst, kFixtureBound);
+        EXPECT_EQ(c.bad_flips, 0);
+      }
     }
   }
 }

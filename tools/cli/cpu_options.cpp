@@ -12,12 +12,16 @@ void add_cpu_options(CLI::App* cmd, CpuArgs* a) {
   cmd->add_flag("--exact-math", a->exact_math,
                 "Keep f32 activations for quantized weights (no int8 dot products): slower, matches the "
                 "dequantized weights to float rounding");
+  cmd->add_flag("--batch-invariant", a->batch_invariant,
+                "Keep a token's results independent of how many tokens share its step (no AMX bf16 prefill): "
+                "slower prefill where the CPU has AMX; greedy output no batching or speculation changes");
   cmd->add_option("--cpu-affinity", a->cpu_affinity,
                   "Pin kernel threads to these CPUs (e.g. 0,1 or 0-3), stage by stage in order");
 }
 
 void apply_cpu_options(const CpuArgs& a) {
   set_exact_math(a.exact_math);
+  set_batch_invariant(a.batch_invariant);
   if (!a.cpu_affinity.empty()) set_cpu_affinity(parse_cpu_list(a.cpu_affinity));
 }
 

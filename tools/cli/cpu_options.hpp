@@ -1,5 +1,6 @@
 // The CPU math options every `troupe` command that runs a model takes:
-// `--exact-math` (f32 activations for quantized weights, no int8 path) and
+// `--exact-math` (f32 activations for quantized weights, no int8 path),
+// `--batch-invariant` (no math whose bits depend on the batch) and
 // `--cpu-affinity LIST` (pin kernel threads, stage by stage; core/thread_pool).
 #pragma once
 
@@ -13,6 +14,7 @@ namespace troupe::cli {
 
 struct CpuArgs {
   bool exact_math = false;
+  bool batch_invariant = false;
   std::string cpu_affinity;
 };
 
