@@ -63,11 +63,18 @@ Bf16Acts round_acts_bf16(const float* x, int64_t n_tokens, int64_t n_in, ThreadP
 // Bytes of one group of W [*, n_in] in the packed layout.
 int64_t bf16_group_bytes(int64_t n_in);
 
-// AMX-BF16 product of one or two groups (g1 null for one) with all tokens:
-// y0/y1 [n_tokens, ldy] columns of the groups, n_rows0/1 of them valid.
-// Returns false (and does nothing) where AMX is off or absent.
-bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* g0, const uint8_t* g1, float* y0, float* y1, int64_t ldy,
-                     int64_t n_rows0, int64_t n_rows1);
+// AMX-BF16 product of n_groups groups (each of bf16_group_bytes, `stride`
+// apart) with all tokens of `a`: y [n_tokens, ldy], the groups' 16 columns
+// each from y, of which n_out - 16 g0 exist (g0 the first group's index, as
+// the caller counts). Tokens run in blocks of 32 outside the groups, so a
+// block's activations stay in L2 while the groups stream past them; callers
+// keep n_groups × the group size near 1 MiB (amx_chunk_groups). Returns
+// false (and does nothing) where AMX is off or absent.
+bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, int64_t n_groups, float* y,
+                     int64_t ldy, int64_t n_rows);
+
+// Groups per call of amx_bf16_groups for rows of n_in inputs: even, 2..16.
+int64_t amx_chunk_groups(int64_t n_in);
 
 // The AMX prefill of the int8 path (int8_packed.hpp): groups [g0, g1) of a
 // repacked quantized W expanded to bf16 groups in this layout (w = scale ·

@@ -87,16 +87,14 @@ void expand_group(const uint8_t* group, int64_t n_in, uint8_t* out) {
 void int8_packed_gemm_bf16(const uint8_t* packed, DType t, const Bf16Acts& a, float* y, int64_t n_in, int64_t n_out,
                            int64_t g0, int64_t g1) {
   const int64_t out_bytes = bf16_group_bytes(n_in);
-  uint8_t* buf = expand_scratch(static_cast<size_t>(2 * out_bytes));
-  auto rows = [&](int64_t gi) { return std::min<int64_t>(kBf16GroupRows, n_out - gi * kBf16GroupRows); };
+  const int64_t chunk = amx_chunk_groups(n_in);
+  uint8_t* buf = expand_scratch(static_cast<size_t>(chunk * out_bytes));
   with_layout(t, [&]<class P>() {
     const int64_t stride = group_bytes<P>(n_in);
-    for (int64_t g = g0; g < g1; g += 2) {
-      const bool pair = g + 1 < g1;
-      expand_group<P>(packed + g * stride, n_in, buf);
-      if (pair) expand_group<P>(packed + (g + 1) * stride, n_in, buf + out_bytes);
-      amx_bf16_groups(a, buf, pair ? buf + out_bytes : nullptr, y + g * kBf16GroupRows,
-                      pair ? y + (g + 1) * kBf16GroupRows : nullptr, n_out, rows(g), pair ? rows(g + 1) : 0);
+    for (int64_t g = g0; g < g1; g += chunk) {
+      const int64_t n = std::min(chunk, g1 - g);
+      for (int64_t i = 0; i < n; ++i) expand_group<P>(packed + (g + i) * stride, n_in, buf + i * out_bytes);
+      amx_bf16_groups(a, buf, out_bytes, n, y + g * kBf16GroupRows, n_out, n_out - g * kBf16GroupRows);
     }
   });
 }

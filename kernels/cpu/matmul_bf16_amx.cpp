@@ -1,8 +1,11 @@
-// The AMX-BF16 kernel of the bf16 path (bf16_packed.hpp): for one or two
+// The AMX-BF16 kernel of the bf16 path (bf16_packed.hpp): for a chunk of
 // groups of 16 rows and all tokens, C[16 tokens, 16 rows] += A · B over the
 // inputs 32 at a time (tdpbf16ps), with up to 2 × 2 C tiles so each A and B
 // tile loaded serves two products. C stays in its tile across all of K: no
-// per-block scaling, unlike the int8 path.
+// per-block scaling, unlike the int8 path. Blocks of 32 tokens run outside
+// the groups: the block's activations are read from L2 for every group pair
+// of the chunk, and the chunk (about 1 MiB) from L2 for every block, instead
+// of all activations from L3 for every group pair.
 #include "kernels/cpu/bf16_packed.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -91,26 +94,38 @@ void tile_block(const Bf16Acts& a, const uint8_t* g0, const uint8_t* g1, float* 
 
 }  // namespace
 
-bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* g0, const uint8_t* g1, float* y0, float* y1, int64_t ldy,
-                     int64_t n_rows0, int64_t n_rows1) {
+bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, int64_t n_groups, float* y,
+                     int64_t ldy, int64_t n_rows) {
   if (!amx_enabled()) return false;
   configure();
+  auto rows = [&](int64_t g) { return std::clamp<int64_t>(n_rows - g * kTile, 0, kTile); };
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 2 * kTile) {
     const bool two_tok = t0 + kTile < a.n_tokens;
-    if (g1 != nullptr) {
-      if (two_tok) {
-        tile_block<2, 2>(a, g0, g1, y0, y1, ldy, n_rows0, n_rows1, t0);
+    for (int64_t g = 0; g < n_groups; g += 2) {
+      const uint8_t* g0 = groups + g * stride;
+      float* y0 = y + g * kTile;
+      if (g + 1 < n_groups) {
+        const uint8_t* g1 = g0 + stride;
+        float* y1 = y0 + kTile;
+        if (two_tok) {
+          tile_block<2, 2>(a, g0, g1, y0, y1, ldy, rows(g), rows(g + 1), t0);
+        } else {
+          tile_block<1, 2>(a, g0, g1, y0, y1, ldy, rows(g), rows(g + 1), t0);
+        }
+      } else if (two_tok) {
+        tile_block<2, 1>(a, g0, nullptr, y0, nullptr, ldy, rows(g), 0, t0);
       } else {
-        tile_block<1, 2>(a, g0, g1, y0, y1, ldy, n_rows0, n_rows1, t0);
+        tile_block<1, 1>(a, g0, nullptr, y0, nullptr, ldy, rows(g), 0, t0);
       }
-    } else if (two_tok) {
-      tile_block<2, 1>(a, g0, g1, y0, y1, ldy, n_rows0, n_rows1, t0);
-    } else {
-      tile_block<1, 1>(a, g0, g1, y0, y1, ldy, n_rows0, n_rows1, t0);
     }
   }
   _tile_release();
   return true;
+}
+
+int64_t amx_chunk_groups(int64_t n_in) {
+  const int64_t group = bf16_group_bytes(n_in);
+  return std::clamp<int64_t>((int64_t{1} << 20) / group / 2 * 2, 2, 16);
 }
 
 }  // namespace troupe::kernels::detail

@@ -210,14 +210,12 @@ void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* 
   }
 }
 
-void amx_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
-               int64_t g1) {
-  auto rows = [&](int64_t gi) { return std::min<int64_t>(kBf16GroupRows, n_out - gi * kBf16GroupRows); };
-  for (int64_t g = g0; g < g1; g += 2) {
-    const bool pair = g + 1 < g1;
-    detail::amx_bf16_groups(a, packed + g * stride, pair ? packed + (g + 1) * stride : nullptr,
-                            y + g * kBf16GroupRows, pair ? y + (g + 1) * kBf16GroupRows : nullptr, n_out, rows(g),
-                            pair ? rows(g + 1) : 0);
+void amx_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_in, int64_t n_out,
+               int64_t g0, int64_t g1) {
+  const int64_t chunk = detail::amx_chunk_groups(n_in);
+  for (int64_t g = g0; g < g1; g += chunk) {
+    detail::amx_bf16_groups(a, packed + g * stride, stride, std::min(chunk, g1 - g), y + g * kBf16GroupRows, n_out,
+                            n_out - g * kBf16GroupRows);
   }
 }
 
@@ -259,7 +257,7 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
   pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
     const int64_t g0 = u0 * kGroupsPerUnit, g1 = std::min(u1 * kGroupsPerUnit, groups);
     if (amx) {
-      amx_range(bytes, stride, a, y, n_out, g0, g1);
+      amx_range(bytes, stride, a, y, n_in, n_out, g0, g1);
     } else {
       dot_range(bytes, stride, a, y, n_out, g0, g1);
     }
