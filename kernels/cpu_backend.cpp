@@ -6,6 +6,7 @@
 #include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -139,8 +140,31 @@ void CpuBackend::embedding(float* y, const Weight& table, const int32_t* ids, in
   kernels::embedding(y, table.data, table.type, ids, n_tokens, table.n_in);
 }
 
+// Elementwise and per-row work is split over the pool only for a prefill's
+// sizes: a decode step's vectors are too short to repay waking the workers.
+// Chunks are whole multiples of 64 elements, so every element meets the same
+// vector code (and the same bits) as in one call over the whole array.
+constexpr int64_t kParallelMin = 1 << 16;
+constexpr int64_t kChunk = 1 << 12;
+
+template <class F>
+void CpuBackend::split_elements(int64_t n, F&& fn) {
+  if (n < kParallelMin || pool_.size() == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool_.parallel_for((n + kChunk - 1) / kChunk,
+                     [&](int64_t c0, int64_t c1) { fn(c0 * kChunk, std::min(c1 * kChunk, n)); });
+}
+
 void CpuBackend::rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd, float eps) {
-  kernels::rmsnorm(y, x, weight, n_tokens, n_embd, eps);
+  if (n_tokens * n_embd < kParallelMin || pool_.size() == 1) {
+    kernels::rmsnorm(y, x, weight, n_tokens, n_embd, eps);
+    return;
+  }
+  pool_.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) {
+    kernels::rmsnorm(y + t0 * n_embd, x + t0 * n_embd, weight, t1 - t0, n_embd, eps);
+  });
 }
 
 void CpuBackend::layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens,
@@ -149,7 +173,9 @@ void CpuBackend::layernorm(float* y, const float* x, const float* weight, const 
 }
 
 void CpuBackend::add(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] += x[i];
+  });
 }
 
 void CpuBackend::add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols) {
@@ -164,7 +190,9 @@ void CpuBackend::rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_
   kernels::rope(x, pos, n_tokens, n_head, head_dim, p);
 }
 
-void CpuBackend::swiglu(float* y, const float* gate, const float* up, int64_t n) { kernels::swiglu(y, gate, up, n); }
+void CpuBackend::swiglu(float* y, const float* gate, const float* up, int64_t n) {
+  split_elements(n, [&](int64_t i0, int64_t i1) { kernels::swiglu(y + i0, gate + i0, up + i0, i1 - i0); });
+}
 
 void CpuBackend::gelu(float* y, const float* x, int64_t n) { kernels::gelu(y, x, n); }
 

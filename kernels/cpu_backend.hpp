@@ -51,6 +51,10 @@ class CpuBackend : public Backend {
                  float scale, int32_t window) override;
 
  private:
+  // fn(begin, end) over [0, n), split over the pool for a prefill's sizes.
+  template <class F>
+  void split_elements(int64_t n, F&& fn);
+
   ThreadPool pool_;
 };
 
