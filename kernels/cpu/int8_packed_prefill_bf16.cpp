@@ -9,36 +9,18 @@
 // tokens. Built with -mavx512bf16 and VNNI (the layout readers).
 #include <algorithm>
 #include <cstdint>
-#include <new>
 
 #include "kernels/cpu/bf16_packed.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 
 #include "kernels/cpu/int8_packed_layout_avx512.hpp"
+#include "kernels/cpu/scratch.hpp"
 
 namespace troupe::kernels::detail {
 namespace {
 
 using namespace cpu;  // NOLINT: the layouts and SIMD helpers of this path
-
-// Per-thread grow-only buffer, 64-byte aligned, for two expanded groups.
-uint8_t* expand_scratch(size_t bytes) {
-  struct Buffer {
-    uint8_t* data = nullptr;
-    size_t capacity = 0;
-    ~Buffer() { ::operator delete(data, std::align_val_t{64}); }
-  };
-  thread_local Buffer buf;
-  if (bytes > buf.capacity) {
-    ::operator delete(buf.data, std::align_val_t{64});
-    buf.data = nullptr;
-    buf.capacity = 0;
-    buf.data = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
-    buf.capacity = bytes;
-  }
-  return buf.data;
-}
 
 // Word 2 r of a pair line is row r's first input, word 2 r + 1 its second.
 inline __m512i pair_line(__m512 first, __m512 second, __m512i interleave) {
@@ -88,7 +70,7 @@ void int8_packed_gemm_bf16(const uint8_t* packed, DType t, const Bf16Acts& a, fl
                            int64_t g0, int64_t g1) {
   const int64_t out_bytes = bf16_group_bytes(n_in);
   const int64_t chunk = amx_chunk_groups(n_in);
-  uint8_t* buf = expand_scratch(static_cast<size_t>(chunk * out_bytes));
+  uint8_t* buf = scratch(Scratch::bf16_groups, static_cast<size_t>(chunk * out_bytes));
   with_layout(t, [&]<class P>() {
     const int64_t stride = group_bytes<P>(n_in);
     for (int64_t g = g0; g < g1; g += chunk) {

@@ -3,13 +3,13 @@
 // portable scalar path, which is also the fallback on non-x86 machines.
 #include <algorithm>
 #include <cstddef>
-#include <new>
 #include <string>
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe::kernels {
@@ -28,27 +28,10 @@ float dot_scalar(const float* a, const float* b, int64_t n) {
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-struct ScratchBuffer {
-  float* data = nullptr;
-  int64_t capacity = 0;
-  ScratchBuffer() = default;
-  ScratchBuffer(const ScratchBuffer&) = delete;
-  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-  ~ScratchBuffer() { ::operator delete(data, std::align_val_t{64}); }
-};
-
 }  // namespace
 
 float* matmul_scratch(int64_t n) {
-  thread_local ScratchBuffer buf;
-  if (n > buf.capacity) {
-    ::operator delete(buf.data, std::align_val_t{64});
-    buf.data = nullptr;
-    buf.capacity = 0;
-    buf.data = static_cast<float*>(::operator new(static_cast<size_t>(n) * sizeof(float), std::align_val_t{64}));
-    buf.capacity = n;
-  }
-  return buf.data;
+  return reinterpret_cast<float*>(scratch(Scratch::f32_panel, static_cast<size_t>(n) * sizeof(float)));
 }
 
 void matmul_rows_scalar(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {

@@ -14,21 +14,13 @@
 #include <cstdint>
 
 #include "core/cpu_features.hpp"
+#include "kernels/cpu/amx_tile_config.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
 namespace troupe::kernels::detail {
 namespace {
 
 constexpr int kTile = 16;  // tokens (A and C rows), pairs (B rows), rows of W (C columns)
-
-// The LDTILECFG memory layout (palette 1).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Tiles 0-3 are C (token tile i, group j at 2 i + j), 4-5 A (16 tokens × 32
 // inputs), 6-7 B (16 pairs × 16 rows); all 16 rows of 64 bytes.

@@ -59,11 +59,6 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
 // row units over the pool (as matmul does).
 void matmul_int8(const MatmulProblem& p, ThreadPool& pool);
 
-// Per-thread grow-only scratch, 64-byte aligned, valid until the same thread
-// asks for the same slot again: the quantized activations (by the calling
-// thread) and the int8 panel of a GEMM (by each worker).
-enum class Int8Scratch { acts, panel };
-uint8_t* int8_scratch(Int8Scratch slot, size_t bytes);
 
 // Below this many tokens the int8 path is a GEMV over the weights as stored;
 // from it on, a GEMM over panels of weights unpacked to int8.

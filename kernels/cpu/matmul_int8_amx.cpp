@@ -11,21 +11,13 @@
 #include <cstring>
 
 #include "core/cpu_features.hpp"
+#include "kernels/cpu/amx_tile_config.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
 namespace troupe::kernels::detail {
 namespace {
 
 constexpr int kTileTokens = 16;
-
-// The LDTILECFG memory layout (palette 1).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Two sets of tiles, so that the tile unit computes sub-block s + 1 while
 // the vector units scale sub-block s: tiles 0 and 1 are C (16 tokens × 16

@@ -9,10 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <new>
 
 #include "core/cpu_features.hpp"
 #include "kernels/cpu/int8_unpack_avx512.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
 namespace troupe::kernels::detail {
@@ -234,7 +234,7 @@ void gemm_rows(const MatmulProblem& p, const QuantizedActs& qa, int64_t row_begi
   pn.offset = Rd::kOffset;
   const size_t u_bytes = round64(static_cast<size_t>(p.n_in) * kPanelRows);
   const size_t f_bytes = round64(static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float));
-  uint8_t* mem = int8_scratch(Int8Scratch::panel, u_bytes + 2 * f_bytes);
+  uint8_t* mem = scratch(Scratch::int8_panel, u_bytes + 2 * f_bytes);
   pn.u = mem;
   pn.scale = reinterpret_cast<float*>(mem + u_bytes);
   pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
@@ -264,30 +264,7 @@ void run_int8(const MatmulProblem& p, ThreadPool& pool) {
   });
 }
 
-// Grow-only 64-byte-aligned storage of one thread.
-struct Arena {
-  uint8_t* data = nullptr;
-  size_t capacity = 0;
-  Arena() = default;
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  ~Arena() { ::operator delete(data, std::align_val_t{64}); }
-};
-
 }  // namespace
-
-uint8_t* int8_scratch(Int8Scratch slot, size_t bytes) {
-  thread_local Arena arenas[2];
-  Arena& a = arenas[slot == Int8Scratch::acts ? 0 : 1];
-  if (bytes > a.capacity) {
-    ::operator delete(a.data, std::align_val_t{64});
-    a.data = nullptr;
-    a.capacity = 0;
-    a.data = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
-    a.capacity = bytes;
-  }
-  return a.data;
-}
 
 void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   if (pn.min != nullptr) {
@@ -314,7 +291,7 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   const size_t s_bytes = round64(static_cast<size_t>(padded * qa.n_sub) * 4);
   const size_t t_bytes = round64(static_cast<size_t>(padded * 2 * qa.nb) * sizeof(int32_t));
   const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * ldl) * 4) : 0;
-  uint8_t* mem = int8_scratch(Int8Scratch::acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
+  uint8_t* mem = scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
   auto* q = reinterpret_cast<int8_t*>(mem);
   auto* d = reinterpret_cast<float*>(mem + q_bytes);
   auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
 namespace troupe::kernels {
@@ -68,24 +68,6 @@ void pack_groups(uint8_t* dst, const uint8_t* w, DType t, int64_t n_in, int64_t 
   }
 }
 
-// Per-thread grow-only buffer, 64-byte aligned, for the rounded activations.
-uint16_t* acts_scratch(size_t elems) {
-  struct Buffer {
-    uint16_t* data = nullptr;
-    size_t capacity = 0;
-    ~Buffer() { ::operator delete(data, std::align_val_t{64}); }
-  };
-  thread_local Buffer buf;
-  if (elems > buf.capacity) {
-    ::operator delete(buf.data, std::align_val_t{64});
-    buf.data = nullptr;
-    buf.capacity = 0;
-    buf.data = static_cast<uint16_t*>(::operator new(elems * 2, std::align_val_t{64}));
-    buf.capacity = elems;
-  }
-  return buf.data;
-}
-
 }  // namespace
 
 namespace detail {
@@ -97,7 +79,7 @@ Bf16Acts round_acts_bf16(const float* x, int64_t n_tokens, int64_t n_in, ThreadP
   a.n_tokens = n_tokens;
   a.k_pad = k_padded(n_in);
   const int64_t rows = (n_tokens + kBf16TokenPad - 1) / kBf16TokenPad * kBf16TokenPad;
-  uint16_t* out = acts_scratch(static_cast<size_t>(rows * a.k_pad));
+  auto* out = reinterpret_cast<uint16_t*>(scratch(Scratch::bf16_acts, static_cast<size_t>(rows * a.k_pad) * 2));
   auto round_rows = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* xr = x + t * n_in;

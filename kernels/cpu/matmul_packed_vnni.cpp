@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
+#include "kernels/cpu/scratch.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -164,7 +165,7 @@ void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
   pn.offset = Rd::kOffset;
   const size_t u_bytes = static_cast<size_t>(n_in) * kPanelRows;
   const size_t f_bytes = static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float);
-  uint8_t* mem = detail::int8_scratch(detail::Int8Scratch::panel, u_bytes + 2 * f_bytes);
+  uint8_t* mem = detail::scratch(detail::Scratch::int8_panel, u_bytes + 2 * f_bytes);
   pn.u = mem;
   pn.scale = reinterpret_cast<float*>(mem + u_bytes);
   pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
