@@ -46,10 +46,9 @@ void pack_groups(uint8_t* dst, const uint8_t* w, int64_t w_row, int64_t n_in, in
 
 // ---- Decode: T tokens (1..4) × one group, from the packed lines ----
 
-// The arithmetic per token and sub-block is vnni_panel_tile's (and the AMX
-// kernel's): an integer dot seeded with the bias, then one scaling.
-// G groups side by side (two streams in flight for the one- and two-token
-// decode), T tokens each.
+// The arithmetic per token and sub-block is vnni_panel_tile's (and the int8
+// AMX kernel's): an integer dot seeded with the bias, then one scaling.
+// G groups side by side (weight streams in flight), T tokens each.
 template <class P, int G, int T>
 void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int64_t n_in, int64_t t0,
                 float* const (&ys)[G], int64_t ldy, const int64_t (&n_rows)[G]) {
@@ -97,23 +96,41 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
   }
 }
 
+// G groups from g on, for tokens [t0, t0 + T).
+template <class P, int G, int T>
+void gemv_at(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out,
+             int64_t g, int64_t t0) {
+  const uint8_t* groups[G];
+  float* ys[G];
+  int64_t n_rows[G];
+  for (int i = 0; i < G; ++i) {
+    groups[i] = packed + (g + i) * stride;
+    ys[i] = y + (g + i) * kGroupRows;
+    n_rows[i] = std::min<int64_t>(kGroupRows, n_out - (g + i) * kGroupRows);
+  }
+  gemv_group<P, G, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
+}
+
+// Decode of one token reads four groups side by side, of two tokens two
+// (more weight streams in flight); a token's arithmetic is the same either
+// way.
 template <class P, int T>
-void gemv_tokens(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in,
-                 int64_t n_out, int64_t g, bool pair, int64_t t0) {
-  auto rows = [&](int64_t gi) { return std::min<int64_t>(kGroupRows, n_out - gi * kGroupRows); };
-  if constexpr (T <= 2) {
-    if (pair) {
-      const uint8_t* const groups[2] = {packed + g * stride, packed + (g + 1) * stride};
-      float* const ys[2] = {y + g * kGroupRows, y + (g + 1) * kGroupRows};
-      const int64_t n_rows[2] = {rows(g), rows(g + 1)};
-      gemv_group<P, 2, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
-      return;
+int64_t gemv_tokens(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in,
+                    int64_t n_out, int64_t g, int64_t left, int64_t t0) {
+  if constexpr (T == 1) {
+    if (left >= 4 && qa.n_tokens == 1) {
+      gemv_at<P, 4, T>(packed, stride, qa, y, n_in, n_out, g, t0);
+      return 4;
     }
   }
-  const uint8_t* const groups[1] = {packed + g * stride};
-  float* const ys[1] = {y + g * kGroupRows};
-  const int64_t n_rows[1] = {rows(g)};
-  gemv_group<P, 1, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
+  if constexpr (T <= 2) {
+    if (left >= 2 && qa.n_tokens <= 2) {
+      gemv_at<P, 2, T>(packed, stride, qa, y, n_in, n_out, g, t0);
+      return 2;
+    }
+  }
+  gemv_at<P, 1, T>(packed, stride, qa, y, n_in, n_out, g, t0);
+  return 1;
 }
 
 template <class P>
@@ -121,16 +138,16 @@ void gemv_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
                  int64_t g1) {
   const int64_t stride = group_bytes<P>(n_in);
   for (int64_t g = g0; g < g1;) {
-    const bool pair = qa.n_tokens <= 2 && g + 1 < g1;
+    int64_t step = 1;
     for (int64_t t0 = 0; t0 < qa.n_tokens; t0 += 4) {
       switch (std::min<int64_t>(4, qa.n_tokens - t0)) {
-        case 1: gemv_tokens<P, 1>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
-        case 2: gemv_tokens<P, 2>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
-        case 3: gemv_tokens<P, 3>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
-        default: gemv_tokens<P, 4>(packed, stride, qa, y, n_in, n_out, g, pair, t0); break;
+        case 1: step = gemv_tokens<P, 1>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
+        case 2: step = gemv_tokens<P, 2>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
+        case 3: step = gemv_tokens<P, 3>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
+        default: step = gemv_tokens<P, 4>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
       }
     }
-    g += pair ? 2 : 1;
+    g += step;
   }
 }
 
