@@ -169,21 +169,43 @@ def test_ten_thousand_idle_connections_stay_bounded(start_server):
             c.close()
 
 
+def open_busy(port):
+    """A connection in the middle of a request's headers."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c.sendall(b"GET /health HTTP/1.1\r\n")
+    return c
+
+
+def closed_by_server(c):
+    c.setblocking(False)
+    try:
+        return c.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        c.settimeout(10)
+
+
 def test_busy_connections_at_the_limit_get_503(start_server):
     srv = start_server("--max-connections", 4, "--header-timeout", 30)
     busy = []
     try:
         # Four connections each in the middle of a request's headers: not idle.
-        for _ in range(4):
-            c = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-            c.sendall(b"GET /health HTTP/1.1\r\n")
-            busy.append(c)
-        # Until the server has accepted all four (under load that takes
-        # longer than any fixed sleep), a fifth client may still get in.
-        deadline = time.time() + 10
+        busy = [open_busy(srv.port) for _ in range(4)]
+        # Until the server has accepted all four and read their first bytes
+        # (under load that takes longer than any fixed sleep), a fifth client
+        # gets in, by closing one the server still sees as idle (no byte read
+        # yet): open a new busy one in its place and ask again.
+        deadline = time.time() + 20
         reply = health(srv)
         while not reply.startswith(b"HTTP/1.1 503") and time.time() < deadline:
             time.sleep(0.1)
+            for i, c in enumerate(busy):
+                if closed_by_server(c):
+                    c.close()
+                    busy[i] = open_busy(srv.port)
             reply = health(srv)
         assert reply.startswith(b"HTTP/1.1 503"), reply[:200]
         assert b"too_many_connections" in reply and b"Retry-After: 1" in reply
