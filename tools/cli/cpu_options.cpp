@@ -10,8 +10,8 @@ namespace troupe::cli {
 
 void add_cpu_options(CLI::App* cmd, CpuArgs* a) {
   cmd->add_flag("--exact-math", a->exact_math,
-                "Keep f32 activations for quantized weights (no int8 dot products): slower, matches the "
-                "dequantized weights to float rounding");
+                "Keep f32 activations for quantized, f16 and bf16 weights (no int8 or bf16 dot products): "
+                "slower, matches the dequantized weights to float rounding");
   cmd->add_flag("--batch-invariant", a->batch_invariant,
                 "Keep a token's results independent of how many tokens share its step (no AMX bf16 prefill): "
                 "slower prefill where the CPU has AMX; greedy output no batching or speculation changes");

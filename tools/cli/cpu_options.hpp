@@ -1,5 +1,5 @@
 // The CPU math options every `troupe` command that runs a model takes:
-// `--exact-math` (f32 activations for quantized weights, no int8 path),
+// `--exact-math` (f32 activations, no int8 or bf16 path),
 // `--batch-invariant` (no math whose bits depend on the batch) and
 // `--cpu-affinity LIST` (pin kernel threads, stage by stage; core/thread_pool).
 #pragma once
