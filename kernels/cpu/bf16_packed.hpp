@@ -47,9 +47,14 @@ namespace detail {
 inline constexpr int64_t kBf16GroupRows = 16;
 inline constexpr int64_t kBf16KPad = 32;       // inputs per tile row
 inline constexpr int64_t kBf16TokenPad = 32;   // the activations' rows, for two 16-row tiles
+inline constexpr int64_t kAmxMinTokens = 16;   // the fewest tokens the AMX kernel runs
 
-// x rounded to bf16: [n_tokens rounded up to kBf16TokenPad][k_pad], the
-// padding zero.
+// Whether a matmul of n_tokens over repacked weights (bf16 or int8) runs
+// the AMX-BF16 kernel: AMX on, and not under batch-invariant math.
+bool amx_bf16_prefill(int64_t n_tokens);
+
+// x rounded to bf16: [n_tokens][k_pad], or for the AMX kernel [n_tokens
+// rounded up to kBf16TokenPad][k_pad] with zero rows; inputs past n_in zero.
 struct Bf16Acts {
   const uint16_t* x = nullptr;
   int64_t n_tokens = 0;
@@ -68,9 +73,9 @@ int64_t bf16_group_bytes(int64_t n_in);
 // each from y, of which n_out - 16 g0 exist (g0 the first group's index, as
 // the caller counts). Tokens run in blocks of 32 outside the groups, so a
 // block's activations stay in L2 while the groups stream past them; callers
-// keep n_groups × the group size near 1 MiB (amx_chunk_groups). Returns
-// false (and does nothing) where AMX is off or absent.
-bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, int64_t n_groups, float* y,
+// keep n_groups × the group size near 1 MiB (amx_chunk_groups). Only where
+// amx_bf16_prefill says so, on activations rounded for it.
+void amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, int64_t n_groups, float* y,
                      int64_t ldy, int64_t n_rows);
 
 // Groups per call of amx_bf16_groups for rows of n_in inputs: even, 2..16.

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/cpu_features.hpp"
 #include "kernels/cpu/amx_tile_config.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
@@ -86,9 +85,8 @@ void tile_block(const Bf16Acts& a, const uint8_t* g0, const uint8_t* g1, float* 
 
 }  // namespace
 
-bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, int64_t n_groups, float* y,
+void amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, int64_t n_groups, float* y,
                      int64_t ldy, int64_t n_rows) {
-  if (!amx_enabled()) return false;
   configure();
   auto rows = [&](int64_t g) { return std::clamp<int64_t>(n_rows - g * kTile, 0, kTile); };
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 2 * kTile) {
@@ -112,7 +110,6 @@ bool amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, i
     }
   }
   _tile_release();
-  return true;
 }
 
 int64_t amx_chunk_groups(int64_t n_in) {

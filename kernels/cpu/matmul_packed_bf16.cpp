@@ -72,13 +72,19 @@ void pack_groups(uint8_t* dst, const uint8_t* w, DType t, int64_t n_in, int64_t 
 
 namespace detail {
 
+bool amx_bf16_prefill(int64_t n_tokens) {
+  return n_tokens >= kAmxMinTokens && amx_enabled() && cpu_has_avx512_bf16() && !batch_invariant();
+}
+
 int64_t bf16_group_bytes(int64_t n_in) { return group_bytes(n_in); }
 
 Bf16Acts round_acts_bf16(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
   Bf16Acts a;
   a.n_tokens = n_tokens;
   a.k_pad = k_padded(n_in);
-  const int64_t rows = (n_tokens + kBf16TokenPad - 1) / kBf16TokenPad * kBf16TokenPad;
+  // Only the AMX kernel's tile loads read past the last token.
+  const int64_t rows =
+      n_tokens < kAmxMinTokens ? n_tokens : (n_tokens + kBf16TokenPad - 1) / kBf16TokenPad * kBf16TokenPad;
   auto* out = reinterpret_cast<uint16_t*>(scratch(Scratch::bf16_acts, static_cast<size_t>(rows * a.k_pad) * 2));
   auto round_rows = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -160,32 +166,32 @@ void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0
   }
 }
 
-template <int T>
-void dot_tokens(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g,
-                bool pair, int64_t t0) {
-  auto rows = [&](int64_t gi) { return std::min<int64_t>(kBf16GroupRows, n_out - gi * kBf16GroupRows); };
-  if (pair) {
-    const uint8_t* const groups[2] = {packed + g * stride, packed + (g + 1) * stride};
-    float* const ys[2] = {y + g * kBf16GroupRows, y + (g + 1) * kBf16GroupRows};
-    const int64_t n_rows[2] = {rows(g), rows(g + 1)};
-    dot_groups<2, T>(groups, a, t0, ys, n_out, n_rows);
-    return;
+// G groups from g on, for tokens [t0, t0 + T).
+template <int G, int T>
+void dot_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g, int64_t t0) {
+  const uint8_t* groups[G];
+  float* ys[G];
+  int64_t n_rows[G];
+  for (int i = 0; i < G; ++i) {
+    groups[i] = packed + (g + i) * stride;
+    ys[i] = y + (g + i) * kBf16GroupRows;
+    n_rows[i] = std::min<int64_t>(kBf16GroupRows, n_out - (g + i) * kBf16GroupRows);
   }
-  const uint8_t* const groups[1] = {packed + g * stride};
-  float* const ys[1] = {y + g * kBf16GroupRows};
-  const int64_t n_rows[1] = {rows(g)};
-  dot_groups<1, T>(groups, a, t0, ys, n_out, n_rows);
+  dot_groups<G, T>(groups, a, t0, ys, n_out, n_rows);
 }
 
+// Two groups side by side where the range has them, one or two tokens at a
+// time.
 void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
                int64_t g1) {
   for (int64_t g = g0; g < g1;) {
     const bool pair = g + 1 < g1;
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 2) {
-      if (a.n_tokens - t0 >= 2) {
-        dot_tokens<2>(packed, stride, a, y, n_out, g, pair, t0);
+      const bool two = a.n_tokens - t0 >= 2;
+      if (pair) {
+        two ? dot_at<2, 2>(packed, stride, a, y, n_out, g, t0) : dot_at<2, 1>(packed, stride, a, y, n_out, g, t0);
       } else {
-        dot_tokens<1>(packed, stride, a, y, n_out, g, pair, t0);
+        two ? dot_at<1, 2>(packed, stride, a, y, n_out, g, t0) : dot_at<1, 1>(packed, stride, a, y, n_out, g, t0);
       }
     }
     g += pair ? 2 : 1;
@@ -200,9 +206,6 @@ void amx_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* 
                             n_out - g * kBf16GroupRows);
   }
 }
-
-// From this many tokens on, AMX (where present) runs the product.
-constexpr int64_t kAmxMinTokens = 16;
 
 }  // namespace
 
@@ -231,7 +234,7 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
   const Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
   const auto* bytes = static_cast<const uint8_t*>(packed);
   const int64_t stride = group_bytes(n_in);
-  const bool amx = n_tokens >= kAmxMinTokens && amx_enabled() && !batch_invariant();
+  const bool amx = detail::amx_bf16_prefill(n_tokens);
   // Threads take whole units of 3 groups (48 rows), as matmul does.
   constexpr int64_t kGroupsPerUnit = 3;
   const int64_t groups = n_groups(n_out);

@@ -236,7 +236,7 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
   const int64_t groups = n_groups(n_out);
   const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
-  if (!gemv && amx_enabled() && cpu_has_avx512_bf16() && !batch_invariant()) {
+  if (detail::amx_bf16_prefill(n_tokens)) {
     // Prefill on AMX: bf16 activations and weights expanded to bf16
     // (int8_packed_prefill_bf16.cpp).
     const detail::Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);

@@ -15,6 +15,7 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "isa_paths.hpp"
+#include "tests/exact_math.hpp"
 
 namespace troupe::test {
 
@@ -38,13 +39,6 @@ inline bool packed_prefill_is_bf16(bool amx, int64_t n_tokens) {
   return amx && n_tokens >= 16 && cpu_has_avx512_bf16();
 }
 
-class AmxSwitch {
- public:
-  explicit AmxSwitch(bool on) { set_amx_enabled(on); }
-  ~AmxSwitch() { set_amx_enabled(true); }
-  AmxSwitch(const AmxSwitch&) = delete;
-  AmxSwitch& operator=(const AmxSwitch&) = delete;
-};
 
 struct Weights {
   std::vector<uint8_t> bytes;

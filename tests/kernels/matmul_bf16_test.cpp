@@ -113,11 +113,8 @@ TEST_P(MatmulBf16, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
     kernels::matmul_bf16_packed(alone.data() + tk * n_out, x.data() + tk * n_in, p.bytes.get(), 1, n_in, n_out,
                                 pool1);
   }
-  struct Reset {
-    ~Reset() { set_batch_invariant(false); }
-  } reset;
   for (bool invariant : {false, true}) {
-    set_batch_invariant(invariant);  // on: vdpbf16ps for every batch
+    const test::BatchInvariantMath mode(invariant);  // on: vdpbf16ps for every batch
     for (bool amx : test::amx_settings()) {
       const AmxSwitch use_amx(amx);
       const std::vector<float> big = run(n_max, pool1);  // the AMX kernel's reference, where it runs

@@ -96,11 +96,8 @@ TEST_P(MatmulPacked, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   };
   // Token 0 alone (decode) is the reference for every batch that starts with it.
   const std::vector<float> alone = token0(1, pool1);
-  struct Reset {
-    ~Reset() { set_batch_invariant(false); }
-  } reset;
   for (bool invariant : {false, true}) {
-    set_batch_invariant(invariant);
+    const test::BatchInvariantMath mode(invariant);
     for (bool amx : test::amx_settings()) {
       const AmxSwitch use_amx(amx);
       const std::vector<float> big = token0(n_max, pool1);

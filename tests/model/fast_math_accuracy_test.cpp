@@ -95,6 +95,25 @@ void check_case(const std::shared_ptr<const Model>& model, const std::vector<int
   }
 }
 
+// An HF fixture's prompts, and the exact path's own greedy continuation of
+// each on `model`: the reference for the fast paths (the fixture's tokens
+// are transformers' on the unquantized weights).
+struct FixtureRun {
+  std::vector<std::vector<int32_t>> prompts, greedy;
+};
+
+FixtureRun exact_greedy(const std::shared_ptr<const Model>& model, const nlohmann::json& ref) {
+  FixtureRun run{.prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>(), .greedy = {}};
+  const test::ExactMath exact;
+  CpuBackend backend({.n_threads = 2});
+  Generator gen(model, backend, {.n_ctx = 256});
+  for (const auto& prompt : run.prompts) {
+    run.greedy.push_back(
+        gen.generate(prompt, {.max_new_tokens = 12, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}}));
+  }
+  return run;
+}
+
 // Where the CPU has AMX, a forward of 16 tokens or more over repacked
 // quantized weights runs the bf16 AMX prefill (bf16_packed.hpp); below that,
 // and with AMX off, the int8 kernels. Each check runs both ways here.
@@ -105,13 +124,6 @@ std::vector<bool> amx_modes() {
 }
 
 const char* mode_name(bool amx) { return amx ? "AMX bf16 prefill" : "int8 kernels"; }
-
-struct AmxMode {
-  explicit AmxMode(bool on) { set_amx_enabled(on); }
-  ~AmxMode() { set_amx_enabled(true); }
-  AmxMode(const AmxMode&) = delete;
-  AmxMode& operator=(const AmxMode&) = delete;
-};
 
 // Bounds: the largest difference over the whole vocabulary and every step,
 // measured here (2026-12-02) with 50% headroom, the larger of the two modes
@@ -132,7 +144,7 @@ TEST(Int8Accuracy, SmolLM2FollowsTransformersGreedyExceptAtNearTies) {
   auto model = Model::load(path);
   for (bool amx : amx_modes()) {
     SCOPED_TRACE(mode_name(amx));
-    const AmxMode mode(amx);
+    const test::AmxSwitch mode(amx);
     StepCheck c;
     for (const auto& cs : j["cases"]) {
       check_case(model, cs["prompt_ids"].get<std::vector<int32_t>>(), cs["greedy_ids"].get<std::vector<int32_t>>(),
@@ -155,22 +167,12 @@ TEST(Int8Accuracy, HfFixturesQuantizedAtLoadFollowTheirGreedy) {
     const auto ref = nlohmann::json::parse(in);
     for (DType type : {DType::q8_0, DType::q4_0}) {
       auto model = Model::load(dir, {.quantize = type});
-      // The exact path's own greedy continuation is the reference here (the
-      // fixture's tokens are transformers' on the unquantized weights).
-      const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-      std::vector<std::vector<int32_t>> greedy;
-      for (const auto& prompt : prompts) {
-        const test::ExactMath exact;
-        CpuBackend backend({.n_threads = 2});
-        Generator gen(model, backend, {.n_ctx = 256});
-        greedy.push_back(
-            gen.generate(prompt, {.max_new_tokens = 12, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}}));
-      }
+      const FixtureRun run = exact_greedy(model, ref);
       for (bool amx : amx_modes()) {
         SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)) + " " + mode_name(amx));
-        const AmxMode mode(amx);
+        const test::AmxSwitch mode(amx);
         StepCheck c;
-        for (size_t i = 0; i < prompts.size(); ++i) check_case(model, prompts[i], greedy[i], c);
+        for (size_t i = 0; i < run.prompts.size(); ++i) check_case(model, run.prompts[i], run.greedy[i], c);
         std::printf("%s %s, %s: %d steps, max |fast - exact| logit %.4f, %d argmax flips (%d not at a near tie)\n",
                     arch, std::string(dtype_name(type)).c_str(), mode_name(amx), c.steps, c.worst, c.flips,
                     c.bad_flips);
@@ -199,18 +201,9 @@ TEST(Bf16Accuracy, HfFixturesInF16AndBf16FollowTheirGreedy) {
     for (DType type : {DType::f16, DType::bf16}) {
       SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)));
       auto model = Model::load(dir, {.quantize = type});
-      const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+      const FixtureRun run = exact_greedy(model, ref);
       StepCheck c;
-      for (const auto& prompt : prompts) {
-        std::vector<int32_t> greedy;
-        {
-          const test::ExactMath exact;
-          CpuBackend backend({.n_threads = 2});
-          Generator gen(model, backend, {.n_ctx = 256});
-          greedy = gen.generate(prompt, {.max_new_tokens = 12, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}});
-        }
-        check_case(model, prompt, greedy, c);
-      }
+      for (size_t i = 0; i < run.prompts.size(); ++i) check_case(model, run.prompts[i], run.greedy[i], c);
       std::printf("%s %s: %d steps, max |bf16 - exact| logit %.4f, %d argmax flips (%d not at a near tie)\n", arch,
                   std::string(dtype_name(type)).c_str(), c.steps, c.worst, c.flips, c.bad_flips);
       EXPECT_GT(c.worst, 0.0) << "the bf16 path did not run";
