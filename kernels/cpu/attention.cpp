@@ -9,6 +9,8 @@
 // (query, head) row of the item scores the tile while it is hot in L1 and
 // folds it in with an online softmax (running max m, running sum l, output
 // accumulated in place), so nothing of size [n_q, n_kv] is ever allocated.
+// Items of 8 rows or more (prefill) run the same walk with the rows in the
+// lanes of AVX-512 registers (attention_lanes.hpp) where that path runs.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -16,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/attention_lanes.hpp"
 #include "kernels/cpu/attention_tiles.hpp"
 #include "kernels/cpu/vec_ops.hpp"
 #include "kernels/cpu_kernels.hpp"
@@ -24,7 +28,7 @@
 namespace troupe::kernels {
 namespace {
 
-constexpr int64_t kMaxRows = 16;  // (query, head) rows one item carries
+constexpr int64_t kMaxRows = cpu::kLaneRows;  // (query, head) rows one item carries
 constexpr int64_t kTile = 32;     // key positions scored at once: K and V tiles stay in L1
 
 std::string seq_name(int i) { return "sequence " + std::to_string(i); }
@@ -71,6 +75,7 @@ struct AttnJob {
   const AttnSeq* seqs;
   const cpu::VecOps* ops;
   const cpu::KvTileOps* tiles;  // null for an f32 cache (ops' tiles read it)
+  bool lanes;                   // items of kLaneMinRows rows or more take the lane kernel
   const int64_t* item_begin;  // [n_seqs + 1]: first item of each sequence
   int n_seqs;
   int64_t n_head;
@@ -86,31 +91,41 @@ struct AttnJob {
 // head h0 / group.
 void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int64_t h0) {
   const PagedKvView& kv = *job.kv;
-  const cpu::VecOps& ops = *job.ops;
   const int64_t d = kv.head_dim;
-  const int64_t bs = kv.block_size;
-  const int64_t stride = kv.slot_bytes();  // bytes between consecutive slots of one kv head
   const int64_t kvh = h0 / job.group;
 
-  int64_t lo[kMaxRows] = {}, hi[kMaxRows] = {};  // visible positions [lo, hi) of each row
-  float m[kMaxRows], l[kMaxRows];
-  float* o[kMaxRows];
-  const float* qr[kMaxRows];
-  int64_t n_rows = 0;
+  cpu::LaneItem it;  // the rows, ordered by query
+  it.n_rows = 0;
   for (int64_t qi = q0; qi < q1; ++qi) {
     const int64_t p = static_cast<int64_t>(s.n_past) + qi;
     const int64_t first = job.window > 0 ? std::max<int64_t>(0, p - job.window + 1) : 0;
     for (int64_t h = h0; h < h0 + job.hc; ++h) {
       const int64_t row = (static_cast<int64_t>(s.q_begin) + qi) * job.n_head + h;
-      lo[n_rows] = first;
-      hi[n_rows] = p + 1;
-      m[n_rows] = -INFINITY;
-      l[n_rows] = 0.0f;
-      o[n_rows] = job.out + row * d;
-      qr[n_rows] = job.q + row * d;
-      std::memset(o[n_rows], 0, static_cast<size_t>(d) * sizeof(float));
-      ++n_rows;
+      it.lo[it.n_rows] = first;
+      it.hi[it.n_rows] = p + 1;
+      it.out[it.n_rows] = job.out + row * d;
+      it.q[it.n_rows] = job.q + row * d;
+      ++it.n_rows;
     }
+  }
+  if (job.lanes && it.n_rows >= cpu::kLaneMinRows) {
+    cpu::attend_lanes(it, kv, s.block_table, kvh, job.scale);
+    return;
+  }
+
+  const cpu::VecOps& ops = *job.ops;
+  const int64_t bs = kv.block_size;
+  const int64_t stride = kv.slot_bytes();  // bytes between consecutive slots of one kv head
+  const int64_t n_rows = it.n_rows;
+  const int64_t* lo = it.lo;
+  const int64_t* hi = it.hi;
+  float* const* o = it.out;
+  const float* const* qr = it.q;
+  float m[kMaxRows], l[kMaxRows];
+  for (int64_t r = 0; r < n_rows; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    std::memset(o[r], 0, static_cast<size_t>(d) * sizeof(float));
   }
   // Rows are ordered by query, and both ends of the visible range grow with
   // the query, so the union is [first row's lo, last row's hi).
@@ -244,6 +259,12 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
     throw Error(Errc::invalid_argument, "attention: null q or out");
   }
 
+  // The lane kernel rounds differently from decode's tile kernels, so a
+  // token's bits would depend on how many queries shared its item:
+  // batch-invariant math keeps the tile kernels for every item.
+  const bool lanes = active_isa() == Isa::avx512 && !batch_invariant() && kv.head_dim <= cpu::kLaneMaxHeadDim &&
+                     cpu::lanes_available();
+
   // Per calling thread, reused across calls: no allocation after the first.
   thread_local std::vector<int64_t> item_begin;
   item_begin.resize(static_cast<size_t>(n_seqs) + 1);
@@ -260,6 +281,7 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
               .seqs = seqs,
               .ops = &cpu::vec_ops(),
               .tiles = kv.type == KvType::f32 ? nullptr : &cpu::kv_tile_ops(kv.type, active_isa()),
+              .lanes = lanes,
               .item_begin = item_begin.data(),
               .n_seqs = n_seqs,
               .n_head = n_head,

@@ -6,32 +6,10 @@
 #include "kernels/cpu/attention_tiles.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
-#include "kernels/cpu/simd_avx512.hpp"
-
-#include <cstring>
+#include "kernels/cpu/kv_rows_avx512.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
-
-inline float q8_scale(const unsigned char* row, int64_t d, int64_t g) {
-  uint16_t h;
-  std::memcpy(&h, row + d + 2 * g, 2);
-  return _cvtsh_ss(h);
-}
-
-// Values [i, i + 16) of a row (q8_0 unscaled); m masks a tail (lanes past
-// it read nothing and are zero).
-template <KvType T>
-inline __m512 load16(const unsigned char* row, int64_t i, __mmask16 m = 0xffff) {
-  if constexpr (T == KvType::f16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
-  } else if constexpr (T == KvType::bf16) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * i));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-  } else {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + i)));
-  }
-}
 
 template <KvType T, int64_t D>
 inline float dot_row(const float* q, const unsigned char* r, int64_t d) {

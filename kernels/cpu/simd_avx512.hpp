@@ -1,8 +1,8 @@
 // What the AVX-512 kernel files (matmul, vec_ops, attention tiles, the int8
 // path) share: <immintrin.h> with GCC 12's warnings about its own intrinsics
-// silenced, the tail mask, the 8-way reduction and the weight prefetch. Include only from
-// files built with -mavx512*: internal linkage keeps each copy in its own
-// translation unit.
+// silenced, the tail mask, the 8-way reduction, exp and the weight
+// prefetch. Include only from files built with -mavx512*: internal linkage
+// keeps each copy in its own translation unit.
 #pragma once
 
 // GCC 12 flags the intentionally undefined pass-through operand inside its
@@ -44,6 +44,33 @@ inline __mmask16 tail_mask(int64_t rem) { return static_cast<__mmask16>((1u << r
   const __m512 t = _mm512_add_ps(r, _mm512_permute_ps(r, _MM_SHUFFLE(2, 3, 0, 1)));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, t));
+}
+
+// exp(x) through exp(r) * 2^k with k = round(x / ln2) and |r| <= ln2/2; a
+// degree-7 Taylor polynomial in r is within 1e-8 relative there. Inputs
+// above 88 saturate at exp(88) (callers take exp of values <= 0, or feed it
+// to 1/(1+e) where saturation is harmless); below ln(2^-126) gives 0. NaN
+// propagates because max/min return their second operand on NaN.
+inline __m512 exp_ps(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654475f);
+  const __m512 hi = _mm512_set1_ps(88.0f);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln2 split in two so k * ln2_hi is exact (Cody-Waite).
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 
 // Software prefetch far ahead in the weight stream. Measured on Zen 5 with

@@ -10,33 +10,6 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-// exp(x) through exp(r) * 2^k with k = round(x / ln2) and |r| <= ln2/2; a
-// degree-7 Taylor polynomial in r is within 1e-8 relative there. Inputs
-// above 88 saturate at exp(88) (callers take exp of values <= 0, or feed it
-// to 1/(1+e) where saturation is harmless); below ln(2^-126) gives 0. NaN
-// propagates because max/min return their second operand on NaN.
-inline __m512 exp_ps(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.33654475f);
-  const __m512 hi = _mm512_set1_ps(88.0f);
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // ln2 split in two so k * ln2_hi is exact (Cody-Waite).
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
-}
-
 // x / (1 + exp(-z)): silu when z = x, gelu_tanh when z = 2 * sqrt(2/pi) * (x + 0.044715 x^3).
 inline __m512 times_sigmoid(__m512 x, __m512 z) {
   const __m512 one = _mm512_set1_ps(1.0f);

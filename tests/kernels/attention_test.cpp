@@ -367,6 +367,71 @@ TEST(Attention, QuantizedCacheStaysNearF32) {
   }
 }
 
+// Prefill items of 8 to 16 rows take the lane kernel (attention_lanes.hpp)
+// where AVX-512 runs: one thread keeps each item whole. Tiles of 32
+// positions cross pages of 4 and 16, and windows cut rows inside a tile.
+TEST(Attention, PrefillItemsOnTheLanePathMatchReference) {
+  std::mt19937 rng(515);
+  uint32_t seed = 700;
+  for (KvType type : {KvType::f32, KvType::f16, KvType::bf16, KvType::q8_0}) {
+    for (auto [n_head, n_head_kv] : {std::pair<int64_t, int64_t>{4, 4}, {8, 2}, {6, 2}}) {
+      for (int64_t head_dim : {64, 128, 40}) {
+        const auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+        const Case c{.type = type,
+                     .n_head = n_head,
+                     .n_head_kv = n_head_kv,
+                     .head_dim = head_dim,
+                     .block_size = seed % 2 == 0 ? 16 : 4,
+                     .window = seed % 3 == 0 ? 21 : 0,
+                     .threads = 1,
+                     .q_scale = seed % 4 == 0 ? 6.0f : 1.5f,
+                     .seqs = {{0, uni(40, 90)}, {uni(20, 70), uni(9, 33)}, {uni(1, 40), 1}}};
+        run_case(c, best_isa(), seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Output rows of one sequence at positions [n_past, n_past + n_q) over a
+// cache holding the same 64 random keys and values, MHA with 2 heads.
+std::vector<float> attend_at(int32_t n_past, int32_t n_q, int threads) {
+  const int64_t n_head = 2, d = 64, n_ctx = 64, bs = 16;
+  std::mt19937 rng(31);
+  const auto k = test::random_floats(rng, n_ctx * n_head * d, -1.0f, 1.0f);
+  const auto v = test::random_floats(rng, n_ctx * n_head * d, -1.0f, 1.0f);
+  const auto q = test::random_floats(rng, n_ctx * n_head * d, -3.0f, 3.0f);
+  std::vector<float> kc(k.size()), vc(v.size());
+  const std::vector<int32_t> table = {2, 0, 3, 1};
+  const PagedKvView view{.k = kc.data(), .v = vc.data(), .n_blocks = 4, .block_size = bs, .n_head_kv = n_head,
+                         .head_dim = d};
+  const AttnSeq all{.q_begin = 0, .n_q = static_cast<int32_t>(n_ctx), .n_past = 0, .block_table = table.data()};
+  kernels::kv_write(view, k.data(), v.data(), &all, 1);
+  const AttnSeq seq{.q_begin = 0, .n_q = n_q, .n_past = n_past, .block_table = table.data()};
+  std::vector<float> out(static_cast<size_t>(n_q * n_head * d));
+  ThreadPool pool(threads);
+  kernels::attention(out.data(), q.data() + n_past * n_head * d, view, &seq, 1, n_head, 0.125f, pool);
+  return out;
+}
+
+// The lane kernel keeps each row's arithmetic in its own lane: a row gets
+// the same bits in an item of 16 rows as in one of 9. Batch-invariant math
+// keeps the tile kernels, whose rows match decode (one query) bit for bit.
+TEST(Attention, ARowsBitsDoNotDependOnItsItem) {
+  const std::vector<float> sixteen = attend_at(40, 16, 1);
+  const std::vector<float> nine = attend_at(40, 9, 1);
+  for (size_t i = 0; i < nine.size(); ++i) ASSERT_EQ(nine[i], sixteen[i]) << "value " << i;
+
+  const test::BatchInvariantMath invariant;
+  const std::vector<float> prefill = attend_at(30, 20, 2);
+  for (int32_t qi : {0, 7, 19}) {
+    const std::vector<float> decode = attend_at(30 + qi, 1, 1);
+    for (size_t i = 0; i < decode.size(); ++i) {
+      ASSERT_EQ(decode[i], prefill[qi * decode.size() + i]) << "query " << qi << " value " << i;
+    }
+  }
+}
+
 TEST(Attention, RejectsBadBlockTablesAndHeadCounts) {
   std::vector<float> k(2 * 4 * 8, 0.0f), v(k.size(), 0.0f), q(4 * 8, 0.0f), out(q.size());
   const PagedKvView view{.k = k.data(), .v = v.data(), .n_blocks = 2, .block_size = 4, .n_head_kv = 1, .head_dim = 8};

@@ -1,0 +1,45 @@
+// Prefill attention with the (query, head) rows of one work item in the 16
+// lanes of an AVX-512 register. The tile kernels (vec_ops, attention_tiles)
+// score one row against one key at a time and end every dot product with a
+// horizontal sum; here each key's scores for all 16 rows come out of one
+// chain of FMAs (a key value broadcast against 16 rows' query values), and the
+// online softmax (max, exp, sum, rescale) runs once per tile for all rows.
+// Worth it from about 8 rows; decode (1 query) keeps the tile kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "memory/paged_kv.hpp"
+
+namespace troupe::kernels::cpu {
+
+inline constexpr int kLaneRows = 16;
+// Below this many rows an item keeps the tile kernels: the lanes left empty
+// would cost more than the horizontal sums saved.
+inline constexpr int kLaneMinRows = 8;
+// The largest head_dim the lane kernel takes (its per-item buffers live on
+// the stack); larger heads keep the tile kernels.
+inline constexpr int64_t kLaneMaxHeadDim = 256;
+
+// Up to kLaneRows rows that all read kv head `kv_head` of one sequence. Row r
+// attends to positions [lo[r], hi[r]); rows come ordered so that neither lo
+// nor hi decreases (queries in order, the heads of one query alike).
+struct LaneItem {
+  const float* q[kLaneRows];  // [head_dim] each
+  float* out[kLaneRows];      // [head_dim] each
+  int64_t lo[kLaneRows];
+  int64_t hi[kLaneRows];
+  int n_rows;
+};
+
+// Whether attend_lanes runs here: built with AVX-512 and the CPU runs it.
+bool lanes_available();
+
+// out[r] = softmax_j(scale * q[r] . k_j) . v_j over the item's visible
+// positions, each row's arithmetic in its own lane (so a row's bits do not
+// depend on the other rows of its item). Keys are taken in tiles of 32
+// positions from the first row's lo.
+void attend_lanes(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
+                  float scale);
+
+}  // namespace troupe::kernels::cpu
