@@ -11,8 +11,9 @@
 namespace troupe::kernels::cpu {
 namespace {
 
+// q . row as 16 partial sums (sum_rows adds them up).
 template <KvType T, int64_t D>
-inline float dot_row(const float* q, const unsigned char* r, int64_t d) {
+inline __m512 dot_row(const float* q, const unsigned char* r, int64_t d) {
   const int64_t n = D > 0 ? D : d;
   if constexpr (T == KvType::q8_0) {
     __m512 total = _mm512_setzero_ps();
@@ -30,7 +31,7 @@ inline float dot_row(const float* q, const unsigned char* r, int64_t d) {
       }
       total = _mm512_fmadd_ps(s, _mm512_set1_ps(q8_scale(r, n, g0 / 32)), total);
     }
-    return _mm512_reduce_add_ps(total);
+    return total;
   } else {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     int64_t i = 0;
@@ -42,13 +43,13 @@ inline float dot_row(const float* q, const unsigned char* r, int64_t d) {
       const __mmask16 m = n - i >= 16 ? 0xffff : tail_mask(n - i);
       s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), load16<T>(r, i, m), s0);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    return _mm512_add_ps(s0, s1);
   }
 }
 
 template <KvType T, int64_t D>
 void dot_tile_d(float* s, const float* q, const unsigned char* k, int64_t stride, int64_t n, int64_t d, float sc) {
-  for (int64_t j = 0; j < n; ++j) s[j] = sc * dot_row<T, D>(q, k + j * stride, d);
+  sum_rows(s, n, sc, [&](int64_t j) { return dot_row<T, D>(q, k + j * stride, d); });
 }
 
 template <KvType T>

@@ -46,6 +46,19 @@ inline __mmask16 tail_mask(int64_t rem) { return static_cast<__mmask16>((1u << r
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, t));
 }
 
+// s[j] = sc * (sum of the lanes of row(j)) for j < n, eight rows per
+// reduce8 instead of a horizontal sum each: the attention tiles' scores. A
+// pass past n repeats row n - 1 and stores nothing for it.
+template <class Row>
+[[gnu::always_inline]] inline void sum_rows(float* s, int64_t n, float sc, Row row) {
+  for (int64_t j = 0; j < n; j += 8) {
+    __m512 a[8];
+    for (int64_t u = 0; u < 8; ++u) a[u] = row(j + u < n ? j + u : n - 1);
+    const __m256 r = _mm256_mul_ps(reduce8(a), _mm256_set1_ps(sc));
+    _mm256_mask_storeu_ps(s + j, static_cast<__mmask8>(n - j >= 8 ? 0xff : (1u << (n - j)) - 1u), r);
+  }
+}
+
 // exp(x) through exp(r) * 2^k with k = round(x / ln2) and |r| <= ln2/2; a
 // degree-7 Taylor polynomial in r is within 1e-8 relative there. Inputs
 // above 88 saturate at exp(88) (callers take exp of values <= 0, or feed it

@@ -151,29 +151,29 @@ void gelu(float* y, const float* x, int64_t n) {
   }
 }
 
-// D > 0 fixes head_dim at compile time (64, 128: fully unrolled); D == 0 reads d.
+// a . b as 16 partial sums (sum_rows adds them up). D > 0 fixes head_dim at
+// compile time (64, 128: fully unrolled); D == 0 reads d.
 template <int64_t D>
-inline float dot(const float* a, const float* b, int64_t d) {
+inline __m512 dot(const float* a, const float* b, int64_t d) {
   const int64_t n = D > 0 ? D : d;
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0;
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
+  for (; i + 32 <= n; i += 32) {
     s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
     s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-    s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
-    s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
   }
   for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
   if (i < n) {
     const __mmask16 m = tail_mask(n - i);
     s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+  return _mm512_add_ps(s0, s1);
 }
 
+// Eight keys per reduce8: their dot products run side by side.
 template <int64_t D>
 void dot_tile_d(float* s, const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float sc) {
-  for (int64_t j = 0; j < n; ++j) s[j] = sc * dot<D>(q, k + j * stride, d);
+  sum_rows(s, n, sc, [&](int64_t j) { return dot<D>(q, k + j * stride, d); });
 }
 
 void dot_tile(float* s, const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float sc) {
