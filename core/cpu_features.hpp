@@ -44,10 +44,12 @@ void set_exact_math(bool on);
 
 // Batch-invariant math: a token's results do not depend on how many tokens
 // share its step (16 or more put the fast paths' prefill on AMX bf16 tiles,
-// whose bits differ from decode's). On, prefill over quantized weights keeps
-// the int8 kernels' arithmetic (int8 AMX tiles) and f16/bf16 weights stay
-// on vdpbf16ps: slower prefill, and greedy output that no batching or
-// speculation changes. Process-wide; `--batch-invariant` turns it on.
+// and 8 query rows or more put attention on the lane kernel, whose bits
+// differ from decode's). On, prefill over quantized weights keeps the int8
+// kernels' arithmetic (int8 AMX tiles), f16/bf16 weights stay on vdpbf16ps
+// and attention on its tile kernels: slower prefill, and greedy output that
+// no batching or speculation changes. Process-wide; `--batch-invariant`
+// turns it on.
 bool batch_invariant();
 void set_batch_invariant(bool on);
 

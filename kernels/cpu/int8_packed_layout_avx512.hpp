@@ -129,9 +129,15 @@ struct PkSimple {
     scale = load_halves(p);
     min = Rd::kMin ? load_halves(p + 32) : _mm512_setzero_ps();
   }
-  // Far ahead in both streams: the lines and the scales.
+  // Far ahead in both streams: the lines (one line a unit: prefetching
+  // all of them measured no faster), and the scales as many units ahead
+  // (their stream moves kScaleBytes a unit, the lines' kLineBytes; without
+  // this 1B q4_0 decode ran 8-17% slower, its scale loads stalling).
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t n_units, int64_t un) {
     prefetch_ahead(unit_lines(g, n_units, un));
+    constexpr int64_t kAhead = static_cast<int64_t>(kPrefetchBytes) / kLineBytes * kScaleBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(unit_scales(g, n_units, un)) + kAhead),
+                 _MM_HINT_T0);
   }
 };
 
@@ -187,8 +193,10 @@ struct PkQ45K {
     scale = _mm512_mul_ps(d, s);
     min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
   }
+  // Every line of the unit far ahead, as q6_K (one a unit read slower).
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
-    prefetch_ahead(g + un * kUnitBytes);
+    const uint8_t* unit = g + un * kUnitBytes;
+    for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
   }
 };
 
