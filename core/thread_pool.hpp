@@ -50,6 +50,30 @@ class ThreadPool {
     });
   }
 
+  // Splits [0, n) into chunks of `grain` that the threads take in turn until
+  // none is left: fn(begin, end) per chunk. For long jobs (a prefill's
+  // matmuls) on a shared machine, where a static split leaves every thread
+  // waiting at the end for one that was descheduled. One thread, or n no
+  // larger than grain, runs fn(0, n) inline.
+  template <class F>
+  void parallel_dynamic(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    if (!cpus_.empty()) pin_caller();
+    if (grain < 1) grain = 1;
+    if (n_threads_ == 1 || n <= grain) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int, int) {
+      for (;;) {
+        const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
+        if (begin >= n) return;
+        fn(begin, begin + grain < n ? begin + grain : n);
+      }
+    });
+  }
+
  private:
   void worker(int index);
   // Pins the calling thread to cpus_[0] the first time it runs a job.

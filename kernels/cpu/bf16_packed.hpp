@@ -81,6 +81,11 @@ void amx_bf16_groups(const Bf16Acts& a, const uint8_t* groups, int64_t stride, i
 // Groups per call of amx_bf16_groups for rows of n_in inputs: even, 2..16.
 int64_t amx_chunk_groups(int64_t n_in);
 
+// Groups per chunk that the threads of an AMX prefill take in turn
+// (ThreadPool::parallel_dynamic): amx_chunk_groups, or fewer (even, at
+// least 2) so that each of n_threads has about four chunks to balance with.
+int64_t amx_thread_grain(int64_t n_groups, int64_t n_in, int n_threads);
+
 // The AMX prefill of the int8 path (int8_packed.hpp): groups [g0, g1) of a
 // repacked quantized W expanded to bf16 groups in this layout (w = scale ·
 // (u − offset) + min, rounded to bf16), then the AMX-BF16 kernel over all

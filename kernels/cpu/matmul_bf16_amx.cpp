@@ -117,6 +117,11 @@ int64_t amx_chunk_groups(int64_t n_in) {
   return std::clamp<int64_t>((int64_t{1} << 20) / group / 2 * 2, 2, 16);
 }
 
+int64_t amx_thread_grain(int64_t n_groups, int64_t n_in, int n_threads) {
+  const int64_t per_thread = (n_groups + 4 * n_threads - 1) / (4 * static_cast<int64_t>(n_threads));
+  return std::clamp<int64_t>((per_thread + 1) / 2 * 2, 2, amx_chunk_groups(n_in));
+}
+
 }  // namespace troupe::kernels::detail
 
 #endif  // x86

@@ -234,18 +234,19 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
   const Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
   const auto* bytes = static_cast<const uint8_t*>(packed);
   const int64_t stride = group_bytes(n_in);
-  const bool amx = detail::amx_bf16_prefill(n_tokens);
+  const int64_t groups = n_groups(n_out);
+  if (detail::amx_bf16_prefill(n_tokens)) {
+    // Threads take chunks of up to 1 MiB of groups in turn.
+    pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t g0, int64_t g1) {
+      amx_range(bytes, stride, a, y, n_in, n_out, g0, g1);
+    });
+    return;
+  }
   // Threads take whole units of 3 groups (48 rows), as matmul does.
   constexpr int64_t kGroupsPerUnit = 3;
-  const int64_t groups = n_groups(n_out);
   const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
   pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
-    const int64_t g0 = u0 * kGroupsPerUnit, g1 = std::min(u1 * kGroupsPerUnit, groups);
-    if (amx) {
-      amx_range(bytes, stride, a, y, n_in, n_out, g0, g1);
-    } else {
-      dot_range(bytes, stride, a, y, n_out, g0, g1);
-    }
+    dot_range(bytes, stride, a, y, n_out, u0 * kGroupsPerUnit, std::min(u1 * kGroupsPerUnit, groups));
   });
 }
 

@@ -239,10 +239,10 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
   if (detail::amx_bf16_prefill(n_tokens)) {
     // Prefill on AMX: bf16 activations and weights expanded to bf16
     // (int8_packed_prefill_bf16.cpp).
+    // Threads take chunks of up to 1 MiB of expanded groups in turn.
     const detail::Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
-    pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
-      detail::int8_packed_gemm_bf16(bytes, t, a, y, n_in, n_out, u0 * kGroupsPerUnit,
-                                    std::min(u1 * kGroupsPerUnit, groups));
+    pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t g0, int64_t g1) {
+      detail::int8_packed_gemm_bf16(bytes, t, a, y, n_in, n_out, g0, g1);
     });
     return;
   }

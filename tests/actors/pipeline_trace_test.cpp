@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -35,10 +36,34 @@ TEST(PipelineTrace, OneTrackPerActorAndEachRequestFlowsThroughTheStagesInOrder) 
   }
 
   const std::string path = (std::filesystem::temp_directory_path() / "troupe_pipeline_trace.json").string();
-  p->write_trace(path);
-  std::ifstream in(path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
-  std::filesystem::remove(path);
+  auto read_trace = [&] {
+    p->write_trace(path);
+    std::ifstream in(path);
+    nlohmann::json doc = nlohmann::json::parse(in);
+    std::filesystem::remove(path);
+    return doc;
+  };
+  // An actor records a span when its handler returns, after it has passed the
+  // step on, so a stage's last span can land after the request has completed
+  // downstream. Read again (up to 10 s) until every stage holds as many spans.
+  auto stages_settled = [](const nlohmann::json& doc) {
+    std::map<int, int> spans;  // tid -> complete spans
+    std::map<std::string, int> of_stage;
+    for (const auto& e : doc.at("traceEvents")) {
+      if (e.at("ph") == "X") ++spans[e.at("tid").get<int>()];
+    }
+    for (const auto& e : doc.at("traceEvents")) {
+      if (e.at("ph") == "M" && e.at("name") == "thread_name") {
+        of_stage[e.at("args").at("name").get<std::string>()] = spans[e.at("tid").get<int>()];
+      }
+    }
+    return of_stage["executor_0"] == of_stage["executor_1"] && of_stage["executor_1"] == of_stage["executor_2"];
+  };
+  nlohmann::json doc = read_trace();
+  for (int i = 0; i < 200 && !stages_settled(doc); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    doc = read_trace();
+  }
 
   std::map<int, std::string> track;  // tid -> actor
   for (const auto& e : doc.at("traceEvents")) {

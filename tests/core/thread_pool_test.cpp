@@ -1,11 +1,13 @@
-// ThreadPool: every index is visited exactly once, for any pool size, and
-// back-to-back jobs (as a decode step issues them) never mix.
+// ThreadPool: every index is visited exactly once, for any pool size and
+// either split, and back-to-back jobs (as a decode step issues them) never
+// mix.
 #include <gtest/gtest.h>
 
 #if defined(__linux__)
 #include <sched.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -26,6 +28,27 @@ TEST(ThreadPool, ParallelForCoversEachIndexOnce) {
         for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
       });
       for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+}
+
+// Dynamic chunks: each index once, every chunk `grain` long but the last,
+// each starting on a multiple of grain (a grain below 1 counts as 1; one
+// thread takes [0, n) at once).
+TEST(ThreadPool, ParallelDynamicCoversEachIndexOnceInChunksOfTheGrain) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 48, 1000}) {
+      for (int64_t grain : {0, 1, 6, 16, 2000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        const int64_t g = std::max<int64_t>(grain, 1);
+        pool.parallel_dynamic(n, grain, [&](int64_t b, int64_t e) {
+          EXPECT_EQ(b % g, 0) << "n " << n << " grain " << grain;
+          EXPECT_TRUE(e - b == g || e == n) << "n " << n << " grain " << grain;
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        });
+        for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n << " grain " << grain;
+      }
     }
   }
 }
