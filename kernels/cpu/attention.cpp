@@ -29,7 +29,7 @@ namespace troupe::kernels {
 namespace {
 
 constexpr int64_t kMaxRows = cpu::kLaneRows;  // (query, head) rows one item carries
-constexpr int64_t kTile = 32;     // key positions scored at once: K and V tiles stay in L1
+constexpr int64_t kTile = 32;                 // key positions scored at once: K and V tiles stay in L1
 
 std::string seq_name(int i) { return "sequence " + std::to_string(i); }
 
@@ -76,7 +76,7 @@ struct AttnJob {
   const cpu::VecOps* ops;
   const cpu::KvTileOps* tiles;  // null for an f32 cache (ops' tiles read it)
   bool lanes;                   // items of kLaneMinRows rows or more take the lane kernel
-  const int64_t* item_begin;  // [n_seqs + 1]: first item of each sequence
+  const int64_t* item_begin;    // [n_seqs + 1]: first item of each sequence
   int n_seqs;
   int64_t n_head;
   int64_t group;  // query heads per kv head

@@ -100,8 +100,8 @@ void attend(const LaneItem& it, const PagedKvView& kv, const int32_t* block_tabl
   const __m512i hi = _mm512_load_si512(hi_a);
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   const __m512 vscale = _mm512_set1_ps(scale);
-  __m512 m = neg_inf;                  // running max of each row
-  __m512 l = _mm512_setzero_ps();      // running sum of exp(score - m)
+  __m512 m = neg_inf;              // running max of each row
+  __m512 l = _mm512_setzero_ps();  // running sum of exp(score - m)
 
   const auto* kc = static_cast<const unsigned char*>(kv.k);
   const auto* vc = static_cast<const unsigned char*>(kv.v);
@@ -128,7 +128,8 @@ void attend(const LaneItem& it, const PagedKvView& kv, const int32_t* block_tabl
     __m512 mt = neg_inf;
     for (int64_t j = 0; j < n; ++j) {
       const __m512i pos = _mm512_set1_epi32(static_cast<int32_t>(t + j));
-      const __mmask16 seen = _mm512_cmp_epi32_mask(lo, pos, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(pos, hi, _MM_CMPINT_LT);
+      const __mmask16 seen =
+          _mm512_cmp_epi32_mask(lo, pos, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(pos, hi, _MM_CMPINT_LT);
       st[j] = _mm512_mask_mov_ps(neg_inf, seen, st[j]);
       mt = _mm512_max_ps(mt, st[j]);
     }
