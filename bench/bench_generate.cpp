@@ -1,6 +1,7 @@
 // Prefill and decode tokens/s of GGUF models on the CPU, next to the
-// machine's measured memory read bandwidth, so each decode figure is also a
-// fraction of its roofline (weight bytes per token / bandwidth).
+// machine's read bandwidth over a buffer the size of the weights (L3's rate
+// for a model that fits there, DRAM's for a larger one), so each decode
+// figure is also a fraction of its roofline (bandwidth / weight bytes).
 //   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat 3]
 //                  [--exact-math] [--batch-invariant] [--no-amx] [--cpu-affinity 0,1] model.gguf...
 // --repeat runs each cell that many times and reports the median (this kind
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "core/cpu_features.hpp"
-#include "core/thread_pool.hpp"
+#include "bench/read_bandwidth.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
 #include "model/model.hpp"
@@ -25,34 +26,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Read bandwidth in GB/s: threads sum disjoint slices of a buffer far larger
-// than the caches; best of a few passes. Integer sums, so the compiler may
-// vectorize them (a float sum's dependency chain would measure the adder).
-double read_bandwidth_gbs(int threads) {
-  const size_t n = size_t{1} << 27;  // 1 GiB of uint64
-  std::vector<uint64_t> buf(n);
-  for (size_t i = 0; i < n; ++i) buf[i] = i;
-  troupe::ThreadPool pool(threads);
-  double best = 0;
-  volatile uint64_t sink = 0;
-  for (int pass = 0; pass < 5; ++pass) {
-    std::vector<uint64_t> partial(static_cast<size_t>(threads), 0);
-    const auto t0 = Clock::now();
-    pool.run([&](int ith, int nth) {
-      const size_t chunk = n / static_cast<size_t>(nth);
-      const uint64_t* p = buf.data() + chunk * static_cast<size_t>(ith);
-      uint64_t acc = 0;
-      for (size_t i = 0; i < chunk; ++i) acc += p[i];
-      partial[static_cast<size_t>(ith)] = acc;
-    });
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (uint64_t v : partial) sink = sink + v;
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
-  }
-  (void)sink;
-  return best;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -91,6 +64,9 @@ int main(int argc, char** argv) {
       troupe::set_amx_enabled(false);
     } else if (a == "--cpu-affinity" && i + 1 < argc) {
       troupe::set_cpu_affinity(troupe::parse_cpu_list(argv[++i]));
+    } else if (a.starts_with("-")) {
+      models.clear();
+      break;
     } else {
       models.push_back(a);
     }
@@ -103,11 +79,6 @@ int main(int argc, char** argv) {
   }
 
   std::printf("kernels: %s\n", troupe::cpu_math_summary().c_str());
-  std::vector<double> bandwidth;
-  for (int t : thread_counts) {
-    bandwidth.push_back(read_bandwidth_gbs(t));
-    std::printf("memory read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth.back());
-  }
   std::printf("\n| model | threads | weights MB | prefill %lld tok/s | decode tok/s | decode roofline tok/s | of roofline |\n",
               static_cast<long long>(n_prefill));
   std::printf("|---|---|---|---|---|---|---|\n");
@@ -118,6 +89,13 @@ int main(int argc, char** argv) {
     std::vector<int32_t> prompt(static_cast<size_t>(n_prefill));
     for (auto& t : prompt) t = pick(rng);
     const std::string name = path.substr(path.find_last_of('/') + 1);
+    const double mb = static_cast<double>(model->weight_bytes()) / 1e6;
+    std::vector<double> bandwidth;
+    for (int t : thread_counts) {
+      bandwidth.push_back(troupe::bench::read_bandwidth_gbs(static_cast<size_t>(model->weight_bytes()), t));
+      std::fprintf(stderr, "%s: read bandwidth over %.0f MB, %d thread(s): %.1f GB/s\n", name.c_str(), mb, t,
+                   bandwidth.back());
+    }
     for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
       std::vector<double> prefills, decodes;
       for (int rep = 0; rep < repeat; ++rep) {
@@ -133,7 +111,6 @@ int main(int argc, char** argv) {
         decodes.push_back(static_cast<double>(s.generated_tokens - 1) / s.decode_seconds);
       }
       const double prefill = median(prefills), decode = median(decodes);
-      const double mb = static_cast<double>(model->weight_bytes()) / 1e6;
       const double roof = bandwidth[ti] * 1e3 / mb;
       std::printf("| %s | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% |\n", name.c_str(), thread_counts[ti], mb, prefill,
                   decode, roof, 100.0 * decode / roof);

@@ -5,17 +5,21 @@ For each model and thread count, runs llama.cpp's llama-bench (prefill 512;
 decode 32 from an empty context) and Troupe's bench_generate (prefill 512;
 decode 32 after a one-token prompt, so both decode at the same short
 context) back to back, each repeated and reduced to its median (llama-bench:
-its mean over -r runs), and prints a Markdown table with the ratios. The llama.cpp
-build is the caller's (LLAMA_BENCH or --llama-bench): this project neither
-builds nor ships it.
+its mean over -r runs). With --rounds R it does that R times, alternating
+which engine goes first, and reports the median of each engine's rounds and
+the median and range of the per-round ratios: on a shared machine whose speed
+drifts over minutes, a ratio of two runs seconds apart is steadier than
+either figure. The llama.cpp build is the caller's (LLAMA_BENCH or
+--llama-bench): this project neither builds nor ships it.
 
     tools/bench/vs_llama_cpp.py --llama-bench /path/to/llama-bench \\
-        --threads 1,2 --repeat 3 ~/.cache/troupe/bench/110m-q4_0.gguf ...
+        --threads 1,2 --repeat 3 --rounds 3 ~/.cache/troupe/bench/110m-q4_0.gguf ...
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -52,20 +56,37 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--troupe-flag", action="append", default=[], help="extra bench_generate flag")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds per cell")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     if not a.llama_bench:
         sys.exit("give --llama-bench or set LLAMA_BENCH")
-    print("| model | threads | prefill llama.cpp | prefill Troupe | ratio | decode llama.cpp | decode Troupe | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | threads | prefill llama.cpp | prefill Troupe | ratio | range | decode llama.cpp | decode Troupe "
+          "| ratio | range |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models:
         for t in [int(x) for x in a.threads.split(",")]:
-            lpp, ltg = llama_cpp(a.llama_bench, model, t, a.repeat, a.prompt, a.gen)
-            tpp, _ = troupe(a.troupe_bench, model, t, a.repeat, a.prompt, 2, a.troupe_flag)
-            _, ttg = troupe(a.troupe_bench, model, t, a.repeat, 1, a.gen + 1, a.troupe_flag)
+            rows = []  # (llama pp, llama tg, troupe pp, troupe tg) per round
+            for r in range(max(1, a.rounds)):
+                def ours():
+                    pp, _ = troupe(a.troupe_bench, model, t, a.repeat, a.prompt, 2, a.troupe_flag)
+                    _, tg = troupe(a.troupe_bench, model, t, a.repeat, 1, a.gen + 1, a.troupe_flag)
+                    return pp, tg
+                if r % 2 == 0:
+                    lpp, ltg = llama_cpp(a.llama_bench, model, t, a.repeat, a.prompt, a.gen)
+                    tpp, ttg = ours()
+                else:
+                    tpp, ttg = ours()
+                    lpp, ltg = llama_cpp(a.llama_bench, model, t, a.repeat, a.prompt, a.gen)
+                rows.append((lpp, ltg, tpp, ttg))
+            col = lambda i: statistics.median(x[i] for x in rows)
+            pp_ratios = [x[2] / x[0] for x in rows]
+            tg_ratios = [x[3] / x[1] for x in rows]
+            span = lambda v: f"{min(v):.2f}-{max(v):.2f}" if len(v) > 1 else ""
             name = os.path.basename(model).removesuffix(".gguf")
-            print(f"| {name} | {t} | {lpp:.1f} | {tpp:.1f} | {tpp / lpp:.2f} | {ltg:.1f} | {ttg:.1f} | {ttg / ltg:.2f} |",
-                  flush=True)
+            print(f"| {name} | {t} | {col(0):.1f} | {col(2):.1f} | {statistics.median(pp_ratios):.2f} | "
+                  f"{span(pp_ratios)} | {col(1):.1f} | {col(3):.1f} | {statistics.median(tg_ratios):.2f} | "
+                  f"{span(tg_ratios)} |", flush=True)
 
 
 if __name__ == "__main__":
