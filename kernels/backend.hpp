@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "core/dtype.hpp"
@@ -59,6 +60,16 @@ class Backend {
 
   // y[n_tokens, w.n_out] = x[n_tokens, w.n_in] · w^T
   virtual void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) = 0;
+  // One of several matrices that read the same input.
+  struct MatmulOut {
+    float* y = nullptr;
+    const Weight* w = nullptr;
+  };
+  // y_i[n_tokens, w_i.n_out] = x · w_i^T for matrices of one n_in (q, k and
+  // v; gate and up). A backend may run them as one matmul (the CPU quantizes
+  // x once and splits the rows of all of them over its threads in one
+  // dispatch); this default runs them in turn.
+  virtual void matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens);
   // y[n_tokens, n_embd] = rows ids of table [n_vocab, n_embd]
   virtual void embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) = 0;
   virtual void rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd,

@@ -61,6 +61,10 @@ void* Backend::host_alloc(size_t bytes) { return aligned_host_memory(bytes); }
 
 void Backend::host_free(void* p) { std::free(p); }
 
+void Backend::matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens) {
+  for (const MatmulOut& o : outs) matmul(o.y, x, *o.w, n_tokens);
+}
+
 bool Backend::supports(DType type) const {
   switch (type) {
     case DType::f32:
@@ -134,6 +138,27 @@ void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tok
     }
   }
   kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
+}
+
+// Matrices repacked for the int8 path with one type run as one int8 matmul
+// (x quantized once, one dispatch); any other mix runs one by one.
+void CpuBackend::matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens) {
+  constexpr size_t kMax = 4;
+  if (outs.empty()) return;
+  const Weight& w0 = *outs.front().w;
+  const bool fused = outs.size() > 1 && outs.size() <= kMax && packing_now(w0.type) == Packing::int8 &&
+                     std::ranges::all_of(outs, [&](const MatmulOut& o) {
+                       return o.w->packed != nullptr && o.w->type == w0.type && o.w->n_in == w0.n_in;
+                     });
+  if (!fused) {
+    Backend::matmul_n(outs, x, n_tokens);
+    return;
+  }
+  kernels::PackedOutput parts[kMax];
+  for (size_t i = 0; i < outs.size(); ++i) {
+    parts[i] = {.y = outs[i].y, .packed = outs[i].w->packed, .n_out = outs[i].w->n_out};
+  }
+  kernels::matmul_int8_packed_n(std::span(parts, outs.size()), x, w0.type, n_tokens, w0.n_in, pool_);
 }
 
 void CpuBackend::embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) {

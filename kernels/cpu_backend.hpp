@@ -35,6 +35,7 @@ class CpuBackend : public Backend {
   void synchronize() override {}
 
   void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) override;
+  void matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens) override;
   void embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) override;
   void rmsnorm(float* y, const float* x, const float* weight, int64_t n_tokens, int64_t n_embd, float eps) override;
   void layernorm(float* y, const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t n_embd,

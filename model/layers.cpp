@@ -39,9 +39,8 @@ void self_attention(const StepContext& ctx, const LayerWeights& w, const PagedKv
   float* v = ctx.arena.floats(n * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
   float* att = ctx.arena.floats(n * c.q_dim());  // [n_tokens, n_head, head_dim]
 
-  be.matmul(q, xb, w.wq, n);
-  be.matmul(k, xb, w.wk, n);
-  be.matmul(v, xb, w.wv, n);
+  const Backend::MatmulOut qkv[] = {{q, &w.wq}, {k, &w.wk}, {v, &w.wv}};
+  be.matmul_n(qkv, xb, n);
   if (w.bq != nullptr) be.add_bias(q, w.bq, n, c.q_dim());
   if (w.bk != nullptr) be.add_bias(k, w.bk, n, c.kv_dim());
   if (w.bv != nullptr) be.add_bias(v, w.bv, n, c.kv_dim());
@@ -73,8 +72,8 @@ void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, co
   const size_t mark = ctx.arena.used();
   float* g = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
   float* u = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
-  ctx.backend.matmul(g, xb, gate, n_rows);
-  ctx.backend.matmul(u, xb, up, n_rows);
+  const Backend::MatmulOut gate_up[] = {{g, &gate}, {u, &up}};
+  ctx.backend.matmul_n(gate_up, xb, n_rows);
   ctx.backend.swiglu(g, g, u, n_rows * n_ff);
   ctx.backend.matmul(out, g, down, n_rows);
   ctx.arena.rewind(mark);

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
@@ -50,5 +51,20 @@ void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, T
 // token's bits do not depend on n_tokens or the thread count within each.
 void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
                         int64_t n_out, ThreadPool& pool);
+
+// One of several matrices that read the same input (q, k and v; gate and
+// up): y[n_tokens, n_out] = x · W^T, W repacked.
+struct PackedOutput {
+  float* y = nullptr;
+  const void* packed = nullptr;
+  int64_t n_out = 0;
+};
+
+// matmul_int8_packed for each of outs, all of type t and n_in inputs, as one
+// matmul: x is quantized once, and the threads split the groups of all the
+// matrices in one dispatch (a decode step waits at one barrier, not one per
+// matrix). The bits are each matrix's own matmul_int8_packed's.
+void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                          int64_t n_in, ThreadPool& pool);
 
 }  // namespace troupe::kernels

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/cpu_features.hpp"
@@ -227,37 +228,73 @@ void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, T
   });
 }
 
-void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
-                        int64_t n_out, ThreadPool& pool) {
-  if (n_tokens <= 0 || n_out <= 0) return;
+void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                          int64_t n_in, ThreadPool& pool) {
+  if (n_tokens <= 0 || outs.empty()) return;
   const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
-  const auto* bytes = static_cast<const uint8_t*>(packed);
-  // Threads take whole units of rows (3 groups of 16), as matmul does.
+  // Threads take whole units of rows (3 groups of 16), as matmul does; the
+  // units of all the matrices are numbered one after the other.
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
-  const int64_t groups = n_groups(n_out);
-  const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
+  constexpr size_t kMaxOutputs = 4;
+  if (outs.size() > kMaxOutputs) {
+    for (size_t i = 0; i < outs.size(); i += kMaxOutputs) {
+      matmul_int8_packed_n(outs.subspan(i, std::min(kMaxOutputs, outs.size() - i)), x, t, n_tokens, n_in, pool);
+    }
+    return;
+  }
+  int64_t first[kMaxOutputs + 1] = {};  // first[i]: the first unit (or group) of matrix i
+  int64_t first_group[kMaxOutputs + 1] = {};
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const int64_t groups = n_groups(outs[i].n_out);
+    first_group[i + 1] = first_group[i] + groups;
+    first[i + 1] = first[i] + (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
+  }
+  const size_t n = outs.size();
+  // Calls f(matrix, its first group, its end group) for the parts of
+  // [j0, j1) (numbered by `starts`, in units of `per` groups) in each matrix.
+  auto each_part = [&](const int64_t* starts, int64_t per, int64_t j0, int64_t j1, auto&& f) {
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t lo = std::max(j0, starts[i]), hi = std::min(j1, starts[i + 1]);
+      if (lo >= hi) continue;
+      const int64_t groups = n_groups(outs[i].n_out);
+      f(outs[i], (lo - starts[i]) * per, std::min((hi - starts[i]) * per, groups));
+    }
+  };
   if (detail::amx_bf16_prefill(n_tokens)) {
     // Prefill on AMX: bf16 activations and weights expanded to bf16
-    // (int8_packed_prefill_bf16.cpp).
-    // Threads take chunks of up to 1 MiB of expanded groups in turn.
+    // (int8_packed_prefill_bf16.cpp). Threads take chunks of up to 1 MiB of
+    // expanded groups in turn.
     const detail::Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
-    pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t g0, int64_t g1) {
-      detail::int8_packed_gemm_bf16(bytes, t, a, y, n_in, n_out, g0, g1);
+    const int64_t groups = first_group[n];
+    pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t j0, int64_t j1) {
+      each_part(first_group, 1, j0, j1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
+        detail::int8_packed_gemm_bf16(static_cast<const uint8_t*>(o.packed), t, a, o.y, n_in, o.n_out, g0, g1);
+      });
     });
     return;
   }
   with_layout(t, [&]<class P>() {
     using Rd = typename P::Reader;
     const QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);
-    pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
-      const int64_t g0 = u0 * kGroupsPerUnit, g1 = std::min(u1 * kGroupsPerUnit, groups);
-      if (gemv) {
-        gemv_groups<P>(bytes, qa, y, n_in, n_out, g0, g1);
-      } else {
-        gemm_groups<P>(bytes, qa, y, n_in, n_out, g0, g1);
-      }
+    const int64_t grain = std::max<int64_t>(4, (first[n] + 4 * pool.size() - 1) / (4 * pool.size()));
+    pool.parallel_dynamic(first[n], grain, [&](int64_t u0, int64_t u1) {
+      each_part(first, kGroupsPerUnit, u0, u1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
+        const auto* bytes = static_cast<const uint8_t*>(o.packed);
+        if (gemv) {
+          gemv_groups<P>(bytes, qa, o.y, n_in, o.n_out, g0, g1);
+        } else {
+          gemm_groups<P>(bytes, qa, o.y, n_in, o.n_out, g0, g1);
+        }
+      });
     });
   });
+}
+
+void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
+                        int64_t n_out, ThreadPool& pool) {
+  if (n_out <= 0) return;
+  const PackedOutput out{.y = y, .packed = packed, .n_out = n_out};
+  matmul_int8_packed_n(std::span(&out, 1), x, t, n_tokens, n_in, pool);
 }
 
 }  // namespace troupe::kernels
@@ -272,6 +309,9 @@ void pack_int8(void*, const void*, DType t, int64_t, int64_t, ThreadPool&) {
   throw Error(Errc::unsupported, "int8 repacking of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
 }
 void matmul_int8_packed(float*, const float*, const void*, DType t, int64_t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
+}
+void matmul_int8_packed_n(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
   throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
 }
 

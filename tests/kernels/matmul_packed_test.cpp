@@ -113,6 +113,51 @@ TEST_P(MatmulPacked, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   }
 }
 
+// q, k and v (or gate and up) as one matmul: x quantized once and all their
+// groups in one split over the threads; each matrix gets the bits of its own
+// matmul, for decode, the VNNI/AMX prefill, any thread count, and more
+// matrices than one call takes (five: split in calls of four).
+TEST_P(MatmulPacked, SeveralMatricesAsOneGetEachItsOwnBits) {
+  if (!test::int8_path_runs()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: no int8 repacking";
+  const DType t = GetParam();
+  std::mt19937 rng(531 + static_cast<unsigned>(t));
+  const int64_t n_in = 512;
+  const std::vector<int64_t> n_outs = {101, 5, 48, 150, 17};
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  std::vector<test::Weights> ws;
+  std::vector<Packed> ps;
+  for (int64_t n_out : n_outs) {
+    ws.push_back(test::make_weights(rng, t, n_out, n_in));
+    ps.push_back(pack(ws.back(), t, n_in, n_out, pool2));
+  }
+  for (int64_t n_tokens : {1, 3, 17, 40}) {
+    const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+    for (bool amx : test::amx_settings()) {
+      const AmxSwitch use_amx(amx);
+      for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+        for (size_t n_mats : {size_t{1}, size_t{3}, n_outs.size()}) {
+          std::vector<std::vector<float>> one(n_mats), fused(n_mats);
+          std::vector<kernels::PackedOutput> outs;
+          for (size_t i = 0; i < n_mats; ++i) {
+            const auto n = static_cast<size_t>(n_tokens * n_outs[i]);
+            one[i].assign(n, std::nanf(""));
+            fused[i].assign(n, std::nanf(""));
+            kernels::matmul_int8_packed(one[i].data(), x.data(), ps[i].bytes.get(), t, n_tokens, n_in, n_outs[i],
+                                        *pool);
+            outs.push_back({.y = fused[i].data(), .packed = ps[i].bytes.get(), .n_out = n_outs[i]});
+          }
+          kernels::matmul_int8_packed_n(outs, x.data(), t, n_tokens, n_in, *pool);
+          for (size_t i = 0; i < n_mats; ++i) {
+            ASSERT_EQ(0, std::memcmp(one[i].data(), fused[i].data(), one[i].size() * sizeof(float)))
+                << dtype_name(t) << " matrix " << i << " of " << n_mats << " n_tokens " << n_tokens << " threads "
+                << pool->size() << (amx ? " amx" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 // The packed layout keeps the GGUF sizes for the 4-bit and 8-bit types that
 // carry most weights (the header comment's table).
 TEST(MatmulPacked, SizesAgainstGguf) {
