@@ -232,8 +232,9 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
                           int64_t n_in, ThreadPool& pool) {
   if (n_tokens <= 0 || outs.empty()) return;
   const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
-  // Threads take whole units of rows (3 groups of 16), as matmul does; the
-  // units of all the matrices are numbered one after the other.
+  // Threads take chunks of whole units of rows (3 groups of 16) in turn
+  // (detail::decode_thread_grain); the units of all the matrices are
+  // numbered one after the other.
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
   constexpr size_t kMaxOutputs = 4;
   if (outs.size() > kMaxOutputs) {
@@ -276,8 +277,7 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
   with_layout(t, [&]<class P>() {
     using Rd = typename P::Reader;
     const QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);
-    const int64_t grain = std::max<int64_t>(4, (first[n] + 4 * pool.size() - 1) / (4 * pool.size()));
-    pool.parallel_dynamic(first[n], grain, [&](int64_t u0, int64_t u1) {
+    pool.parallel_dynamic(first[n], detail::decode_thread_grain(first[n], pool.size()), [&](int64_t u0, int64_t u1) {
       each_part(first, kGroupsPerUnit, u0, u1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
         const auto* bytes = static_cast<const uint8_t*>(o.packed);
         if (gemv) {
