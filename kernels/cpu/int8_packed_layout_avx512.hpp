@@ -123,6 +123,12 @@ struct PkSimple {
   [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t n_units, int64_t un, int, __m512i (&out)[8]) {
     read_lines<kNibbles>(unit_lines(g, n_units, un), out);
   }
+  // The 4 lines of a nibble unit as stored (low nibbles: inputs 4 g..4 g + 3,
+  // high: 4 (g + 4)..).
+  [[gnu::always_inline]] static void nibble_lines(const uint8_t* g, int64_t n_units, int64_t un, int,
+                                                  __m512i (&out)[4]) {
+    for (int l = 0; l < 4; ++l) out[l] = load_line(unit_lines(g, n_units, un) + 64 * l);
+  }
   [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t n_units, int64_t un, int, __m512& scale,
                                             __m512& min) {
     const uint8_t* p = unit_scales(g, n_units, un);
@@ -181,6 +187,9 @@ struct PkQ45K {
   }
   [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
     read_lines<kNibbles>(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
+  }
+  [[gnu::always_inline]] static void nibble_lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[4]) {
+    for (int l = 0; l < 4; ++l) out[l] = load_line(g + un * kUnitBytes + kHeader + j * kSubBytes + 64 * l);
   }
   // As prepare_q45k: d * scale_j and -dmin * min_j, in f32.
   [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,

@@ -55,6 +55,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
                 float* const (&ys)[G], int64_t ldy, const int64_t (&n_rows)[G]) {
   using Rd = typename P::Reader;
   constexpr int kLines = Rd::kSubK / 4;
+  static_assert(kLines % 2 == 0 && (!P::kNibbles || kLines == 8));
   __m512 acc[G][T];
   for (int i = 0; i < G; ++i) {
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
@@ -67,16 +68,45 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
       const int64_t k0 = s * Rd::kSubK;
       const int64_t b = k0 / 32;
       for (int i = 0; i < G; ++i) {
-        __m512i lines[8];
-        P::lines(groups[i], n_units, un, j, lines);
         __m512i dot[T];
         for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(qa.sub_bias[(t0 + t) * qa.n_sub + s]);
-        for (int g = 0; g < kLines; ++g) {
-          for (int t = 0; t < T; ++t) {
-            int32_t x4;
-            std::memcpy(&x4, qa.q + (t0 + t) * qa.ldq + k0 + 4 * g, sizeof x4);
-            dot[t] = _mm512_dpbusd_epi32(dot[t], lines[g], _mm512_set1_epi32(x4));
+        auto x4 = [&](int t, int g) {  // inputs k0 + 4 g .. k0 + 4 g + 3 of token t0 + t, in every lane
+          int32_t v;
+          std::memcpy(&v, qa.q + (t0 + t) * qa.ldq + k0 + 4 * g, sizeof v);
+          return _mm512_set1_epi32(v);
+        };
+        if constexpr (P::kNibbles) {
+          // The high nibbles stay in place, as 16 × their value (v & 0xf0),
+          // in a chain of their own shifted back at the end (exact: each of
+          // its products is a multiple of 16). One AND a line instead of a
+          // shift and an AND, and two chains of four vpdpbusd, not one of
+          // eight: the in-cache 4-bit GEMV was bound by both.
+          __m512i raw[4];
+          P::nibble_lines(groups[i], n_units, un, j, raw);
+          __m512i high[T];
+          for (int t = 0; t < T; ++t) high[t] = _mm512_setzero_si512();
+          for (int g = 0; g < 4; ++g) {
+            const __m512i low_u = _mm512_and_si512(raw[g], _mm512_set1_epi8(0x0f));
+            const __m512i high_u = _mm512_and_si512(raw[g], _mm512_set1_epi8(static_cast<char>(0xf0)));
+            for (int t = 0; t < T; ++t) {
+              dot[t] = _mm512_dpbusd_epi32(dot[t], low_u, x4(t, g));
+              high[t] = _mm512_dpbusd_epi32(high[t], high_u, x4(t, g + 4));
+            }
           }
+          for (int t = 0; t < T; ++t) dot[t] = _mm512_add_epi32(dot[t], _mm512_srai_epi32(high[t], 4));
+        } else {
+          __m512i lines[8];
+          P::lines(groups[i], n_units, un, j, lines);
+          // Even and odd lines in two chains (half the latency of one).
+          __m512i odd[T];
+          for (int t = 0; t < T; ++t) odd[t] = _mm512_setzero_si512();
+          for (int g = 0; g + 1 < kLines; g += 2) {
+            for (int t = 0; t < T; ++t) {
+              dot[t] = _mm512_dpbusd_epi32(dot[t], lines[g], x4(t, g));
+              odd[t] = _mm512_dpbusd_epi32(odd[t], lines[g + 1], x4(t, g + 1));
+            }
+          }
+          for (int t = 0; t < T; ++t) dot[t] = _mm512_add_epi32(dot[t], odd[t]);
         }
         __m512 scale, min;
         P::scales(groups[i], n_units, un, j, scale, min);
