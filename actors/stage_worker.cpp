@@ -37,6 +37,9 @@ class StageWorkerImpl : public stage_worker_actor::base {
       : stage_worker_actor::base(cfg), parts_(std::move(parts)), pool_(TensorPool::create(8)) {}
 
   behavior_type make_behavior() override {
+    set_down_handler([this](caf::down_msg& d) {
+      if (d.source == head_) head_gone();
+    });
     return {
         [this](StageHello& h) -> StageWelcome { return hello(h); },
         [this](RemoteStep& r) -> StageOutput { return step(r); },
@@ -81,6 +84,8 @@ class StageWorkerImpl : public stage_worker_actor::base {
     session_ = next_session();
     live_.clear();
     scheduler_ = nullptr;
+    if (head_) demonitor(head_);
+    head_ = nullptr;  // the new session's first step names its head
     // A last stage samples here, with a sampler of this session's own.
     if (sampler_) send_exit(sampler_, caf::exit_reason::user_shutdown);
     sampler_ = nullptr;
@@ -91,6 +96,30 @@ class StageWorkerImpl : public stage_worker_actor::base {
             .session = session_,
             .json = facts_json(parts_->facts),
             .sampler = caf::actor_cast<caf::actor>(sampler_)};
+  }
+
+  // The actor that sends this session's steps (the head's remote stage; the
+  // handshake comes from a helper that does not outlive it). When it goes
+  // away, so does everything it would have forgotten: a head that stops, or
+  // loses its connection, with requests still live (or their ForgetRequests
+  // still on the way) would otherwise leave them here until the next head.
+  void watch_head() {
+    const caf::strong_actor_ptr& sender = current_sender();
+    if (!sender || sender->address() == head_) return;
+    if (head_) demonitor(head_);
+    head_ = sender->address();
+    monitor(sender);
+  }
+
+  void head_gone() {
+    log("session " + std::to_string(session_) + " closed: its head went away with " + std::to_string(live_.size()) +
+        " requests live");
+    head_ = nullptr;
+    session_ = 0;
+    live_.clear();
+    scheduler_ = nullptr;
+    if (sampler_) send_exit(sampler_, caf::exit_reason::user_shutdown);
+    sampler_ = nullptr;
   }
 
   uint64_t next_session() {
@@ -106,6 +135,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
       out.error = "step of a session this worker no longer serves (another head connected)";
       return out;
     }
+    watch_head();
     const int64_t t0 = steady_now_ns();
     try {
       out.out = run_stage_step(*parts_->stage, *pool_, r.batch, seqs_);
@@ -139,6 +169,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
   std::unordered_map<RequestId, std::vector<int32_t>> live_;  // request -> its latest block table
   sampler_actor sampler_;  // this session's (a last stage), else null
   caf::actor scheduler_;   // the head's, for the sampler's replies
+  caf::actor_addr head_;   // the sender of this session's steps, monitored
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
