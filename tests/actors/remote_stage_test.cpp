@@ -307,6 +307,9 @@ TEST(RemoteStages, DeadHeadLeavesTheWorkerWaitingForTheNext) {
     ASSERT_TRUE(wait_until([&] { return s.tokens >= 20; }, 20s));
   }  // the head goes away with requests in flight
   EXPECT_TRUE(w.alive());
+  // Its requests never end, so no ForgetRequests come: the worker drops
+  // them when the head's link goes away, before any other head connects.
+  Probe().expect_idle(w.port());
   auto p = Pipeline::start(stories_head(stages));
   const test::Case c = test::make_cases(1).front();
   auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
