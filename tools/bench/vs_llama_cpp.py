@@ -6,10 +6,11 @@ decode 32 from an empty context) and Troupe's bench_generate (prefill 512;
 decode 32 after a one-token prompt, so both decode at the same short
 context) back to back, each repeated and reduced to its median (llama-bench:
 its mean over -r runs). With --rounds R it does that R times, alternating
-which engine goes first, and reports the median of each engine's rounds and
-the median and range of the per-round ratios: on a shared machine whose speed
-drifts over minutes, a ratio of two runs seconds apart is steadier than
-either figure. The llama.cpp build is the caller's (LLAMA_BENCH or
+which engine and which thread count goes first, and reports the median of
+each engine's rounds and the median and range of the per-round ratios (and,
+after the table, each round's thread scaling): on a shared machine whose
+speed drifts over minutes, a ratio of two runs seconds apart is steadier
+than either figure. The llama.cpp build is the caller's (LLAMA_BENCH or
 --llama-bench): this project neither builds nor ships it.
 
     tools/bench/vs_llama_cpp.py --llama-bench /path/to/llama-bench \\
@@ -61,13 +62,19 @@ def main():
     a = ap.parse_args()
     if not a.llama_bench:
         sys.exit("give --llama-bench or set LLAMA_BENCH")
+    threads = [int(x) for x in a.threads.split(",")]
     print("| model | threads | prefill llama.cpp | prefill Troupe | ratio | range | decode llama.cpp | decode Troupe "
           "| ratio | range |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    span = lambda v: f"{min(v):.2f}-{max(v):.2f}" if len(v) > 1 else ""
+    scaling = []  # printed after the table: (model, per-round ratios of the last thread count to the first)
     for model in a.models:
-        for t in [int(x) for x in a.threads.split(",")]:
-            rows = []  # (llama pp, llama tg, troupe pp, troupe tg) per round
-            for r in range(max(1, a.rounds)):
+        name = os.path.basename(model).removesuffix(".gguf")
+        rows = {t: [] for t in threads}  # (llama pp, llama tg, troupe pp, troupe tg) per round
+        for r in range(max(1, a.rounds)):
+            # The thread counts in turn within a round, so that each round's
+            # scaling compares runs seconds apart, not minutes.
+            for t in threads if r % 2 == 0 else threads[::-1]:
                 def ours():
                     pp, _ = troupe(a.troupe_bench, model, t, a.repeat, a.prompt, 2, a.troupe_flag)
                     _, tg = troupe(a.troupe_bench, model, t, a.repeat, 1, a.gen + 1, a.troupe_flag)
@@ -78,16 +85,25 @@ def main():
                 else:
                     tpp, ttg = ours()
                     lpp, ltg = llama_cpp(a.llama_bench, model, t, a.repeat, a.prompt, a.gen)
-                rows.append((lpp, ltg, tpp, ttg))
-            col = lambda i: statistics.median(x[i] for x in rows)
-            pp_ratios = [x[2] / x[0] for x in rows]
-            tg_ratios = [x[3] / x[1] for x in rows]
-            span = lambda v: f"{min(v):.2f}-{max(v):.2f}" if len(v) > 1 else ""
-            name = os.path.basename(model).removesuffix(".gguf")
+                rows[t].append((lpp, ltg, tpp, ttg))
+        for t in threads:
+            col = lambda i: statistics.median(x[i] for x in rows[t])
+            pp_ratios = [x[2] / x[0] for x in rows[t]]
+            tg_ratios = [x[3] / x[1] for x in rows[t]]
             print(f"| {name} | {t} | {col(0):.1f} | {col(2):.1f} | {statistics.median(pp_ratios):.2f} | "
                   f"{span(pp_ratios)} | {col(1):.1f} | {col(3):.1f} | {statistics.median(tg_ratios):.2f} | "
                   f"{span(tg_ratios)} |", flush=True)
-
+        if len(threads) > 1:
+            lo, hi = rows[threads[0]], rows[threads[-1]]
+            scaling.append((name, [[h[i] / l[i] for l, h in zip(lo, hi)] for i in range(4)]))
+    if scaling:
+        print(f"\nThread scaling, {threads[-1]} threads against {threads[0]} within each round (median, range):\n")
+        print("| model | prefill llama.cpp | prefill Troupe | range | decode llama.cpp | decode Troupe | range |")
+        print("|---|---|---|---|---|---|---|")
+        for name, r in scaling:
+            med = [statistics.median(v) for v in r]
+            print(f"| {name} | {med[0]:.2f} | {med[2]:.2f} | {span(r[2])} | {med[1]:.2f} | {med[3]:.2f} | "
+                  f"{span(r[3])} |")
 
 if __name__ == "__main__":
     main()
