@@ -143,7 +143,7 @@ void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tok
 // Matrices repacked for the int8 path with one type run as one int8 matmul
 // (x quantized once, one dispatch); any other mix runs one by one.
 void CpuBackend::matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens) {
-  constexpr size_t kMax = 4;
+  constexpr size_t kMax = kernels::kMaxPackedOutputs;
   if (outs.empty()) return;
   const Weight& w0 = *outs.front().w;
   const bool fused = outs.size() > 1 && outs.size() <= kMax && packing_now(w0.type) == Packing::int8 &&

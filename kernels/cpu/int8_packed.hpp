@@ -26,6 +26,7 @@
 // 3%; q5_0/q5_1/q5_K/q6_K one byte per weight (+30% to +57%).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -63,7 +64,9 @@ struct PackedOutput {
 // matmul_int8_packed for each of outs, all of type t and n_in inputs, as one
 // matmul: x is quantized once, and the threads split the groups of all the
 // matrices in one dispatch (a decode step waits at one barrier, not one per
-// matrix). The bits are each matrix's own matmul_int8_packed's.
+// matrix). More than kMaxPackedOutputs run as several such calls. The bits
+// are each matrix's own matmul_int8_packed's.
+inline constexpr size_t kMaxPackedOutputs = 4;
 void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
                           int64_t n_in, ThreadPool& pool);
 

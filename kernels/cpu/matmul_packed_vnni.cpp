@@ -266,15 +266,15 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
   // (detail::decode_thread_grain); the units of all the matrices are
   // numbered one after the other.
   constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
-  constexpr size_t kMaxOutputs = 4;
-  if (outs.size() > kMaxOutputs) {
-    for (size_t i = 0; i < outs.size(); i += kMaxOutputs) {
-      matmul_int8_packed_n(outs.subspan(i, std::min(kMaxOutputs, outs.size() - i)), x, t, n_tokens, n_in, pool);
+  if (outs.size() > kMaxPackedOutputs) {
+    for (size_t i = 0; i < outs.size(); i += kMaxPackedOutputs) {
+      matmul_int8_packed_n(outs.subspan(i, std::min(kMaxPackedOutputs, outs.size() - i)), x, t, n_tokens, n_in,
+                           pool);
     }
     return;
   }
-  int64_t first[kMaxOutputs + 1] = {};  // first[i]: the first unit (or group) of matrix i
-  int64_t first_group[kMaxOutputs + 1] = {};
+  int64_t first[kMaxPackedOutputs + 1] = {};  // first[i]: the first unit of matrix i
+  int64_t first_group[kMaxPackedOutputs + 1] = {};
   for (size_t i = 0; i < outs.size(); ++i) {
     const int64_t groups = n_groups(outs[i].n_out);
     first_group[i + 1] = first_group[i] + groups;
@@ -287,7 +287,7 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
     for (size_t i = 0; i < n; ++i) {
       const int64_t lo = std::max(j0, starts[i]), hi = std::min(j1, starts[i + 1]);
       if (lo >= hi) continue;
-      const int64_t groups = n_groups(outs[i].n_out);
+      const int64_t groups = first_group[i + 1] - first_group[i];
       f(outs[i], (lo - starts[i]) * per, std::min((hi - starts[i]) * per, groups));
     }
   };

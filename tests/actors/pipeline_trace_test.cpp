@@ -15,6 +15,7 @@
 
 #include "actors/pipeline_extensions.hpp"
 #include "pipeline_test_util.hpp"
+#include "tests/wait_until.hpp"
 
 namespace troupe {
 namespace {
@@ -59,11 +60,8 @@ TEST(PipelineTrace, OneTrackPerActorAndEachRequestFlowsThroughTheStagesInOrder) 
     }
     return of_stage["executor_0"] == of_stage["executor_1"] && of_stage["executor_1"] == of_stage["executor_2"];
   };
-  nlohmann::json doc = read_trace();
-  for (int i = 0; i < 200 && !stages_settled(doc); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    doc = read_trace();
-  }
+  nlohmann::json doc;
+  test::wait_until([&] { return stages_settled(doc = read_trace()); }, std::chrono::seconds(10));
 
   std::map<int, std::string> track;  // tid -> actor
   for (const auto& e : doc.at("traceEvents")) {

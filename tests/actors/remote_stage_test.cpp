@@ -23,6 +23,7 @@
 #include "pipeline_test_util.hpp"
 #include "stage_process.hpp"
 #include "tests/exact_math.hpp"
+#include "tests/wait_until.hpp"
 
 namespace troupe {
 namespace {
@@ -107,16 +108,8 @@ std::vector<Completion> run_concurrently(Pipeline& p, const std::vector<std::vec
   return out;
 }
 
-bool wait_until(const std::function<bool()>& ok, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return ok();
-}
-
 using test::start_error;
+using test::wait_until;
 
 // -- chains give the single-process tokens ---------------------------------------
 

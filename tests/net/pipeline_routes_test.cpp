@@ -17,6 +17,7 @@
 #include "net/routes.hpp"
 #include "net/ws_protocol.hpp"
 #include "tests/net/fake_engine.hpp"
+#include "tests/wait_until.hpp"
 
 namespace troupe::net {
 namespace {
@@ -74,13 +75,8 @@ uint64_t tokenizer_messages(const PipelineClient& b) {
 // meter counts a message when its handler returns, after the handler has
 // passed the request on, so the count can trail the request's completion.
 uint64_t tokenizer_messages_reaching(const PipelineClient& b, uint64_t want) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  uint64_t n = tokenizer_messages(b);
-  while (n < want && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    n = tokenizer_messages(b);
-  }
-  return n;
+  test::wait_until([&] { return tokenizer_messages(b) >= want; }, std::chrono::seconds(10));
+  return tokenizer_messages(b);
 }
 
 TEST_F(PipelineRoutes, HttpChatAndWebSocketRequestsPassThroughTheTokenizerActor) {
