@@ -13,9 +13,10 @@
 //
 // Per group, the GGUF blocks keep their information and nearly their size:
 // - q4_0, q4_1 (per block of 32): 4 lines of nibbles (input 4 g + i of row r
-//   in line g mod 4, low nibble for g < 4), then d (and m) of the 16 rows as
-//   fp16;
-// - q8_0, q5_0, q5_1: 8 lines of bytes, then d (and m) as fp16;
+//   in line g mod 4, low nibble for g < 4); two blocks' lines, then the d
+//   (and m) of the 16 rows as fp16 for both;
+// - q8_0, q5_0, q5_1: 8 lines of bytes, then d (and m) as fp16, paired the
+//   same way;
 // - q4_K (per super-block of 256): d, dmin (fp16) and the 8 scales and mins
 //   (u8) of the 16 rows, then 8 sub-blocks of 4 nibble lines;
 // - q5_K: the same header, then 8 sub-blocks of 8 byte lines;

@@ -42,6 +42,9 @@ void expand_group(const uint8_t* group, int64_t n_in, uint8_t* out) {
   const __m512i byte = _mm512_set1_epi32(0xff);
   const int64_t n_units = n_in / P::kUnitK;
   for (int64_t un = 0; un < n_units; ++un) {
+    // A group is one stream (the layouts'): without the prefetch its
+    // loads stalled, and 1B q4_0 prefill of 16 tokens ran 10-25% slower.
+    P::prefetch(group, n_units, un);
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t k0 = (un * P::kSubs + j) * Rd::kSubK;
       __m512i lines[8];

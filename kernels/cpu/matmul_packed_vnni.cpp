@@ -190,6 +190,7 @@ void expand_group(const uint8_t* group, int64_t n_in, Int8Panel& pn) {
   constexpr int kLines = Rd::kSubK / 4;
   const int64_t n_units = n_in / P::kUnitK;
   for (int64_t un = 0; un < n_units; ++un) {
+    P::prefetch(group, n_units, un);  // as int8_packed_prefill_bf16.cpp's expansion
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t s = un * P::kSubs + j;
       __m512i lines[8];
