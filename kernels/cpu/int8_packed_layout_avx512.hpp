@@ -149,14 +149,20 @@ struct PkSimple {
     scale = load_halves(p);
     min = Rd::kMin ? load_halves(p + 32) : _mm512_setzero_ps();
   }
-  // Every line of the unit, twice kPrefetchBytes ahead in the group's
-  // stream (from its lines on: a pair's two units cover its scales). 1B q4_0
-  // GEMV over DRAM, against one line a unit 12 KiB ahead: +12-20%.
-  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t n_units, int64_t un) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(unit_lines(g, n_units, un)) + 2 * kPrefetchBytes;
+  // Every line of the unit, `ahead` bytes on in the group's stream (from
+  // its lines on: a pair's two units cover its scales).
+  static constexpr bool kPrefetchAt = true;
+  [[gnu::always_inline]] static void prefetch_at(const uint8_t* g, int64_t n_units, int64_t un, uintptr_t ahead) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(unit_lines(g, n_units, un)) + ahead;
     for (uintptr_t i = 0; i < static_cast<uintptr_t>(kUnitBytes); i += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
     }
+  }
+  // 24 KiB ahead where one group is read at a time (the prefill
+  // expansions). 1B q4_0 GEMV over DRAM, against one line a unit 12 KiB
+  // ahead: +12-20%.
+  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t n_units, int64_t un) {
+    prefetch_at(g, n_units, un, 2 * kPrefetchBytes);
   }
 };
 
@@ -216,6 +222,7 @@ struct PkQ45K {
     min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
   }
   // Every line of the unit far ahead, as q6_K (one a unit read slower).
+  static constexpr bool kPrefetchAt = false;  // the GEMV's next-group prefetch measured no faster
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
     const uint8_t* unit = g + un * kUnitBytes;
     for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
@@ -265,6 +272,7 @@ struct PkQ6_K {
     scale = _mm512_mul_ps(load_halves(unit), s);
     min = _mm512_setzero_ps();
   }
+  static constexpr bool kPrefetchAt = false;  // the GEMV's next-group prefetch measured no faster
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
     const uint8_t* unit = g + un * kUnitBytes;
     for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);

@@ -61,8 +61,19 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   }
   const int64_t n_units = n_in / P::kUnitK;
+  // Each of the G streams prefetches the same unit of the group it reads
+  // next, G groups on: a fixed distance ahead would mostly name lines the
+  // neighbouring stream is reading now. 1B q4_0 and q8_0 GEMV over DRAM,
+  // against 24 KiB ahead: +12-16%.
+  const auto next = static_cast<uintptr_t>(G * group_bytes<P>(n_in));
   for (int64_t un = 0; un < n_units; ++un) {
-    for (int i = 0; i < G; ++i) P::prefetch(groups[i], n_units, un);
+    for (int i = 0; i < G; ++i) {
+      if constexpr (P::kPrefetchAt) {
+        P::prefetch_at(groups[i], n_units, un, next);
+      } else {
+        P::prefetch(groups[i], n_units, un);
+      }
+    }
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t s = un * P::kSubs + j;  // sub-block of the row
       const int64_t k0 = s * Rd::kSubK;
