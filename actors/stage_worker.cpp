@@ -81,14 +81,9 @@ class StageWorkerImpl : public stage_worker_actor::base {
     }
     // A new head (or the same one reconnecting) starts afresh: whatever the
     // old session held is forgotten, and its late steps are refused.
-    session_ = next_session();
-    live_.clear();
-    scheduler_ = nullptr;
-    if (head_) demonitor(head_);
-    head_ = nullptr;  // the new session's first step names its head
+    end_session();
+    session_ = next_session();  // the new session's first step names its head
     // A last stage samples here, with a sampler of this session's own.
-    if (sampler_) send_exit(sampler_, caf::exit_reason::user_shutdown);
-    sampler_ = nullptr;
     if (parts_->tokenizer) sampler_ = spawn_sampler(system(), parts_->tokenizer);
     log("session " + std::to_string(session_) + " opened");
     return {.wire_version = parts_->wire_version,
@@ -114,10 +109,16 @@ class StageWorkerImpl : public stage_worker_actor::base {
   void head_gone() {
     log("session " + std::to_string(session_) + " closed: its head went away with " + std::to_string(live_.size()) +
         " requests live");
-    head_ = nullptr;
+    end_session();
     session_ = 0;
+  }
+
+  // Forgets what the session held: its requests, head, scheduler, sampler.
+  void end_session() {
     live_.clear();
     scheduler_ = nullptr;
+    if (head_) demonitor(head_);
+    head_ = nullptr;
     if (sampler_) send_exit(sampler_, caf::exit_reason::user_shutdown);
     sampler_ = nullptr;
   }

@@ -6,8 +6,6 @@
 // of a shared machine move both.
 //
 //   bench_gemv_roofline [--type q4_0] [--shape 1b|110m] [--threads 1] [--rounds 5]
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -23,6 +21,7 @@
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/int8_packed.hpp"
+#include "kernels/cpu_backend.hpp"
 
 namespace {
 
@@ -34,16 +33,6 @@ struct Matrix {
   int64_t n_in, n_out;
   std::unique_ptr<uint8_t, decltype(&std::free)> packed{nullptr, &std::free};
 };
-
-// As the CPU backend holds packed weights: 2 MiB aligned, huge pages advised.
-uint8_t* alloc_weights(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHuge, rounded));
-  if (p == nullptr) throw std::bad_alloc();
-  (void)madvise(p, rounded, MADV_HUGEPAGE);
-  return p;
-}
 
 // W [n_out, n_in] of type t from 64 distinct random rows (the GEMV's time
 // does not depend on the values), repacked.
@@ -62,7 +51,8 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
     std::copy_n(rows.data() + (r % kDistinct) * rb, rb, w.data() + r * rb);
   }
   Matrix m{.n_in = n_in, .n_out = n_out};
-  m.packed.reset(alloc_weights(static_cast<size_t>(troupe::kernels::int8_packed_bytes(t, n_in, n_out))));
+  m.packed.reset(static_cast<uint8_t*>(
+      troupe::weight_memory(static_cast<size_t>(troupe::kernels::int8_packed_bytes(t, n_in, n_out)))));
   troupe::kernels::pack_int8(m.packed.get(), w.data(), t, n_in, n_out, pool);
   return m;
 }

@@ -27,11 +27,12 @@ void* aligned_host_memory(size_t bytes) {
   return p;
 }
 
-// Memory for repacked weights. Decode streams every weight once per token,
-// so matrices of 2 MiB or more go in 2 MiB-aligned transparent huge pages
-// where the kernel grants them (on madvise): measured +16% decode on the 1B
-// q4_0 model, 3 interleaved rounds (docs/performance.md). Freed with
-// std::free, as deallocate does.
+}  // namespace
+
+// Decode streams every weight once per token, so matrices of 2 MiB or more
+// go in 2 MiB-aligned transparent huge pages where the kernel grants them
+// (on madvise): measured +16% decode on the 1B q4_0 model, 3 interleaved
+// rounds (docs/performance.md).
 void* weight_memory(size_t bytes) {
   constexpr size_t kHuge = size_t{2} << 20;
   if (bytes < kHuge) return aligned_host_memory(bytes);
@@ -43,8 +44,6 @@ void* weight_memory(size_t bytes) {
 #endif
   return p;
 }
-
-}  // namespace
 
 CpuBackend::CpuBackend(CpuBackendOptions options)
     : pool_(options.n_threads,

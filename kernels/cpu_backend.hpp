@@ -2,6 +2,7 @@
 // kernels from kernels/cpu_kernels.hpp on a thread pool.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -9,6 +10,11 @@
 #include "kernels/backend.hpp"
 
 namespace troupe {
+
+// Memory for repacked weights, as the CPU backend holds them (64-byte
+// aligned; from 2 MiB up, in transparent huge pages where granted). Freed
+// with std::free.
+void* weight_memory(size_t bytes);
 
 struct CpuBackendOptions {
   int n_threads = 0;  // 0: one per hardware thread
