@@ -5,7 +5,10 @@
 // both, so its ratio compares them on the same machine minute; the swings
 // of a shared machine move both.
 //
-//   bench_gemv_roofline [--type q4_0] [--shape 1b|110m] [--threads 1] [--rounds 5]
+//   bench_gemv_roofline [--type q4_0] [--shape 1b|110m] [--layers N] [--threads 1] [--rounds 5]
+//
+// --layers N takes the first N layers only: a working set that stays in L2 or
+// L3, where the GEMV's arithmetic, not DRAM, sets its rate.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -68,7 +71,7 @@ std::optional<troupe::DType> int8_type(const std::string& name) {
 
 int usage() {
   std::fprintf(stderr, "usage: bench_gemv_roofline [--type q4_0|q4_1|q5_0|q5_1|q8_0|q4_K|q5_K|q6_K] "
-                       "[--shape 1b|110m] [--threads N] [--rounds N]\n");
+                       "[--shape 1b|110m] [--layers N] [--threads N] [--rounds N]\n");
   return 2;
 }
 
@@ -76,7 +79,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   std::string type = "q4_0", shape_name = "1b";
-  int threads = 1, rounds = 5;
+  int threads = 1, rounds = 5, layers = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--type" && i + 1 < argc) {
@@ -85,6 +88,8 @@ int main(int argc, char** argv) {
       shape_name = argv[++i];
     } else if (a == "--threads" && i + 1 < argc) {
       threads = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--layers" && i + 1 < argc) {
+      layers = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
@@ -95,7 +100,8 @@ int main(int argc, char** argv) {
   if (!t) return usage();
   if (shape_name != "1b" && shape_name != "110m") return usage();
   // Llama 3.2 1B and the 110M llama2.c model, without embeddings and head.
-  const Shape shape = shape_name == "1b" ? Shape{2048, 512, 8192, 16} : Shape{768, 768, 2048, 12};
+  Shape shape = shape_name == "1b" ? Shape{2048, 512, 8192, 16} : Shape{768, 768, 2048, 12};
+  if (layers > 0) shape.n_layers = layers;
   if (!troupe::kernels::int8_packing_available(*t)) {
     std::printf("skipped: this CPU has no int8 path for %s (AVX-512 VNNI)\n", type.c_str());
     return 0;

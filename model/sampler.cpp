@@ -30,16 +30,37 @@ bool better_lp(const TokenLogprob& a, const TokenLogprob& b) {
 }
 
 // argmax, lowest id on ties; -1 when no logit is > -inf (all masked or NaN).
+// A running max with its index compiles to a branchless chain (maxss, cmov)
+// of ~8 cycles an element: 90 us for a 32K vocabulary, the largest serial
+// part of a small model's decode step. Instead: independent lanes per block
+// (they vectorize), the first block whose max beats all before it, then the
+// first index in that block holding the max.
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = -1;
+  constexpr size_t kLanes = 16, kBlock = 512;
+  const float* x = logits.data();
+  const size_t n = logits.size();
   float best_v = kNegInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] > best_v) {
-      best_v = logits[i];
-      best = static_cast<int32_t>(i);
+  size_t best_block = n;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    float lane[kLanes];
+    std::fill(lane, lane + kLanes, kNegInf);
+    size_t i = b;
+    for (; i + kLanes <= e; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];  // NaN never wins
+    }
+    for (; i < e; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+    float m = lane[0];
+    for (size_t j = 1; j < kLanes; ++j) m = lane[j] > m ? lane[j] : m;
+    if (m > best_v) {
+      best_v = m;
+      best_block = b;
     }
   }
-  return best;
+  if (best_block == n) return -1;
+  for (size_t i = best_block;; ++i) {
+    if (x[i] == best_v) return static_cast<int32_t>(i);
+  }
 }
 
 [[noreturn]] void throw_no_finite() {
@@ -231,16 +252,9 @@ void Sampler::record_logprobs(std::span<const float> raw) {
   // so log_norm = max - log(p[argmax]).
   const size_t n = raw.size();
   probs_.resize(n);
-  int32_t best = -1;
-  float m = kNegInf;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = std::isnan(raw[i]) ? kNegInf : raw[i];
-    probs_[i] = v;
-    if (v > m) {
-      m = v;
-      best = static_cast<int32_t>(i);
-    }
-  }
+  for (size_t i = 0; i < n; ++i) probs_[i] = std::isnan(raw[i]) ? kNegInf : raw[i];
+  const int32_t best = argmax(probs_);
+  const float m = best < 0 ? kNegInf : probs_[static_cast<size_t>(best)];
   top_.clear();
   if (best < 0 || !std::isfinite(m)) {
     log_norm_ = std::numeric_limits<float>::quiet_NaN();

@@ -2,6 +2,7 @@
 // turns by pos * freq_scale / (theta^(2i/n_rot) * freq_factors[i]); angles are
 // formed in double so long positions keep their precision, and each token's
 // cos/sin table is shared by all its heads.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -10,6 +11,70 @@
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe::kernels {
+namespace {
+
+// One thread's cos/sin table: the inverse frequencies of the last parameters
+// seen and the angles of the last position. A decode step ropes the queries
+// and keys of every layer at one position, so all but the first call reuse
+// it: pow, cos and sin in double cost ~9 us a layer for 64-dim heads, a
+// serial part of every 2-thread decode step that the other thread waits out.
+class RopeTable {
+ public:
+  // Makes the table current for p; the factors are compared by value.
+  void set(const RopeParams& p, int64_t n_rot) {
+    const int64_t half = n_rot / 2;
+    const bool same = n_rot_ == n_rot && theta_ == p.theta && freq_scale_ == p.freq_scale &&
+                      has_factors_ == (p.freq_factors != nullptr) &&
+                      (p.freq_factors == nullptr ||
+                       std::equal(factors_.begin(), factors_.end(), p.freq_factors, p.freq_factors + half));
+    if (same) return;
+    n_rot_ = n_rot;
+    theta_ = p.theta;
+    freq_scale_ = p.freq_scale;
+    has_factors_ = p.freq_factors != nullptr;
+    factors_.assign(p.freq_factors, p.freq_factors == nullptr ? p.freq_factors : p.freq_factors + half);
+    inv_freq_.resize(static_cast<size_t>(half));
+    cs_.resize(static_cast<size_t>(2 * half));
+    for (int64_t i = 0; i < half; ++i) {
+      const double f = has_factors_ ? static_cast<double>(factors_[static_cast<size_t>(i)]) : 1.0;
+      inv_freq_[static_cast<size_t>(i)] =
+          std::pow(static_cast<double>(p.theta), -2.0 * static_cast<double>(i) / static_cast<double>(n_rot)) / f;
+    }
+    has_pos_ = false;
+  }
+
+  // [2][half]: the cos, then the sin, of pair i's angle at pos.
+  const float* cos_sin(int32_t pos) {
+    if (has_pos_ && pos == pos_) return cs_.data();
+    const double scaled_pos = static_cast<double>(pos) * static_cast<double>(freq_scale_);
+    const size_t half = inv_freq_.size();
+    for (size_t i = 0; i < inv_freq_.size(); ++i) {
+      const double angle = scaled_pos * inv_freq_[i];
+      cs_[i] = static_cast<float>(std::cos(angle));
+      cs_[half + i] = static_cast<float>(std::sin(angle));
+    }
+    pos_ = pos;
+    has_pos_ = true;
+    return cs_.data();
+  }
+
+ private:
+  int64_t n_rot_ = 0;
+  float theta_ = 0.0f, freq_scale_ = 0.0f;
+  bool has_factors_ = false, has_pos_ = false;
+  int32_t pos_ = 0;
+  std::vector<float> factors_;
+  std::vector<double> inv_freq_;  // [half]
+  std::vector<float> cs_;         // [2][half]
+};
+
+RopeTable& rope_table(const RopeParams& p, int64_t n_rot) {
+  thread_local RopeTable table;  // per thread: no lock, no allocation after the first call
+  table.set(p, n_rot);
+  return table;
+}
+
+}  // namespace
 
 void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim, const RopeParams& p) {
   const int64_t n_rot = p.n_rot == 0 ? head_dim : p.n_rot;
@@ -27,38 +92,29 @@ void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_
   if (x == nullptr || pos == nullptr) throw Error(Errc::invalid_argument, "rope: null x or pos");
 
   const int64_t half = n_rot / 2;
-  // Per-thread scratch: sized once, then reused by every later call.
-  thread_local std::vector<double> inv_freq;  // [half]
-  thread_local std::vector<float> cs;         // [half][2]: cos, sin
-  inv_freq.resize(static_cast<size_t>(half));
-  cs.resize(static_cast<size_t>(2 * half));
-  for (int64_t i = 0; i < half; ++i) {
-    const double f = p.freq_factors != nullptr ? static_cast<double>(p.freq_factors[i]) : 1.0;
-    inv_freq[i] =
-        std::pow(static_cast<double>(p.theta), -2.0 * static_cast<double>(i) / static_cast<double>(n_rot)) / f;
-  }
-
+  RopeTable& tab = rope_table(p, n_rot);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const double scaled_pos = static_cast<double>(pos[t]) * static_cast<double>(p.freq_scale);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = scaled_pos * inv_freq[i];
-      cs[2 * i] = static_cast<float>(std::cos(angle));
-      cs[2 * i + 1] = static_cast<float>(std::sin(angle));
-    }
-    for (int64_t h = 0; h < n_head; ++h) {
-      float* xh = x + (t * n_head + h) * head_dim;
-      // normal pairs (2i, 2i+1); neox pairs (i, i + half). Dims >= n_rot pass through.
-      const int64_t step = p.layout == RopeLayout::normal ? 2 : 1;
-      const int64_t other = p.layout == RopeLayout::normal ? 1 : half;
-      for (int64_t i = 0; i < half; ++i) {
-        float* a = xh + i * step;
-        float* b = a + other;
-        const float c = cs[2 * i];
-        const float s = cs[2 * i + 1];
-        const float x0 = *a;
-        const float x1 = *b;
-        *a = x0 * c - x1 * s;
-        *b = x0 * s + x1 * c;
+    const float* cs = tab.cos_sin(pos[t]);
+    const float* cosv = cs;
+    const float* sinv = cs + half;
+    // Dims >= n_rot pass through. One loop per layout, so each vectorizes.
+    if (p.layout == RopeLayout::normal) {  // pairs (2i, 2i+1)
+      for (int64_t h = 0; h < n_head; ++h) {
+        float* xh = x + (t * n_head + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+          xh[2 * i] = x0 * cosv[i] - x1 * sinv[i];
+          xh[2 * i + 1] = x0 * sinv[i] + x1 * cosv[i];
+        }
+      }
+    } else {  // neox pairs (i, i + half)
+      for (int64_t h = 0; h < n_head; ++h) {
+        float* xh = x + (t * n_head + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x0 = xh[i], x1 = xh[i + half];
+          xh[i] = x0 * cosv[i] - x1 * sinv[i];
+          xh[i + half] = x0 * sinv[i] + x1 * cosv[i];
+        }
       }
     }
   }

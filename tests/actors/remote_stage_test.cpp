@@ -12,6 +12,9 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -307,6 +310,57 @@ TEST(RemoteStages, DeadHeadLeavesTheWorkerWaitingForTheNext) {
   const test::Case c = test::make_cases(1).front();
   auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
   EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+// A head killed outright (SIGKILL: no ForgetRequests, no goodbye) with
+// requests in flight: the worker learns it only from the dropped link, and
+// must free their state then, not when the next head says hello. The head
+// runs in a forked child, made before this process starts any actor system.
+TEST(RemoteStages, KilledHeadIsForgottenBeforeTheNextHead) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  const std::vector<StageSpec> stages{{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                      {.first_layer = 2, .last_layer = -1, .remote = w.address()}};
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t head = fork();
+  ASSERT_GE(head, 0);
+  if (head == 0) {  // the head: stream until told to die; never returns
+    close(ready[0]);
+    char c = 'n';
+    try {
+      auto p = Pipeline::start(stories_head(stages));
+      Streams s;
+      start_streams(*p, s, 4);
+      if (wait_until([&] { return s.tokens >= 20; }, 20s)) {
+        c = 'y';
+        (void)!write(ready[1], &c, 1);
+        for (;;) pause();
+      }
+    } catch (...) {
+    }
+    (void)!write(ready[1], &c, 1);
+    _exit(1);
+  }
+  close(ready[1]);
+  char c = 0;
+  const bool said = read(ready[0], &c, 1) == 1;
+  close(ready[0]);
+  // Live requests on the worker while the head streams.
+  const WorkerStats busy = Probe().stats(w.port());
+  kill(head, SIGKILL);
+  int status = 0;
+  waitpid(head, &status, 0);
+  ASSERT_TRUE(said && c == 'y') << "the forked head did not stream";
+  EXPECT_GT(busy.live_sequences, 0);
+  EXPECT_TRUE(w.alive());
+  Probe().expect_idle(w.port());
+  auto p = Pipeline::start(stories_head(stages));
+  const test::Case one = test::make_cases(1).front();
+  auto f = p->generate(one.prompt, test::greedy(one.max_new_tokens));
+  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), one.expected);
   expect_head_idle(*p);
   Probe().expect_idle(w.port());
 }

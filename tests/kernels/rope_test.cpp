@@ -123,6 +123,40 @@ TEST(Rope, KnownSmallCase) {
   EXPECT_NEAR(y[3], std::cos(0.03), 1e-6);
 }
 
+// The kernel keeps each thread's last cos/sin table (a decode step ropes
+// every layer at one position). Calls that change only the parameters, at
+// the same position, must each get their own angles: theta, the scale,
+// n_rot, and factors changed in place behind the same pointer.
+TEST(Rope, CachedTableFollowsEveryParameterAtOnePosition) {
+  std::mt19937 rng(5);
+  const int64_t n_head = 2, head_dim = 16;
+  const std::vector<int32_t> pos = {42};
+  auto ff = test::random_floats(rng, head_dim / 2, 1.0f, 8.0f);
+  const auto x0 = test::random_floats(rng, n_head * head_dim, -1.0f, 1.0f);
+  auto check = [&](const RopeParams& p) {
+    const int64_t n_rot = p.n_rot == 0 ? head_dim : p.n_rot;
+    const auto want = ref_normal(x0, pos, n_head, head_dim, n_rot, p);
+    auto x = x0;
+    kernels::rope(x.data(), pos.data(), 1, n_head, head_dim, p);
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], want[k], kTol) << "theta " << p.theta << " k=" << k;
+  };
+  RopeParams p{.layout = RopeLayout::normal, .theta = 10000.0f};
+  check(p);
+  p.theta = 500000.0f;
+  check(p);
+  p.freq_scale = 0.25f;
+  check(p);
+  p.n_rot = 8;
+  check(p);
+  p.n_rot = 0;
+  p.freq_factors = ff.data();
+  check(p);
+  for (float& f : ff) f *= 2.0f;  // same pointer, new values
+  check(p);
+  p.freq_factors = nullptr;
+  check(p);
+}
+
 TEST(Rope, RejectsBadRotation) {
   float x[8] = {};
   const int32_t pos = 1;

@@ -41,6 +41,48 @@ TEST(Sampler, GreedyTakesArgmaxAndLowestIdOnTies) {
   EXPECT_THROW(s.sample(none, {}), Error);
 }
 
+// Greedy over a real vocabulary's size scans in blocks and lanes: the answer
+// must still be the plain scan's, the lowest id among ties, wherever the max
+// sits (first element, across blocks, in the ragged tail) and with NaN and
+// -inf about.
+TEST(Sampler, GreedyOverALargeVocabMatchesAPlainScan) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> dist(-300, 300);  // coarse values: many ties
+  std::vector<float> base(49157);                      // not a multiple of any block or lane count
+  for (float& x : base) x = static_cast<float>(dist(rng)) * 0.1f;
+  auto plain = [](const std::vector<float>& l) {
+    int32_t best = -1;
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (!std::isnan(l[i]) && (best < 0 ? l[i] > -INFINITY : l[i] > l[static_cast<size_t>(best)])) {
+        best = static_cast<int32_t>(i);
+      }
+    }
+    return best;
+  };
+  Sampler s({.temperature = 0.0f});
+  auto check = [&](std::vector<float> l, const char* what) {
+    const int32_t want = plain(l);
+    EXPECT_EQ(s.sample(l, {}), want) << what;
+  };
+  check(base, "coarse ties");
+  auto v = base;
+  v[0] = 100.0f;
+  check(v, "max first");
+  v = base;
+  v[v.size() - 1] = 100.0f;
+  check(v, "max last, in the tail");
+  v = base;
+  v[7000] = v[30000] = 100.0f;  // a tie across blocks
+  check(v, "tie across blocks");
+  v = base;
+  for (size_t i = 0; i < v.size(); i += 3) v[i] = std::numeric_limits<float>::quiet_NaN();
+  v[20001] = -INFINITY;
+  check(v, "NaN every third");
+  v = base;
+  v[40000] = INFINITY;
+  check(v, "+inf");
+}
+
 TEST(Sampler, TopKKeepsTheKBestWithLowerIdWinningTies) {
   const std::vector<float> base = {0.5f, 2.0f, 1.0f, 3.0f, 2.0f, -1.0f};
   {
