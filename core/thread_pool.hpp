@@ -6,6 +6,7 @@
 // when it first runs a job: the stage executor's own thread).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -70,6 +71,36 @@ class ThreadPool {
         const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
         if (begin >= n) return;
         fn(begin, begin + grain < n ? begin + grain : n);
+      }
+    });
+  }
+
+  // Guided self-scheduling over [0, n): each take is a share of what is
+  // left (1 / (2 n_threads) of it), a multiple of `grain` and at least one,
+  // so chunks start long (few takes, long streams for the prefetcher) and
+  // end short (whoever finishes first waits at most one short chunk for the
+  // other). For the decode matmuls, a few microseconds each, where a fixed
+  // grain of a quarter of a thread's share left that much idle at every end.
+  template <class F>
+  void parallel_guided(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    if (!cpus_.empty()) pin_caller();
+    if (grain < 1) grain = 1;
+    if (n_threads_ == 1 || n <= grain) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int, int nth) {
+      int64_t begin = next.load(std::memory_order_relaxed);
+      for (;;) {
+        if (begin >= n) return;
+        const int64_t share = (n - begin + 2 * nth - 1) / (2 * nth);
+        const int64_t size = std::min(n - begin, (share + grain - 1) / grain * grain);
+        if (next.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) {
+          fn(begin, begin + size);
+          begin = next.load(std::memory_order_relaxed);
+        }
       }
     });
   }

@@ -87,16 +87,6 @@ int64_t amx_chunk_groups(int64_t n_in);
 // least 2) so that each of n_threads has about four chunks to balance with.
 int64_t amx_thread_grain(int64_t n_groups, int64_t n_in, int n_threads);
 
-// Row units (3 groups) per chunk that the threads of a decode matmul take in
-// turn: about four chunks per thread, at least 4 units (12 groups, three
-// steps of the GEMV's four streams). Even a decode's matmuls wait at their
-// end for the slowest thread; in a 2-thread 110M decode with one static half
-// each, the worker idled 35% of its time, with chunks 20%.
-inline int64_t decode_thread_grain(int64_t n_units, int n_threads) {
-  const int64_t chunks = 4 * static_cast<int64_t>(n_threads);
-  return std::max<int64_t>(4, (n_units + chunks - 1) / chunks);
-}
-
 // The AMX prefill of the int8 path (int8_packed.hpp): groups [g0, g1) of a
 // repacked quantized W expanded to bf16 groups in this layout (w = scale ·
 // (u − offset) + min, rounded to bf16), then the AMX-BF16 kernel over all

@@ -242,12 +242,9 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
     });
     return;
   }
-  // Threads take chunks of whole units of 3 groups (48 rows) in turn.
-  constexpr int64_t kGroupsPerUnit = 3;
-  const int64_t units = (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
-  pool.parallel_dynamic(units, detail::decode_thread_grain(units, pool.size()), [&](int64_t u0, int64_t u1) {
-    dot_range(bytes, stride, a, y, n_out, u0 * kGroupsPerUnit, std::min(u1 * kGroupsPerUnit, groups));
-  });
+  // Threads take guided chunks of groups (ThreadPool::parallel_guided), as
+  // the int8 decode.
+  pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) { dot_range(bytes, stride, a, y, n_out, g0, g1); });
 }
 
 }  // namespace troupe::kernels

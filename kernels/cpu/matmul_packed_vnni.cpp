@@ -242,6 +242,10 @@ void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
 
 int64_t n_groups(int64_t n_out) { return (n_out + kGroupRows - 1) / kGroupRows; }
 
+// Decode's threads take guided chunks of groups (ThreadPool::parallel_guided)
+// in multiples of one step of the GEMV's four streams.
+constexpr int64_t kDecodeGrain = 4;
+
 }  // namespace
 
 bool int8_packing_available(DType t) {
@@ -274,10 +278,6 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
                           int64_t n_in, ThreadPool& pool) {
   if (n_tokens <= 0 || outs.empty()) return;
   const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
-  // Threads take chunks of whole units of rows (3 groups of 16) in turn
-  // (detail::decode_thread_grain); the units of all the matrices are
-  // numbered one after the other.
-  constexpr int64_t kGroupsPerUnit = kMatmulRowUnit / kGroupRows;
   if (outs.size() > kMaxPackedOutputs) {
     for (size_t i = 0; i < outs.size(); i += kMaxPackedOutputs) {
       matmul_int8_packed_n(outs.subspan(i, std::min(kMaxPackedOutputs, outs.size() - i)), x, t, n_tokens, n_in,
@@ -285,22 +285,17 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
     }
     return;
   }
-  int64_t first[kMaxPackedOutputs + 1] = {};  // first[i]: the first unit of matrix i
-  int64_t first_group[kMaxPackedOutputs + 1] = {};
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const int64_t groups = n_groups(outs[i].n_out);
-    first_group[i + 1] = first_group[i] + groups;
-    first[i + 1] = first[i] + (groups + kGroupsPerUnit - 1) / kGroupsPerUnit;
-  }
+  // The groups of all the matrices are numbered one after the other; threads
+  // take chunks of them.
+  int64_t first_group[kMaxPackedOutputs + 1] = {};  // first_group[i]: the first group of matrix i
+  for (size_t i = 0; i < outs.size(); ++i) first_group[i + 1] = first_group[i] + n_groups(outs[i].n_out);
   const size_t n = outs.size();
-  // Calls f(matrix, its first group, its end group) for the parts of
-  // [j0, j1) (numbered by `starts`, in units of `per` groups) in each matrix.
-  auto each_part = [&](const int64_t* starts, int64_t per, int64_t j0, int64_t j1, auto&& f) {
+  // Calls f(matrix, its first group, its end group) for the parts of groups
+  // [j0, j1) in each matrix.
+  auto each_part = [&](int64_t j0, int64_t j1, auto&& f) {
     for (size_t i = 0; i < n; ++i) {
-      const int64_t lo = std::max(j0, starts[i]), hi = std::min(j1, starts[i + 1]);
-      if (lo >= hi) continue;
-      const int64_t groups = first_group[i + 1] - first_group[i];
-      f(outs[i], (lo - starts[i]) * per, std::min((hi - starts[i]) * per, groups));
+      const int64_t lo = std::max(j0, first_group[i]), hi = std::min(j1, first_group[i + 1]);
+      if (lo < hi) f(outs[i], lo - first_group[i], hi - first_group[i]);
     }
   };
   if (detail::amx_bf16_prefill(n_tokens)) {
@@ -310,7 +305,7 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
     const detail::Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
     const int64_t groups = first_group[n];
     pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t j0, int64_t j1) {
-      each_part(first_group, 1, j0, j1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
+      each_part(j0, j1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
         detail::int8_packed_gemm_bf16(static_cast<const uint8_t*>(o.packed), t, a, o.y, n_in, o.n_out, g0, g1);
       });
     });
@@ -319,8 +314,8 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
   with_layout(t, [&]<class P>() {
     using Rd = typename P::Reader;
     const QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);
-    pool.parallel_dynamic(first[n], detail::decode_thread_grain(first[n], pool.size()), [&](int64_t u0, int64_t u1) {
-      each_part(first, kGroupsPerUnit, u0, u1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
+    pool.parallel_guided(first_group[n], kDecodeGrain, [&](int64_t j0, int64_t j1) {
+      each_part(j0, j1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
         const auto* bytes = static_cast<const uint8_t*>(o.packed);
         if (gemv) {
           gemv_groups<P>(bytes, qa, o.y, n_in, o.n_out, g0, g1);

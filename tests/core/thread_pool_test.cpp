@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.hpp"
@@ -48,6 +50,45 @@ TEST(ThreadPool, ParallelDynamicCoversEachIndexOnceInChunksOfTheGrain) {
           for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
         });
         for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n << " grain " << grain;
+      }
+    }
+  }
+}
+
+// Guided chunks: each index once; every chunk starts on a multiple of the
+// grain and is a multiple of it but the last; no chunk is longer than the
+// share it was cut from (what was left / (2 threads)), so they shrink
+// towards the end (with 2+ threads and n well above the grain, the first
+// chunk is longer than the last).
+TEST(ThreadPool, ParallelGuidedCoversEachIndexOnceInShrinkingChunks) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 48, 1000}) {
+      for (int64_t grain : {0, 1, 4, 2000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        const int64_t g = std::max<int64_t>(grain, 1);
+        std::mutex m;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+        pool.parallel_guided(n, grain, [&](int64_t b, int64_t e) {
+          {
+            std::lock_guard lock(m);
+            chunks.emplace_back(b, e);
+          }
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        });
+        for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n << " grain " << grain;
+        std::sort(chunks.begin(), chunks.end());
+        for (auto [b, e] : chunks) {
+          EXPECT_EQ(b % g, 0) << "n " << n << " grain " << grain;
+          EXPECT_TRUE((e - b) % g == 0 || e == n) << "n " << n << " grain " << grain;
+          if (threads > 1) {
+            const int64_t share = (n - b + 2 * threads - 1) / (2 * threads);
+            EXPECT_LE(e - b, std::max(g, (share + g - 1) / g * g)) << "n " << n << " grain " << grain;
+          }
+        }
+        if (threads > 1 && n >= 16 * g && !chunks.empty()) {
+          EXPECT_GT(chunks.front().second - chunks.front().first, chunks.back().second - chunks.back().first);
+        }
       }
     }
   }
