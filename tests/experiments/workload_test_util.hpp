@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -35,7 +36,7 @@ inline const Tokenizer& llama2_tokenizer() {
 inline std::filesystem::path temp_dir() {
   const testing::TestInfo* info = testing::UnitTest::GetInstance()->current_test_info();
   const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
-                                    (std::string("troupe_workload_") + info->test_suite_name() + "_" + info->name());
+                                    (std::string("troupe_workload_") + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

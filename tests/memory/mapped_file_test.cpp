@@ -3,6 +3,7 @@
 #include "memory/mapped_file.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -14,7 +15,7 @@ namespace troupe {
 namespace {
 
 std::string write_file(const std::string& name, const std::string& content) {
-  const std::string path = testing::TempDir() + "troupe_mapped_" + name;
+  const std::string path = testing::TempDir() + "troupe_mapped_" + std::to_string(getpid()) + "_" + name;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
   return path;
 }

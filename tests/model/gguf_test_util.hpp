@@ -13,13 +13,19 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/error.hpp"
 #include "model/gguf.hpp"
 #include "model/gguf_writer.hpp"
 
 namespace troupe::gguf::test {
 
-inline std::string temp_path(const std::string& name) { return testing::TempDir() + "troupe_gguf_" + name + ".gguf"; }
+// Per process: ctest runs tests in parallel, and tests share helper files
+// (two writing "sample_source" at once broke each other's rename).
+inline std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "troupe_gguf_" + std::to_string(getpid()) + "_" + name + ".gguf";
+}
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

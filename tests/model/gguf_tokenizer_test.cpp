@@ -4,6 +4,7 @@
 // tools/fixtures/make_gguf_tokenizer_fixtures.py). Also vocab_from_gguf on
 // small hand-written files.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -219,7 +220,7 @@ std::string write_vocab_file(const std::string& name, const std::function<void(g
   w.add_string_array("tokenizer.ggml.tokens", {"a", "b", "ab", "<|endoftext|>"});
   w.add_string_array("tokenizer.ggml.merges", {"a b"});
   extra(w);
-  const std::string path = testing::TempDir() + "troupe_vocab_" + name + ".gguf";
+  const std::string path = testing::TempDir() + "troupe_vocab_" + std::to_string(getpid()) + "_" + name + ".gguf";
   w.write(path);
   return path;
 }
@@ -270,7 +271,7 @@ TEST(VocabFromGguf, BadFiles) {
   gguf::GgufWriter w;
   w.add_string("general.architecture", "llama");
   w.add_string("tokenizer.ggml.model", "llama");
-  const std::string no_tokens = testing::TempDir() + "troupe_vocab_no_tokens.gguf";
+  const std::string no_tokens = testing::TempDir() + "troupe_vocab_no_tokens_" + std::to_string(getpid()) + ".gguf";
   w.write(no_tokens);
   EXPECT_EQ(vocab_error(no_tokens, &msg), Errc::bad_format);
   EXPECT_NE(msg.find("tokenizer.ggml.tokens"), std::string::npos) << msg;

@@ -1,6 +1,7 @@
 // A model's tokenizer and chat template come from where the model came from:
 // the GGUF file's metadata, or the tokenizer files of a Hugging Face directory.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path copy_tiny_model(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("troupe_model_tok_" + name);
+  const fs::path dir = fs::path(testing::TempDir()) / ("troupe_model_tok_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path src = fs::path(TROUPE_FIXTURES_DIR) / "hf" / "gpt2";
