@@ -151,7 +151,7 @@ struct PkSimple {
   }
   // Every line of the unit, `ahead` bytes on in the group's stream (from
   // its lines on: a pair's two units cover its scales).
-  static constexpr bool kPrefetchAt = true;
+  static constexpr bool kPrefetchBySub = false;
   [[gnu::always_inline]] static void prefetch_at(const uint8_t* g, int64_t n_units, int64_t un, uintptr_t ahead) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(unit_lines(g, n_units, un)) + ahead;
     for (uintptr_t i = 0; i < static_cast<uintptr_t>(kUnitBytes); i += 64) {
@@ -171,6 +171,17 @@ using PkQ4_1 = PkSimple<RdQ4_1, BlockQ4_1, true>;
 using PkQ5_0 = PkSimple<RdQ5_0, BlockQ5_0, false>;
 using PkQ5_1 = PkSimple<RdQ5_1, BlockQ5_1, false>;
 using PkQ8_0 = PkSimple<RdQ8_0, BlockQ8_0, false>;
+
+// Part j of kParts of a unit's lines, `ahead` bytes on: a unit's prefetch
+// spread over its sub-blocks rather than issued at once.
+template <int64_t kUnitBytes, int kParts>
+[[gnu::always_inline]] inline void prefetch_part(const uint8_t* unit, int j, uintptr_t ahead) {
+  constexpr int64_t kLines = kUnitBytes / 64;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(unit) + ahead;
+  for (int64_t l = kLines * j / kParts; l < kLines * (j + 1) / kParts; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(base + 64 * static_cast<uintptr_t>(l)), _MM_HINT_T0);
+  }
+}
 
 // ---- q4_K and q5_K: a header of d, dmin, scales and mins per super-block ----
 template <class Rd, class Block, bool kNibblesT>
@@ -221,11 +232,15 @@ struct PkQ45K {
     scale = _mm512_mul_ps(d, s);
     min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
   }
-  // Every line of the unit far ahead, as q6_K (one a unit read slower).
-  static constexpr bool kPrefetchAt = false;  // the GEMV's next-group prefetch measured no faster
+  // The prefill expansion's: every line of the unit, 12 KiB ahead.
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
     const uint8_t* unit = g + un * kUnitBytes;
     for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
+  }
+  // The GEMV's: sub-block j's share of the unit's lines, `ahead` bytes on.
+  static constexpr bool kPrefetchBySub = true;
+  [[gnu::always_inline]] static void prefetch_sub(const uint8_t* g, int64_t un, int j, uintptr_t ahead) {
+    prefetch_part<kUnitBytes, kSubs>(g + un * kUnitBytes, j, ahead);
   }
 };
 
@@ -272,10 +287,15 @@ struct PkQ6_K {
     scale = _mm512_mul_ps(load_halves(unit), s);
     min = _mm512_setzero_ps();
   }
-  static constexpr bool kPrefetchAt = false;  // the GEMV's next-group prefetch measured no faster
+  // The prefill expansion's: every line of the unit, 12 KiB ahead.
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
     const uint8_t* unit = g + un * kUnitBytes;
     for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
+  }
+  // The GEMV's: sub-block j's share of the unit's lines, `ahead` bytes on.
+  static constexpr bool kPrefetchBySub = true;
+  [[gnu::always_inline]] static void prefetch_sub(const uint8_t* g, int64_t un, int j, uintptr_t ahead) {
+    prefetch_part<kUnitBytes, kSubs>(g + un * kUnitBytes, j, ahead);
   }
 };
 
