@@ -58,13 +58,7 @@ class ThreadPool {
   // larger than grain, runs fn(0, n) inline.
   template <class F>
   void parallel_dynamic(int64_t n, int64_t grain, F&& fn) {
-    if (n <= 0) return;
-    if (!cpus_.empty()) pin_caller();
-    if (grain < 1) grain = 1;
-    if (n_threads_ == 1 || n <= grain) {
-      fn(int64_t{0}, n);
-      return;
-    }
+    if (done_inline(n, grain, fn)) return;
     std::atomic<int64_t> next{0};
     run([&](int, int) {
       for (;;) {
@@ -83,13 +77,7 @@ class ThreadPool {
   // grain of a quarter of a thread's share left that much idle at every end.
   template <class F>
   void parallel_guided(int64_t n, int64_t grain, F&& fn) {
-    if (n <= 0) return;
-    if (!cpus_.empty()) pin_caller();
-    if (grain < 1) grain = 1;
-    if (n_threads_ == 1 || n <= grain) {
-      fn(int64_t{0}, n);
-      return;
-    }
+    if (done_inline(n, grain, fn)) return;
     std::atomic<int64_t> next{0};
     run([&](int, int nth) {
       int64_t begin = next.load(std::memory_order_relaxed);
@@ -106,6 +94,21 @@ class ThreadPool {
   }
 
  private:
+  // The chunked splits' common start: pins the caller, takes a grain below 1
+  // as 1, and runs fn(0, n) inline where one thread or one chunk would do.
+  // True when nothing is left to split.
+  template <class F>
+  bool done_inline(int64_t n, int64_t& grain, F& fn) {
+    if (n <= 0) return true;
+    if (!cpus_.empty()) pin_caller();
+    if (grain < 1) grain = 1;
+    if (n_threads_ == 1 || n <= grain) {
+      fn(int64_t{0}, n);
+      return true;
+    }
+    return false;
+  }
+
   void worker(int index);
   // Pins the calling thread to cpus_[0] the first time it runs a job.
   void pin_caller();

@@ -291,6 +291,17 @@ TEST(RemoteStages, HungWorkerIsLostAtTheDeadlineAndComesBack) {
   Probe().expect_idle(w.port());
 }
 
+// After a head went away: a new head on the same worker gets the
+// single-process tokens, and both end idle.
+void expect_next_head_served(const std::vector<StageSpec>& stages, const StageProcess& w) {
+  auto p = Pipeline::start(stories_head(stages));
+  const test::Case c = test::make_cases(1).front();
+  auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
+  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
 TEST(RemoteStages, DeadHeadLeavesTheWorkerWaitingForTheNext) {
   StageProcess w;
   ASSERT_TRUE(w.start(stories_worker("2:5")));
@@ -306,12 +317,7 @@ TEST(RemoteStages, DeadHeadLeavesTheWorkerWaitingForTheNext) {
   // Its requests never end, so no ForgetRequests come: the worker drops
   // them when the head's link goes away, before any other head connects.
   Probe().expect_idle(w.port());
-  auto p = Pipeline::start(stories_head(stages));
-  const test::Case c = test::make_cases(1).front();
-  auto f = p->generate(c.prompt, test::greedy(c.max_new_tokens));
-  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), c.expected);
-  expect_head_idle(*p);
-  Probe().expect_idle(w.port());
+  expect_next_head_served(stages, w);
 }
 
 // A head killed outright (SIGKILL: no ForgetRequests, no goodbye) with
@@ -357,12 +363,7 @@ TEST(RemoteStages, KilledHeadIsForgottenBeforeTheNextHead) {
   EXPECT_GT(busy.live_sequences, 0);
   EXPECT_TRUE(w.alive());
   Probe().expect_idle(w.port());
-  auto p = Pipeline::start(stories_head(stages));
-  const test::Case one = test::make_cases(1).front();
-  auto f = p->generate(one.prompt, test::greedy(one.max_new_tokens));
-  EXPECT_EQ(test::ids_of(test::wait_for(f, 30s)), one.expected);
-  expect_head_idle(*p);
-  Probe().expect_idle(w.port());
+  expect_next_head_served(stages, w);
 }
 
 // -- mismatches, refused before the first step ---------------------------------------
