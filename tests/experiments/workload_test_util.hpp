@@ -35,8 +35,9 @@ inline const Tokenizer& llama2_tokenizer() {
 // A fresh folder per test (named after it), so tests never see each other's files.
 inline std::filesystem::path temp_dir() {
   const testing::TestInfo* info = testing::UnitTest::GetInstance()->current_test_info();
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
-                                    (std::string("troupe_workload_") + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+  const std::string name = "troupe_workload_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" +
+                           info->name();
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
