@@ -53,8 +53,8 @@ CpuBackend::CpuBackend(CpuBackendOptions options)
 // KV pages and the step arena, zero-filled here, as the CUDA backend's: a
 // page first touched by a decode step's KV write costs that step a fault
 // (2-thread 110M decode: kv_write took 7.7 us a layer, against under 1 us
-// resident), and the pool is sized once for the model's life anyway. Large
-// pools go in huge pages, as the weights, for the attention's reads.
+// resident), and the pool is sized once for the model's life anyway. From
+// 2 MiB up it takes the weights' huge pages (weight_memory).
 void* CpuBackend::allocate(size_t bytes) {
   void* p = weight_memory(bytes);
   std::memset(p, 0, bytes);

@@ -172,20 +172,30 @@ using PkQ5_0 = PkSimple<RdQ5_0, BlockQ5_0, false>;
 using PkQ5_1 = PkSimple<RdQ5_1, BlockQ5_1, false>;
 using PkQ8_0 = PkSimple<RdQ8_0, BlockQ8_0, false>;
 
-// Part j of kParts of a unit's lines, `ahead` bytes on: a unit's prefetch
-// spread over its sub-blocks rather than issued at once.
-template <int64_t kUnitBytes, int kParts>
-[[gnu::always_inline]] inline void prefetch_part(const uint8_t* unit, int j, uintptr_t ahead) {
-  constexpr int64_t kLines = kUnitBytes / 64;
-  const uintptr_t base = reinterpret_cast<uintptr_t>(unit) + ahead;
-  for (int64_t l = kLines * j / kParts; l < kLines * (j + 1) / kParts; ++l) {
-    _mm_prefetch(reinterpret_cast<const char*>(base + 64 * static_cast<uintptr_t>(l)), _MM_HINT_T0);
+// The prefetches of a k-quant layout P (its units P::kUnitBytes apart, each
+// read in P::kSubs sub-blocks), which derives from this.
+template <class P>
+struct KquantPrefetch {
+  // The prefill expansion's: every line of the unit, 12 KiB ahead.
+  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
+    const uint8_t* unit = g + un * P::kUnitBytes;
+    for (int64_t i = 0; i < P::kUnitBytes; i += 64) prefetch_ahead(unit + i);
   }
-}
+  // The GEMV's: sub-block j's share of the unit's lines, `ahead` bytes on,
+  // so that a unit's prefetch is spread over its sub-blocks.
+  static constexpr bool kPrefetchBySub = true;
+  [[gnu::always_inline]] static void prefetch_sub(const uint8_t* g, int64_t un, int j, uintptr_t ahead) {
+    constexpr int64_t kLines = P::kUnitBytes / 64;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(g + un * P::kUnitBytes) + ahead;
+    for (int64_t l = kLines * j / P::kSubs; l < kLines * (j + 1) / P::kSubs; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(base + 64 * static_cast<uintptr_t>(l)), _MM_HINT_T0);
+    }
+  }
+};
 
 // ---- q4_K and q5_K: a header of d, dmin, scales and mins per super-block ----
 template <class Rd, class Block, bool kNibblesT>
-struct PkQ45K {
+struct PkQ45K : KquantPrefetch<PkQ45K<Rd, Block, kNibblesT>> {
   using Reader = Rd;
   static constexpr bool kNibbles = kNibblesT;
   static constexpr int64_t kUnitK = 256;
@@ -232,23 +242,13 @@ struct PkQ45K {
     scale = _mm512_mul_ps(d, s);
     min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
   }
-  // The prefill expansion's: every line of the unit, 12 KiB ahead.
-  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
-    const uint8_t* unit = g + un * kUnitBytes;
-    for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
-  }
-  // The GEMV's: sub-block j's share of the unit's lines, `ahead` bytes on.
-  static constexpr bool kPrefetchBySub = true;
-  [[gnu::always_inline]] static void prefetch_sub(const uint8_t* g, int64_t un, int j, uintptr_t ahead) {
-    prefetch_part<kUnitBytes, kSubs>(g + un * kUnitBytes, j, ahead);
-  }
 };
 
 using PkQ4_K = PkQ45K<RdQ4_K, BlockQ4_K, true>;
 using PkQ5_K = PkQ45K<RdQ5_K, BlockQ5_K, false>;
 
 // ---- q6_K: d and 16 int8 scales per super-block, sub-blocks of 16 ----
-struct PkQ6_K {
+struct PkQ6_K : KquantPrefetch<PkQ6_K> {
   using Reader = RdQ6_K;
   static constexpr bool kNibbles = false;
   static constexpr int64_t kUnitK = 256;
@@ -286,16 +286,6 @@ struct PkQ6_K {
     const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
     scale = _mm512_mul_ps(load_halves(unit), s);
     min = _mm512_setzero_ps();
-  }
-  // The prefill expansion's: every line of the unit, 12 KiB ahead.
-  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t, int64_t un) {
-    const uint8_t* unit = g + un * kUnitBytes;
-    for (int64_t i = 0; i < kUnitBytes; i += 64) prefetch_ahead(unit + i);
-  }
-  // The GEMV's: sub-block j's share of the unit's lines, `ahead` bytes on.
-  static constexpr bool kPrefetchBySub = true;
-  [[gnu::always_inline]] static void prefetch_sub(const uint8_t* g, int64_t un, int j, uintptr_t ahead) {
-    prefetch_part<kUnitBytes, kSubs>(g + un * kUnitBytes, j, ahead);
   }
 };
 

@@ -27,7 +27,6 @@ namespace {
 
 using namespace cpu;  // NOLINT: the layouts and SIMD helpers of this path
 using detail::Int8Panel;
-using detail::kMatmulRowUnit;
 using detail::kPanelRows;
 using detail::QuantizedActs;
 

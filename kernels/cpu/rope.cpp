@@ -23,20 +23,19 @@ class RopeTable {
   // Makes the table current for p; the factors are compared by value.
   void set(const RopeParams& p, int64_t n_rot) {
     const int64_t half = n_rot / 2;
+    // No factors: factors_ empty (half >= 1, so a factor list never is).
+    const float* f_end = p.freq_factors == nullptr ? nullptr : p.freq_factors + half;
     const bool same = n_rot_ == n_rot && theta_ == p.theta && freq_scale_ == p.freq_scale &&
-                      has_factors_ == (p.freq_factors != nullptr) &&
-                      (p.freq_factors == nullptr ||
-                       std::equal(factors_.begin(), factors_.end(), p.freq_factors, p.freq_factors + half));
+                      std::equal(factors_.begin(), factors_.end(), p.freq_factors, f_end);
     if (same) return;
     n_rot_ = n_rot;
     theta_ = p.theta;
     freq_scale_ = p.freq_scale;
-    has_factors_ = p.freq_factors != nullptr;
-    factors_.assign(p.freq_factors, p.freq_factors == nullptr ? p.freq_factors : p.freq_factors + half);
+    factors_.assign(p.freq_factors, f_end);
     inv_freq_.resize(static_cast<size_t>(half));
     cs_.resize(static_cast<size_t>(2 * half));
     for (int64_t i = 0; i < half; ++i) {
-      const double f = has_factors_ ? static_cast<double>(factors_[static_cast<size_t>(i)]) : 1.0;
+      const double f = factors_.empty() ? 1.0 : static_cast<double>(factors_[static_cast<size_t>(i)]);
       inv_freq_[static_cast<size_t>(i)] =
           std::pow(static_cast<double>(p.theta), -2.0 * static_cast<double>(i) / static_cast<double>(n_rot)) / f;
     }
@@ -61,7 +60,7 @@ class RopeTable {
  private:
   int64_t n_rot_ = 0;
   float theta_ = 0.0f, freq_scale_ = 0.0f;
-  bool has_factors_ = false, has_pos_ = false;
+  bool has_pos_ = false;
   int32_t pos_ = 0;
   std::vector<float> factors_;
   std::vector<double> inv_freq_;  // [half]
