@@ -15,16 +15,19 @@
 // - q4_0, q4_1 (per block of 32): 4 lines of nibbles (input 4 g + i of row r
 //   in line g mod 4, low nibble for g < 4); two blocks' lines, then the d
 //   (and m) of the 16 rows as fp16 for both;
-// - q8_0, q5_0, q5_1: 8 lines of bytes, then d (and m) as fp16, paired the
-//   same way;
+// - q8_0: 8 lines of bytes, then d as fp16, paired the same way;
+// - q5_0, q5_1: the 8 lines' low nibbles as 4 nibble lines, then a line of
+//   their fifth bits (bit g of a byte for line g), then d (and m), paired;
 // - q4_K (per super-block of 256): d, dmin (fp16) and the 8 scales and mins
 //   (u8) of the 16 rows, then 8 sub-blocks of 4 nibble lines;
-// - q5_K: the same header, then 8 sub-blocks of 8 byte lines;
+// - q5_K: the same header, then 8 sub-blocks of 4 nibble lines and a line of
+//   fifth bits;
 // - q6_K: d (fp16) and the 16 scales (i8) of the 16 rows, then 16 sub-blocks
-//   of 16 inputs, 4 byte lines each.
+//   of 16 inputs: the low nibbles of their 4 lines in 2 nibble lines, then a
+//   line of their top 2 bits (bits 2 g, 2 g + 1 of a byte for line g).
 // Weights are stored as unsigned u with w = scale * (u - offset) + min, as in
-// matmul_int8.hpp. Size against GGUF: q4_0/q4_1/q8_0/q4_K equal or within
-// 3%; q5_0/q5_1/q5_K/q6_K one byte per weight (+30% to +57%).
+// matmul_int8.hpp. Size against GGUF: equal for q4_0/q4_1/q5_0/q5_1/q8_0,
+// +1% for q6_K, +2.3% for q5_K and +2.8% for q4_K (headers in whole lines).
 #pragma once
 
 #include <cstddef>

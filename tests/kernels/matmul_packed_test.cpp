@@ -158,8 +158,8 @@ TEST_P(MatmulPacked, SeveralMatricesAsOneGetEachItsOwnBits) {
   }
 }
 
-// The packed layout keeps the GGUF sizes for the 4-bit and 8-bit types that
-// carry most weights (the header comment's table).
+// The packed layout keeps the GGUF sizes, within a k-quant header's padding
+// to whole cache lines (the header comment's table).
 TEST(MatmulPacked, SizesAgainstGguf) {
   if (!test::int8_path_runs()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: no int8 repacking";
   const int64_t n_in = 4096, n_out = 4096;
@@ -168,9 +168,12 @@ TEST(MatmulPacked, SizesAgainstGguf) {
   };
   EXPECT_DOUBLE_EQ(ratio(DType::q4_0), 1.0);
   EXPECT_DOUBLE_EQ(ratio(DType::q4_1), 1.0);
+  EXPECT_DOUBLE_EQ(ratio(DType::q5_0), 1.0);
+  EXPECT_DOUBLE_EQ(ratio(DType::q5_1), 1.0);
   EXPECT_DOUBLE_EQ(ratio(DType::q8_0), 1.0);
   EXPECT_LT(ratio(DType::q4_K), 1.03);
-  EXPECT_LT(ratio(DType::q6_K), 1.32);  // its header padded to whole cache lines
+  EXPECT_LT(ratio(DType::q5_K), 1.03);
+  EXPECT_LT(ratio(DType::q6_K), 1.01);
 }
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPacked, testing::ValuesIn(test::kInt8Types),
