@@ -63,7 +63,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
   // Each of the G streams prefetches the same unit of the group it reads
   // next, G groups on: a fixed distance ahead would mostly name lines the
   // neighbouring stream is reading now. 1B q4_0 and q8_0 GEMV over DRAM,
-  // against 24 KiB ahead: +12-16%. A k-quant unit is 37 (q4_K) to 69 (q6_K)
+  // against 24 KiB ahead: +12-16%. A k-quant unit is 37 (q4_K) to 53 (q6_K)
   // lines: its prefetch is spread over its sub-blocks, a few lines each
   // (q4_K GEMV over DRAM: 0.60 of a plain read with every line of a unit
   // prefetched 12 KiB ahead at once, 0.78 spread and a group on).
@@ -154,20 +154,18 @@ void gemv_at(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, flo
   gemv_group<P, G, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
 }
 
-// Decode of one token reads four groups side by side, of two tokens two
-// (more weight streams in flight); a token's arithmetic is the same either
-// way.
+// Decode of one token reads one group at a time, each its own stream with
+// the next group's prefetch running beside it: 1B GEMV over DRAM on a Zen 5
+// core, one token, against four groups side by side (four streams): q4_0
+// 26 -> 32 GB/s, q8_0 25 -> 32, q4_K 25 -> 33 (a plain read: 34). Four
+// groups stored interleaved as one stream got 27-31. Two tokens read two
+// groups side by side (the weights' reads count half as much); a token's
+// arithmetic is the same either way.
 template <class P, int T>
 int64_t gemv_tokens(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in,
                     int64_t n_out, int64_t g, int64_t left, int64_t t0) {
-  if constexpr (T == 1) {
-    if (left >= 4 && qa.n_tokens == 1) {
-      gemv_at<P, 4, T>(packed, stride, qa, y, n_in, n_out, g, t0);
-      return 4;
-    }
-  }
-  if constexpr (T <= 2) {
-    if (left >= 2 && qa.n_tokens <= 2) {
+  if constexpr (T == 2) {
+    if (left >= 2 && qa.n_tokens == 2) {
       gemv_at<P, 2, T>(packed, stride, qa, y, n_in, n_out, g, t0);
       return 2;
     }
@@ -244,8 +242,8 @@ void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
 int64_t n_groups(int64_t n_out) { return (n_out + kGroupRows - 1) / kGroupRows; }
 
 // Decode's threads take guided chunks of groups (ThreadPool::parallel_guided)
-// in multiples of one step of the GEMV's four streams.
-constexpr int64_t kDecodeGrain = 4;
+// in multiples of the GEMV's longest step.
+constexpr int64_t kDecodeGrain = 2;
 
 }  // namespace
 
