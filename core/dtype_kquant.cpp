@@ -17,6 +17,32 @@ namespace {
 
 int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
 
+// Packs 256 6-bit quants into a q6_K block: chunk c = 4h + k (32 weights) goes
+// to the low (k < 2) or high nibbles of ql[64 h + 32 (k & 1) ..] and bits 2k
+// of qh[32 h ..].
+void pack_q6_K(const uint8_t (&q)[kQK_K], BlockQ6_K& b) {
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int c = 0; c < 8; ++c) {
+    const int h = c / 4, k = c % 4;
+    for (int l = 0; l < 32; ++l) {
+      const int v = q[32 * c + l];
+      uint8_t& lo = b.ql[64 * h + 32 * (k & 1) + l];
+      lo = static_cast<uint8_t>(lo | ((v & 0x0f) << (4 * (k >> 1))));
+      uint8_t& hi = b.qh[32 * h + l];
+      hi = static_cast<uint8_t>(hi | ((v >> 4) << (2 * k)));
+    }
+  }
+}
+
+// The 6-bit scale (0..63, stored 32 above its value) of sub-block j < 16 of a
+// q3_K block: 4 low bits from a nibble of bytes 0-7, 2 high bits from bytes 8-11.
+int q3_K_scale(const uint8_t (&s)[12], int j) {
+  const int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return low | (high << 4);
+}
+
 // Weighted least squares for x ≈ scale * q + min over n values, q in
 // [0, nmax], min <= 0 (the GGUF formats store -min as an unsigned 6-bit
 // quantity). Tries roundings from a grid of inverse scales around
@@ -207,20 +233,29 @@ void quantize_row_q6_K(const float* x, void* dst, int64_t n) {
         q[16 * j + l] = static_cast<uint8_t>(ds != 0.0f ? std::clamp(nearest_int(x[16 * j + l] / ds), -32, 31) + 32 : 32);
       }
     }
-    // Pack: chunk c = 4h + k (32 weights) goes to the low (k < 2) or high
-    // nibbles of ql[64 h + 32 (k & 1) ..] and bits 2k of qh[32 h ..].
-    std::memset(b[i].ql, 0, sizeof b[i].ql);
-    std::memset(b[i].qh, 0, sizeof b[i].qh);
-    for (int c = 0; c < 8; ++c) {
-      const int h = c / 4, k = c % 4;
-      for (int l = 0; l < 32; ++l) {
-        const int v = q[32 * c + l];
-        uint8_t& lo = b[i].ql[64 * h + 32 * (k & 1) + l];
-        lo = static_cast<uint8_t>(lo | ((v & 0x0f) << (4 * (k >> 1))));
-        uint8_t& hi = b[i].qh[32 * h + l];
-        hi = static_cast<uint8_t>(hi | ((v >> 4) << (2 * k)));
-      }
+    pack_q6_K(q, b[i]);
+  }
+}
+
+void widen_q3_K_to_q6_K(const void* src, void* dst, int64_t n_blocks) {
+  const auto* in = static_cast<const uint8_t*>(src);  // 110-byte blocks: no alignment to assume
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    BlockQ3_K a;
+    std::memcpy(&a, in + i * static_cast<int64_t>(sizeof a), sizeof a);
+    BlockQ6_K b;
+    b.d = a.d;
+    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(q3_K_scale(a.scales, j) - 32);
+    uint8_t q[kQK_K];
+    for (int w = 0; w < kQK_K; ++w) {
+      // Weight w: 2 low bits at shift 2 ((w % 128) / 32) of qs[32 (w / 128) + w % 32],
+      // the third in bit w / 32 of hmask[w % 32]; its value is (that 3-bit q) - 4.
+      const int low = (a.qs[32 * (w / 128) + w % 32] >> (2 * ((w % 128) / 32))) & 3;
+      const int high = (a.hmask[w % 32] >> (w / 32)) & 1;
+      q[w] = static_cast<uint8_t>((low | (high << 2)) - 4 + 32);
     }
+    pack_q6_K(q, b);
+    std::memcpy(out + i * static_cast<int64_t>(sizeof b), &b, sizeof b);
   }
 }
 

@@ -1,5 +1,5 @@
-// k-quants (q4_K, q5_K, q6_K) against the `gguf` package: super-blocks of
-// random bytes (tests/fixtures/kquant_blocks.json, made by
+// k-quants (q4_K, q5_K, q6_K; q3_K widened to q6_K) against the `gguf`
+// package: super-blocks of random bytes (tests/fixtures/kquant_blocks.json, made by
 // tools/fixtures/make_kquant_fixtures.py) must dequantize to gguf's values bit
 // for bit, and matmul over them on every SIMD path must match the product
 // numpy computed in float64 from those values. Then Troupe's own k-quant
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/dtype_kquant.hpp"
 #include "core/thread_pool.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
@@ -104,6 +105,26 @@ TEST_P(KQuant, MatmulMatchesNumpyOnEveryIsa) {
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuant, testing::Values(DType::q4_K, DType::q5_K, DType::q6_K),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+
+// q3_K runs as q6_K: the GGUF loader widens it (core/dtype_kquant.hpp). The
+// widened blocks must dequantize to gguf's q3_K values bit for bit; then
+// every q6_K kernel, checked above, runs them.
+TEST(KQuantQ3K, WidensToQ6KThatDequantizesLikeGguf) {
+  const auto& f = fixture()["types"]["q3_k"];
+  const int64_t n_in = f["n_in"].get<int64_t>();
+  const int64_t n_blocks = n_in / kQK_K;
+  ASSERT_EQ(f["rows"].size(), 3u);
+  for (size_t r = 0; r < f["rows"].size(); ++r) {
+    const std::vector<uint8_t> bytes = from_hex(f["rows"][r].get<std::string>());
+    ASSERT_EQ(static_cast<int64_t>(bytes.size()), n_blocks * static_cast<int64_t>(sizeof(detail::BlockQ3_K)));
+    std::vector<uint8_t> wide(static_cast<size_t>(row_bytes(DType::q6_K, n_in)));
+    detail::widen_q3_K_to_q6_K(bytes.data(), wide.data(), n_blocks);
+    const std::vector<float> want = f["dequant"][r].get<std::vector<float>>();
+    std::vector<float> got(static_cast<size_t>(n_in));
+    dequantize_row(DType::q6_K, wide.data(), got.data(), n_in);
+    for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(got[i], want[i]) << "q3_K row " << r << " element " << i;
+  }
+}
 
 // RMS error of dequantize(quantize(x)) over rows of Gaussian weights, relative
 // to their RMS.

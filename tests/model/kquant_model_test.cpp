@@ -1,9 +1,10 @@
-// A Q4_K_M file written by llama.cpp's own quantizer (tests/fixtures/
-// tiny_q4_k_m.gguf: a random-weight 1-layer llama, dim 256, vocab 300, made by
-// tools/fixtures/make_llamacpp_q4km_fixture.py) runs through Troupe's forward
-// pass and gives the logits that the `gguf` package's dequantization and a
-// float64 numpy forward pass give. This checks the k-quant block layouts on
-// bytes Troupe did not write, and the q4_K/q6_K kernels inside a model.
+// Q4_K_M and Q3_K_M files written by llama.cpp's own quantizer
+// (tests/fixtures/tiny_q4_k_m.gguf, tiny_q3_k_m.gguf: a random-weight 1-layer
+// llama, dim 256, vocab 300, made by tools/fixtures/make_llamacpp_q4km_fixture.py)
+// run through Troupe's forward pass and give the logits that the `gguf`
+// package's dequantization and a float64 numpy forward pass give. This checks
+// the k-quant block layouts on bytes Troupe did not write, and the k-quant
+// kernels inside a model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,12 +37,12 @@ TEST(KQuantModel, FileHasLlamaCppQ4KMMix) {
 // ~0.3) differ by ~1e-6; 1e-4 is the stories260K bound of
 // reference_fixture_test.cpp. A wrong nibble, scale or sub-block order moves
 // them by 1e-2 or more.
-TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
+void expect_logits_match_fixture(const std::string& model_file, const std::string& logits_file) {
   const test::ExactMath exact;  // a reference to float rounding
-  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/tiny_q4_k_m_logits.json");
-  ASSERT_TRUE(in) << "missing fixture tiny_q4_k_m_logits.json";
+  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/" + logits_file);
+  ASSERT_TRUE(in) << "missing fixture " << logits_file;
   const auto j = nlohmann::json::parse(in);
-  auto model = Model::load(kModel);
+  auto model = Model::load(model_file);
   CpuBackend backend({.n_threads = 2});
   Generator gen(model, backend, {.n_ctx = 64});
   ASSERT_GE(j["cases"].size(), 2u);
@@ -55,6 +56,32 @@ TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
     EXPECT_LT(worst, 1e-4f) << "max |logit difference| over the vocabulary, prompt of " << ids.size() << " tokens";
   }
+}
+
+TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
+  expect_logits_match_fixture(kModel, "tiny_q4_k_m_logits.json");
+}
+
+// A Q3_K_M file from llama.cpp's llama-quantize (tests/fixtures/
+// tiny_q3_k_m.gguf, same script): q3_K for the embedding, attn_q/k and
+// ffn_gate/up, q4_K, q5_K and q6_K for the rest. Its q3_K tensors are widened
+// to q6_K when the file opens.
+const std::string kQ3Model = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q3_k_m.gguf";
+
+TEST(KQuantModel, Q3KTensorsOpenWidenedToQ6K) {
+  const auto f = gguf::GgufFile::open(kQ3Model);
+  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
+    const gguf::TensorInfo& t = f.tensor(name);
+    EXPECT_EQ(t.file_type, 11u) << name;
+    EXPECT_EQ(t.type, DType::q6_K) << name;
+    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 210) << name;
+  }
+  EXPECT_EQ(f.tensor("blk.0.attn_v.weight").type, DType::q5_K);
+  EXPECT_EQ(f.tensor("blk.0.attn_v.weight").file_type, 13u);
+}
+
+TEST(KQuantModel, Q3KMLogitsMatchGgufDequantizationAndNumpy) {
+  expect_logits_match_fixture(kQ3Model, "tiny_q3_k_m_logits.json");
 }
 
 // A real Q4_K_M file: SmolLM2-135M-Instruct requantized by llama.cpp (mostly
