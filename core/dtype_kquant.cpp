@@ -246,13 +246,17 @@ void widen_q3_K_to_q6_K(const void* src, void* dst, int64_t n_blocks) {
     BlockQ6_K b;
     b.d = a.d;
     for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(q3_K_scale(a.scales, j) - 32);
+    // Weight 32 c + l (chunk c = 4 h + k): 2 low bits at shift 2 k of
+    // qs[32 h + l], the third in bit c of hmask[l]; its value is that 3-bit
+    // q minus 4, so its q6_K quant is q + 28.
     uint8_t q[kQK_K];
-    for (int w = 0; w < kQK_K; ++w) {
-      // Weight w: 2 low bits at shift 2 ((w % 128) / 32) of qs[32 (w / 128) + w % 32],
-      // the third in bit w / 32 of hmask[w % 32]; its value is (that 3-bit q) - 4.
-      const int low = (a.qs[32 * (w / 128) + w % 32] >> (2 * ((w % 128) / 32))) & 3;
-      const int high = (a.hmask[w % 32] >> (w / 32)) & 1;
-      q[w] = static_cast<uint8_t>((low | (high << 2)) - 4 + 32);
+    for (int c = 0; c < 8; ++c) {
+      const int h = c / 4, k = c % 4;
+      for (int l = 0; l < 32; ++l) {
+        const int low = (a.qs[32 * h + l] >> (2 * k)) & 3;
+        const int high = (a.hmask[l] >> c) & 1;
+        q[32 * c + l] = static_cast<uint8_t>((low | (high << 2)) + 28);
+      }
     }
     pack_q6_K(q, b);
     std::memcpy(out + i * static_cast<int64_t>(sizeof b), &b, sizeof b);
