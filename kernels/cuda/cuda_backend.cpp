@@ -240,10 +240,14 @@ bool CudaBackend::supports(DType type) const {
     case DType::q8_0:
     case DType::q4_0:
     case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q4_K:
+    case DType::q5_K:
+    case DType::q6_K:  // and q3_K, which GgufFile widens to q6_K
       return true;
-    default:  // q5_0/q5_1 and the k-quants: CPU kernels only (issue 14)
-      return false;
   }
+  return false;
 }
 
 void* CudaBackend::host_alloc(size_t bytes) {

@@ -1,5 +1,6 @@
-// Device-side readers of the weight dtypes (f32, f16, bf16 and the GGUF
-// q8_0/q4_0/q4_1 blocks of core/dtype.hpp), shared by the embedding, GEMV
+// Device-side readers of the weight dtypes (f32, f16, bf16, the GGUF
+// q8_0/q4_0/q4_1 blocks of core/dtype.hpp, and through block_decode.hpp
+// q5_0/q5_1 and the k-quants), shared by the embedding, GEMV
 // and dequantize kernels. Block fields are read as 16-bit words: GGUF blocks
 // are only 2-byte aligned, so wider loads would be misaligned.
 #pragma once
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "kernels/cuda/block_decode.hpp"
 
 namespace troupe::cuda {
 
@@ -44,7 +46,11 @@ __device__ __forceinline__ float load_element(const unsigned char* row, DType t,
       const int q = j < kQK / 2 ? (b[4 + j] & 0x0F) : (b[4 + j - kQK / 2] >> 4);
       return d * static_cast<float>(q) + m;
     }
-    default: break;  // q5_0/q5_1, k-quants: CudaBackend::supports refuses them
+    default: {  // q5_0/q5_1 and the k-quants: the element's whole chunk (embedding rows only)
+      float w[kQK];
+      if (decode_block_chunk(row, t, i / kQK, w)) return w[i % kQK];
+      break;
+    }
   }
   return 0.0f;
 }

@@ -1,6 +1,6 @@
 // The weight-only dequantizing GEMV for decode steps (n_tokens <= 8): one
 // warp per output row streams the row once, in 16-byte (bf16/f16/f32) or
-// whole-block (q8_0/q4_0/q4_1) chunks per lane, dequantizes in registers,
+// whole-block (q8_0/q4_0/q4_1; q5_0/q5_1 and the k-quants, 32 weights) chunks per lane, dequantizes in registers,
 // multiplies with every token's f32 activations and reduces by warp
 // shuffles. Weights are read exactly once per step, so the kernel runs at
 // HBM bandwidth; activations are small and stay in L1/L2.
@@ -119,6 +119,14 @@ struct LoadQ4_1 {
   }
 };
 
+// q5_0/q5_1 and the k-quants (block_decode.hpp): 32 weights a chunk, every
+// field read a byte at a time (their blocks are only 2-byte aligned).
+template <DType T>
+struct LoadBlocks {
+  static constexpr int kChunk = 32;
+  __device__ static void load(const unsigned char* row, int64_t c, float* w) { decode_block_chunk(row, T, c, w); }
+};
+
 // acc[t] += dot(w chunk, x[t] chunk) for every token.
 template <int K, int MaxT>
 __device__ __forceinline__ void accumulate(float* acc, const float* w, const float* __restrict__ x, int64_t n_in,
@@ -182,6 +190,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(float* __restrict
   }
 }
 
+// The block types of block_decode.hpp: a thread decodes one 32-weight chunk.
+// grid.y walks rows (strided past 65535), grid.x the chunks of a row.
+__global__ void dequantize_chunks_kernel(__nv_bfloat16* __restrict__ y, const unsigned char* __restrict__ w,
+                                         DType type, int64_t n_rows, int64_t n_in, int64_t row_bytes) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= n_in / kQK) return;
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+    float v[kQK];
+    decode_block_chunk(w + r * row_bytes, type, c, v);
+#pragma unroll
+    for (int l = 0; l < kQK; ++l) y[r * n_in + c * kQK + l] = __float2bfloat16_rn(v[l]);
+  }
+}
+
 // grid.y walks rows (strided past 65535), grid.x the elements of a row.
 __global__ void dequantize_rows_kernel(__nv_bfloat16* __restrict__ y, const unsigned char* __restrict__ w, DType type,
                                        int64_t n_rows, int64_t n_in, int64_t row_bytes) {
@@ -221,7 +243,8 @@ bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens,
     case DType::f32: case DType::f16: case DType::bf16: return aligned(w, 16);
     case DType::q8_0: case DType::q4_0: return aligned(w, 2);
     case DType::q4_1: return aligned(w, 4);
-    default: return false;  // q5_0/q5_1, k-quants: no CUDA kernel
+    case DType::q5_0: case DType::q5_1: case DType::q4_K: case DType::q5_K: case DType::q6_K:
+      return n_in % dtype_info(type).block_size == 0;  // byte reads: any alignment
   }
   return false;
 }
@@ -242,7 +265,11 @@ void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens,
     case DType::q8_0: return launch_gemv<LoadQ8_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
     case DType::q4_0: return launch_gemv<LoadQ4_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
     case DType::q4_1: return launch_gemv<LoadQ4_1>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    default: return;  // unreachable: gemv_supported refused it above
+    case DType::q5_0: return launch_gemv<LoadBlocks<DType::q5_0>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q5_1: return launch_gemv<LoadBlocks<DType::q5_1>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q4_K: return launch_gemv<LoadBlocks<DType::q4_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q5_K: return launch_gemv<LoadBlocks<DType::q5_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::q6_K: return launch_gemv<LoadBlocks<DType::q6_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
   }
 }
 
@@ -254,10 +281,16 @@ void dequantize_rows_bf16(uint16_t* y, const void* w, DType type, int64_t n_rows
   if (n_rows == 0) return;
   const int64_t rb = row_bytes(type, n_in);
   constexpr int kThreads = 256;
-  const dim3 grid(static_cast<unsigned>((n_in + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(n_rows < 65535 ? n_rows : 65535));
-  dequantize_rows_kernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<__nv_bfloat16*>(y),
-                                                        static_cast<const unsigned char*>(w), type, n_rows, n_in, rb);
+  const auto grid_rows = static_cast<unsigned>(n_rows < 65535 ? n_rows : 65535);
+  auto* yb = reinterpret_cast<__nv_bfloat16*>(y);
+  const auto* wb = static_cast<const unsigned char*>(w);
+  if (decodes_blocks(type)) {
+    const dim3 grid(static_cast<unsigned>((n_in / kQK + kThreads - 1) / kThreads), grid_rows);
+    dequantize_chunks_kernel<<<grid, kThreads, 0, stream>>>(yb, wb, type, n_rows, n_in, rb);
+  } else {
+    const dim3 grid(static_cast<unsigned>((n_in + kThreads - 1) / kThreads), grid_rows);
+    dequantize_rows_kernel<<<grid, kThreads, 0, stream>>>(yb, wb, type, n_rows, n_in, rb);
+  }
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

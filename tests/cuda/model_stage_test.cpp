@@ -10,9 +10,12 @@
 // for the decode steps after them): 3e-2 of the largest logit.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -221,6 +224,34 @@ TEST(CudaModelStage, Stories260kGreedyDecodeGivesTheCpuTokens) {
   const auto want = cpu_gen.generate(std::span(&bos, 1), req);
   EXPECT_EQ(got, want);
   EXPECT_GT(gpu.stats().graph_replays, 100);
+}
+
+// Q4_K_M and Q3_K_M files that llama.cpp quantized (tests/fixtures, see
+// tests/model/kquant_model_test.cpp) on the GPU: the k-quant GEMV (prompts of
+// 4 and 7 tokens) and the embedding gather against gguf-py's dequantization
+// and a float64 numpy forward pass. 1e-3 on logits of std ~0.3: the CPU holds
+// 1e-4 in exact math; the GPU's sums run in another order, with FMAs.
+TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
+  TROUPE_REQUIRE_GPU();
+  for (const char* name : {"tiny_q4_k_m", "tiny_q3_k_m"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = TROUPE_FIXTURES_DIR;
+    std::ifstream in(dir + "/" + name + "_logits.json");
+    ASSERT_TRUE(in) << "missing fixture " << name << "_logits.json";
+    const auto j = nlohmann::json::parse(in);
+    auto model = Model::load(dir + "/" + name + ".gguf");
+    CudaBackend gpu(test::small_options(true));
+    Generator gen(model, gpu, {.n_ctx = 64});
+    for (const auto& c : j["cases"]) {
+      const auto ids = c["ids"].get<std::vector<int32_t>>();
+      const std::vector<float> want = c["reference"].back().get<std::vector<float>>();
+      const std::vector<float> got = gen.prompt_logits(ids);
+      ASSERT_EQ(got.size(), want.size());
+      float worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+      EXPECT_LT(worst, 1e-3f) << "prompt of " << ids.size() << " tokens";
+    }
+  }
 }
 
 }  // namespace

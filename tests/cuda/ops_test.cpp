@@ -183,16 +183,18 @@ TEST(CudaOps, EmbeddingOfEveryWeightTypeMatchesTheCpu) {
   const int64_t n_vocab = 50, n_embd = 96;
   const std::vector<int32_t> ids{0, 49, 7, 7, 23};
   const auto n_tokens = static_cast<int64_t>(ids.size());
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                  DType::q4_K, DType::q5_K, DType::q6_K}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    const auto src = random_floats(rng, n_vocab * n_embd, -1.0f, 1.0f);
-    const int64_t rb = row_bytes(t, n_embd);
+    const int64_t ne = dtype_info(t).block_size > n_embd ? dtype_info(t).block_size : n_embd;  // whole k-quant blocks
+    const auto src = random_floats(rng, n_vocab * ne, -1.0f, 1.0f);
+    const int64_t rb = row_bytes(t, ne);
     std::vector<uint8_t> table(static_cast<size_t>(rb * n_vocab));
-    for (int64_t r = 0; r < n_vocab; ++r) quantize_row(t, src.data() + r * n_embd, table.data() + r * rb, n_embd);
-    const Weight dev = gpu.upload_weight({.data = table.data(), .type = t, .n_in = n_embd, .n_out = n_vocab});
+    for (int64_t r = 0; r < n_vocab; ++r) quantize_row(t, src.data() + r * ne, table.data() + r * rb, ne);
+    const Weight dev = gpu.upload_weight({.data = table.data(), .type = t, .n_in = ne, .n_out = n_vocab});
     EXPECT_EQ(dev.type, t);
-    std::vector<float> want(n_tokens * n_embd);
-    kernels::embedding(want.data(), table.data(), t, ids.data(), n_tokens, n_embd);
+    std::vector<float> want(n_tokens * ne);
+    kernels::embedding(want.data(), table.data(), t, ids.data(), n_tokens, ne);
     DeviceFloats dy(gpu, want.size());
     gpu.embedding(dy.get(), dev, ids.data(), n_tokens);
     EXPECT_LE(worst_ratio(dy.read(), want, 1e-6, 1e-6), 1.0);

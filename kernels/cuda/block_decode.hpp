@@ -1,0 +1,127 @@
+// Decoders of the GGUF blocks that the CUDA kernels read as they are stored:
+// q5_0, q5_1 and the k-quants q4_K, q5_K, q6_K (q3_K arrives widened to
+// q6_K, core/dtype_kquant.hpp). Host and device code both: the GEMV and the
+// row dequantization run them on the GPU, and tests/cuda checks them on the
+// host against core's dequantize_row, so the block arithmetic is verified
+// where no GPU is present. Every block field is read a byte at a time: q5_0
+// (22 bytes) and q6_K (210) blocks are only 2-byte aligned in a row.
+//
+// The products are formed as dequantize_row forms them (d * sc exact, one
+// rounding in the last add or multiply), so a fused multiply-add gives the
+// same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#define TROUPE_HD __host__ __device__ __forceinline__
+#else
+#define TROUPE_HD inline
+#endif
+
+namespace troupe::cuda {
+
+TROUPE_HD float fp16_at(const unsigned char* p) {
+  const auto h = static_cast<uint16_t>(p[0] | (p[1] << 8));
+#ifdef __CUDA_ARCH__
+  return __half2float(__ushort_as_half(h));
+#else
+  return fp16_to_f32(h);
+#endif
+}
+
+// The 6-bit scale and min of sub-block j < 8 of a q4_K/q5_K block (as
+// core's kquant_scale_min).
+TROUPE_HD void scale_min_at(const unsigned char* scales, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = scales[j] & 63;
+    m = scales[j + 4] & 63;
+  } else {
+    sc = (scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4);
+    m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
+// ---- the 32-weight blocks: chunk c is block c ----
+
+// q5_0 (d, qh[4], qs[16]): weight l = d * (q - 16), q's low nibble from
+// qs[l % 16] (low half for l < 16), its 5th bit bit l of qh.
+template <bool kMin>
+TROUPE_HD void decode_q5(const unsigned char* row, int64_t c, float* w) {
+  constexpr int64_t kBytes = kMin ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
+  const unsigned char* b = row + c * kBytes;
+  const float d = fp16_at(b);
+  const float m = kMin ? fp16_at(b + 2) : 0.0f;
+  const unsigned char* qh = b + (kMin ? 4 : 2);
+  const unsigned char* qs = qh + 4;
+  const uint32_t high = qh[0] | (qh[1] << 8) | (qh[2] << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+  for (int l = 0; l < kQK; ++l) {
+    const int nibble = l < kQK / 2 ? (qs[l] & 0x0f) : (qs[l - kQK / 2] >> 4);
+    const int q = nibble | static_cast<int>(((high >> l) & 1) << 4);
+    w[l] = kMin ? d * static_cast<float>(q) + m : d * static_cast<float>(q - 16);
+  }
+}
+
+// ---- the k-quants: chunk c is weights 32 (c % 8).. of super-block c / 8 ----
+
+// q4_K (d, dmin, scales[12], qs[128]) and q5_K (the same, qh[32] before
+// qs): weight l of chunk j = d * sc_j * q - dmin * m_j, q's nibble from
+// qs[32 (j / 2) + l] (low for even j), its 5th bit (q5_K) bit j of qh[l].
+template <bool kFive>
+TROUPE_HD void decode_q45_K(const unsigned char* row, int64_t c, float* w) {
+  constexpr int64_t kBytes = kFive ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  const unsigned char* b = row + (c / 8) * kBytes;
+  const int j = static_cast<int>(c % 8);
+  int sc, m;
+  scale_min_at(b + 4, j, sc, m);
+  const float ds = fp16_at(b) * static_cast<float>(sc);
+  const float dm = fp16_at(b + 2) * static_cast<float>(m);
+  const unsigned char* qh = b + 4 + kKScaleBytes;
+  const unsigned char* qs = qh + (kFive ? kQK_K / 8 : 0) + (j / 2) * 32;
+  const int shift = (j & 1) * 4;
+  for (int l = 0; l < 32; ++l) {
+    int q = (qs[l] >> shift) & 0x0f;
+    if (kFive) q |= ((qh[l] >> j) & 1) << 4;
+    w[l] = ds * static_cast<float>(q) - dm;
+  }
+}
+
+// q6_K (ql[128], qh[64], scales[16] int8, d): chunk j = 4 h + k, weight l:
+// the low (k < 2) or high nibble of ql[64 h + 32 (k & 1) + l] under bits
+// 2k, 2k + 1 of qh[32 h + l]; value d * scale[2 j + l / 16] * (q - 32).
+TROUPE_HD void decode_q6_K(const unsigned char* row, int64_t c, float* w) {
+  const unsigned char* b = row + (c / 8) * static_cast<int64_t>(sizeof(BlockQ6_K));
+  const int j = static_cast<int>(c % 8);
+  const int h = j / 4, k = j % 4;
+  const unsigned char* ql = b + 64 * h + 32 * (k & 1);
+  const unsigned char* qh = b + kQK_K / 2 + 32 * h;
+  const auto* scales = reinterpret_cast<const signed char*>(b + kQK_K / 2 + kQK_K / 4);
+  const float d = fp16_at(b + kQK_K / 2 + kQK_K / 4 + kQK_K / 16);
+  const float s0 = d * static_cast<float>(scales[2 * j]);
+  const float s1 = d * static_cast<float>(scales[2 * j + 1]);
+  for (int l = 0; l < 32; ++l) {
+    const int q = ((ql[l] >> (4 * (k >> 1))) & 0x0f) | (((qh[l] >> (2 * k)) & 3) << 4);
+    w[l] = (l < 16 ? s0 : s1) * static_cast<float>(q - 32);
+  }
+}
+
+TROUPE_HD bool decodes_blocks(DType t) {
+  return t == DType::q5_0 || t == DType::q5_1 || t == DType::q4_K || t == DType::q5_K || t == DType::q6_K;
+}
+
+// Chunk c of a row of type t, for the types above; false for any other.
+TROUPE_HD bool decode_block_chunk(const unsigned char* row, DType t, int64_t c, float* w) {
+  switch (t) {
+    case DType::q5_0: decode_q5<false>(row, c, w); return true;
+    case DType::q5_1: decode_q5<true>(row, c, w); return true;
+    case DType::q4_K: decode_q45_K<false>(row, c, w); return true;
+    case DType::q5_K: decode_q45_K<true>(row, c, w); return true;
+    case DType::q6_K: decode_q6_K(row, c, w); return true;
+    default: return false;
+  }
+}
+
+}  // namespace troupe::cuda
