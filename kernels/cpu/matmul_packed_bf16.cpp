@@ -185,7 +185,7 @@ void dot_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, 
 void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
                int64_t g1) {
   for (int64_t g = g0; g < g1;) {
-    const bool pair = g + 1 < g1;
+    const bool pair = a.n_tokens >= 2 && g + 1 < g1;  // one token: one stream
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 2) {
       const bool two = a.n_tokens - t0 >= 2;
       if (pair) {
@@ -195,6 +195,76 @@ void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* 
       }
     }
     g += pair ? 2 : 1;
+  }
+}
+
+// ---- vdpbf16ps for many tokens: T tokens (up to 8) × G groups (1..2) ----
+
+// Register-blocked for prefill without AMX: each weight line loaded serves T
+// tokens (16 accumulators at T = 8, G = 2), where dot_groups (T <= 2)
+// reloads the weights every two tokens and is bound by its loads. One chain
+// an output, so a token's bits depend on the kernel: not batch-invariant.
+template <int G, int T>
+void gemm_tile(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0, float* const (&ys)[G], int64_t ldy,
+               const int64_t (&n_rows)[G]) {
+  __m512 acc[G][T];
+  for (int i = 0; i < G; ++i) {
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  }
+  const int64_t n_pairs = a.k_pad / 2;
+  const uint16_t* xt = a.x + t0 * a.k_pad;
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    __m512i wv[G];
+    for (int i = 0; i < G; ++i) wv[i] = _mm512_load_si512(groups[i] + p * 64);
+    for (int t = 0; t < T; ++t) {
+      int32_t pair;
+      std::memcpy(&pair, xt + t * a.k_pad + 2 * p, sizeof pair);
+      const __m512i xb = _mm512_set1_epi32(pair);
+      for (int i = 0; i < G; ++i) {
+        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], reinterpret_cast<__m512bh>(wv[i]), reinterpret_cast<__m512bh>(xb));
+      }
+    }
+  }
+  for (int i = 0; i < G; ++i) {
+    const __mmask16 m = cpu::tail_mask(n_rows[i]);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, acc[i][t]);
+  }
+}
+
+template <int G, int T>
+void gemm_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g,
+             int64_t t0) {
+  const uint8_t* groups[G];
+  float* ys[G];
+  int64_t n_rows[G];
+  for (int i = 0; i < G; ++i) {
+    groups[i] = packed + (g + i) * stride;
+    ys[i] = y + (g + i) * kBf16GroupRows;
+    n_rows[i] = std::min<int64_t>(kBf16GroupRows, n_out - (g + i) * kBf16GroupRows);
+  }
+  gemm_tile<G, T>(groups, a, t0, ys, n_out, n_rows);
+}
+
+// Every token over groups [g0, g1), two groups at a time: 8 tokens a tile,
+// then 4, 2 and 1 for the rest. A pair's lines (32-512 KiB) stay in L2
+// while the tokens go past.
+template <int G>
+void gemm_groups(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g) {
+  int64_t t0 = 0;
+  for (; t0 + 8 <= a.n_tokens; t0 += 8) gemm_at<G, 8>(packed, stride, a, y, n_out, g, t0);
+  if (t0 + 4 <= a.n_tokens) gemm_at<G, 4>(packed, stride, a, y, n_out, g, t0), t0 += 4;
+  if (t0 + 2 <= a.n_tokens) gemm_at<G, 2>(packed, stride, a, y, n_out, g, t0), t0 += 2;
+  if (t0 < a.n_tokens) gemm_at<G, 1>(packed, stride, a, y, n_out, g, t0);
+}
+
+void gemm_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
+                int64_t g1) {
+  for (int64_t g = g0; g < g1; g += 2) {
+    if (g + 1 < g1) {
+      gemm_groups<2>(packed, stride, a, y, n_out, g);
+    } else {
+      gemm_groups<1>(packed, stride, a, y, n_out, g);
+    }
   }
 }
 
@@ -240,6 +310,10 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
     pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t g0, int64_t g1) {
       amx_range(bytes, stride, a, y, n_in, n_out, g0, g1);
     });
+    return;
+  }
+  if (n_tokens >= detail::kAmxMinTokens && !batch_invariant()) {
+    pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) { gemm_range(bytes, stride, a, y, n_out, g0, g1); });
     return;
   }
   // Threads take guided chunks of groups (ThreadPool::parallel_guided), as
