@@ -1,6 +1,8 @@
 // f16 and bf16 weights repacked once, at load, for bf16 dot products (the
-// fast path, not under exact math): AVX-512 BF16 `vdpbf16ps` for decode and
-// AMX-BF16 tiles for prefill where the CPU has them.
+// fast path, not under exact math): AVX-512 BF16 `vdpbf16ps` for decode and,
+// without AMX, for prefill (tiles of 8 tokens × 32 rows); AMX-BF16 tiles for
+// prefill where the CPU has them. Without AMX only bf16 weights are repacked
+// (kernels/cpu_backend.cpp): f16 ones keep their exact f32 path.
 //
 // Layout: rows in groups of 16; per group, one 64-byte line per pair of
 // inputs, holding that pair of each of the 16 rows as bf16 (row r at bytes
@@ -14,10 +16,11 @@
 // The packed matrix has the size of the f16/bf16 original.
 //
 // A token's result does not depend on the batch or thread count within one
-// kernel: vdpbf16ps (decode, below 16 tokens, and everything without AMX)
-// accumulates each output in input order; AMX (16 tokens and more) rounds
-// differently inside a tile, so its bits differ from decode's in the last
-// place (unlike the int8 path, whose sums are integers).
+// kernel: vdpbf16ps accumulates each output in input order, in four chains
+// for decode (below 16 tokens, and every batch in batch-invariant mode) and
+// one for the prefill tiles; AMX (16 tokens and more) rounds differently
+// inside a tile. So prefill bits differ from decode's in the last place
+// (unlike the int8 path, whose sums are integers).
 #pragma once
 
 #include <algorithm>

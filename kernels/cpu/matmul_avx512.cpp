@@ -383,7 +383,15 @@ void gemv_rows(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
     const int64_t u1 = std::min(u0 + kMatmulRowUnit, row_end);
     for (int64_t t0 = 0; t0 < p.n_tokens; t0 += 4) {
       switch (std::min<int64_t>(4, p.n_tokens - t0)) {
-        case 1: gemv_span<L, 1, 4>(p, t0, u0, u1); break;
+        case 1:
+          // f16/bf16 rows, one token: one row (one stream) at a time. Zen 5,
+          // 110M f16 decode: +12-33%; f32 rows: no gain, so they keep four.
+          if constexpr (std::is_same_v<L, LoadF16> || std::is_same_v<L, LoadBF16>) {
+            gemv_span<L, 1, 1>(p, t0, u0, u1);
+          } else {
+            gemv_span<L, 1, 4>(p, t0, u0, u1);
+          }
+          break;
         case 2: gemv_span<L, 2, 4>(p, t0, u0, u1); break;
         case 3: gemv_span<L, 3, 4>(p, t0, u0, u1); break;
         default: gemv_span<L, 4, 4>(p, t0, u0, u1); break;
