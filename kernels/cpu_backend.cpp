@@ -98,11 +98,11 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std:
 namespace {
 
 // The int8 and bf16 paths run on the AVX-512 kernels only (a forced AVX2 or
-// scalar path, as in the tests, keeps f32 activations). bf16 weights are
-// repacked wherever vdpbf16ps exists: on Zen 5 it beats the f32 kernels by
-// 1.9x in prefill and 1.25x in decode (docs/performance.md). f16 weights
-// only where AMX runs the prefill: the bf16 lines round them to 8 bits of
-// mantissa, which their exact f32 path does not.
+// scalar path, as in the tests, keeps f32 activations). f16 and bf16 weights
+// are repacked wherever vdpbf16ps exists, AMX or not: on Zen 5 it beats the
+// f32 kernels by about 2x in prefill (docs/performance.md). The bf16 lines
+// round f16 weights to 8 significant bits (exactly, for an f16 file made
+// from bf16 weights); --exact-math keeps them as they are.
 enum class Packing { none, int8, bf16 };
 Packing packing_now(DType t) {
   if (exact_math() || active_isa() != Isa::avx512) return Packing::none;
@@ -111,16 +111,12 @@ Packing packing_now(DType t) {
   return Packing::none;
 }
 
-bool worth_packing(Packing how, DType t) {
-  return how == Packing::int8 || (how == Packing::bf16 && (t == DType::bf16 || amx_enabled()));
-}
-
 }  // namespace
 
 Weight CpuBackend::prepare_matmul(const Weight& w) {
   if (w.packed != nullptr || w.data == nullptr) return w;
   const Packing how = packing_now(w.type);
-  if (!worth_packing(how, w.type)) return w;
+  if (how == Packing::none) return w;
   const int64_t bytes = how == Packing::int8 ? kernels::int8_packed_bytes(w.type, w.n_in, w.n_out)
                                              : kernels::bf16_packed_bytes(w.n_in, w.n_out);
   Weight out = w;
