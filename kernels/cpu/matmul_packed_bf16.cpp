@@ -166,18 +166,28 @@ void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0
   }
 }
 
+// The G groups from g on: their lines, their first output column and their
+// rows (16, or fewer in the last group).
+template <int G>
+struct GroupSet {
+  const uint8_t* lines[G];
+  float* ys[G];
+  int64_t n_rows[G];
+
+  GroupSet(const uint8_t* packed, int64_t stride, float* y, int64_t n_out, int64_t g) {
+    for (int i = 0; i < G; ++i) {
+      lines[i] = packed + (g + i) * stride;
+      ys[i] = y + (g + i) * kBf16GroupRows;
+      n_rows[i] = std::min<int64_t>(kBf16GroupRows, n_out - (g + i) * kBf16GroupRows);
+    }
+  }
+};
+
 // G groups from g on, for tokens [t0, t0 + T).
 template <int G, int T>
 void dot_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g, int64_t t0) {
-  const uint8_t* groups[G];
-  float* ys[G];
-  int64_t n_rows[G];
-  for (int i = 0; i < G; ++i) {
-    groups[i] = packed + (g + i) * stride;
-    ys[i] = y + (g + i) * kBf16GroupRows;
-    n_rows[i] = std::min<int64_t>(kBf16GroupRows, n_out - (g + i) * kBf16GroupRows);
-  }
-  dot_groups<G, T>(groups, a, t0, ys, n_out, n_rows);
+  const GroupSet<G> s(packed, stride, y, n_out, g);
+  dot_groups<G, T>(s.lines, a, t0, s.ys, n_out, s.n_rows);
 }
 
 // Two groups side by side where the range has them, one or two tokens at a
@@ -234,15 +244,8 @@ void gemm_tile(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0,
 template <int G, int T>
 void gemm_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g,
              int64_t t0) {
-  const uint8_t* groups[G];
-  float* ys[G];
-  int64_t n_rows[G];
-  for (int i = 0; i < G; ++i) {
-    groups[i] = packed + (g + i) * stride;
-    ys[i] = y + (g + i) * kBf16GroupRows;
-    n_rows[i] = std::min<int64_t>(kBf16GroupRows, n_out - (g + i) * kBf16GroupRows);
-  }
-  gemm_tile<G, T>(groups, a, t0, ys, n_out, n_rows);
+  const GroupSet<G> s(packed, stride, y, n_out, g);
+  gemm_tile<G, T>(s.lines, a, t0, s.ys, n_out, s.n_rows);
 }
 
 // Every token over groups [g0, g1), two groups at a time: 8 tokens a tile,
