@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
+#include "kernels/cpu/f32_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 
 #include <algorithm>
@@ -97,18 +98,30 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std:
 
 namespace {
 
-// The int8 and bf16 paths run on the AVX-512 kernels only (a forced AVX2 or
-// scalar path, as in the tests, keeps f32 activations). f16 and bf16 weights
-// are repacked wherever vdpbf16ps exists, AMX or not: on Zen 5 it beats the
-// f32 kernels by about 2x in prefill (docs/performance.md). The bf16 lines
-// round f16 weights to 8 significant bits (exactly, for an f16 file made
-// from bf16 weights); --exact-math keeps them as they are.
-enum class Packing { none, int8, bf16 };
+// The packed paths run on the AVX-512 kernels only (a forced AVX2 or scalar
+// path, as in the tests, keeps the exact kernels). f16 and bf16 weights are
+// repacked wherever vdpbf16ps exists, AMX or not: on Zen 5 it beats the f32
+// kernels by about 2x in prefill (docs/performance.md). The bf16 lines round
+// f16 weights to 8 significant bits (exactly, for an f16 file made from bf16
+// weights); --exact-math keeps them as they are. f32 weights are repacked
+// as f32 (kernels/cpu/f32_packed.hpp): the same values, other sums.
+enum class Packing { none, int8, bf16, f32 };
 Packing packing_now(DType t) {
   if (exact_math() || active_isa() != Isa::avx512) return Packing::none;
   if (kernels::int8_packing_available(t)) return Packing::int8;
   if (kernels::bf16_packing_available(t)) return Packing::bf16;
+  if (t == DType::f32 && kernels::f32_packing_available()) return Packing::f32;
   return Packing::none;
+}
+
+int64_t packed_bytes(Packing how, const Weight& w) {
+  switch (how) {
+    case Packing::int8: return kernels::int8_packed_bytes(w.type, w.n_in, w.n_out);
+    case Packing::bf16: return kernels::bf16_packed_bytes(w.n_in, w.n_out);
+    case Packing::f32: return kernels::f32_packed_bytes(w.n_in, w.n_out);
+    case Packing::none: break;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -117,15 +130,16 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
   if (w.packed != nullptr || w.data == nullptr) return w;
   const Packing how = packing_now(w.type);
   if (how == Packing::none) return w;
-  const int64_t bytes = how == Packing::int8 ? kernels::int8_packed_bytes(w.type, w.n_in, w.n_out)
-                                             : kernels::bf16_packed_bytes(w.n_in, w.n_out);
   Weight out = w;
-  void* packed = weight_memory(static_cast<size_t>(bytes));
+  void* packed = weight_memory(static_cast<size_t>(packed_bytes(how, w)));
   try {
-    if (how == Packing::int8) {
-      kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_);
-    } else {
-      kernels::pack_bf16(packed, w.data, w.type, w.n_in, w.n_out, pool_);
+    switch (how) {
+      case Packing::int8: kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;
+      case Packing::bf16: kernels::pack_bf16(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;
+      case Packing::f32:
+        kernels::pack_f32(packed, static_cast<const float*>(w.data), w.n_in, w.n_out, pool_);
+        break;
+      case Packing::none: break;
     }
   } catch (...) {
     std::free(packed);
@@ -142,6 +156,7 @@ void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tok
         kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
         return;
       case Packing::bf16: kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
+      case Packing::f32: kernels::matmul_f32_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
       case Packing::none: break;
     }
   }

@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/packed_groups.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
@@ -24,9 +25,11 @@ namespace troupe::kernels {
 namespace {
 
 using detail::Bf16Acts;
+using detail::GroupSet;
 using detail::kBf16GroupRows;
 using detail::kBf16KPad;
 using detail::kBf16TokenPad;
+static_assert(kBf16GroupRows == detail::kPackedGroupRows);
 
 int64_t k_padded(int64_t n_in) { return (n_in + kBf16KPad - 1) / kBf16KPad * kBf16KPad; }
 // One 64-byte line per pair of inputs.
@@ -165,23 +168,6 @@ void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0
     }
   }
 }
-
-// The G groups from g on: their lines, their first output column and their
-// rows (16, or fewer in the last group).
-template <int G>
-struct GroupSet {
-  const uint8_t* lines[G];
-  float* ys[G];
-  int64_t n_rows[G];
-
-  GroupSet(const uint8_t* packed, int64_t stride, float* y, int64_t n_out, int64_t g) {
-    for (int i = 0; i < G; ++i) {
-      lines[i] = packed + (g + i) * stride;
-      ys[i] = y + (g + i) * kBf16GroupRows;
-      n_rows[i] = std::min<int64_t>(kBf16GroupRows, n_out - (g + i) * kBf16GroupRows);
-    }
-  }
-};
 
 // G groups from g on, for tokens [t0, t0 + T).
 template <int G, int T>

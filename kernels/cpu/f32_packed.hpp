@@ -1,0 +1,36 @@
+// f32 weights repacked once, at load, for the fast path (not under exact
+// math): rows in groups of 16, and per group one 64-byte line per input
+// holding that input of each of the 16 rows (row r at bytes 4r..4r+3). A
+// broadcast input times a line is 16 outputs' products in one FMA: no
+// horizontal sums, and a group is one stream of lines. Values are the
+// weights exactly; only the order of the f32 sums differs from the exact
+// kernels.
+//
+// Decode (below 16 tokens) sums each output in four chains (inputs k mod 4);
+// prefill runs tiles of 8 tokens × 2 groups (16 accumulators), one chain an
+// output. A token's bits do not depend on the batch or the threads within
+// one kernel; in batch-invariant mode every batch takes the decode kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.hpp"
+
+namespace troupe::kernels {
+
+// Whether this CPU runs the packed f32 path (AVX-512).
+bool f32_packing_available();
+
+// Bytes of W [n_out, n_in] repacked (a multiple of 64): the f32 size, rows
+// rounded up to 16.
+int64_t f32_packed_bytes(int64_t n_in, int64_t n_out);
+
+// Repacks W (f32 rows) into dst, 64-byte aligned, of f32_packed_bytes;
+// groups are split over the pool.
+void pack_f32(void* dst, const float* w, int64_t n_in, int64_t n_out, ThreadPool& pool);
+
+// y[n_tokens, n_out] = x[n_tokens, n_in] · W^T from the repacked W.
+void matmul_f32_packed(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in, int64_t n_out,
+                       ThreadPool& pool);
+
+}  // namespace troupe::kernels

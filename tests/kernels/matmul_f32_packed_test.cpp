@@ -1,0 +1,103 @@
+// matmul over f32 weights repacked as lines of 16 rows
+// (kernels/cpu/f32_packed.hpp): against the product computed in double,
+// within f32 accumulation error, for the decode kernel (below 16 tokens) and
+// the prefill tiles (8, 4, 2 and 1 tokens), whole and partial groups; and a
+// token's bits the same whatever the batch and threads within one kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.hpp"
+#include "core/thread_pool.hpp"
+#include "isa_paths.hpp"
+#include "kernels/cpu/f32_packed.hpp"
+#include "tests/exact_math.hpp"
+
+namespace troupe {
+namespace {
+
+struct Packed {
+  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+};
+
+Packed pack(const std::vector<float>& w, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  Packed p;
+  const auto bytes = static_cast<size_t>(kernels::f32_packed_bytes(n_in, n_out));
+  p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+  kernels::pack_f32(p.bytes.get(), w.data(), n_in, n_out, pool);
+  return p;
+}
+
+TEST(MatmulF32Packed, MatchesTheProductInDouble) {
+  if (!kernels::f32_packing_available()) GTEST_SKIP() << "this CPU has no AVX-512: no packed f32 path";
+  std::mt19937 rng(2468);
+  ThreadPool pool(2);
+  for (int64_t n_in : {1, 5, 16, 100, 1000}) {  // tails of the four decode chains
+    for (int64_t n_out : {5, 50, 600}) {       // partial groups of 16, pairs of groups
+      const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
+      const Packed p = pack(w, n_in, n_out, pool);
+      for (int64_t n_tokens : {1, 2, 3, 6, 16, 17, 23, 40}) {  // 23: prefill tiles of 8, 4, 2 and 1
+        std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+        for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
+        std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
+        kernels::matmul_f32_packed(y.data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_out; ++r) {
+            double want = 0, abs_sum = 0;
+            for (int64_t k = 0; k < n_in; ++k) {
+              const double v = double(x[static_cast<size_t>(t * n_in + k)]) * w[static_cast<size_t>(r * n_in + k)];
+              want += v;
+              abs_sum += std::fabs(v);
+            }
+            const double bound = double(n_in + 1) * std::ldexp(1.0, -24) * abs_sum;
+            ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], want, bound)
+                << "n_in " << n_in << " n_out " << n_out << " n_tokens " << n_tokens << " token " << t << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Decode (below 16 tokens, and every batch in batch-invariant mode) sums in
+// four chains, the prefill tiles in one: each gives a token the same bits in
+// any batch and on any number of threads, but not each other's.
+TEST(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
+  if (!kernels::f32_packing_available()) GTEST_SKIP() << "this CPU has no AVX-512: no packed f32 path";
+  std::mt19937 rng(97);
+  const int64_t n_in = 300, n_out = 150, n_max = 40;
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
+  const Packed p = pack(w, n_in, n_out, pool2);
+  const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
+  auto run = [&](int64_t n_tokens, ThreadPool& pool) {
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
+    kernels::matmul_f32_packed(y.data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
+    return y;
+  };
+  std::vector<float> alone(static_cast<size_t>(n_max * n_out));
+  for (int64_t t = 0; t < n_max; ++t) {
+    kernels::matmul_f32_packed(alone.data() + t * n_out, x.data() + t * n_in, p.bytes.get(), 1, n_in, n_out, pool1);
+  }
+  for (bool invariant : {false, true}) {
+    const test::BatchInvariantMath mode(invariant);
+    const std::vector<float> big = run(n_max, pool1);
+    for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+      for (int64_t n_tokens : {2, 3, 5, 15, 16, 23, 40}) {
+        const std::vector<float> y = run(n_tokens, *pool);
+        const std::vector<float>& want = !invariant && n_tokens >= 16 ? big : alone;
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_EQ(y[i], want[i]) << (invariant ? "batch-invariant " : "") << "threads " << pool->size()
+                                   << " n_tokens " << n_tokens << " token " << i / n_out << " row " << i % n_out;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe
