@@ -125,3 +125,5 @@ TROUPE_HD bool decode_block_chunk(const unsigned char* row, DType t, int64_t c, 
 }
 
 }  // namespace troupe::cuda
+
+#undef TROUPE_HD
