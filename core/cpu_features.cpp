@@ -131,13 +131,13 @@ std::string cpu_math_summary() {
   if (exact_math() || active_isa() != Isa::avx512 || !cpu_has_avx512_vnni()) {
     return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
   }
-  const bool amx_bf16 = amx_enabled() && cpu_has_avx512_bf16();
   const char* prefill = !amx_enabled() ? ")" : batch_invariant() ? ", AMX int8 prefill)" : ", AMX bf16 prefill)";
   s += std::string("int8 activations for quantized weights (VNNI") + prefill;
-  if (amx_bf16) {
-    s += batch_invariant() ? ", bf16 for f16/bf16 weights (vdpbf16ps)"
-                           : ", bf16 for f16/bf16 weights (AMX prefill, vdpbf16ps decode)";
+  if (cpu_has_avx512_bf16()) {
+    s += amx_enabled() && !batch_invariant() ? ", bf16 for f16/bf16 weights (AMX prefill, vdpbf16ps decode)"
+                                             : ", bf16 for f16/bf16 weights (vdpbf16ps)";
   }
+  s += ", f32 weights in packed lines";
   if (batch_invariant()) s += ", batch-invariant";
   return s;
 }
