@@ -25,8 +25,8 @@ bool f32_packing_available();
 // rounded up to 16.
 int64_t f32_packed_bytes(int64_t n_in, int64_t n_out);
 
-// Repacks W (f32 rows) into dst, 64-byte aligned, of f32_packed_bytes;
-// groups are split over the pool.
+// Repacks W (f32 rows, at any address) into dst, 64-byte aligned, of
+// f32_packed_bytes; groups are split over the pool.
 void pack_f32(void* dst, const float* w, int64_t n_in, int64_t n_out, ThreadPool& pool);
 
 // y[n_tokens, n_out] = x[n_tokens, n_in] · W^T from the repacked W.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "core/cpu_features.hpp"
@@ -26,14 +27,16 @@ using detail::kPackedGroupRows;
 int64_t group_bytes(int64_t n_in) { return n_in * 64; }  // a line per input
 int64_t n_groups(int64_t n_out) { return (n_out + kPackedGroupRows - 1) / kPackedGroupRows; }
 
-void pack_groups(uint8_t* dst, const float* w, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1) {
+// w is read a float at a time through memcpy: safetensors data may sit at
+// any address.
+void pack_groups(uint8_t* dst, const uint8_t* w, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1) {
   for (int64_t g = g0; g < g1; ++g) {
     auto* out = reinterpret_cast<float*>(dst + g * group_bytes(n_in));
     std::fill(out, out + n_in * kPackedGroupRows, 0.0f);
     const int64_t nr = std::min(kPackedGroupRows, n_out - g * kPackedGroupRows);
     for (int64_t r = 0; r < nr; ++r) {
-      const float* row = w + (g * kPackedGroupRows + r) * n_in;
-      for (int64_t k = 0; k < n_in; ++k) out[k * kPackedGroupRows + r] = row[k];
+      const uint8_t* row = w + (g * kPackedGroupRows + r) * n_in * 4;
+      for (int64_t k = 0; k < n_in; ++k) std::memcpy(out + k * kPackedGroupRows + r, row + 4 * k, 4);
     }
   }
 }
@@ -165,7 +168,7 @@ void pack_f32(void* dst, const float* w, int64_t n_in, int64_t n_out, ThreadPool
                 "f32 repacking: bad shape [" + std::to_string(n_out) + ", " + std::to_string(n_in) + "]");
   }
   pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
-    pack_groups(static_cast<uint8_t*>(dst), w, n_in, n_out, g0, g1);
+    pack_groups(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(w), n_in, n_out, g0, g1);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -61,6 +62,24 @@ TEST(MatmulF32Packed, MatchesTheProductInDouble) {
       }
     }
   }
+}
+
+// safetensors data may sit at any address: rows read from an odd one pack
+// to the same bytes.
+TEST(MatmulF32Packed, PacksRowsAtAnyAddress) {
+  if (!kernels::f32_packing_available()) GTEST_SKIP() << "this CPU has no AVX-512: no packed f32 path";
+  std::mt19937 rng(13);
+  const int64_t n_in = 37, n_out = 21;
+  ThreadPool pool(2);
+  const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
+  std::vector<uint8_t> odd(w.size() * sizeof(float) + 1);
+  std::memcpy(odd.data() + 1, w.data(), w.size() * sizeof(float));
+  const Packed a = pack(w, n_in, n_out, pool);
+  Packed b;
+  const auto bytes = static_cast<size_t>(kernels::f32_packed_bytes(n_in, n_out));
+  b.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+  kernels::pack_f32(b.bytes.get(), reinterpret_cast<const float*>(odd.data() + 1), n_in, n_out, pool);
+  EXPECT_EQ(std::memcmp(a.bytes.get(), b.bytes.get(), bytes), 0);
 }
 
 // Decode (below 16 tokens, and every batch in batch-invariant mode) sums in
