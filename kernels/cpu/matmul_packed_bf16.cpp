@@ -51,7 +51,11 @@ void row_to_bf16(const uint8_t* w, DType t, int64_t n_in, int64_t k_pad, uint16_
       const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), to_bf16(f));
     }
-    for (; i < n_in; ++i) out[i] = f32_to_bf16(fp16_to_f32(h[i]));
+    for (; i < n_in; ++i) {
+      uint16_t v;  // through memcpy: safetensors data may sit at an odd address
+      std::memcpy(&v, h + i, sizeof v);
+      out[i] = f32_to_bf16(fp16_to_f32(v));
+    }
   }
   std::fill(out + i, out + k_pad, uint16_t{0});
 }
