@@ -333,8 +333,9 @@ void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {
     const float* xc[T];
     for (int t = 0; t < T; ++t) xc[t] = xs[t] + c * kMatmulChunk;
     for (int r = 0; r < R; ++r) {
-      // f32 rows stream alone: the hardware prefetcher keeps up with one.
-      if constexpr (!std::is_same_v<L, LoadF32>) prefetch_ahead(chunk_addr<L>(rows[r], c));
+      // One f32 row (one token's tile): the hardware prefetcher keeps up
+      // with a single stream.
+      if constexpr (!(std::is_same_v<L, LoadF32> && R == 1)) prefetch_ahead(chunk_addr<L>(rows[r], c));
       prepare_chunk<L>(rows[r], c, ksc[r]);
     }
     step(rows, c, xc);

@@ -131,8 +131,7 @@ namespace {
 constexpr int kChains = 4;
 
 template <int G, int T>
-void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0, float* const (&ys)[G],
-                int64_t ldy, const int64_t (&n_rows)[G]) {
+void dot_groups(const GroupSet<G>& s, const Bf16Acts& a, int64_t t0, int64_t ldy) {
   __m512 acc[G][T][kChains];
   for (int i = 0; i < G; ++i) {
     for (int t = 0; t < T; ++t) {
@@ -143,7 +142,7 @@ void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0
   const uint16_t* xt = a.x + t0 * a.k_pad;
   for (int64_t p0 = 0; p0 < n_pairs; p0 += kChains) {
     for (int i = 0; i < G; ++i) {
-      for (int c = 0; c < kChains; ++c) cpu::prefetch_ahead(groups[i] + (p0 + c) * 64);
+      for (int c = 0; c < kChains; ++c) cpu::prefetch_ahead(s.lines[i] + (p0 + c) * 64);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < kChains; ++c) {
@@ -155,7 +154,7 @@ void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0
         xw[t] = _mm512_set1_epi32(pair);
       }
       for (int i = 0; i < G; ++i) {
-        const __m512i wv = _mm512_load_si512(groups[i] + p * 64);
+        const __m512i wv = _mm512_load_si512(s.lines[i] + p * 64);
         for (int t = 0; t < T; ++t) {
           acc[i][t][c] = _mm512_dpbf16_ps(acc[i][t][c], reinterpret_cast<__m512bh>(wv),
                                           reinterpret_cast<__m512bh>(xw[t]));
@@ -164,37 +163,12 @@ void dot_groups(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0
     }
   }
   for (int i = 0; i < G; ++i) {
-    const __mmask16 m = cpu::tail_mask(n_rows[i]);
+    const __mmask16 m = cpu::tail_mask(s.n_rows[i]);
     for (int t = 0; t < T; ++t) {
       const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[i][t][0], acc[i][t][1]),
                                        _mm512_add_ps(acc[i][t][2], acc[i][t][3]));
-      _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, sum);
+      _mm512_mask_storeu_ps(s.ys[i] + (t0 + t) * ldy, m, sum);
     }
-  }
-}
-
-// G groups from g on, for tokens [t0, t0 + T).
-template <int G, int T>
-void dot_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g, int64_t t0) {
-  const GroupSet<G> s(packed, stride, y, n_out, g);
-  dot_groups<G, T>(s.lines, a, t0, s.ys, n_out, s.n_rows);
-}
-
-// Two groups side by side where the range has them, one or two tokens at a
-// time.
-void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
-               int64_t g1) {
-  for (int64_t g = g0; g < g1;) {
-    const bool pair = a.n_tokens >= 2 && g + 1 < g1;  // one token: one stream
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 2) {
-      const bool two = a.n_tokens - t0 >= 2;
-      if (pair) {
-        two ? dot_at<2, 2>(packed, stride, a, y, n_out, g, t0) : dot_at<2, 1>(packed, stride, a, y, n_out, g, t0);
-      } else {
-        two ? dot_at<1, 2>(packed, stride, a, y, n_out, g, t0) : dot_at<1, 1>(packed, stride, a, y, n_out, g, t0);
-      }
-    }
-    g += pair ? 2 : 1;
   }
 }
 
@@ -205,8 +179,7 @@ void dot_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* 
 // reloads the weights every two tokens and is bound by its loads. One chain
 // an output, so a token's bits depend on the kernel: not batch-invariant.
 template <int G, int T>
-void gemm_tile(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0, float* const (&ys)[G], int64_t ldy,
-               const int64_t (&n_rows)[G]) {
+void gemm_tile(const GroupSet<G>& s, const Bf16Acts& a, int64_t t0, int64_t ldy) {
   __m512 acc[G][T];
   for (int i = 0; i < G; ++i) {
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
@@ -215,7 +188,7 @@ void gemm_tile(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0,
   const uint16_t* xt = a.x + t0 * a.k_pad;
   for (int64_t p = 0; p < n_pairs; ++p) {
     __m512i wv[G];
-    for (int i = 0; i < G; ++i) wv[i] = _mm512_load_si512(groups[i] + p * 64);
+    for (int i = 0; i < G; ++i) wv[i] = _mm512_load_si512(s.lines[i] + p * 64);
     for (int t = 0; t < T; ++t) {
       int32_t pair;
       std::memcpy(&pair, xt + t * a.k_pad + 2 * p, sizeof pair);
@@ -226,40 +199,24 @@ void gemm_tile(const uint8_t* const (&groups)[G], const Bf16Acts& a, int64_t t0,
     }
   }
   for (int i = 0; i < G; ++i) {
-    const __mmask16 m = cpu::tail_mask(n_rows[i]);
-    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(ys[i] + (t0 + t) * ldy, m, acc[i][t]);
+    const __mmask16 m = cpu::tail_mask(s.n_rows[i]);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(s.ys[i] + (t0 + t) * ldy, m, acc[i][t]);
   }
 }
 
-template <int G, int T>
-void gemm_at(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g,
-             int64_t t0) {
-  const GroupSet<G> s(packed, stride, y, n_out, g);
-  gemm_tile<G, T>(s.lines, a, t0, s.ys, n_out, s.n_rows);
-}
-
-// Every token over groups [g0, g1), two groups at a time: 8 tokens a tile,
-// then 4, 2 and 1 for the rest. A pair's lines (32-512 KiB) stay in L2
-// while the tokens go past.
-template <int G>
-void gemm_groups(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g) {
-  int64_t t0 = 0;
-  for (; t0 + 8 <= a.n_tokens; t0 += 8) gemm_at<G, 8>(packed, stride, a, y, n_out, g, t0);
-  if (t0 + 4 <= a.n_tokens) gemm_at<G, 4>(packed, stride, a, y, n_out, g, t0), t0 += 4;
-  if (t0 + 2 <= a.n_tokens) gemm_at<G, 2>(packed, stride, a, y, n_out, g, t0), t0 += 2;
-  if (t0 < a.n_tokens) gemm_at<G, 1>(packed, stride, a, y, n_out, g, t0);
-}
-
-void gemm_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_out, int64_t g0,
-                int64_t g1) {
-  for (int64_t g = g0; g < g1; g += 2) {
-    if (g + 1 < g1) {
-      gemm_groups<2>(packed, stride, a, y, n_out, g);
-    } else {
-      gemm_groups<1>(packed, stride, a, y, n_out, g);
-    }
+// The kernels above for detail::dot_range and detail::gemm_range.
+struct Bf16Kernels {
+  const Bf16Acts& a;
+  int64_t ldy;
+  template <int G, int T>
+  void dot(const GroupSet<G>& s, int64_t t0) const {
+    dot_groups<G, T>(s, a, t0, ldy);
   }
-}
+  template <int G, int T>
+  void gemm(const GroupSet<G>& s, int64_t t0) const {
+    gemm_tile<G, T>(s, a, t0, ldy);
+  }
+};
 
 void amx_range(const uint8_t* packed, int64_t stride, const Bf16Acts& a, float* y, int64_t n_in, int64_t n_out,
                int64_t g0, int64_t g1) {
@@ -305,13 +262,18 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
     });
     return;
   }
-  if (n_tokens >= detail::kAmxMinTokens && !batch_invariant()) {
-    pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) { gemm_range(bytes, stride, a, y, n_out, g0, g1); });
-    return;
-  }
   // Threads take guided chunks of groups (ThreadPool::parallel_guided), as
   // the int8 decode.
-  pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) { dot_range(bytes, stride, a, y, n_out, g0, g1); });
+  const Bf16Kernels k{.a = a, .ldy = n_out};
+  if (n_tokens >= detail::kAmxMinTokens && !batch_invariant()) {
+    pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) {
+      detail::gemm_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
+    });
+    return;
+  }
+  pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) {
+    detail::dot_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
+  });
 }
 
 }  // namespace troupe::kernels

@@ -85,26 +85,6 @@ void dot_groups(const GroupSet<G>& s, const float* x, int64_t n_in, int64_t t0, 
   }
 }
 
-// One token: one group (one stream) at a time; two tokens: two groups side
-// by side where the range has them.
-void dot_range(const uint8_t* packed, int64_t stride, const float* x, int64_t n_tokens, int64_t n_in, float* y,
-               int64_t n_out, int64_t g0, int64_t g1) {
-  for (int64_t g = g0; g < g1;) {
-    const bool pair = n_tokens >= 2 && g + 1 < g1;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += 2) {
-      const bool two = n_tokens - t0 >= 2;
-      if (pair) {
-        const GroupSet<2> s(packed, stride, y, n_out, g);
-        two ? dot_groups<2, 2>(s, x, n_in, t0, n_out) : dot_groups<2, 1>(s, x, n_in, t0, n_out);
-      } else {
-        const GroupSet<1> s(packed, stride, y, n_out, g);
-        two ? dot_groups<1, 2>(s, x, n_in, t0, n_out) : dot_groups<1, 1>(s, x, n_in, t0, n_out);
-      }
-    }
-    g += pair ? 2 : 1;
-  }
-}
-
 // ---- prefill: T tokens (up to 8) × G groups (1..2), one chain an output ----
 
 // Each line loaded serves T tokens; 16 accumulators at T = 8, G = 2, so the
@@ -130,27 +110,19 @@ void gemm_tile(const GroupSet<G>& s, const float* x, int64_t n_in, int64_t t0, i
   }
 }
 
-// Every token over G groups from g: tiles of 8 tokens, then 4, 2 and 1. The
-// groups' lines (up to 1 MiB) stay in L2 while the tokens go past.
-template <int G>
-void gemm_groups(const GroupSet<G>& s, const float* x, int64_t n_tokens, int64_t n_in, int64_t n_out) {
-  int64_t t0 = 0;
-  for (; t0 + 8 <= n_tokens; t0 += 8) gemm_tile<G, 8>(s, x, n_in, t0, n_out);
-  if (t0 + 4 <= n_tokens) gemm_tile<G, 4>(s, x, n_in, t0, n_out), t0 += 4;
-  if (t0 + 2 <= n_tokens) gemm_tile<G, 2>(s, x, n_in, t0, n_out), t0 += 2;
-  if (t0 < n_tokens) gemm_tile<G, 1>(s, x, n_in, t0, n_out);
-}
-
-void gemm_range(const uint8_t* packed, int64_t stride, const float* x, int64_t n_tokens, int64_t n_in, float* y,
-                int64_t n_out, int64_t g0, int64_t g1) {
-  for (int64_t g = g0; g < g1; g += 2) {
-    if (g + 1 < g1) {
-      gemm_groups(GroupSet<2>(packed, stride, y, n_out, g), x, n_tokens, n_in, n_out);
-    } else {
-      gemm_groups(GroupSet<1>(packed, stride, y, n_out, g), x, n_tokens, n_in, n_out);
-    }
+// The kernels above for detail::dot_range and detail::gemm_range.
+struct F32Kernels {
+  const float* x;
+  int64_t n_in, ldy;
+  template <int G, int T>
+  void dot(const GroupSet<G>& s, int64_t t0) const {
+    dot_groups<G, T>(s, x, n_in, t0, ldy);
   }
-}
+  template <int G, int T>
+  void gemm(const GroupSet<G>& s, int64_t t0) const {
+    gemm_tile<G, T>(s, x, n_in, t0, ldy);
+  }
+};
 
 // From this many tokens on, the prefill tiles (as the bf16 path).
 constexpr int64_t kGemmMinTokens = 16;
@@ -178,14 +150,15 @@ void matmul_f32_packed(float* y, const float* x, const void* packed, int64_t n_t
   const auto* bytes = static_cast<const uint8_t*>(packed);
   const int64_t stride = group_bytes(n_in);
   // Threads take guided chunks of groups (ThreadPool::parallel_guided).
+  const F32Kernels k{.x = x, .n_in = n_in, .ldy = n_out};
   if (n_tokens >= kGemmMinTokens && !batch_invariant()) {
     pool.parallel_guided(n_groups(n_out), 2, [&](int64_t g0, int64_t g1) {
-      gemm_range(bytes, stride, x, n_tokens, n_in, y, n_out, g0, g1);
+      detail::gemm_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
     });
     return;
   }
   pool.parallel_guided(n_groups(n_out), 2, [&](int64_t g0, int64_t g1) {
-    dot_range(bytes, stride, x, n_tokens, n_in, y, n_out, g0, g1);
+    detail::dot_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
   });
 }
 

@@ -1,5 +1,7 @@
 // The groups of 16 rows that the repacked layouts (int8, bf16, f32) store
-// one after another: what a kernel needs to run G of them side by side.
+// one after another: what a kernel needs to run G of them side by side, and
+// the walks over a thread's range of groups that the bf16 and f32 paths
+// share (their kernels differ, their tiling does not).
 #pragma once
 
 #include <algorithm>
@@ -25,5 +27,53 @@ struct GroupSet {
     }
   }
 };
+
+// K: the kernels of one layout, called as k.template dot<G, T>(set, t0)
+// (decode: T <= 2 tokens from t0) and k.template gemm<G, T>(set, t0)
+// (prefill tiles: T <= 8 tokens).
+
+// Decode over groups [g0, g1): one token reads one group (one stream) at a
+// time; more tokens take two groups side by side where the range has them,
+// two tokens at a time.
+template <class K>
+void dot_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int64_t n_tokens, int64_t n_out,
+               int64_t g0, int64_t g1) {
+  auto tokens = [&]<int G>(const GroupSet<G>& s) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += 2) {
+      n_tokens - t0 >= 2 ? k.template dot<G, 2>(s, t0) : k.template dot<G, 1>(s, t0);
+    }
+  };
+  for (int64_t g = g0; g < g1;) {
+    const bool pair = n_tokens >= 2 && g + 1 < g1;
+    if (pair) {
+      tokens(GroupSet<2>(packed, stride, y, n_out, g));
+    } else {
+      tokens(GroupSet<1>(packed, stride, y, n_out, g));
+    }
+    g += pair ? 2 : 1;
+  }
+}
+
+// Prefill over groups [g0, g1), two at a time: every token over them, in
+// tiles of 8 tokens, then 4, 2 and 1 for the rest. A pair's lines stay in
+// L2 while the tokens go past.
+template <class K>
+void gemm_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int64_t n_tokens, int64_t n_out,
+                int64_t g0, int64_t g1) {
+  auto tokens = [&]<int G>(const GroupSet<G>& s) {
+    int64_t t0 = 0;
+    for (; t0 + 8 <= n_tokens; t0 += 8) k.template gemm<G, 8>(s, t0);
+    if (t0 + 4 <= n_tokens) k.template gemm<G, 4>(s, t0), t0 += 4;
+    if (t0 + 2 <= n_tokens) k.template gemm<G, 2>(s, t0), t0 += 2;
+    if (t0 < n_tokens) k.template gemm<G, 1>(s, t0);
+  };
+  for (int64_t g = g0; g < g1; g += 2) {
+    if (g + 1 < g1) {
+      tokens(GroupSet<2>(packed, stride, y, n_out, g));
+    } else {
+      tokens(GroupSet<1>(packed, stride, y, n_out, g));
+    }
+  }
+}
 
 }  // namespace troupe::kernels::detail
