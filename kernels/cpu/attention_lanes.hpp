@@ -1,9 +1,12 @@
-// Prefill attention with the (query, head) rows of one work item in the 16
-// lanes of an AVX-512 register. The tile kernels (vec_ops, attention_tiles)
+// Prefill attention with the (query, head) rows of one work item in the
+// lanes of AVX-512 registers: 16 rows a register, one register for up to 16
+// rows and two for up to 32. The tile kernels (vec_ops, attention_tiles)
 // score one row against one key at a time and end every dot product with a
-// horizontal sum; here each key's scores for all 16 rows come out of one
-// chain of FMAs (a key value broadcast against 16 rows' query values), and the
-// online softmax (max, exp, sum, rescale) runs once per tile for all rows.
+// horizontal sum; here each key's scores for 16 rows come out of one chain of
+// FMAs (a key value broadcast against 16 rows' query values), and the online
+// softmax (max, exp, sum, rescale) runs once per tile for all rows. Two
+// registers give 16 FMA chains a pass and use each broadcast twice: 1.5x the
+// GFLOP/s of one on Zen 5 (bench_attention, docs/performance.md).
 // Worth it from about 8 rows; decode (1 query) keeps the tile kernels.
 #pragma once
 
@@ -13,7 +16,7 @@
 
 namespace troupe::kernels::cpu {
 
-inline constexpr int kLaneRows = 16;
+inline constexpr int kLaneRows = 32;
 // Below this many rows an item keeps the tile kernels: the lanes left empty
 // would cost more than the horizontal sums saved.
 inline constexpr int kLaneMinRows = 8;

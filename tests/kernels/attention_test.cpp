@@ -367,8 +367,9 @@ TEST(Attention, QuantizedCacheStaysNearF32) {
   }
 }
 
-// Prefill items of 8 to 16 rows take the lane kernel (attention_lanes.hpp)
-// where AVX-512 runs: one thread keeps each item whole. Tiles of 32
+// Prefill items of 8 to 32 rows take the lane kernel (attention_lanes.hpp)
+// where AVX-512 runs, in one register up to 16 rows and two above: one
+// thread keeps each item whole. Tiles of 32
 // positions cross pages of 4 and 16, and windows cut rows inside a tile.
 TEST(Attention, PrefillItemsOnTheLanePathMatchReference) {
   std::mt19937 rng(515);
@@ -415,12 +416,15 @@ std::vector<float> attend_at(int32_t n_past, int32_t n_q, int threads) {
 }
 
 // The lane kernel keeps each row's arithmetic in its own lane: a row gets
-// the same bits in an item of 16 rows as in one of 9. Batch-invariant math
+// the same bits in an item of 32 rows (two registers) as in one of 17 or 9
+// (one register holds 9). Batch-invariant math
 // keeps the tile kernels, whose rows match decode (one query) bit for bit.
 TEST(Attention, ARowsBitsDoNotDependOnItsItem) {
-  const std::vector<float> sixteen = attend_at(40, 16, 1);
-  const std::vector<float> nine = attend_at(40, 9, 1);
-  for (size_t i = 0; i < nine.size(); ++i) ASSERT_EQ(nine[i], sixteen[i]) << "value " << i;
+  const std::vector<float> all = attend_at(32, 32, 1);
+  for (int32_t n_q : {17, 9}) {
+    const std::vector<float> part = attend_at(32, n_q, 1);
+    for (size_t i = 0; i < part.size(); ++i) ASSERT_EQ(part[i], all[i]) << n_q << " rows, value " << i;
+  }
 
   const test::BatchInvariantMath invariant;
   const std::vector<float> prefill = attend_at(30, 20, 2);
