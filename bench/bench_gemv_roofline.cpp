@@ -5,7 +5,7 @@
 // both, so its ratio compares them on the same machine minute; the swings
 // of a shared machine move both.
 //
-//   bench_gemv_roofline [--type q4_0|...|bf16] [--shape 1b|110m] [--layers N] [--threads 1] [--rounds 5]
+//   bench_gemv_roofline [--type q4_0|...|bf16|f32] [--shape 1b|110m] [--layers N] [--threads 1] [--rounds 5]
 //
 // --layers N takes the first N layers only: a working set that stays in L2 or
 // L3, where the GEMV's arithmetic, not DRAM, sets its rate.
@@ -24,6 +24,7 @@
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
+#include "kernels/cpu/f32_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 #include "kernels/cpu_backend.hpp"
 
@@ -40,6 +41,7 @@ struct Matrix {
 
 // Bytes of W [n_out, n_in] of type t as its kernels read it.
 int64_t packed_bytes(troupe::DType t, int64_t n_in, int64_t n_out) {
+  if (t == troupe::DType::f32) return troupe::kernels::f32_packed_bytes(n_in, n_out);
   return t == troupe::DType::bf16 ? troupe::kernels::bf16_packed_bytes(n_in, n_out)
                                   : troupe::kernels::int8_packed_bytes(t, n_in, n_out);
 }
@@ -62,7 +64,9 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
   }
   Matrix m{.n_in = n_in, .n_out = n_out};
   m.packed.reset(static_cast<uint8_t*>(troupe::weight_memory(static_cast<size_t>(packed_bytes(t, n_in, n_out)))));
-  if (t == troupe::DType::bf16) {
+  if (t == troupe::DType::f32) {
+    troupe::kernels::pack_f32(m.packed.get(), reinterpret_cast<const float*>(w.data()), n_in, n_out, pool);
+  } else if (t == troupe::DType::bf16) {
     troupe::kernels::pack_bf16(m.packed.get(), w.data(), t, n_in, n_out, pool);
   } else {
     troupe::kernels::pack_int8(m.packed.get(), w.data(), t, n_in, n_out, pool);
@@ -73,14 +77,14 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
 std::optional<troupe::DType> int8_type(const std::string& name) {
   using troupe::DType;
   for (DType t : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_K, DType::q5_K,
-                  DType::q6_K, DType::bf16}) {
+                  DType::q6_K, DType::bf16, DType::f32}) {
     if (troupe::dtype_name(t) == name) return t;
   }
   return std::nullopt;
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: bench_gemv_roofline [--type q4_0|q4_1|q5_0|q5_1|q8_0|q4_K|q5_K|q6_K|bf16] "
+  std::fprintf(stderr, "usage: bench_gemv_roofline [--type q4_0|q4_1|q5_0|q5_1|q8_0|q4_K|q5_K|q6_K|bf16|f32] "
                        "[--shape 1b|110m] [--layers N] [--threads N] [--rounds N]\n");
   return 2;
 }
@@ -112,9 +116,11 @@ int main(int argc, char** argv) {
   // Llama 3.2 1B and the 110M llama2.c model, without embeddings and head.
   Shape shape = shape_name == "1b" ? Shape{2048, 512, 8192, 16} : Shape{768, 768, 2048, 12};
   if (layers > 0) shape.n_layers = layers;
-  if (*t == troupe::DType::bf16 ? !troupe::kernels::bf16_packing_available(*t)
-                                 : !troupe::kernels::int8_packing_available(*t)) {
-    std::printf("skipped: this CPU has no packed path for %s (AVX-512 VNNI or BF16)\n", type.c_str());
+  const bool available = *t == troupe::DType::f32    ? troupe::kernels::f32_packing_available()
+                         : *t == troupe::DType::bf16 ? troupe::kernels::bf16_packing_available(*t)
+                                                     : troupe::kernels::int8_packing_available(*t);
+  if (!available) {
+    std::printf("skipped: this CPU has no packed path for %s (AVX-512, VNNI or BF16)\n", type.c_str());
     return 0;
   }
   troupe::ThreadPool pool(threads);
@@ -132,7 +138,9 @@ int main(int argc, char** argv) {
   auto pass = [&] {
     const auto t0 = std::chrono::steady_clock::now();
     for (const Matrix& m : ms) {
-      if (*t == troupe::DType::bf16) {
+      if (*t == troupe::DType::f32) {
+        troupe::kernels::matmul_f32_packed(y.data(), x.data(), m.packed.get(), 1, m.n_in, m.n_out, pool);
+      } else if (*t == troupe::DType::bf16) {
         troupe::kernels::matmul_bf16_packed(y.data(), x.data(), m.packed.get(), 1, m.n_in, m.n_out, pool);
       } else {
         troupe::kernels::matmul_int8_packed(y.data(), x.data(), m.packed.get(), *t, 1, m.n_in, m.n_out, pool);

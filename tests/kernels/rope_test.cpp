@@ -157,6 +157,32 @@ TEST(Rope, CachedTableFollowsEveryParameterAtOnePosition) {
   check(p);
 }
 
+// The table also keeps the last call's positions (a step ropes every
+// layer's q and k at the same ones). Each call must get its own positions'
+// angles: new values behind the same pointer, a shorter and a longer list,
+// a list that only shares a prefix.
+TEST(Rope, CachedTableFollowsThePositions) {
+  std::mt19937 rng(6);
+  const int64_t n_head = 2, head_dim = 16;
+  const RopeParams p{.layout = RopeLayout::neox, .theta = 10000.0f};
+  std::vector<int32_t> pos = {5, 6, 7, 8};
+  auto check = [&](const std::vector<int32_t>& at) {
+    const auto x0 = test::random_floats(rng, static_cast<int64_t>(at.size()) * n_head * head_dim, -1.0f, 1.0f);
+    const auto want = ref_hf(x0, at, n_head, head_dim, head_dim, p);
+    auto x = x0;
+    kernels::rope(x.data(), at.data(), static_cast<int64_t>(at.size()), n_head, head_dim, p);
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], want[k], kTol) << "pos[0] " << at[0] << " k=" << k;
+  };
+  check(pos);
+  check(pos);  // reused
+  pos[2] = 900;  // same pointer, one new value
+  check(pos);
+  check({5, 6});
+  check({5, 6, 900, 8, 9, 10});
+  check({5, 6, 901});
+  check({0});
+}
+
 TEST(Rope, RejectsBadRotation) {
   float x[8] = {};
   const int32_t pos = 1;
