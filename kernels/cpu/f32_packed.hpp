@@ -7,8 +7,8 @@
 // kernels.
 //
 // Decode (below 16 tokens) sums each output in four chains (inputs k mod 4);
-// prefill runs tiles of 8 tokens × 2 groups (16 accumulators), one chain an
-// output. A token's bits do not depend on the batch or the threads within
+// prefill runs tiles of 8 tokens × 3 groups (24 accumulators; 2 groups where
+// three groups' lines would crowd L2), one chain an output. A token's bits do not depend on the batch or the threads within
 // one kernel; in batch-invariant mode every batch takes the decode kernel.
 #pragma once
 

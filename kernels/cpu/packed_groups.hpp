@@ -54,12 +54,14 @@ void dot_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int6
   }
 }
 
-// Prefill over groups [g0, g1), two at a time: every token over them, in
-// tiles of 8 tokens, then 4, 2 and 1 for the rest. A pair's lines stay in
-// L2 while the tokens go past.
-template <class K>
+// Prefill over groups [g0, g1), kMaxG (2 or 3) at a time: every token over
+// them, in tiles of 8 tokens, then 4, 2 and 1 for the rest; the range's last
+// groups in a pair or alone. The groups' lines stay in L2 while the tokens
+// go past.
+template <int kMaxG = 2, class K>
 void gemm_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int64_t n_tokens, int64_t n_out,
                 int64_t g0, int64_t g1) {
+  static_assert(kMaxG == 2 || kMaxG == 3);
   auto tokens = [&]<int G>(const GroupSet<G>& s) {
     int64_t t0 = 0;
     for (; t0 + 8 <= n_tokens; t0 += 8) k.template gemm<G, 8>(s, t0);
@@ -67,7 +69,11 @@ void gemm_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int
     if (t0 + 2 <= n_tokens) k.template gemm<G, 2>(s, t0), t0 += 2;
     if (t0 < n_tokens) k.template gemm<G, 1>(s, t0);
   };
-  for (int64_t g = g0; g < g1; g += 2) {
+  int64_t g = g0;
+  if constexpr (kMaxG == 3) {
+    for (; g + 3 <= g1; g += 3) tokens(GroupSet<3>(packed, stride, y, n_out, g));
+  }
+  for (; g < g1; g += 2) {
     if (g + 1 < g1) {
       tokens(GroupSet<2>(packed, stride, y, n_out, g));
     } else {
