@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "core/cpu_features.hpp"
+#include "core/error.hpp"
 #include "kernels/cpu/int8_unpack_avx512.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
@@ -179,12 +181,15 @@ void build_panel(const MatmulProblem& p, int64_t r0, int64_t nr, Int8Panel& pn) 
 
 // y[t0 + t][0 .. n_rows) for t < TT from one panel, with vpdpbusd: 8 integer
 // dot products of 4 inputs per sub-block of 32, then one f32 scaling.
-template <bool kMin, int TT>
+// kGroups = sub_k / 4 is a constant so that its loop unrolls whole: with a
+// run-time count GCC moved all TT chains between registers every group, 16
+// moves beside 8 vpdpbusd.
+template <bool kMin, int TT, int kGroups>
 void vnni_panel_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, float* y, int64_t ldy,
                      int64_t n_rows) {
   __m512 acc[TT];
   for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
-  const int64_t groups = pn.sub_k / 4;
+  constexpr int64_t groups = kGroups;
   for (int64_t s = 0; s < pn.n_sub; ++s) {
     const int64_t k0 = s * pn.sub_k;
     __m512i dot[TT];
@@ -216,14 +221,25 @@ void vnni_panel_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, f
 
 constexpr int kVnniTileTokens = 8;
 
-template <bool kMin>
+template <bool kMin, int kGroups>
 void vnni_panel_tiles(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   int64_t t0 = 0;
   for (; t0 + kVnniTileTokens <= qa.n_tokens; t0 += kVnniTileTokens) {
-    vnni_panel_tile<kMin, kVnniTileTokens>(pn, qa, t0, y, ldy, n_rows);
+    vnni_panel_tile<kMin, kVnniTileTokens, kGroups>(pn, qa, t0, y, ldy, n_rows);
   }
-  for (; t0 + 2 <= qa.n_tokens; t0 += 2) vnni_panel_tile<kMin, 2>(pn, qa, t0, y, ldy, n_rows);
-  if (t0 < qa.n_tokens) vnni_panel_tile<kMin, 1>(pn, qa, t0, y, ldy, n_rows);
+  for (; t0 + 2 <= qa.n_tokens; t0 += 2) vnni_panel_tile<kMin, 2, kGroups>(pn, qa, t0, y, ldy, n_rows);
+  if (t0 < qa.n_tokens) vnni_panel_tile<kMin, 1, kGroups>(pn, qa, t0, y, ldy, n_rows);
+}
+
+// Sub-blocks of 32 inputs (the 32-blocks, q4_K, q5_K) or 16 (q6_K).
+template <bool kMin>
+void vnni_panel_subs(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
+  switch (pn.sub_k) {
+    case 32: return vnni_panel_tiles<kMin, 8>(pn, qa, y, ldy, n_rows);
+    case 16: return vnni_panel_tiles<kMin, 4>(pn, qa, y, ldy, n_rows);
+    default: break;
+  }
+  throw Error(Errc::internal, "vnni_panel: sub-blocks of " + std::to_string(pn.sub_k) + " inputs");
 }
 
 template <class Rd>
@@ -268,9 +284,9 @@ void run_int8(const MatmulProblem& p, ThreadPool& pool) {
 
 void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   if (pn.min != nullptr) {
-    vnni_panel_tiles<true>(pn, qa, y, ldy, n_rows);
+    vnni_panel_subs<true>(pn, qa, y, ldy, n_rows);
   } else {
-    vnni_panel_tiles<false>(pn, qa, y, ldy, n_rows);
+    vnni_panel_subs<false>(pn, qa, y, ldy, n_rows);
   }
 }
 
