@@ -1,7 +1,7 @@
 // f16 and bf16 weights repacked once, at load, for bf16 dot products (the
-// fast path, not under exact math): AVX-512 BF16 `vdpbf16ps` for decode and,
-// without AMX, for prefill (tiles of 8 tokens × 32 rows); AMX-BF16 tiles for
-// prefill where the CPU has them.
+// fast path, not under exact math): AVX-512 BF16 `vdpbf16ps` for decode
+// and, without AMX, for prefill (tiles of 8 tokens × 48 or 32 rows);
+// AMX-BF16 tiles for prefill where the CPU has them.
 //
 // Layout: rows in groups of 16; per group, one 64-byte line per pair of
 // inputs, holding that pair of each of the 16 rows as bf16 (row r at bytes

@@ -172,10 +172,10 @@ void dot_groups(const GroupSet<G>& s, const Bf16Acts& a, int64_t t0, int64_t ldy
   }
 }
 
-// ---- vdpbf16ps for many tokens: T tokens (up to 8) × G groups (1..2) ----
+// ---- vdpbf16ps for many tokens: T tokens (up to 8) × G groups (1..3) ----
 
 // Register-blocked for prefill without AMX: each weight line loaded serves T
-// tokens (16 accumulators at T = 8, G = 2), where dot_groups (T <= 2)
+// tokens (24 accumulators at T = 8, G = 3), where dot_groups (T <= 2)
 // reloads the weights every two tokens and is bound by its loads. One chain
 // an output, so a token's bits depend on the kernel: not batch-invariant.
 template <int G, int T>
@@ -204,7 +204,7 @@ void gemm_tile(const GroupSet<G>& s, const Bf16Acts& a, int64_t t0, int64_t ldy)
   }
 }
 
-// The kernels above for detail::dot_range and detail::gemm_range.
+// The kernels above for detail::dot_range and detail::gemm_split.
 struct Bf16Kernels {
   const Bf16Acts& a;
   int64_t ldy;
@@ -266,9 +266,7 @@ void matmul_bf16_packed(float* y, const float* x, const void* packed, int64_t n_
   // the int8 decode.
   const Bf16Kernels k{.a = a, .ldy = n_out};
   if (n_tokens >= detail::kAmxMinTokens && !batch_invariant()) {
-    pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) {
-      detail::gemm_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
-    });
+    detail::gemm_split(k, pool, bytes, stride, y, n_tokens, n_out);
     return;
   }
   pool.parallel_guided(groups, 2, [&](int64_t g0, int64_t g1) {

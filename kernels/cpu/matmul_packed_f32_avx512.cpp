@@ -110,7 +110,7 @@ void gemm_tile(const GroupSet<G>& s, const float* x, int64_t n_in, int64_t t0, i
   }
 }
 
-// The kernels above for detail::dot_range and detail::gemm_range.
+// The kernels above for detail::dot_range and detail::gemm_split.
 struct F32Kernels {
   const float* x;
   int64_t n_in, ldy;
@@ -126,12 +126,6 @@ struct F32Kernels {
 
 // From this many tokens on, the prefill tiles (as the bf16 path).
 constexpr int64_t kGemmMinTokens = 16;
-
-// Prefill tiles take three groups at a time while their lines (3 x n_in x 64
-// bytes) fit in half of a Zen 4/5 core's 1 MiB L2, two otherwise: 110M shapes
-// (n_in 768, 2048) on one Zen 5 core 193-195 -> 208-209 GFLOP/s (medians of
-// alternated runs), 1.24B shapes (n_in 2048, 8192) even.
-constexpr int64_t kTripleBytes = 512 << 10;
 
 }  // namespace
 
@@ -158,15 +152,7 @@ void matmul_f32_packed(float* y, const float* x, const void* packed, int64_t n_t
   // Threads take guided chunks of groups (ThreadPool::parallel_guided).
   const F32Kernels k{.x = x, .n_in = n_in, .ldy = n_out};
   if (n_tokens >= kGemmMinTokens && !batch_invariant()) {
-    if (3 * stride <= kTripleBytes) {
-      pool.parallel_guided(n_groups(n_out), 6, [&](int64_t g0, int64_t g1) {
-        detail::gemm_range<3>(k, bytes, stride, y, n_tokens, n_out, g0, g1);
-      });
-    } else {
-      pool.parallel_guided(n_groups(n_out), 2, [&](int64_t g0, int64_t g1) {
-        detail::gemm_range<2>(k, bytes, stride, y, n_tokens, n_out, g0, g1);
-      });
-    }
+    detail::gemm_split(k, pool, bytes, stride, y, n_tokens, n_out);
     return;
   }
   pool.parallel_guided(n_groups(n_out), 2, [&](int64_t g0, int64_t g1) {
