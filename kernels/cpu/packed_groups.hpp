@@ -60,7 +60,7 @@ void dot_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int6
 // them, in tiles of 8 tokens, then 4, 2 and 1 for the rest; the range's last
 // groups in a pair or alone. The groups' lines stay in L2 while the tokens
 // go past.
-template <int kMaxG = 2, class K>
+template <int kMaxG, class K>
 void gemm_range(const K& k, const uint8_t* packed, int64_t stride, float* y, int64_t n_tokens, int64_t n_out,
                 int64_t g0, int64_t g1) {
   static_assert(kMaxG == 2 || kMaxG == 3);
