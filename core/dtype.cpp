@@ -20,6 +20,8 @@ const DTypeInfo kQ4_0{"q4_0", kQK, sizeof(BlockQ4_0)};
 const DTypeInfo kQ4_1{"q4_1", kQK, sizeof(BlockQ4_1)};
 const DTypeInfo kQ5_0{"q5_0", kQK, sizeof(BlockQ5_0)};
 const DTypeInfo kQ5_1{"q5_1", kQK, sizeof(BlockQ5_1)};
+const DTypeInfo kQ2_K{"q2_K", kQK_K, sizeof(BlockQ2_K)};
+const DTypeInfo kQ3_K{"q3_K", kQK_K, sizeof(BlockQ3_K)};
 const DTypeInfo kQ4_K{"q4_K", kQK_K, sizeof(BlockQ4_K)};
 const DTypeInfo kQ5_K{"q5_K", kQK_K, sizeof(BlockQ5_K)};
 const DTypeInfo kQ6_K{"q6_K", kQK_K, sizeof(BlockQ6_K)};
@@ -112,6 +114,8 @@ const DTypeInfo& dtype_info(DType t) {
     case DType::q4_1: return kQ4_1;
     case DType::q5_0: return kQ5_0;
     case DType::q5_1: return kQ5_1;
+    case DType::q2_K: return kQ2_K;
+    case DType::q3_K: return kQ3_K;
     case DType::q4_K: return kQ4_K;
     case DType::q5_K: return kQ5_K;
     case DType::q6_K: return kQ6_K;
@@ -124,6 +128,7 @@ bool dtype_known(uint32_t id) {
     case DType::f32: case DType::f16: case DType::bf16:
     case DType::q8_0: case DType::q4_0: case DType::q4_1:
     case DType::q5_0: case DType::q5_1:
+    case DType::q2_K: case DType::q3_K:
     case DType::q4_K: case DType::q5_K: case DType::q6_K:
       return true;
   }
@@ -243,6 +248,41 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         const float m = fp16_to_f32(b[i].m);
         // d * q is exact (11 x 5 bits): one rounding, in the addition.
         for (int j = 0; j < kQK; ++j) dst[i * kQK + j] = d * static_cast<float>(q5_quant(b[i].qh, b[i].qs, j)) + m;
+      }
+      return;
+    }
+    case DType::q2_K: {
+      auto* b = static_cast<const BlockQ2_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        const float dmin = fp16_to_f32(b[i].dmin);
+        float* y = dst + i * kQK_K;
+        for (int s = 0; s < 16; ++s) {  // sub-blocks of 16
+          // d * sc and dmin * m are exact (11 x 4 bits), and so is d * sc * q:
+          // one rounding, in the subtraction, as in ggml and gguf-py.
+          const float ds = d * static_cast<float>(b[i].scales[s] & 0x0f);
+          const float dm = dmin * static_cast<float>(b[i].scales[s] >> 4);
+          for (int l = 0; l < 16; ++l) {
+            y[16 * s + l] = ds * static_cast<float>(kquant_crumb(b[i].qs, s / 2, 16 * (s % 2) + l)) - dm;
+          }
+        }
+      }
+      return;
+    }
+    case DType::q3_K: {
+      auto* b = static_cast<const BlockQ3_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        float* y = dst + i * kQK_K;
+        for (int s = 0; s < 16; ++s) {
+          // Exact products again (11 x 6 x 3 bits): no rounding at all.
+          const float ds = d * static_cast<float>(q3_K_scale(b[i].scales, s) - 32);
+          const int j = s / 2;
+          for (int l = 16 * (s % 2); l < 16 * (s % 2) + 16; ++l) {
+            const int q = kquant_crumb(b[i].qs, j, l) | (((b[i].hmask[l] >> j) & 1) << 2);
+            y[32 * j + l] = ds * static_cast<float>(q - 4);
+          }
+        }
       }
       return;
     }
@@ -372,6 +412,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       }
       return;
     }
+    case DType::q2_K: return detail::quantize_row_q2_K(src, dst, n);
+    case DType::q3_K: return detail::quantize_row_q3_K(src, dst, n);
     case DType::q4_K: return detail::quantize_row_q4_K(src, dst, n);
     case DType::q5_K: return detail::quantize_row_q5_K(src, dst, n);
     case DType::q6_K: return detail::quantize_row_q6_K(src, dst, n);

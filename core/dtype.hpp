@@ -20,6 +20,8 @@ enum class DType : uint32_t {
   q5_0 = 6,
   q5_1 = 7,
   q8_0 = 8,
+  q2_K = 10,
+  q3_K = 11,
   q4_K = 12,
   q5_K = 13,
   q6_K = 14,
@@ -62,6 +64,10 @@ struct BlockQ4_1 {
 //   x = d * sc[j] * q - dmin * m[j]   (q in 0..15, or 0..31 for q5_K)
 // q6_K splits it into 16 sub-blocks of 16 with int8 scales:
 //   x = d * sc[j] * (q - 32)          (q in 0..63)
+// q3_K (16 sub-blocks of 16, 6-bit scales stored 32 above their value):
+//   x = d * (sc[j] - 32) * (q - 4)    (q in 0..7)
+// q2_K (16 sub-blocks of 16, a 4-bit scale and a 4-bit minimum each):
+//   x = d * sc[j] * q - dmin * m[j]   (q in 0..3)
 inline constexpr int64_t kQK_K = 256;
 inline constexpr int kKScaleBytes = 12;  // 8 packed 6-bit (scale, min) pairs
 struct BlockQ4_K {
@@ -88,6 +94,31 @@ struct BlockQ6_K {
   int8_t scales[kQK_K / 16];
   uint16_t d;
 };
+// In q2_K, q3_K and q6_K, the 32 weights of chunk j < 8 (half h = j / 4,
+// k = j % 4) are weights l < 32 of quant bytes 32 h + l: q2_K and q3_K take
+// bits 2k, 2k + 1 of qs[32 h + l] as their low 2 bits (and q3_K bit j of
+// hmask[l] as the third); chunk j holds sub-blocks 2j (l < 16) and 2j + 1.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // sub-block j: scale in the low nibble, minimum in the high
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[kKScaleBytes];  // 16 packed 6-bit scales: unpack with q3_K_scale
+  uint16_t d;
+};
+// The 2 low bits of weight l < 32 of chunk j < 8 of a q2_K or q3_K block.
+inline int kquant_crumb(const uint8_t* qs, int j, int l) { return (qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3; }
+// The stored scale (0..63, 32 above its value) of sub-block j < 16 of a q3_K
+// block: 4 low bits from a nibble of bytes 0-7, 2 high bits from bytes 8-11.
+inline int q3_K_scale(const uint8_t* s, int j) {
+  const int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return low | (high << 4);
+}
 // Scale and minimum (6 bits each) of sub-block j < 8 of a q4_K/q5_K block.
 inline void kquant_scale_min(const uint8_t* scales, int j, uint8_t& sc, uint8_t& m) {
   if (j < 4) {
@@ -101,6 +132,8 @@ inline void kquant_scale_min(const uint8_t* scales, int j, uint8_t& sc, uint8_t&
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
 // q5: a 4-bit nibble as in q4 plus a 5th bit: bit i of qh is weight i's.
 // llama.cpp gives q5_0/q5_1 to the tensors of a Q4_K_M/Q5_K_M file whose rows
 // are not a whole number of 256-weight super-blocks.

@@ -35,14 +35,6 @@ void pack_q6_K(const uint8_t (&q)[kQK_K], BlockQ6_K& b) {
   }
 }
 
-// The 6-bit scale (0..63, stored 32 above its value) of sub-block j < 16 of a
-// q3_K block: 4 low bits from a nibble of bytes 0-7, 2 high bits from bytes 8-11.
-int q3_K_scale(const uint8_t (&s)[12], int j) {
-  const int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return low | (high << 4);
-}
-
 // Weighted least squares for x ≈ scale * q + min over n values, q in
 // [0, nmax], min <= 0 (the GGUF formats store -min as an unsigned 6-bit
 // quantity). Tries roundings from a grid of inverse scales around
@@ -144,7 +136,112 @@ void quantize_q45_K_block(const float* x, int nmax, uint16_t& d16, uint16_t& dmi
   }
 }
 
+// For 16 weights xs: the scale s minimising sum x^2 (x - s q)^2 over a few
+// roundings q = round(x * iscale) in [-n_low, n_low), iscale near
+// -n_low / xmax (xmax: the value largest in magnitude, which maps to -n_low
+// exactly). 0 for a zero sub-block.
+float fit_symmetric(const float* xs, int n_low) {
+  float xmax = 0.0f;
+  for (int l = 0; l < 16; ++l) {
+    if (std::fabs(xs[l]) > std::fabs(xmax)) xmax = xs[l];
+  }
+  float scale = 0.0f;
+  if (xmax == 0.0f) return scale;
+  float best_err = INFINITY;
+  for (int step = -9; step <= 9; ++step) {
+    const float iscale = -(static_cast<float>(n_low) + 0.1f * static_cast<float>(step)) / xmax;
+    double sqx = 0, sqq = 0;
+    int q[16];
+    for (int l = 0; l < 16; ++l) {
+      q[l] = std::clamp(nearest_int(iscale * xs[l]), -n_low, n_low - 1);
+      const double w = double(xs[l]) * xs[l];
+      sqx += w * q[l] * xs[l];
+      sqq += w * q[l] * q[l];
+    }
+    if (sqq <= 0) continue;
+    const double s = sqx / sqq;
+    double err = 0;
+    for (int l = 0; l < 16; ++l) {
+      const double e = xs[l] - s * q[l];
+      err += double(xs[l]) * xs[l] * e * e;
+    }
+    if (err < best_err) {
+      best_err = static_cast<float>(err);
+      scale = static_cast<float>(s);
+    }
+  }
+  return scale;
+}
+
+// Sets the 2 low bits of quant q (0..7) of weight 32 j + l in a q2_K/q3_K qs
+// (core/dtype.hpp: bits 2k, 2k + 1 of qs[32 h + l] for chunk j = 4 h + k).
+void put_crumb(uint8_t* qs, int j, int l, int q) {
+  uint8_t& byte = qs[32 * (j / 4) + l];
+  byte = static_cast<uint8_t>(byte | ((q & 3) << (2 * (j % 4))));
+}
+
 }  // namespace
+
+void quantize_row_q2_K(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ2_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    // As q4_K with sub-blocks of 16, 2-bit quants and 4-bit scales and mins.
+    float scales[16], mins[16], w[16];
+    const float rms = block_rms(x, static_cast<int>(kQK_K));
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int s = 0; s < 16; ++s) {
+      magnitude_weights(x + 16 * s, 16, rms, w);
+      fit_scale_min(x + 16 * s, w, 16, 3, scales[s], mins[s]);
+      max_scale = std::max(max_scale, scales[s]);
+      max_min = std::max(max_min, -mins[s]);
+    }
+    b[i].d = f32_to_fp16(max_scale / 15.0f);
+    b[i].dmin = f32_to_fp16(max_min / 15.0f);
+    const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
+    std::memset(b[i].qs, 0, sizeof b[i].qs);
+    for (int s = 0; s < 16; ++s) {
+      const int sc = d > 0 ? std::clamp(nearest_int(scales[s] / d), 0, 15) : 0;
+      const int m = dmin > 0 ? std::clamp(nearest_int(-mins[s] / dmin), 0, 15) : 0;
+      b[i].scales[s] = static_cast<uint8_t>(sc | (m << 4));
+      const float ds = d * static_cast<float>(sc), dm = dmin * static_cast<float>(m);
+      for (int l = 0; l < 16; ++l) {
+        const int q = ds > 0 ? std::clamp(nearest_int((x[16 * s + l] + dm) / ds), 0, 3) : 0;
+        put_crumb(b[i].qs, s / 2, 16 * (s % 2) + l, q);
+      }
+    }
+  }
+}
+
+void quantize_row_q3_K(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ3_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    // As q6_K with 3-bit quants in [-4, 4) and 6-bit scales in [-32, 32).
+    float scales[16];
+    float max_scale = 0.0f;
+    for (int s = 0; s < 16; ++s) {
+      scales[s] = fit_symmetric(x + 16 * s, 4);
+      if (std::fabs(scales[s]) > std::fabs(max_scale)) max_scale = scales[s];
+    }
+    const float d = max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / -32.0f)) : 0.0f;
+    BlockQ3_K out{};
+    out.d = f32_to_fp16(d);
+    for (int s = 0; s < 16; ++s) {
+      const int sc = d != 0.0f ? std::clamp(nearest_int(scales[s] / d), -32, 31) : 0;
+      // The inverse of q3_K_scale: low nibbles in bytes 0-7, top 2 bits in 8-11.
+      const int stored = sc + 32;
+      out.scales[s % 8] = static_cast<uint8_t>(out.scales[s % 8] | ((stored & 0x0f) << (4 * (s / 8))));
+      out.scales[8 + s % 4] = static_cast<uint8_t>(out.scales[8 + s % 4] | ((stored >> 4) << (2 * (s / 4))));
+      const float ds = d * static_cast<float>(sc);
+      for (int l = 0; l < 16; ++l) {
+        const int q = (ds != 0.0f ? std::clamp(nearest_int(x[16 * s + l] / ds), -4, 3) : 0) + 4;
+        const int j = s / 2, lj = 16 * (s % 2) + l;
+        put_crumb(out.qs, j, lj, q);
+        out.hmask[lj] = static_cast<uint8_t>(out.hmask[lj] | ((q >> 2) << j));
+      }
+    }
+    std::memcpy(&b[i], &out, sizeof out);
+  }
+}
 
 void quantize_row_q4_K(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<BlockQ4_K*>(dst);
@@ -177,43 +274,10 @@ void quantize_row_q5_K(const float* x, void* dst, int64_t n) {
 void quantize_row_q6_K(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<BlockQ6_K*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    // Per 16 weights: the scale s minimising sum x^2 (x - s q)^2 over a few
-    // roundings q = round(x * iscale) in [-32, 31], iscale near -32 / xmax
-    // (xmax: the value largest in magnitude, which maps to -32 exactly).
     float scales[16];
     float max_scale = 0.0f, max_abs_scale = 0.0f;
     for (int j = 0; j < 16; ++j) {
-      const float* xs = x + 16 * j;
-      float xmax = 0.0f;
-      for (int l = 0; l < 16; ++l) {
-        if (std::fabs(xs[l]) > std::fabs(xmax)) xmax = xs[l];
-      }
-      scales[j] = 0.0f;
-      if (xmax != 0.0f) {
-        float best_err = INFINITY;
-        for (int step = -9; step <= 9; ++step) {
-          const float iscale = -(32.0f + 0.1f * static_cast<float>(step)) / xmax;
-          double sqx = 0, sqq = 0;
-          int q[16];
-          for (int l = 0; l < 16; ++l) {
-            q[l] = std::clamp(nearest_int(iscale * xs[l]), -32, 31);
-            const double w = double(xs[l]) * xs[l];
-            sqx += w * q[l] * xs[l];
-            sqq += w * q[l] * q[l];
-          }
-          if (sqq <= 0) continue;
-          const double s = sqx / sqq;
-          double err = 0;
-          for (int l = 0; l < 16; ++l) {
-            const double e = xs[l] - s * q[l];
-            err += double(xs[l]) * xs[l] * e * e;
-          }
-          if (err < best_err) {
-            best_err = static_cast<float>(err);
-            scales[j] = static_cast<float>(s);
-          }
-        }
-      }
+      scales[j] = fit_symmetric(x + 16 * j, 32);
       if (std::fabs(scales[j]) > max_abs_scale) {
         max_abs_scale = std::fabs(scales[j]);
         max_scale = scales[j];
@@ -234,32 +298,6 @@ void quantize_row_q6_K(const float* x, void* dst, int64_t n) {
       }
     }
     pack_q6_K(q, b[i]);
-  }
-}
-
-void widen_q3_K_to_q6_K(const void* src, void* dst, int64_t n_blocks) {
-  const auto* in = static_cast<const uint8_t*>(src);  // 110-byte blocks: no alignment to assume
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t i = 0; i < n_blocks; ++i) {
-    BlockQ3_K a;
-    std::memcpy(&a, in + i * static_cast<int64_t>(sizeof a), sizeof a);
-    BlockQ6_K b;
-    b.d = a.d;
-    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(q3_K_scale(a.scales, j) - 32);
-    // Weight 32 c + l (chunk c = 4 h + k): 2 low bits at shift 2 k of
-    // qs[32 h + l], the third in bit c of hmask[l]; its value is that 3-bit
-    // q minus 4, so its q6_K quant is q + 28.
-    uint8_t q[kQK_K];
-    for (int c = 0; c < 8; ++c) {
-      const int h = c / 4, k = c % 4;
-      for (int l = 0; l < 32; ++l) {
-        const int low = (a.qs[32 * h + l] >> (2 * k)) & 3;
-        const int high = (a.hmask[l] >> c) & 1;
-        q[32 * c + l] = static_cast<uint8_t>((low | (high << 2)) + 28);
-      }
-    }
-    pack_q6_K(q, b);
-    std::memcpy(out + i * static_cast<int64_t>(sizeof b), &b, sizeof b);
   }
 }
 

@@ -84,6 +84,8 @@ bool Backend::supports(DType type) const {
     case DType::q4_1:
     case DType::q5_0:
     case DType::q5_1:
+    case DType::q2_K:
+    case DType::q3_K:
     case DType::q4_K:
     case DType::q5_K:
     case DType::q6_K:

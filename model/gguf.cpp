@@ -8,7 +8,6 @@
 #include <cstring>
 #include <string>
 
-#include "core/dtype_kquant.hpp"
 #include "core/error.hpp"
 
 namespace troupe::gguf {
@@ -267,17 +266,14 @@ class GgufParser {
       t.shape.push_back(static_cast<int64_t>(ne));
     }
     const auto type_id = read<uint32_t>(what + " type");
-    const bool widened = type_id == detail::kGgmlQ3_K;
-    if (!dtype_known(type_id) && !widened) {
+    if (!dtype_known(type_id)) {
       fail(Errc::unsupported, what + " has ggml type " + std::to_string(type_id) + " (" + ggml_type_name(type_id) +
                                   "), which Troupe does not support");
     }
-    t.file_type = type_id;
-    t.type = widened ? DType::q6_K : static_cast<DType>(type_id);
+    t.type = static_cast<DType>(type_id);
     t.offset = read<uint64_t>(what + " offset");
 
-    // Sizes as stored; place_tensors widens the data afterwards.
-    const DTypeInfo info = widened ? DTypeInfo{"q3_K", kQK_K, sizeof(detail::BlockQ3_K)} : dtype_info(t.type);
+    const DTypeInfo& info = dtype_info(t.type);
     const int64_t row = t.shape.empty() ? 1 : t.shape[0];
     if (row % info.block_size != 0) {
       fail(what + " row length " + std::to_string(row) + " is not a multiple of the " + std::string(info.name) +
@@ -310,18 +306,7 @@ class GgufParser {
              ") lies outside the file of " + std::to_string(size_) + " bytes");
       }
       t.data = base_ + data_start + t.offset;
-      if (t.file_type == detail::kGgmlQ3_K) widen(t);
     }
-  }
-
-  // Replaces a q3_K tensor's data by an exact q6_K copy that f_ owns.
-  void widen(TensorInfo& t) {
-    const int64_t n_blocks = t.n_elements() / kQK_K;
-    auto copy = std::make_unique<uint8_t[]>(static_cast<size_t>(n_blocks) * sizeof(BlockQ6_K));
-    detail::widen_q3_K_to_q6_K(t.data, copy.get(), n_blocks);
-    t.data = copy.get();
-    t.n_bytes = n_blocks * static_cast<int64_t>(sizeof(BlockQ6_K));
-    f_.widened_.push_back(std::move(copy));
   }
 
   GgufFile& f_;

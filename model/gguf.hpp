@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,10 +65,7 @@ std::string describe_type(const Value& v);
 
 struct TensorInfo {
   std::string name;
-  // The type `data` holds. A q3_K tensor is widened at open into a q6_K copy
-  // (core/dtype_kquant.hpp); file_type keeps the ggml type id as stored.
   DType type = DType::f32;
-  uint32_t file_type = 0;
   std::vector<int64_t> shape;  // GGUF order: shape[0] is the row length (ne0)
   uint64_t offset = 0;         // from the start of the data section
   // In the mapping, aligned to GgufFile::alignment() (32 unless the file says
@@ -142,7 +138,6 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> key_index_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
-  std::vector<std::unique_ptr<uint8_t[]>> widened_;  // the q6_K copies of q3_K tensors
 };
 
 }  // namespace troupe::gguf

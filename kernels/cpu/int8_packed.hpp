@@ -25,9 +25,15 @@
 // - q6_K: d (fp16) and the 16 scales (i8) of the 16 rows, then 16 sub-blocks
 //   of 16 inputs: the low nibbles of their 4 lines in 2 nibble lines, then a
 //   line of their top 2 bits (bits 2 g, 2 g + 1 of a byte for line g).
+// - q3_K: q6_K's header (scales less 32, as i8), then per pair of sub-blocks
+//   of 16 a line of 2-bit u for each (bits 2 g, 2 g + 1 for line g) and a
+//   line of their third bits (bit g, and 4 + g for the second);
+// - q2_K: d, dmin (fp16) and the 16 scale bytes (4-bit scale and min) of the
+//   16 rows, then a line of 2-bit u per sub-block of 16.
 // Weights are stored as unsigned u with w = scale * (u - offset) + min, as in
-// matmul_int8.hpp. Size against GGUF: equal for q4_0/q4_1/q5_0/q5_1/q8_0,
-// +1% for q6_K, +2.3% for q5_K and +2.8% for q4_K (headers in whole lines).
+// matmul_int8.hpp. Size against GGUF: equal for q4_0/q4_1/q5_0/q5_1/q8_0 and
+// q2_K, +1% for q6_K, +2.3% for q5_K, +2.8% for q4_K and +5.5% for q3_K
+// (headers and bit lines in whole cache lines).
 #pragma once
 
 #include <cstddef>

@@ -135,7 +135,7 @@ template <int kBits>
 
 // u of chunk c of each row (rows past nr are zero).
 template <class Rd>
-void chunk_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, float (&sc)[kGroupRows][16],
+void chunk_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, float (&sc)[kGroupRows][kReaderScales],
                 uint8_t (&u)[kGroupRows][32]) {
   for (int r = 0; r < kGroupRows; ++r) {
     if (r >= nr) {
@@ -187,7 +187,7 @@ struct PkSimple {
 
   static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t un, uint8_t* group,
                         int64_t n_units) {
-    float sc[kGroupRows][16];
+    float sc[kGroupRows][kReaderScales];
     uint8_t u[kGroupRows][32];
     chunk_rows<Rd>(rows, nr, un, sc, u);
     __m512i lines[8];
@@ -284,7 +284,7 @@ struct PkQ45K : KquantPrefetch<PkQ45K<Rd, Block, kBits>> {
         kquant_scale_min(b->scales, j, dst[64 + 16 * j + r], dst[192 + 16 * j + r]);
       }
     }
-    float sc[kGroupRows][16];
+    float sc[kGroupRows][kReaderScales];
     uint8_t u[kGroupRows][32];
     uint8_t* p = dst + kHeader;
     for (int j = 0; j < 8; ++j) {
@@ -334,7 +334,7 @@ struct PkQ6_K : KquantPrefetch<PkQ6_K> {
       std::memcpy(dst + 2 * r, &b->d, 2);
       for (int i = 0; i < 16; ++i) dst[32 + 16 * i + r] = static_cast<uint8_t>(b->scales[i]);
     }
-    float sc[kGroupRows][16];
+    float sc[kGroupRows][kReaderScales];
     uint8_t u[kGroupRows][32];
     uint8_t* p = dst + kHeader;
     for (int c = 0; c < 8; ++c) {  // a chunk of 32 is two sub-blocks: lines 0..3 and 4..7
@@ -349,6 +349,129 @@ struct PkQ6_K : KquantPrefetch<PkQ6_K> {
     SplitLines<2>::read(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
   }
   // As RdQ6_K::prepare: d * scale_j in f32.
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
+                                            __m512& min) {
+    const uint8_t* unit = g + un * kUnitBytes;
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
+    scale = _mm512_mul_ps(load_halves(unit), s);
+    min = _mm512_setzero_ps();
+  }
+};
+
+// ---- q2_K and q3_K: sub-blocks of 16 at 2 (+1) bits a weight ----
+
+// The 4 byte lines (values 0..3) of a 16-input sub-block as one line: line
+// l in bits 2 l, 2 l + 1 of each byte.
+inline void store_crumbs(const __m512i* lines, uint8_t* dst) {
+  __m512i v = lines[0];  // 16-bit shifts: every field stays within its byte
+  for (int l = 1; l < 4; ++l) v = _mm512_or_si512(v, _mm512_slli_epi16(lines[l], static_cast<unsigned>(2 * l)));
+  _mm512_storeu_si512(dst, v);
+}
+[[gnu::always_inline]] inline void read_crumbs(const uint8_t* src, __m512i* out) {
+  const __m512i v = load_line(src);
+#pragma GCC unroll 4
+  for (int l = 0; l < 4; ++l) {
+    out[l] = _mm512_and_si512(_mm512_srli_epi16(v, static_cast<unsigned>(2 * l)), _mm512_set1_epi8(3));
+  }
+}
+
+// q2_K: d and dmin (fp16) of the 16 rows, then the 16 sub-blocks' scale
+// bytes (scale low nibble, min high, as stored) [16][16], then 16 lines of
+// 2-bit u. The GGUF size exactly (21 lines for 16 rows × 84 bytes).
+struct PkQ2_K : KquantPrefetch<PkQ2_K> {
+  using Reader = RdQ2_K;
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t kUnitK = 256;
+  static constexpr int kSubs = 16;
+  static constexpr int64_t kHeader = 32 + 32 + 256;  // d, dmin, sc[16][16]
+  static constexpr int64_t kUnitBytes = kHeader + 16 * 64;
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* group, int64_t) {
+    uint8_t* dst = group + unit * kUnitBytes;
+    std::memset(dst, 0, kHeader);
+    for (int r = 0; r < nr; ++r) {
+      const auto* b = reinterpret_cast<const BlockQ2_K*>(rows[r] + unit * static_cast<int64_t>(sizeof(BlockQ2_K)));
+      std::memcpy(dst + 2 * r, &b->d, 2);
+      std::memcpy(dst + 32 + 2 * r, &b->dmin, 2);
+      for (int i = 0; i < 16; ++i) dst[64 + 16 * i + r] = b->scales[i];
+    }
+    float sc[kGroupRows][kReaderScales];
+    uint8_t u[kGroupRows][32];
+    for (int c = 0; c < 8; ++c) {  // a chunk of 32 is two sub-blocks: lines 0..3 and 4..7
+      chunk_rows<RdQ2_K>(rows, nr, unit * 8 + c, sc, u);
+      __m512i lines[8];
+      transpose_to_lines(u, lines);
+      store_crumbs(lines, dst + kHeader + 64 * (2 * c));
+      store_crumbs(lines + 4, dst + kHeader + 64 * (2 * c + 1));
+    }
+  }
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
+    read_crumbs(g + un * kUnitBytes + kHeader + 64 * j, out);
+  }
+  // As RdQ2_K::prepare: d * scale_j and -dmin * min_j, in f32.
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
+                                            __m512& min) {
+    const uint8_t* unit = g + un * kUnitBytes;
+    const __m512i raw = _mm512_cvtepu8_epi32(load16(unit + 64 + 16 * j));
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_and_si512(raw, _mm512_set1_epi32(0x0f)));
+    const __m512 m = _mm512_cvtepi32_ps(_mm512_srli_epi32(raw, 4));
+    scale = _mm512_mul_ps(load_halves(unit), s);
+    min = _mm512_mul_ps(_mm512_xor_ps(load_halves(unit + 32), _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
+  }
+};
+
+// q3_K: d (fp16) and the 16 scales less 32 (i8) of the 16 rows, as q6_K's
+// header; then per pair of sub-blocks, a line of 2-bit u for each and a line
+// of their third bits (bit l for line l of the first, 4 + l of the second).
+// 29 lines for 16 rows × 110 bytes: +5.5% against the file.
+struct PkQ3_K : KquantPrefetch<PkQ3_K> {
+  using Reader = RdQ3_K;
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t kUnitK = 256;
+  static constexpr int kSubs = 16;
+  static constexpr int64_t kHeader = 32 + 256 + 32;  // d, sc[16][16], padding to whole lines
+  static constexpr int64_t kPairBytes = 3 * 64;
+  static constexpr int64_t kUnitBytes = kHeader + 8 * kPairBytes;
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* group, int64_t) {
+    uint8_t* dst = group + unit * kUnitBytes;
+    std::memset(dst, 0, kHeader);
+    for (int r = 0; r < nr; ++r) {
+      const auto* b = reinterpret_cast<const BlockQ3_K*>(rows[r] + unit * static_cast<int64_t>(sizeof(BlockQ3_K)));
+      std::memcpy(dst + 2 * r, &b->d, 2);
+      for (int i = 0; i < 16; ++i) dst[32 + 16 * i + r] = static_cast<uint8_t>(q3_K_scale(b->scales, i) - 32);
+    }
+    float sc[kGroupRows][kReaderScales];
+    uint8_t u[kGroupRows][32];
+    for (int c = 0; c < 8; ++c) {
+      chunk_rows<RdQ3_K>(rows, nr, unit * 8 + c, sc, u);
+      __m512i lines[8], low[8];
+      transpose_to_lines(u, lines);
+      __m512i high = _mm512_setzero_si512();
+      for (int l = 0; l < 8; ++l) {
+        low[l] = _mm512_and_si512(lines[l], _mm512_set1_epi8(3));
+        const __m512i third = _mm512_and_si512(_mm512_srli_epi16(lines[l], 2), _mm512_set1_epi8(1));
+        high = _mm512_or_si512(high, _mm512_slli_epi16(third, static_cast<unsigned>(l)));
+      }
+      uint8_t* pair = dst + kHeader + c * kPairBytes;
+      store_crumbs(low, pair);
+      store_crumbs(low + 4, pair + 64);
+      _mm512_storeu_si512(pair + 128, high);
+    }
+  }
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
+    const uint8_t* pair = g + un * kUnitBytes + kHeader + (j / 2) * kPairBytes;
+    read_crumbs(pair + 64 * (j & 1), out);
+    const __m512i high = load_line(pair + 128);
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; ++l) {  // bit 4 (j & 1) + l to bit 2
+      const int s = 4 * (j & 1) + l - 2;
+      const __m512i h = s >= 0 ? _mm512_srli_epi16(high, static_cast<unsigned>(s))
+                               : _mm512_slli_epi16(high, static_cast<unsigned>(-s));
+      out[l] = _mm512_or_si512(out[l], _mm512_and_si512(h, _mm512_set1_epi8(4)));
+    }
+  }
+  // As RdQ3_K::prepare: d * (scale_j - 32) in f32.
   [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
                                             __m512& min) {
     const uint8_t* unit = g + un * kUnitBytes;
@@ -373,6 +496,8 @@ void with_layout(DType t, F&& f) {
     case DType::q5_0: return f.template operator()<PkQ5_0>();
     case DType::q5_1: return f.template operator()<PkQ5_1>();
     case DType::q8_0: return f.template operator()<PkQ8_0>();
+    case DType::q2_K: return f.template operator()<PkQ2_K>();
+    case DType::q3_K: return f.template operator()<PkQ3_K>();
     case DType::q4_K: return f.template operator()<PkQ4_K>();
     case DType::q5_K: return f.template operator()<PkQ5_K>();
     case DType::q6_K: return f.template operator()<PkQ6_K>();

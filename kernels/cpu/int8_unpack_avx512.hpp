@@ -37,7 +37,7 @@ inline __m256i fifth_bits(uint32_t qh) { return _mm256_maskz_set1_epi8(qh, 0x10)
 
 // Each reader: kOffset, kMin (whether min is used), kSuper (k-quant: chunk c
 // lies in super-block c / 8 of kBlockBytes, and prepare() decodes the block's
-// scales into sc[16] when c % 8 == 0; otherwise chunk c is a block of
+// scales into sc[kReaderScales] when c % 8 == 0; otherwise chunk c is a block of
 // kChunkBytes), kSubK (inputs sharing one scale), and
 // chunk(row, c, sc, u, scale, min).
 struct RdQ8_0 {
@@ -184,6 +184,64 @@ struct RdQ6_K {
     min = _mm256_setzero_ps();
   }
 };
+
+// The 2-bit fields of chunk j of a q2_K/q3_K block (core/dtype.hpp), as bytes.
+inline __m256i crumbs_of(const uint8_t* qs, int j) {
+  const __m256i v = _mm256_srli_epi16(load32(qs + 32 * (j / 4)), 2 * (j % 4));
+  return _mm256_and_si256(v, _mm256_set1_epi8(3));
+}
+
+// Lanes 0..3 (weights 0..15) take sub-block 2j's value, 4..7 2j + 1's.
+inline __m256 sub_pair(const float* v, int j) {
+  return _mm256_set_m128(_mm_set1_ps(v[2 * j + 1]), _mm_set1_ps(v[2 * j]));
+}
+
+// q2_K: sc[s] = d * scale_s, sc[16 + s] = -dmin * min_s for its 16 sub-blocks.
+struct RdQ2_K {
+  static constexpr int32_t kOffset = 0;
+  static constexpr bool kMin = true, kSuper = true;
+  static constexpr int kSubK = 16;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ2_K);
+  static void prepare(const uint8_t* blk, float* sc) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+    const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+    for (int i = 0; i < 16; ++i) {
+      sc[i] = d * static_cast<float>(b->scales[i] & 0x0f);
+      sc[16 + i] = -dmin * static_cast<float>(b->scales[i] >> 4);
+    }
+  }
+  static void chunk(const uint8_t* row, int64_t c, const float* sc, __m256i& u, __m256& scale, __m256& min) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(row + (c / 8) * kBlockBytes);
+    const int j = static_cast<int>(c % 8);
+    u = crumbs_of(b->qs, j);
+    scale = sub_pair(sc, j);
+    min = sub_pair(sc + 16, j);
+  }
+};
+
+// q3_K: sc[s] = d * (scale_s - 32); u = q (0..7), offset 4.
+struct RdQ3_K {
+  static constexpr int32_t kOffset = 4;
+  static constexpr bool kMin = false, kSuper = true;
+  static constexpr int kSubK = 16;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ3_K);
+  static void prepare(const uint8_t* blk, float* sc) {
+    const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+    const float d = _cvtsh_ss(b->d);
+    for (int i = 0; i < 16; ++i) sc[i] = d * static_cast<float>(q3_K_scale(b->scales, i) - 32);
+  }
+  static void chunk(const uint8_t* row, int64_t c, const float* sc, __m256i& u, __m256& scale, __m256& min) {
+    const auto* b = reinterpret_cast<const BlockQ3_K*>(row + (c / 8) * kBlockBytes);
+    const int j = static_cast<int>(c % 8);
+    const __mmask32 high = _mm256_test_epi8_mask(load32(b->hmask), _mm256_set1_epi8(static_cast<char>(1 << j)));
+    u = _mm256_or_si256(crumbs_of(b->qs, j), _mm256_maskz_set1_epi8(high, 4));
+    scale = sub_pair(sc, j);
+    min = _mm256_setzero_ps();
+  }
+};
+
+// Floats a reader's prepare() may write (q2_K: 16 scales, 16 minimums).
+constexpr int kReaderScales = 32;
 
 template <class Rd>
 const uint8_t* chunk_addr(const uint8_t* row, int64_t c) {

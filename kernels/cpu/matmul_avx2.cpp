@@ -221,6 +221,41 @@ struct LoadQ6_K {
   }
 };
 
+// q2_K: vectors 0, 1 of chunk j are sub-block 2j, 2 and 3 sub-block 2j + 1.
+// d * sc * q is exact: one rounding in the subtraction, as in dequantize_row.
+struct LoadQ2_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ2_K);
+  static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+    const float d = half_scalar(b->d), dmin = half_scalar(b->dmin);
+    const uint8_t* q = b->qs + 32 * (j / 4);
+    for (int i = 0; i < 4; ++i) {
+      const int s = b->scales[2 * j + i / 2];
+      const __m256 ds = _mm256_set1_ps(d * static_cast<float>(s & 0x0f));
+      const __m256 dm = _mm256_set1_ps(dmin * static_cast<float>(s >> 4));
+      v[i] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(bits8(q + 8 * i, 2 * (j % 4), 3)), ds, dm);
+    }
+  }
+};
+
+// q3_K: (d * (sc - 32)) * (q - 4), both products exact.
+struct LoadQ3_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ3_K);
+  static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
+    const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+    const float d = half_scalar(b->d);
+    const uint8_t* q = b->qs + 32 * (j / 4);
+    for (int i = 0; i < 4; ++i) {
+      const __m256i qi =
+          _mm256_or_si256(bits8(q + 8 * i, 2 * (j % 4), 3), _mm256_slli_epi32(bits8(b->hmask + 8 * i, j, 1), 2));
+      const __m256 centred = _mm256_cvtepi32_ps(_mm256_sub_epi32(qi, _mm256_set1_epi32(4)));
+      v[i] = _mm256_mul_ps(_mm256_set1_ps(d * static_cast<float>(q3_K_scale(b->scales, 2 * j + i / 2) - 32)), centred);
+    }
+  }
+};
+
 // Chunk c (32 weights) of a row: one block of the 32-wide formats, or part
 // of a k-quant super-block.
 template <class L>
@@ -471,6 +506,8 @@ void matmul_rows_avx2(const MatmulProblem& p, int64_t row_begin, int64_t row_end
     case DType::q5_1: return rows_for<LoadQ5_1>(p, row_begin, row_end);
     case DType::q4_K: return rows_for<LoadQ4_K>(p, row_begin, row_end);
     case DType::q5_K: return rows_for<LoadQ5_K>(p, row_begin, row_end);
+    case DType::q2_K: return rows_for<LoadQ2_K>(p, row_begin, row_end);
+    case DType::q3_K: return rows_for<LoadQ3_K>(p, row_begin, row_end);
     case DType::q6_K: return rows_for<LoadQ6_K>(p, row_begin, row_end);
   }
 }

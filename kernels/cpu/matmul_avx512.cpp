@@ -168,13 +168,14 @@ struct LoadQ5_1 {
 };
 
 // k-quants: a 256-weight super-block holds 8 chunks. prepare(block, sc)
-// decodes its sub-block scales once into 16 floats (q4_K/q5_K: d * scale[j]
-// then dmin * min[j]; q6_K: d * scale[i]); load(block, j, sc, ...) gives
+// decodes its sub-block scales once into up to kSuperScales floats (q4_K/q5_K:
+// d * scale[j] then dmin * min[j]; q6_K: d * scale[i]); load(block, j, sc, ...) gives
 // chunk j. Each weight d * sc * q - dmin * m (q4_K/q5_K) or d * sc * (q - 32)
 // (q6_K) is formed exactly as dequantize_row forms it. Scales read from
 // memory broadcast on a load port, not the shuffle port the decoding needs
 // (measured: q4_K GEMV ~25% faster than decoding scales per chunk).
 float half_scalar(uint16_t h) { return _cvtsh_ss(h); }
+constexpr int kSuperScales = 32;  // q2_K: 16 scales, 16 minimums
 
 void prepare_q45_K(uint16_t d16, uint16_t dmin16, const uint8_t* scales, float* sc) {
   const float d = half_scalar(d16), dmin = half_scalar(dmin16);
@@ -259,6 +260,59 @@ struct LoadQ6_K {
   }
 };
 
+// q2_K: d * sc[s] then dmin * m[s] for the 16 sub-blocks; each weight
+// d * sc * q - dmin * m, rounded once (in the fused subtraction), as
+// dequantize_row rounds it.
+struct LoadQ2_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ2_K);
+  static void prepare(const uint8_t* blk, float* sc) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+    const float d = half_scalar(b->d), dmin = half_scalar(b->dmin);
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = d * static_cast<float>(b->scales[s] & 0x0f);
+      sc[16 + s] = dmin * static_cast<float>(b->scales[s] >> 4);
+    }
+  }
+  // The 2-bit fields at `shift` of 16 bytes, as 16 int32.
+  static __m512i crumbs(const uint8_t* q, int shift) {
+    return _mm512_and_si512(_mm512_srli_epi32(_mm512_cvtepu8_epi32(load128(q)), shift), _mm512_set1_epi32(3));
+  }
+  static void load(const uint8_t* blk, int j, const float* sc, __m512& lo, __m512& hi) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+    const uint8_t* q = b->qs + 32 * (j / 4);
+    const int shift = 2 * (j % 4);
+    lo = _mm512_fmsub_ps(_mm512_set1_ps(sc[2 * j]), _mm512_cvtepi32_ps(crumbs(q, shift)),
+                         _mm512_set1_ps(sc[16 + 2 * j]));
+    hi = _mm512_fmsub_ps(_mm512_set1_ps(sc[2 * j + 1]), _mm512_cvtepi32_ps(crumbs(q + 16, shift)),
+                         _mm512_set1_ps(sc[17 + 2 * j]));
+  }
+};
+
+// q3_K: d * (sc[s] - 32) for the 16 sub-blocks; each weight that times
+// q - 4, exact.
+struct LoadQ3_K {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ3_K);
+  static void prepare(const uint8_t* blk, float* sc) {
+    const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+    const float d = half_scalar(b->d);
+    for (int s = 0; s < 16; ++s) sc[s] = d * static_cast<float>(q3_K_scale(b->scales, s) - 32);
+  }
+  static __m512 centred(const uint8_t* q, const uint8_t* hmask, int j) {
+    const __m512i low = LoadQ2_K::crumbs(q, 2 * (j % 4));
+    const __m512i high = _mm512_and_si512(_mm512_srli_epi32(_mm512_cvtepu8_epi32(load128(hmask)), j),
+                                          _mm512_set1_epi32(1));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 2)), _mm512_set1_epi32(4)));
+  }
+  static void load(const uint8_t* blk, int j, const float* sc, __m512& lo, __m512& hi) {
+    const uint8_t* q = blk + offsetof(BlockQ3_K, qs) + 32 * (j / 4);
+    const uint8_t* hmask = blk + offsetof(BlockQ3_K, hmask);
+    lo = _mm512_mul_ps(_mm512_set1_ps(sc[2 * j]), centred(q, hmask, j));
+    hi = _mm512_mul_ps(_mm512_set1_ps(sc[2 * j + 1]), centred(q + 16, hmask + 16, j));
+  }
+};
+
 // Chunk c (32 weights) of a row: one block of the 32-wide formats, or part
 // of a k-quant super-block.
 template <class L>
@@ -311,7 +365,7 @@ void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {
       for (int h = 0; h < H; ++h) acc[t][r][h] = _mm512_setzero_ps();
     }
   }
-  alignas(64) float ksc[R][16];  // k-quants: each row's super-block scales
+  alignas(64) float ksc[R][kSuperScales];  // k-quants: each row's super-block scales
   // Chunk c of each row wr[r]; xc[t] points at token t's 32 inputs.
   auto step = [&](const uint8_t* const (&wr)[R], int64_t c, const float* const (&xc)[T]) {
     __m512 xv[T][2];
@@ -465,7 +519,7 @@ void dequant_panel(const MatmulProblem& p, int64_t r0, int64_t nr, int64_t k0, i
   for (int64_t i = 0; i < nr; ++i) {
     const uint8_t* row = p.w + (r0 + i) * p.w_row_bytes;
     float* out = dst + i * ld;
-    alignas(64) float ksc[16];
+    alignas(64) float ksc[kSuperScales];
     for (int64_t c = 0; c < n_chunks; ++c) {
       __m512 lo, hi;
       prepare_chunk<L>(row, c0 + c, ksc);
@@ -530,6 +584,8 @@ void matmul_rows_avx512(const MatmulProblem& p, int64_t row_begin, int64_t row_e
     case DType::q4_1: return rows_for<LoadQ4_1>(p, row_begin, row_end);
     case DType::q5_0: return rows_for<LoadQ5_0>(p, row_begin, row_end);
     case DType::q5_1: return rows_for<LoadQ5_1>(p, row_begin, row_end);
+    case DType::q2_K: return rows_for<LoadQ2_K>(p, row_begin, row_end);
+    case DType::q3_K: return rows_for<LoadQ3_K>(p, row_begin, row_end);
     case DType::q4_K: return rows_for<LoadQ4_K>(p, row_begin, row_end);
     case DType::q5_K: return rows_for<LoadQ5_K>(p, row_begin, row_end);
     case DType::q6_K: return rows_for<LoadQ6_K>(p, row_begin, row_end);

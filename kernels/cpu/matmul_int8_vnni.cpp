@@ -77,7 +77,7 @@ void gemv_tile(const MatmulProblem& p, const QuantizedActs& qa, int64_t t0, int6
   for (int t = 0; t < T; ++t) {
     for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   }
-  alignas(64) float sc[R][16];
+  alignas(64) float sc[R][kReaderScales];
   const int64_t n_chunks = p.n_in / 32;
   const int64_t ldl = qa.ldq / kLaneInputs;  // lanes per token
   for (int64_t c = 0; c < n_chunks; c += 2) {
@@ -142,7 +142,7 @@ void build_panel(const MatmulProblem& p, int64_t r0, int64_t nr, Int8Panel& pn) 
   const int64_t n_chunks = p.n_in / 32;
   constexpr int kSubsPerChunk = 32 / Rd::kSubK;
   alignas(64) int32_t lines[kPanelRows][8];  // one chunk of each row: 8 groups of 4 inputs
-  alignas(64) float sc[kPanelRows][16];
+  alignas(64) float sc[kPanelRows][kReaderScales];
   alignas(32) float scale[8], min[8];
   const __m512i across = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                             _mm512_set1_epi32(8));
@@ -231,7 +231,7 @@ void vnni_panel_tiles(const Int8Panel& pn, const QuantizedActs& qa, float* y, in
   if (t0 < qa.n_tokens) vnni_panel_tile<kMin, 1, kGroups>(pn, qa, t0, y, ldy, n_rows);
 }
 
-// Sub-blocks of 32 inputs (the 32-blocks, q4_K, q5_K) or 16 (q6_K).
+// Sub-blocks of 32 inputs (the 32-blocks, q4_K, q5_K) or 16 (q2_K, q3_K, q6_K).
 template <bool kMin>
 void vnni_panel_subs(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   switch (pn.sub_k) {
@@ -381,6 +381,8 @@ void matmul_int8(const MatmulProblem& p, ThreadPool& pool) {
     case DType::q4_1: return run_int8<RdQ4_1>(p, pool);
     case DType::q5_0: return run_int8<RdQ5_0>(p, pool);
     case DType::q5_1: return run_int8<RdQ5_1>(p, pool);
+    case DType::q2_K: return run_int8<RdQ2_K>(p, pool);
+    case DType::q3_K: return run_int8<RdQ3_K>(p, pool);
     case DType::q4_K: return run_int8<RdQ4_K>(p, pool);
     case DType::q5_K: return run_int8<RdQ5_K>(p, pool);
     case DType::q6_K: return run_int8<RdQ6_K>(p, pool);

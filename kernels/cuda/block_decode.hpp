@@ -1,10 +1,11 @@
 // Decoders of the GGUF blocks that the CUDA kernels read as they are stored:
-// q5_0, q5_1 and the k-quants q4_K, q5_K, q6_K (q3_K arrives widened to
-// q6_K, core/dtype_kquant.hpp). Host and device code both: the GEMV and the
+// q5_0, q5_1 and the k-quants q2_K, q3_K, q4_K, q5_K, q6_K. Host and device
+// code both: the GEMV and the
 // row dequantization run them on the GPU, and tests/cuda checks them on the
 // host against core's dequantize_row, so the block arithmetic is verified
 // where no GPU is present. Every block field is read a byte at a time: q5_0
-// (22 bytes) and q6_K (210) blocks are only 2-byte aligned in a row.
+// (22 bytes), q3_K (110) and q6_K (210) blocks are only 2-byte aligned in a
+// row.
 //
 // The products are formed as dequantize_row forms them (d * sc exact, one
 // rounding in the last add or multiply), so a fused multiply-add gives the
@@ -108,8 +109,50 @@ TROUPE_HD void decode_q6_K(const unsigned char* row, int64_t c, float* w) {
   }
 }
 
+// q2_K (scales[16], qs[64], d, dmin): chunk j = 4 h + k, weight l: bits 2k,
+// 2k + 1 of qs[32 h + l]; value d * sc * q - dmin * m, sub-block 2 j + l / 16
+// holding sc in its low nibble and m in its high.
+TROUPE_HD void decode_q2_K(const unsigned char* row, int64_t c, float* w) {
+  const unsigned char* b = row + (c / 8) * static_cast<int64_t>(sizeof(BlockQ2_K));
+  const int j = static_cast<int>(c % 8);
+  const unsigned char* qs = b + kQK_K / 16 + 32 * (j / 4);
+  const float d = fp16_at(b + kQK_K / 16 + kQK_K / 4);
+  const float dmin = fp16_at(b + kQK_K / 16 + kQK_K / 4 + 2);
+  for (int half = 0; half < 2; ++half) {
+    const int s = b[2 * j + half];
+    const float ds = d * static_cast<float>(s & 0x0f);
+    const float dm = dmin * static_cast<float>(s >> 4);
+    for (int l = 16 * half; l < 16 * half + 16; ++l) {
+      w[l] = ds * static_cast<float>((qs[l] >> (2 * (j % 4))) & 3) - dm;
+    }
+  }
+}
+
+// q3_K (hmask[32], qs[64], scales[12], d): as q2_K for the 2 low bits, the
+// third bit j of hmask[l]; value d * (sc - 32) * (q - 4), sc as core's
+// q3_K_scale.
+TROUPE_HD void decode_q3_K(const unsigned char* row, int64_t c, float* w) {
+  const unsigned char* b = row + (c / 8) * static_cast<int64_t>(sizeof(BlockQ3_K));
+  const int j = static_cast<int>(c % 8);
+  const unsigned char* hmask = b;
+  const unsigned char* qs = b + kQK_K / 8 + 32 * (j / 4);
+  const unsigned char* scales = b + kQK_K / 8 + kQK_K / 4;
+  const float d = fp16_at(scales + kKScaleBytes);
+  for (int half = 0; half < 2; ++half) {
+    const int s = 2 * j + half;
+    const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+    const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+    const float ds = d * static_cast<float>((low | (high << 4)) - 32);
+    for (int l = 16 * half; l < 16 * half + 16; ++l) {
+      const int q = ((qs[l] >> (2 * (j % 4))) & 3) | (((hmask[l] >> j) & 1) << 2);
+      w[l] = ds * static_cast<float>(q - 4);
+    }
+  }
+}
+
 TROUPE_HD bool decodes_blocks(DType t) {
-  return t == DType::q5_0 || t == DType::q5_1 || t == DType::q4_K || t == DType::q5_K || t == DType::q6_K;
+  return t == DType::q5_0 || t == DType::q5_1 || t == DType::q2_K || t == DType::q3_K || t == DType::q4_K ||
+         t == DType::q5_K || t == DType::q6_K;
 }
 
 // Chunk c of a row of type t, for the types above; false for any other.
@@ -117,6 +160,8 @@ TROUPE_HD bool decode_block_chunk(const unsigned char* row, DType t, int64_t c, 
   switch (t) {
     case DType::q5_0: decode_q5<false>(row, c, w); return true;
     case DType::q5_1: decode_q5<true>(row, c, w); return true;
+    case DType::q2_K: decode_q2_K(row, c, w); return true;
+    case DType::q3_K: decode_q3_K(row, c, w); return true;
     case DType::q4_K: decode_q45_K<false>(row, c, w); return true;
     case DType::q5_K: decode_q45_K<true>(row, c, w); return true;
     case DType::q6_K: decode_q6_K(row, c, w); return true;

@@ -242,9 +242,11 @@ bool CudaBackend::supports(DType type) const {
     case DType::q4_1:
     case DType::q5_0:
     case DType::q5_1:
+    case DType::q2_K:
+    case DType::q3_K:
     case DType::q4_K:
     case DType::q5_K:
-    case DType::q6_K:  // and q3_K, which GgufFile widens to q6_K
+    case DType::q6_K:
       return true;
   }
   return false;

@@ -34,6 +34,11 @@ std::vector<uint8_t> random_row(DType t, int64_t n_in, std::mt19937& rng) {
       case DType::q5_0: put(0); break;
       case DType::q5_1: case DType::q4_K: case DType::q5_K: put(0); put(2); break;
       case DType::q6_K: put(static_cast<int64_t>(sizeof(BlockQ6_K)) - 2); break;
+      case DType::q3_K: put(static_cast<int64_t>(sizeof(BlockQ3_K)) - 2); break;
+      case DType::q2_K:
+        put(static_cast<int64_t>(sizeof(BlockQ2_K)) - 4);
+        put(static_cast<int64_t>(sizeof(BlockQ2_K)) - 2);
+        break;
       default: ADD_FAILURE() << "no block layout for " << dtype_name(t);
     }
   }
@@ -57,7 +62,7 @@ TEST(CudaBlockDecode, EveryChunkEqualsDequantizeRow) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   constexpr int64_t kIn = 1024;
-  for (DType t : {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K}) {
+  for (DType t : {DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K}) {
     EXPECT_TRUE(cuda::decodes_blocks(t));
     std::vector<float> x(kIn);
     for (float& v : x) v = normal(rng);

@@ -1,4 +1,4 @@
-// k-quants (q4_K, q5_K, q6_K; q3_K widened to q6_K) against the `gguf`
+// k-quants (q2_K, q3_K, q4_K, q5_K, q6_K) against the `gguf`
 // package: super-blocks of random bytes (tests/fixtures/kquant_blocks.json, made by
 // tools/fixtures/make_kquant_fixtures.py) must dequantize to gguf's values bit
 // for bit, and matmul over them on every SIMD path must match the product
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "core/dtype_kquant.hpp"
 #include "core/thread_pool.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
@@ -103,28 +102,9 @@ TEST_P(KQuant, MatmulMatchesNumpyOnEveryIsa) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, KQuant, testing::Values(DType::q4_K, DType::q5_K, DType::q6_K),
+INSTANTIATE_TEST_SUITE_P(Types, KQuant,
+                         testing::Values(DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
-
-// q3_K runs as q6_K: the GGUF loader widens it (core/dtype_kquant.hpp). The
-// widened blocks must dequantize to gguf's q3_K values bit for bit; then
-// every q6_K kernel, checked above, runs them.
-TEST(KQuantQ3K, WidensToQ6KThatDequantizesLikeGguf) {
-  const auto& f = fixture()["types"]["q3_k"];
-  const int64_t n_in = f["n_in"].get<int64_t>();
-  const int64_t n_blocks = n_in / kQK_K;
-  ASSERT_EQ(f["rows"].size(), 3u);
-  for (size_t r = 0; r < f["rows"].size(); ++r) {
-    const std::vector<uint8_t> bytes = from_hex(f["rows"][r].get<std::string>());
-    ASSERT_EQ(static_cast<int64_t>(bytes.size()), n_blocks * static_cast<int64_t>(sizeof(detail::BlockQ3_K)));
-    std::vector<uint8_t> wide(static_cast<size_t>(row_bytes(DType::q6_K, n_in)));
-    detail::widen_q3_K_to_q6_K(bytes.data(), wide.data(), n_blocks);
-    const std::vector<float> want = f["dequant"][r].get<std::vector<float>>();
-    std::vector<float> got(static_cast<size_t>(n_in));
-    dequantize_row(DType::q6_K, wide.data(), got.data(), n_in);
-    for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(got[i], want[i]) << "q3_K row " << r << " element " << i;
-  }
-}
 
 // RMS error of dequantize(quantize(x)) over rows of Gaussian weights, relative
 // to their RMS.
@@ -145,35 +125,40 @@ double relative_rms_error(DType t, const std::vector<float>& x, int64_t n_in) {
   return std::sqrt(err / norm);
 }
 
-// Bits per weight: q4_0 4.5, q4_K 4.5, q5_K 5.5, q6_K 6.56, q8_0 8.5. Each
-// extra bit should roughly halve the error of a uniform quantizer; a k-quant
-// must also beat q4_0 at the same size (its per-sub-block minimum and the
-// fitted scales are the point of the format). Measured values (2^14 weights,
-// this seed): q4_0 0.085, q4_K 0.072, q5_K 0.036, q6_K 0.018, q8_0 0.0053.
+// Bits per weight: q2_K 2.63, q3_K 3.44, q4_0 4.5, q4_K 4.5, q5_K 5.5, q6_K
+// 6.56, q8_0 8.5. Each extra bit should roughly halve the error of a uniform
+// quantizer; a k-quant must also beat q4_0 at the same size (its
+// per-sub-block minimum and the fitted scales are the point of the format).
+// Measured values (2^14 weights, this seed): q2_K 0.27, q3_K 0.15, q4_0 0.085,
+// q4_K 0.072, q5_K 0.036, q6_K 0.018, q8_0 0.0053.
 TEST(KQuantQuantize, ErrorFallsWithEveryBit) {
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   const int64_t n_in = 1024;
   std::vector<float> x(16 * n_in);
   for (float& v : x) v = dist(rng);
+  const double e_q2_k = relative_rms_error(DType::q2_K, x, n_in);
+  const double e_q3_k = relative_rms_error(DType::q3_K, x, n_in);
   const double e_q4_0 = relative_rms_error(DType::q4_0, x, n_in);
   const double e_q4_k = relative_rms_error(DType::q4_K, x, n_in);
   const double e_q5_k = relative_rms_error(DType::q5_K, x, n_in);
   const double e_q6_k = relative_rms_error(DType::q6_K, x, n_in);
   const double e_q8_0 = relative_rms_error(DType::q8_0, x, n_in);
+  EXPECT_LT(e_q3_k, 0.7 * e_q2_k);
+  EXPECT_LT(e_q4_k, 0.7 * e_q3_k);
   EXPECT_LT(e_q4_k, e_q4_0);
   EXPECT_LT(e_q5_k, 0.6 * e_q4_k);
   EXPECT_LT(e_q6_k, 0.6 * e_q5_k);
   EXPECT_LT(e_q8_0, e_q6_k);
   EXPECT_GT(e_q6_k, 0.0);
-  std::printf("relative RMS error: q4_0 %.4f q4_K %.4f q5_K %.4f q6_K %.4f q8_0 %.4f\n", e_q4_0, e_q4_k, e_q5_k,
-              e_q6_k, e_q8_0);
+  std::printf("relative RMS error: q2_K %.4f q3_K %.4f q4_0 %.4f q4_K %.4f q5_K %.4f q6_K %.4f q8_0 %.4f\n", e_q2_k,
+              e_q3_k, e_q4_0, e_q4_k, e_q5_k, e_q6_k, e_q8_0);
 }
 
 // Rows that are all zero, constant, or have one outlier quantize to finite
 // values, zeros exactly.
 TEST(KQuantQuantize, EdgeRows) {
-  for (DType t : {DType::q4_K, DType::q5_K, DType::q6_K}) {
+  for (DType t : {DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K}) {
     std::vector<float> zero(256, 0.0f), constant(256, 0.75f), spike(256, 0.001f);
     spike[77] = -40.0f;
     for (const auto* x : {&zero, &constant, &spike}) {

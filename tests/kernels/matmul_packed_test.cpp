@@ -174,6 +174,8 @@ TEST(MatmulPacked, SizesAgainstGguf) {
   EXPECT_LT(ratio(DType::q4_K), 1.03);
   EXPECT_LT(ratio(DType::q5_K), 1.03);
   EXPECT_LT(ratio(DType::q6_K), 1.01);
+  EXPECT_DOUBLE_EQ(ratio(DType::q2_K), 1.0);
+  EXPECT_LT(ratio(DType::q3_K), 1.06);
 }
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPacked, testing::ValuesIn(test::kInt8Types),

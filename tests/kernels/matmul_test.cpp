@@ -60,8 +60,9 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w, in
   return ref;
 }
 
-const DType kAllTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
-                           DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
+const DType kAllTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                           DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
+                           DType::q4_K, DType::q5_K, DType::q6_K};
 
 class MatmulByType : public testing::TestWithParam<DType> {};
 

@@ -186,11 +186,14 @@ TEST(GgufErrors, DeeplyNestedArray) {
 TEST(GgufErrors, UnknownDtype) {
   auto b = sample_bytes();
   const TensorInfoAt at = tensor_info_at(b, "b.weight", 2);
+  poke<uint32_t>(b, at.type, 23);
+  expect_open_error(write_case("iq4_xs", b), Errc::unsupported,
+                    {"tensor 'b.weight' has ggml type 23 (iq4_xs), which Troupe does not support"});
+  // q2_K and q3_K open but keep their block rules: rows of 32 are not whole
+  // 256-weight super-blocks.
   poke<uint32_t>(b, at.type, 10);
-  expect_open_error(write_case("q2_k", b), Errc::unsupported,
-                    {"tensor 'b.weight' has ggml type 10 (q2_K), which Troupe does not support"});
-  // q3_K opens (widened to q6_K) but keeps its own block rules: rows of 32
-  // are not whole 256-weight super-blocks.
+  expect_open_error(write_case("q2_k", b), Errc::bad_format,
+                    {"tensor 'b.weight' row length 32 is not a multiple of the q2_K block size 256"});
   poke<uint32_t>(b, at.type, 11);
   expect_open_error(write_case("q3_k", b), Errc::bad_format,
                     {"tensor 'b.weight' row length 32 is not a multiple of the q3_K block size 256"});

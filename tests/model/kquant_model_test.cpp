@@ -64,24 +64,42 @@ TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
 
 // A Q3_K_M file from llama.cpp's llama-quantize (tests/fixtures/
 // tiny_q3_k_m.gguf, same script): q3_K for the embedding, attn_q/k and
-// ffn_gate/up, q4_K, q5_K and q6_K for the rest. Its q3_K tensors are widened
-// to q6_K when the file opens.
+// ffn_gate/up, q4_K, q5_K and q6_K for the rest. Its q3_K tensors run as
+// they are stored, at 3.44 bits a weight.
 const std::string kQ3Model = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q3_k_m.gguf";
 
-TEST(KQuantModel, Q3KTensorsOpenWidenedToQ6K) {
+TEST(KQuantModel, Q3KTensorsOpenAsStored) {
   const auto f = gguf::GgufFile::open(kQ3Model);
   for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
     const gguf::TensorInfo& t = f.tensor(name);
-    EXPECT_EQ(t.file_type, 11u) << name;
-    EXPECT_EQ(t.type, DType::q6_K) << name;
-    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 210) << name;
+    EXPECT_EQ(t.type, DType::q3_K) << name;
+    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 110) << name;
   }
   EXPECT_EQ(f.tensor("blk.0.attn_v.weight").type, DType::q5_K);
-  EXPECT_EQ(f.tensor("blk.0.attn_v.weight").file_type, 13u);
 }
 
 TEST(KQuantModel, Q3KMLogitsMatchGgufDequantizationAndNumpy) {
   expect_logits_match_fixture(kQ3Model, "tiny_q3_k_m_logits.json");
+}
+
+// A Q2_K file from llama.cpp's llama-quantize (tests/fixtures/tiny_q2_k.gguf,
+// same script): q2_K for the embedding, attn_q/k and ffn_gate/up, q3_K for
+// attn_v, attn_output and ffn_down, q6_K for the output.
+const std::string kQ2Model = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q2_k.gguf";
+
+TEST(KQuantModel, Q2KFileHasLlamaCppMix) {
+  const auto f = gguf::GgufFile::open(kQ2Model);
+  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
+    const gguf::TensorInfo& t = f.tensor(name);
+    EXPECT_EQ(t.type, DType::q2_K) << name;
+    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 84) << name;
+  }
+  EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").type, DType::q3_K);
+  EXPECT_EQ(f.tensor("output.weight").type, DType::q6_K);
+}
+
+TEST(KQuantModel, Q2KLogitsMatchGgufDequantizationAndNumpy) {
+  expect_logits_match_fixture(kQ2Model, "tiny_q2_k_logits.json");
 }
 
 // A real Q4_K_M file: SmolLM2-135M-Instruct requantized by llama.cpp (mostly
