@@ -316,6 +316,14 @@ struct PkQ45K : KquantPrefetch<PkQ45K<Rd, Block, kBits>> {
 using PkQ4_K = PkQ45K<RdQ4_K, BlockQ4_K, 4>;
 using PkQ5_K = PkQ45K<RdQ5_K, BlockQ5_K, 5>;
 
+// The scales of sub-block j of a unit whose header is the 16 rows' fp16 d,
+// then their int8 sub-block scales [16][16] (q6_K, q3_K): d * scale.
+[[gnu::always_inline]] inline void d_i8_scales(const uint8_t* unit, int j, __m512& scale, __m512& min) {
+  const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
+  scale = _mm512_mul_ps(load_halves(unit), s);
+  min = _mm512_setzero_ps();
+}
+
 // ---- q6_K: d and 16 int8 scales per super-block, sub-blocks of 16 ----
 struct PkQ6_K : KquantPrefetch<PkQ6_K> {
   using Reader = RdQ6_K;
@@ -351,10 +359,7 @@ struct PkQ6_K : KquantPrefetch<PkQ6_K> {
   // As RdQ6_K::prepare: d * scale_j in f32.
   [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
                                             __m512& min) {
-    const uint8_t* unit = g + un * kUnitBytes;
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
-    scale = _mm512_mul_ps(load_halves(unit), s);
-    min = _mm512_setzero_ps();
+    d_i8_scales(g + un * kUnitBytes, j, scale, min);
   }
 };
 
@@ -474,10 +479,7 @@ struct PkQ3_K : KquantPrefetch<PkQ3_K> {
   // As RdQ3_K::prepare: d * (scale_j - 32) in f32.
   [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
                                             __m512& min) {
-    const uint8_t* unit = g + un * kUnitBytes;
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
-    scale = _mm512_mul_ps(load_halves(unit), s);
-    min = _mm512_setzero_ps();
+    d_i8_scales(g + un * kUnitBytes, j, scale, min);
   }
 };
 
