@@ -94,10 +94,10 @@ struct BlockQ6_K {
   int8_t scales[kQK_K / 16];
   uint16_t d;
 };
-// In q2_K, q3_K and q6_K, the 32 weights of chunk j < 8 (half h = j / 4,
-// k = j % 4) are weights l < 32 of quant bytes 32 h + l: q2_K and q3_K take
-// bits 2k, 2k + 1 of qs[32 h + l] as their low 2 bits (and q3_K bit j of
-// hmask[l] as the third); chunk j holds sub-blocks 2j (l < 16) and 2j + 1.
+// In q2_K and q3_K, weight l < 32 of chunk j < 8 (half h = j / 4, k = j % 4)
+// takes bits 2k, 2k + 1 of qs[32 h + l] as its low 2 bits (and, in q3_K, bit
+// j of hmask[l] as the third); chunk j holds sub-blocks 2j (l < 16) and
+// 2j + 1, as in q6_K.
 struct BlockQ2_K {
   uint8_t scales[kQK_K / 16];  // sub-block j: scale in the low nibble, minimum in the high
   uint8_t qs[kQK_K / 4];
