@@ -23,6 +23,8 @@ const DTypeInfo kQ5_1{"q5_1", kQK, sizeof(BlockQ5_1)};
 const DTypeInfo kQ2_K{"q2_K", kQK_K, sizeof(BlockQ2_K)};
 const DTypeInfo kQ3_K{"q3_K", kQK_K, sizeof(BlockQ3_K)};
 const DTypeInfo kQ4_K{"q4_K", kQK_K, sizeof(BlockQ4_K)};
+const DTypeInfo kIQ4_NL{"iq4_nl", kQK, sizeof(BlockIQ4_NL)};
+const DTypeInfo kIQ4_XS{"iq4_xs", kQK_K, sizeof(BlockIQ4_XS)};
 const DTypeInfo kQ5_K{"q5_K", kQK_K, sizeof(BlockQ5_K)};
 const DTypeInfo kQ6_K{"q6_K", kQK_K, sizeof(BlockQ6_K)};
 
@@ -119,6 +121,8 @@ const DTypeInfo& dtype_info(DType t) {
     case DType::q4_K: return kQ4_K;
     case DType::q5_K: return kQ5_K;
     case DType::q6_K: return kQ6_K;
+    case DType::iq4_nl: return kIQ4_NL;
+    case DType::iq4_xs: return kIQ4_XS;
   }
   throw Error(Errc::unsupported, "unknown dtype id " + std::to_string(static_cast<uint32_t>(t)));
 }
@@ -130,6 +134,7 @@ bool dtype_known(uint32_t id) {
     case DType::q5_0: case DType::q5_1:
     case DType::q2_K: case DType::q3_K:
     case DType::q4_K: case DType::q5_K: case DType::q6_K:
+    case DType::iq4_nl: case DType::iq4_xs:
       return true;
   }
   return false;
@@ -312,6 +317,33 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::iq4_nl: {
+      auto* b = static_cast<const BlockIQ4_NL*>(src);
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK / 2; ++j) {  // d * level is exact (11 x 7 bits)
+          dst[i * kQK + j] = d * static_cast<float>(kIq4Levels[b[i].qs[j] & 0x0f]);
+          dst[i * kQK + j + kQK / 2] = d * static_cast<float>(kIq4Levels[b[i].qs[j] >> 4]);
+        }
+      }
+      return;
+    }
+    case DType::iq4_xs: {
+      auto* b = static_cast<const BlockIQ4_XS*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        float* y = dst + i * kQK_K;
+        for (int j = 0; j < 8; ++j) {
+          // Exact products (11 x 6 x 7 significant bits at most).
+          const float ds = d * static_cast<float>(iq4_xs_scale(b[i], j) - 32);
+          for (int l = 0; l < 16; ++l) {
+            y[32 * j + l] = ds * static_cast<float>(kIq4Levels[b[i].qs[16 * j + l] & 0x0f]);
+            y[32 * j + l + 16] = ds * static_cast<float>(kIq4Levels[b[i].qs[16 * j + l] >> 4]);
+          }
+        }
+      }
+      return;
+    }
   }
   throw Error(Errc::unsupported, "dequantize_row: unknown dtype");
 }
@@ -417,6 +449,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::q4_K: return detail::quantize_row_q4_K(src, dst, n);
     case DType::q5_K: return detail::quantize_row_q5_K(src, dst, n);
     case DType::q6_K: return detail::quantize_row_q6_K(src, dst, n);
+    case DType::iq4_nl: return detail::quantize_row_iq4_nl(src, dst, n);
+    case DType::iq4_xs: return detail::quantize_row_iq4_xs(src, dst, n);
   }
 }
 

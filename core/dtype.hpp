@@ -25,6 +25,8 @@ enum class DType : uint32_t {
   q4_K = 12,
   q5_K = 13,
   q6_K = 14,
+  iq4_nl = 20,
+  iq4_xs = 23,
   bf16 = 30,
 };
 
@@ -110,6 +112,30 @@ struct BlockQ3_K {
   uint8_t scales[kKScaleBytes];  // 16 packed 6-bit scales: unpack with q3_K_scale
   uint16_t d;
 };
+// iq4_nl and iq4_xs: 4-bit indices into a fixed non-uniform table of int8
+// levels (GGUF's kvalues_iq4nl), x = scale * kIq4Levels[q]. iq4_nl: blocks
+// of 32 under one fp16 d, laid out as q4_0 (4.5 bits a weight). iq4_xs:
+// super-blocks of 256, 8 sub-blocks of 32 with 6-bit scales stored 32 above
+// their value, x = d * (sc[j] - 32) * kIq4Levels[q] (4.25 bits a weight).
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK / 2];  // as q4_0: low nibbles hold weights 0..15
+};
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;  // bits 2j, 2j + 1: the top 2 bits of sub-block j's scale
+  uint8_t scales_l[kQK_K / 64];  // nibble j % 2 of byte j / 2: its low 4 bits
+  uint8_t qs[kQK_K / 2];  // sub-block j: bytes 16 j .. 16 j + 16, low nibbles weights 0..15
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+// The stored scale (0..63, 32 above its value) of sub-block j < 8 of an
+// iq4_xs block.
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int j) {
+  return ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((b.scales_h >> (2 * j)) & 3) << 4);
+}
 // The 2 low bits of weight l < 32 of chunk j < 8 of a q2_K or q3_K block.
 inline int kquant_crumb(const uint8_t* qs, int j, int l) { return (qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3; }
 // The stored scale (0..63, 32 above its value) of sub-block j < 16 of a q3_K

@@ -180,7 +180,79 @@ void put_crumb(uint8_t* qs, int j, int l, int q) {
   byte = static_cast<uint8_t>(byte | ((q & 3) << (2 * (j % 4))));
 }
 
+// The index of the iq4 level nearest to v (levels in scale units).
+int nearest_iq4_level(float v) {
+  int best = 0;
+  for (int q = 1; q < 16; ++q) {
+    if (std::fabs(v - kIq4Levels[q]) < std::fabs(v - kIq4Levels[best])) best = q;
+  }
+  return best;
+}
+
+// The scale s for n weights xs under which their nearest iq4 levels fit
+// best: first the value largest in magnitude on level -127, then one
+// weighted least-squares refit of s to the levels that chose. 0 for zeros.
+float fit_iq4(const float* xs, int n) {
+  float xmax = 0.0f;
+  for (int l = 0; l < n; ++l) {
+    if (std::fabs(xs[l]) > std::fabs(xmax)) xmax = xs[l];
+  }
+  if (xmax == 0.0f) return 0.0f;
+  const float s = xmax / -127.0f;
+  double sqx = 0, sqq = 0;
+  for (int l = 0; l < n; ++l) {
+    const double q = kIq4Levels[nearest_iq4_level(xs[l] / s)];
+    const double w = double(xs[l]) * xs[l];
+    sqx += w * q * xs[l];
+    sqq += w * q * q;
+  }
+  return sqq > 0 ? static_cast<float>(sqx / sqq) : s;
+}
+
+// The 32 weights x of one block or sub-block under scale ds, as q4_0-style
+// nibbles into qs[16].
+void put_iq4_nibbles(const float* x, float ds, uint8_t* qs) {
+  for (int l = 0; l < 16; ++l) {
+    const int lo = ds != 0.0f ? nearest_iq4_level(x[l] / ds) : 8;  // level 8 is 1: nearest 0 is 1 or -10
+    const int hi = ds != 0.0f ? nearest_iq4_level(x[l + 16] / ds) : 8;
+    qs[l] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
 }  // namespace
+
+void quantize_row_iq4_nl(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ4_NL*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    b[i].d = f32_to_fp16(fit_iq4(x, kQK));
+    put_iq4_nibbles(x, fp16_to_f32(b[i].d), b[i].qs);
+  }
+}
+
+void quantize_row_iq4_xs(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ4_XS*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    // As q6_K: the sub-scale largest in magnitude maps to -32, the others in
+    // proportion (d carries the sign).
+    float scales[8];
+    float max_scale = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      scales[j] = fit_iq4(x + 32 * j, 32);
+      if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
+    }
+    const float d = max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / -32.0f)) : 0.0f;
+    BlockIQ4_XS out{};
+    out.d = f32_to_fp16(d);
+    for (int j = 0; j < 8; ++j) {
+      const int sc = d != 0.0f ? std::clamp(nearest_int(scales[j] / d), -32, 31) : 0;
+      const int stored = sc + 32;
+      out.scales_l[j / 2] = static_cast<uint8_t>(out.scales_l[j / 2] | ((stored & 0x0f) << (4 * (j % 2))));
+      out.scales_h = static_cast<uint16_t>(out.scales_h | ((stored >> 4) << (2 * j)));
+      put_iq4_nibbles(x + 32 * j, d * static_cast<float>(sc), out.qs + 16 * j);
+    }
+    std::memcpy(&b[i], &out, sizeof out);
+  }
+}
 
 void quantize_row_q2_K(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<BlockQ2_K*>(dst);

@@ -14,5 +14,9 @@ void quantize_row_q3_K(const float* x, void* dst, int64_t n);
 void quantize_row_q4_K(const float* x, void* dst, int64_t n);
 void quantize_row_q5_K(const float* x, void* dst, int64_t n);
 void quantize_row_q6_K(const float* x, void* dst, int64_t n);
+// The non-linear 4-bit types (n a multiple of 32 for iq4_nl): each weight
+// takes the level nearest to it under a fitted scale.
+void quantize_row_iq4_nl(const float* x, void* dst, int64_t n);
+void quantize_row_iq4_xs(const float* x, void* dst, int64_t n);
 
 }  // namespace troupe::detail

@@ -89,6 +89,8 @@ bool Backend::supports(DType type) const {
     case DType::q4_K:
     case DType::q5_K:
     case DType::q6_K:
+    case DType::iq4_nl:
+    case DType::iq4_xs:
       return true;
     default:
       return false;

@@ -29,10 +29,15 @@
 //   of 16 a line of 2-bit u for each (bits 2 g, 2 g + 1 for line g) and a
 //   line of their third bits (bit g, and 4 + g for the second);
 // - q2_K: d, dmin (fp16) and the 16 scale bytes (4-bit scale and min) of the
-//   16 rows, then a line of 2-bit u per sub-block of 16.
+//   16 rows, then a line of 2-bit u per sub-block of 16;
+// - iq4_nl: as q4_0, the nibbles being indices into the iq4 levels, which a
+//   vpshufb turns into u (levels + 128) as they are read;
+// - iq4_xs: q6_K's header with 8 scales less 32, then 8 sub-blocks of 4
+//   nibble lines of indices, read as iq4_nl's.
 // Weights are stored as unsigned u with w = scale * (u - offset) + min, as in
-// matmul_int8.hpp. Size against GGUF: equal for q4_0/q4_1/q5_0/q5_1/q8_0 and
-// q2_K, +1% for q6_K, +2.3% for q5_K, +2.8% for q4_K and +5.5% for q3_K
+// matmul_int8.hpp. Size against GGUF: equal for q4_0/q4_1/q5_0/q5_1/q8_0,
+// iq4_nl and q2_K, +1% for q6_K, +2.3% for q5_K, +2.8% for q4_K, +2.9% for
+// iq4_xs and +5.5% for q3_K
 // (headers and bit lines in whole cache lines).
 #pragma once
 

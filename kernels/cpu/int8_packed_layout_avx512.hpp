@@ -150,7 +150,26 @@ void chunk_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, flo
   }
 }
 
-// ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0 ----
+// The nibble indices (q4_0 layout: 16 bytes, low nibbles first) of chunk c
+// of each row, from qs_of(row, c) (rows past nr are zero).
+template <class F>
+void nibble_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, F qs_of,
+                 uint8_t (&u)[kGroupRows][32]) {
+  for (int r = 0; r < kGroupRows; ++r) {
+    const __m256i v = r < nr ? split_nibbles(qs_of(rows[r], c)) : _mm256_setzero_si256();
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u[r]), v);
+  }
+}
+
+// The 4 nibble lines at src as 8 lines of iq4 u (levels + 128).
+[[gnu::always_inline]] inline void read_iq4_lines(const uint8_t* src, __m512i (&lines)[8]) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(iq4_u_table()));
+  read_lines<true>(src, lines);
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) lines[g] = _mm512_shuffle_epi8(table, lines[g]);
+}
+
+// ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl ----
 // A group is one stream of unit pairs: the lines of both units, then their
 // fp16 d (and m) values, 2 x 32 (or 64) bytes. A pair is whole cache lines
 // (one unit's lines and scales would be 288 or 544 bytes, and every other
@@ -159,10 +178,12 @@ void chunk_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, flo
 // followed by all their scales: 1B q4_0 decode, at the memory rate, read
 // each group as two streams and lost 10-20% to them (the scales' stream
 // moving 8x slower than its lines').
-template <class Rd, class Block, int kBits>
+// kTable (iq4_nl): the nibbles are indices into the iq4 levels; they are
+// stored as such and mapped to u as they are read.
+template <class Rd, class Block, int kBits, bool kTable = false>
 struct PkSimple {
   using Reader = Rd;
-  static constexpr bool kNibbles = kBits == 4;
+  static constexpr bool kNibbles = kBits == 4 && !kTable;
   static constexpr int64_t kUnitK = 32;
   static constexpr int kSubs = 1;
   static constexpr int64_t kLineBytes = sub_bytes<kBits>();
@@ -170,7 +191,9 @@ struct PkSimple {
   static constexpr int64_t kUnitBytes = kLineBytes + kScaleBytes;
 
   static constexpr int64_t kPairBytes = 2 * kUnitBytes;
+  static constexpr int64_t kChunk = sizeof(Block);
   static_assert(kLineBytes % 64 == 0 && kPairBytes % 64 == 0);
+  static_assert(!kTable || (kBits == 4 && offsetof(Block, qs) == 2));
 
   static const uint8_t* unit_lines(const uint8_t* g, int64_t, int64_t un) {
     return g + (un >> 1) * kPairBytes + (un & 1) * kLineBytes;
@@ -189,7 +212,11 @@ struct PkSimple {
                         int64_t n_units) {
     float sc[kGroupRows][kReaderScales];
     uint8_t u[kGroupRows][32];
-    chunk_rows<Rd>(rows, nr, un, sc, u);
+    if constexpr (kTable) {
+      nibble_rows(rows, nr, un, [](const uint8_t* row, int64_t c) { return row + c * kChunk + 2; }, u);
+    } else {
+      chunk_rows<Rd>(rows, nr, un, sc, u);
+    }
     __m512i lines[8];
     transpose_to_lines(u, lines);
     store_sub<kBits>(lines, unit_lines(group, n_units, un));
@@ -204,7 +231,11 @@ struct PkSimple {
     if constexpr (Rd::kMin) std::memcpy(p + 32, m, sizeof m);
   }
   [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t n_units, int64_t un, int, __m512i (&out)[8]) {
-    read_sub<kBits>(unit_lines(g, n_units, un), out);
+    if constexpr (kTable) {
+      read_iq4_lines(unit_lines(g, n_units, un), out);
+    } else {
+      read_sub<kBits>(unit_lines(g, n_units, un), out);
+    }
   }
   // The 4 lines of a nibble unit as stored (low nibbles: inputs 4 g..4 g + 3,
   // high: 4 (g + 4)..).
@@ -240,6 +271,7 @@ using PkQ4_1 = PkSimple<RdQ4_1, BlockQ4_1, 4>;
 using PkQ5_0 = PkSimple<RdQ5_0, BlockQ5_0, 5>;
 using PkQ5_1 = PkSimple<RdQ5_1, BlockQ5_1, 5>;
 using PkQ8_0 = PkSimple<RdQ8_0, BlockQ8_0, 8>;
+using PkIQ4_NL = PkSimple<RdIQ4_NL, BlockIQ4_NL, 4, true>;
 
 // The prefetches of a k-quant layout P (its units P::kUnitBytes apart, each
 // read in P::kSubs sub-blocks), which derives from this.
@@ -483,6 +515,47 @@ struct PkQ3_K : KquantPrefetch<PkQ3_K> {
   }
 };
 
+// ---- iq4_xs: d and 8 int8 scales per super-block, nibble indices ----
+
+// d (fp16) and the 8 scales less 32 (i8) of the 16 rows, in q6_K's header
+// places, then 8 sub-blocks of 4 nibble lines of level indices, mapped to u
+// as they are read. 35 lines for 16 rows × 136 bytes: +2.9%.
+struct PkIQ4_XS : KquantPrefetch<PkIQ4_XS> {
+  using Reader = RdIQ4_XS;
+  static constexpr bool kNibbles = false;
+  static constexpr int64_t kUnitK = 256;
+  static constexpr int kSubs = 8;
+  static constexpr int64_t kHeader = 32 + 128 + 32;  // d, sc[8][16], padding to whole lines
+  static constexpr int64_t kUnitBytes = kHeader + 8 * 4 * 64;
+
+  static void pack_unit(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t unit, uint8_t* group, int64_t) {
+    uint8_t* dst = group + unit * kUnitBytes;
+    std::memset(dst, 0, kHeader);
+    for (int r = 0; r < nr; ++r) {
+      const auto* b = reinterpret_cast<const BlockIQ4_XS*>(rows[r] + unit * static_cast<int64_t>(sizeof(BlockIQ4_XS)));
+      std::memcpy(dst + 2 * r, &b->d, 2);
+      for (int j = 0; j < 8; ++j) dst[32 + 16 * j + r] = static_cast<uint8_t>(iq4_xs_scale(*b, j) - 32);
+    }
+    uint8_t u[kGroupRows][32];
+    for (int j = 0; j < 8; ++j) {
+      nibble_rows(rows, nr, unit * 8 + j, [](const uint8_t* row, int64_t c) {
+        return row + (c / 8) * static_cast<int64_t>(sizeof(BlockIQ4_XS)) + offsetof(BlockIQ4_XS, qs) + 16 * (c % 8);
+      }, u);
+      __m512i lines[8];
+      transpose_to_lines(u, lines);
+      store_lines<true>(lines, dst + kHeader + 256 * j);
+    }
+  }
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
+    read_iq4_lines(g + un * kUnitBytes + kHeader + 256 * j, out);
+  }
+  // As RdIQ4_XS::prepare: d * (scale_j - 32) in f32.
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
+                                            __m512& min) {
+    d_i8_scales(g + un * kUnitBytes, j, scale, min);
+  }
+};
+
 // Whole cache lines, so that every group starts 64-byte aligned.
 template <class P>
 int64_t group_bytes(int64_t n_in) {
@@ -503,6 +576,8 @@ void with_layout(DType t, F&& f) {
     case DType::q4_K: return f.template operator()<PkQ4_K>();
     case DType::q5_K: return f.template operator()<PkQ5_K>();
     case DType::q6_K: return f.template operator()<PkQ6_K>();
+    case DType::iq4_nl: return f.template operator()<PkIQ4_NL>();
+    case DType::iq4_xs: return f.template operator()<PkIQ4_XS>();
     case DType::f32:
     case DType::f16:
     case DType::bf16: break;

@@ -240,6 +240,46 @@ struct RdQ3_K {
   }
 };
 
+// The iq4 levels + 128 (1..241) in each 128-bit lane: vpshufb maps a nibble
+// index to its u, with offset 128 (as q8_0).
+inline __m256i iq4_u_table() {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
+  return _mm256_broadcastsi128_si256(_mm_xor_si128(levels, _mm_set1_epi8(static_cast<char>(0x80))));
+}
+
+struct RdIQ4_NL {
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kMin = false, kSuper = false;
+  static constexpr int kSubK = 32;
+  static constexpr int64_t kChunkBytes = sizeof(BlockIQ4_NL);
+  static void chunk(const uint8_t* row, int64_t c, const float*, __m256i& u, __m256& scale, __m256& min) {
+    const uint8_t* b = row + c * kChunkBytes;
+    u = _mm256_shuffle_epi8(iq4_u_table(), split_nibbles(b + offsetof(BlockIQ4_NL, qs)));
+    scale = _mm256_set1_ps(half_at(b));
+    min = _mm256_setzero_ps();
+  }
+};
+
+// iq4_xs: sc[j] = d * (scale_j - 32) for its 8 sub-blocks of 32.
+struct RdIQ4_XS {
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kMin = false, kSuper = true;
+  static constexpr int kSubK = 32;
+  static constexpr int64_t kBlockBytes = sizeof(BlockIQ4_XS);
+  static void prepare(const uint8_t* blk, float* sc) {
+    const auto* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    const float d = _cvtsh_ss(b->d);
+    for (int j = 0; j < 8; ++j) sc[j] = d * static_cast<float>(iq4_xs_scale(*b, j) - 32);
+  }
+  static void chunk(const uint8_t* row, int64_t c, const float* sc, __m256i& u, __m256& scale, __m256& min) {
+    const auto* b = reinterpret_cast<const BlockIQ4_XS*>(row + (c / 8) * kBlockBytes);
+    const int j = static_cast<int>(c % 8);
+    u = _mm256_shuffle_epi8(iq4_u_table(), split_nibbles(b->qs + 16 * j));
+    scale = _mm256_set1_ps(sc[j]);
+    min = _mm256_setzero_ps();
+  }
+};
+
 // Floats a reader's prepare() may write (q2_K: 16 scales, 16 minimums).
 constexpr int kReaderScales = 32;
 

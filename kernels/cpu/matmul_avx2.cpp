@@ -102,6 +102,36 @@ struct LoadQ4_0 {
   }
 };
 
+// 8 iq4 levels (core/dtype.hpp) for the indices in idx (0..15), as floats
+// times ds: two 8-entry permutes, bit 3 of the index picking between them.
+inline __m256 iq4_levels(__m256i idx, __m256 ds) {
+  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(reinterpret_cast<const uint8_t*>(kIq4Levels))));
+  const __m256 hi =
+      _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(reinterpret_cast<const uint8_t*>(kIq4Levels) + 8)));
+  const __m256 v = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
+                                    _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+  return _mm256_mul_ps(v, ds);  // exact: d (11 bits) x scale x level fit in 24
+}
+
+// Weights 0..15 of 16 q4_0-style bytes (low nibbles) then 16..31 (high).
+inline void iq4_chunk(const uint8_t* qs, __m256 ds, __m256 (&v)[4]) {
+  const __m256i a = _mm256_cvtepu8_epi32(load64(qs));
+  const __m256i b = _mm256_cvtepu8_epi32(load64(qs + 8));
+  const __m256i low = _mm256_set1_epi32(0x0f);
+  v[0] = iq4_levels(_mm256_and_si256(a, low), ds);
+  v[1] = iq4_levels(_mm256_and_si256(b, low), ds);
+  v[2] = iq4_levels(_mm256_srli_epi32(a, 4), ds);
+  v[3] = iq4_levels(_mm256_srli_epi32(b, 4), ds);
+}
+
+struct LoadIQ4_NL {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockIQ4_NL);
+  static void load(const uint8_t* c, __m256 (&v)[4]) {
+    iq4_chunk(c + offsetof(BlockIQ4_NL, qs), half_broadcast(c + offsetof(BlockIQ4_NL, d)), v);
+  }
+};
+
 struct LoadQ4_1 {
   static constexpr bool kQuantized = true;
   static constexpr int64_t kChunkBytes = sizeof(BlockQ4_1);
@@ -253,6 +283,17 @@ struct LoadQ3_K {
       const __m256 centred = _mm256_cvtepi32_ps(_mm256_sub_epi32(qi, _mm256_set1_epi32(4)));
       v[i] = _mm256_mul_ps(_mm256_set1_ps(d * static_cast<float>(q3_K_scale(b->scales, 2 * j + i / 2) - 32)), centred);
     }
+  }
+};
+
+// iq4_xs: (d * (sc - 32)) * level, both products exact.
+struct LoadIQ4_XS {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockIQ4_XS);
+  static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
+    const auto* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    const float ds = half_scalar(b->d) * static_cast<float>(iq4_xs_scale(*b, j) - 32);
+    iq4_chunk(b->qs + 16 * j, _mm256_set1_ps(ds), v);
   }
 };
 
@@ -509,6 +550,8 @@ void matmul_rows_avx2(const MatmulProblem& p, int64_t row_begin, int64_t row_end
     case DType::q2_K: return rows_for<LoadQ2_K>(p, row_begin, row_end);
     case DType::q3_K: return rows_for<LoadQ3_K>(p, row_begin, row_end);
     case DType::q6_K: return rows_for<LoadQ6_K>(p, row_begin, row_end);
+    case DType::iq4_nl: return rows_for<LoadIQ4_NL>(p, row_begin, row_end);
+    case DType::iq4_xs: return rows_for<LoadIQ4_XS>(p, row_begin, row_end);
   }
 }
 

@@ -102,6 +102,23 @@ struct LoadQ4_0 {
   }
 };
 
+// The 16 iq4 levels (core/dtype.hpp) as floats.
+inline __m512 iq4_levels() {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(reinterpret_cast<const uint8_t*>(kIq4Levels))));
+}
+
+// iq4_nl: as q4_0 with the non-linear levels; d * level is exact.
+struct LoadIQ4_NL {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockIQ4_NL);
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    const __m512 table = _mm512_mul_ps(half_broadcast(c + offsetof(BlockIQ4_NL, d)), iq4_levels());
+    const __m512i q = _mm512_cvtepu8_epi32(load128(c + offsetof(BlockIQ4_NL, qs)));
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  }
+};
+
 struct LoadQ4_1 {
   static constexpr bool kQuantized = true;
   static constexpr int64_t kChunkBytes = sizeof(BlockQ4_1);
@@ -310,6 +327,25 @@ struct LoadQ3_K {
     const uint8_t* hmask = blk + offsetof(BlockQ3_K, hmask);
     lo = _mm512_mul_ps(_mm512_set1_ps(sc[2 * j]), centred(q, hmask, j));
     hi = _mm512_mul_ps(_mm512_set1_ps(sc[2 * j + 1]), centred(q + 16, hmask + 16, j));
+  }
+};
+
+// iq4_xs: d * (sc[j] - 32) for its 8 sub-blocks; each weight that times a
+// level, exact.
+struct LoadIQ4_XS {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kBlockBytes = sizeof(BlockIQ4_XS);
+  static void prepare(const uint8_t* blk, float* sc) {
+    const auto* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    const float d = half_scalar(b->d);
+    for (int j = 0; j < 8; ++j) sc[j] = d * static_cast<float>(iq4_xs_scale(*b, j) - 32);
+  }
+  static void load(const uint8_t* blk, int j, const float* sc, __m512& lo, __m512& hi) {
+    const auto* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    const __m512 table = _mm512_mul_ps(_mm512_set1_ps(sc[j]), iq4_levels());
+    const __m512i q = _mm512_cvtepu8_epi32(load128(b->qs + 16 * j));
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
   }
 };
 
@@ -589,6 +625,8 @@ void matmul_rows_avx512(const MatmulProblem& p, int64_t row_begin, int64_t row_e
     case DType::q4_K: return rows_for<LoadQ4_K>(p, row_begin, row_end);
     case DType::q5_K: return rows_for<LoadQ5_K>(p, row_begin, row_end);
     case DType::q6_K: return rows_for<LoadQ6_K>(p, row_begin, row_end);
+    case DType::iq4_nl: return rows_for<LoadIQ4_NL>(p, row_begin, row_end);
+    case DType::iq4_xs: return rows_for<LoadIQ4_XS>(p, row_begin, row_end);
   }
 }
 

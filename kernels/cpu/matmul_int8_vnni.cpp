@@ -386,6 +386,8 @@ void matmul_int8(const MatmulProblem& p, ThreadPool& pool) {
     case DType::q4_K: return run_int8<RdQ4_K>(p, pool);
     case DType::q5_K: return run_int8<RdQ5_K>(p, pool);
     case DType::q6_K: return run_int8<RdQ6_K>(p, pool);
+    case DType::iq4_nl: return run_int8<RdIQ4_NL>(p, pool);
+    case DType::iq4_xs: return run_int8<RdIQ4_XS>(p, pool);
     case DType::f32:
     case DType::f16:
     case DType::bf16: break;  // never routed here (int8_supports)

@@ -1,5 +1,6 @@
 // Decoders of the GGUF blocks that the CUDA kernels read as they are stored:
-// q5_0, q5_1 and the k-quants q2_K, q3_K, q4_K, q5_K, q6_K. Host and device
+// q5_0, q5_1, the k-quants q2_K, q3_K, q4_K, q5_K, q6_K and the non-linear
+// iq4_nl, iq4_xs. Host and device
 // code both: the GEMV and the
 // row dequantization run them on the GPU, and tests/cuda checks them on the
 // host against core's dequantize_row, so the block arithmetic is verified
@@ -150,9 +151,39 @@ TROUPE_HD void decode_q3_K(const unsigned char* row, int64_t c, float* w) {
   }
 }
 
+// The iq4 level of nibble index q (core/dtype.hpp's kIq4Levels).
+TROUPE_HD float iq4_level(int q) {
+  constexpr signed char kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  return static_cast<float>(kLevels[q]);
+}
+
+// 32 weights ds * level from 16 q4_0-style bytes of nibble indices.
+TROUPE_HD void decode_iq4(const unsigned char* qs, float ds, float* w) {
+  for (int l = 0; l < 16; ++l) {
+    w[l] = ds * iq4_level(qs[l] & 0x0f);
+    w[l + 16] = ds * iq4_level(qs[l] >> 4);
+  }
+}
+
+// iq4_nl (d, qs[16]): chunk c is block c.
+TROUPE_HD void decode_iq4_nl(const unsigned char* row, int64_t c, float* w) {
+  const unsigned char* b = row + c * static_cast<int64_t>(sizeof(BlockIQ4_NL));
+  decode_iq4(b + 2, fp16_at(b), w);
+}
+
+// iq4_xs (d, scales_h, scales_l[4], qs[128]): chunk j of the super-block is
+// sub-block j, scale d * (sc - 32), its indices qs[16 j .. 16 j + 16).
+TROUPE_HD void decode_iq4_xs(const unsigned char* row, int64_t c, float* w) {
+  const unsigned char* b = row + (c / 8) * static_cast<int64_t>(sizeof(BlockIQ4_XS));
+  const int j = static_cast<int>(c % 8);
+  const int high = ((b[2] | (b[3] << 8)) >> (2 * j)) & 3;
+  const int sc = ((b[4 + j / 2] >> (4 * (j % 2))) & 0x0f) | (high << 4);
+  decode_iq4(b + 8 + 16 * j, fp16_at(b) * static_cast<float>(sc - 32), w);
+}
+
 TROUPE_HD bool decodes_blocks(DType t) {
   return t == DType::q5_0 || t == DType::q5_1 || t == DType::q2_K || t == DType::q3_K || t == DType::q4_K ||
-         t == DType::q5_K || t == DType::q6_K;
+         t == DType::q5_K || t == DType::q6_K || t == DType::iq4_nl || t == DType::iq4_xs;
 }
 
 // Chunk c of a row of type t, for the types above; false for any other.
@@ -165,6 +196,8 @@ TROUPE_HD bool decode_block_chunk(const unsigned char* row, DType t, int64_t c, 
     case DType::q4_K: decode_q45_K<false>(row, c, w); return true;
     case DType::q5_K: decode_q45_K<true>(row, c, w); return true;
     case DType::q6_K: decode_q6_K(row, c, w); return true;
+    case DType::iq4_nl: decode_iq4_nl(row, c, w); return true;
+    case DType::iq4_xs: decode_iq4_xs(row, c, w); return true;
     default: return false;
   }
 }

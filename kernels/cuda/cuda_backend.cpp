@@ -247,6 +247,8 @@ bool CudaBackend::supports(DType type) const {
     case DType::q4_K:
     case DType::q5_K:
     case DType::q6_K:
+    case DType::iq4_nl:
+    case DType::iq4_xs:
       return true;
   }
   return false;

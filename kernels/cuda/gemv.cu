@@ -244,7 +244,7 @@ bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens,
     case DType::q8_0: case DType::q4_0: return aligned(w, 2);
     case DType::q4_1: return aligned(w, 4);
     case DType::q5_0: case DType::q5_1: case DType::q2_K: case DType::q3_K: case DType::q4_K: case DType::q5_K:
-    case DType::q6_K:
+    case DType::q6_K: case DType::iq4_nl: case DType::iq4_xs:
       return n_in % dtype_info(type).block_size == 0;  // byte reads: any alignment
   }
   return false;
@@ -273,6 +273,8 @@ void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens,
     case DType::q4_K: return launch_gemv<LoadBlocks<DType::q4_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
     case DType::q5_K: return launch_gemv<LoadBlocks<DType::q5_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
     case DType::q6_K: return launch_gemv<LoadBlocks<DType::q6_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::iq4_nl: return launch_gemv<LoadBlocks<DType::iq4_nl>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+    case DType::iq4_xs: return launch_gemv<LoadBlocks<DType::iq4_xs>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
   }
 }
 

@@ -103,7 +103,8 @@ TEST_P(KQuant, MatmulMatchesNumpyOnEveryIsa) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuant,
-                         testing::Values(DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K),
+                         testing::Values(DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,
+                                         DType::iq4_nl, DType::iq4_xs),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
 // RMS error of dequantize(quantize(x)) over rows of Gaussian weights, relative

@@ -176,6 +176,8 @@ TEST(MatmulPacked, SizesAgainstGguf) {
   EXPECT_LT(ratio(DType::q6_K), 1.01);
   EXPECT_DOUBLE_EQ(ratio(DType::q2_K), 1.0);
   EXPECT_LT(ratio(DType::q3_K), 1.06);
+  EXPECT_DOUBLE_EQ(ratio(DType::iq4_nl), 1.0);
+  EXPECT_LT(ratio(DType::iq4_xs), 1.03);
 }
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPacked, testing::ValuesIn(test::kInt8Types),

@@ -186,9 +186,9 @@ TEST(GgufErrors, DeeplyNestedArray) {
 TEST(GgufErrors, UnknownDtype) {
   auto b = sample_bytes();
   const TensorInfoAt at = tensor_info_at(b, "b.weight", 2);
-  poke<uint32_t>(b, at.type, 23);
-  expect_open_error(write_case("iq4_xs", b), Errc::unsupported,
-                    {"tensor 'b.weight' has ggml type 23 (iq4_xs), which Troupe does not support"});
+  poke<uint32_t>(b, at.type, 16);
+  expect_open_error(write_case("iq2_xxs", b), Errc::unsupported,
+                    {"tensor 'b.weight' has ggml type 16 (iq2_xxs), which Troupe does not support"});
   // q2_K and q3_K open but keep their block rules: rows of 32 are not whole
   // 256-weight super-blocks.
   poke<uint32_t>(b, at.type, 10);

@@ -102,6 +102,24 @@ TEST(KQuantModel, Q2KLogitsMatchGgufDequantizationAndNumpy) {
   expect_logits_match_fixture(kQ2Model, "tiny_q2_k_logits.json");
 }
 
+// An IQ4_XS file from llama.cpp's llama-quantize (tests/fixtures/
+// tiny_iq4_xs.gguf, same script): iq4_xs for every matrix but the output
+// (q6_K). iq4_nl (the same levels in blocks of 32) is checked block by block
+// in tests/kernels/kquant_test.cpp.
+TEST(KQuantModel, IQ4XSFileHasLlamaCppMix) {
+  const auto f = gguf::GgufFile::open(std::string(TROUPE_FIXTURES_DIR) + "/tiny_iq4_xs.gguf");
+  for (const char* name : {"token_embd.weight", "blk.0.attn_v.weight", "blk.0.ffn_down.weight"}) {
+    const gguf::TensorInfo& t = f.tensor(name);
+    EXPECT_EQ(t.type, DType::iq4_xs) << name;
+    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 136) << name;
+  }
+  EXPECT_EQ(f.tensor("output.weight").type, DType::q6_K);
+}
+
+TEST(KQuantModel, IQ4XSLogitsMatchGgufDequantizationAndNumpy) {
+  expect_logits_match_fixture(std::string(TROUPE_FIXTURES_DIR) + "/tiny_iq4_xs.gguf", "tiny_iq4_xs_logits.json");
+}
+
 // A real Q4_K_M file: SmolLM2-135M-Instruct requantized by llama.cpp (mostly
 // q5_0, as llama.cpp gives rows of 576 weights; q4_K/q6_K for ffn_down, q8_0
 // for the embedding). 105 MB, so not committed: set TROUPE_SMOLLM2_Q4_K_M to

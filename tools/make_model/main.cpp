@@ -63,7 +63,8 @@ std::optional<ModelShape> preset(const std::string& name) {
 DType parse_dtype(const std::string& v) {
   if (v == "q4_k_m") return DType::q4_K;
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                  DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K}) {
+                  DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
+                  DType::iq4_xs}) {
     if (v == dtype_name(t)) return t;
   }
   invalid("unknown dtype '" + v + "'");
@@ -100,7 +101,7 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
                  "for the output matrix and for attn_v/ffn_down of some layers)")
       ->check(CLI::IsMember(
           {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",
-           "q4_k_m"}));
+           "iq4_nl", "iq4_xs", "q4_k_m"}));
   app.add_option("--seed", o.seed, "Random seed");
   app.add_option("--threads", o.n_threads, "Generator threads (default: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--name", o.name, "general.name");
@@ -204,6 +205,8 @@ uint32_t file_type(const Options& o) {
     case DType::q4_K: return 14;  // _S: all q4_K
     case DType::q5_K: return 16;
     case DType::q6_K: return 18;
+    case DType::iq4_nl: return 25;
+    case DType::iq4_xs: return 30;
     case DType::bf16: return 32;
   }
   return 0;
