@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -62,62 +63,45 @@ TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
   expect_logits_match_fixture(kModel, "tiny_q4_k_m_logits.json");
 }
 
-// A Q3_K_M file from llama.cpp's llama-quantize (tests/fixtures/
-// tiny_q3_k_m.gguf, same script): q3_K for the embedding, attn_q/k and
-// ffn_gate/up, q4_K, q5_K and q6_K for the rest. Its q3_K tensors run as
-// they are stored, at 3.44 bits a weight.
-const std::string kQ3Model = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q3_k_m.gguf";
-
-TEST(KQuantModel, Q3KTensorsOpenAsStored) {
-  const auto f = gguf::GgufFile::open(kQ3Model);
-  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
+// The named tensors of a fixture file hold `type` as stored: the file's own
+// block bytes, used in place (no widening to another type).
+void expect_stored_as(const std::string& file, std::initializer_list<const char*> names, DType type) {
+  const auto f = gguf::GgufFile::open(std::string(TROUPE_FIXTURES_DIR) + "/" + file);
+  for (const char* name : names) {
     const gguf::TensorInfo& t = f.tensor(name);
-    EXPECT_EQ(t.type, DType::q3_K) << name;
-    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 110) << name;
+    EXPECT_EQ(t.type, type) << file << " " << name;
+    EXPECT_EQ(t.n_bytes, row_bytes(type, t.shape[0]) * (t.n_elements() / t.shape[0])) << file << " " << name;
   }
-  EXPECT_EQ(f.tensor("blk.0.attn_v.weight").type, DType::q5_K);
 }
 
-TEST(KQuantModel, Q3KMLogitsMatchGgufDequantizationAndNumpy) {
-  expect_logits_match_fixture(kQ3Model, "tiny_q3_k_m_logits.json");
+// Q3_K_M, Q2_K and IQ4_XS files from llama.cpp's llama-quantize (the same
+// script, the same f16 model):
+// - Q3_K_M: q3_K for the embedding, attn_q/k and ffn_gate/up, q4_K, q5_K and
+//   q6_K for the rest;
+// - Q2_K: q2_K for the embedding, attn_q/k and ffn_gate/up, q3_K for attn_v,
+//   attn_output and ffn_down, q6_K for the output;
+// - IQ4_XS: iq4_xs for every matrix but the output (q6_K). iq4_nl (the same
+//   levels in blocks of 32) is checked block by block in
+//   tests/kernels/kquant_test.cpp.
+TEST(KQuantModel, LlamaCppMixesOpenAsStored) {
+  expect_stored_as("tiny_q3_k_m.gguf", {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"},
+                   DType::q3_K);
+  expect_stored_as("tiny_q3_k_m.gguf", {"blk.0.attn_v.weight"}, DType::q5_K);
+  expect_stored_as("tiny_q2_k.gguf", {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"},
+                   DType::q2_K);
+  expect_stored_as("tiny_q2_k.gguf", {"blk.0.ffn_down.weight"}, DType::q3_K);
+  expect_stored_as("tiny_q2_k.gguf", {"output.weight"}, DType::q6_K);
+  expect_stored_as("tiny_iq4_xs.gguf", {"token_embd.weight", "blk.0.attn_v.weight", "blk.0.ffn_down.weight"},
+                   DType::iq4_xs);
+  expect_stored_as("tiny_iq4_xs.gguf", {"output.weight"}, DType::q6_K);
 }
 
-// A Q2_K file from llama.cpp's llama-quantize (tests/fixtures/tiny_q2_k.gguf,
-// same script): q2_K for the embedding, attn_q/k and ffn_gate/up, q3_K for
-// attn_v, attn_output and ffn_down, q6_K for the output.
-const std::string kQ2Model = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q2_k.gguf";
-
-TEST(KQuantModel, Q2KFileHasLlamaCppMix) {
-  const auto f = gguf::GgufFile::open(kQ2Model);
-  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
-    const gguf::TensorInfo& t = f.tensor(name);
-    EXPECT_EQ(t.type, DType::q2_K) << name;
-    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 84) << name;
+TEST(KQuantModel, Q3KMQ2KAndIQ4XSLogitsMatchGgufDequantizationAndNumpy) {
+  for (const char* name : {"tiny_q3_k_m", "tiny_q2_k", "tiny_iq4_xs"}) {
+    SCOPED_TRACE(name);
+    expect_logits_match_fixture(std::string(TROUPE_FIXTURES_DIR) + "/" + name + ".gguf",
+                                std::string(name) + "_logits.json");
   }
-  EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").type, DType::q3_K);
-  EXPECT_EQ(f.tensor("output.weight").type, DType::q6_K);
-}
-
-TEST(KQuantModel, Q2KLogitsMatchGgufDequantizationAndNumpy) {
-  expect_logits_match_fixture(kQ2Model, "tiny_q2_k_logits.json");
-}
-
-// An IQ4_XS file from llama.cpp's llama-quantize (tests/fixtures/
-// tiny_iq4_xs.gguf, same script): iq4_xs for every matrix but the output
-// (q6_K). iq4_nl (the same levels in blocks of 32) is checked block by block
-// in tests/kernels/kquant_test.cpp.
-TEST(KQuantModel, IQ4XSFileHasLlamaCppMix) {
-  const auto f = gguf::GgufFile::open(std::string(TROUPE_FIXTURES_DIR) + "/tiny_iq4_xs.gguf");
-  for (const char* name : {"token_embd.weight", "blk.0.attn_v.weight", "blk.0.ffn_down.weight"}) {
-    const gguf::TensorInfo& t = f.tensor(name);
-    EXPECT_EQ(t.type, DType::iq4_xs) << name;
-    EXPECT_EQ(t.n_bytes, t.n_elements() / kQK_K * 136) << name;
-  }
-  EXPECT_EQ(f.tensor("output.weight").type, DType::q6_K);
-}
-
-TEST(KQuantModel, IQ4XSLogitsMatchGgufDequantizationAndNumpy) {
-  expect_logits_match_fixture(std::string(TROUPE_FIXTURES_DIR) + "/tiny_iq4_xs.gguf", "tiny_iq4_xs_logits.json");
 }
 
 // A real Q4_K_M file: SmolLM2-135M-Instruct requantized by llama.cpp (mostly
