@@ -7,6 +7,7 @@
 #include "core/dtype_kquant.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -16,6 +17,14 @@ namespace troupe::detail {
 namespace {
 
 int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
+
+// v rounded to the nearest integer, ties to even (as lrintf), for |v| < 2^22:
+// adding 1.5 * 2^23 leaves no fraction bits. Plain float arithmetic, so the
+// candidate loops below vectorize (lrintf does not without SSE4.1).
+float round_even(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (v + kMagic) - kMagic;
+}
 
 // Packs 256 6-bit quants into a q6_K block: chunk c = 4h + k (32 weights) goes
 // to the low (k < 2) or high nibbles of ql[64 h + 32 (k & 1) ..] and bits 2k
@@ -49,23 +58,41 @@ void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale
     min = lo;
     return;
   }
-  float best_err = INFINITY;
+  // The error of a fit (s, m) expands to s² Sqq + 2 s m Sq + m² Sw - 2 s Sqx
+  // - 2 m Sx + Sxx: the sums of w, w x and w x² are the same for every
+  // candidate, so each candidate costs one pass.
+  double sw = 0, sx = 0, sxx = 0;
+  float shifted[32];  // x - lo: what the candidates scale
+  for (int i = 0; i < n; ++i) {
+    sw += w[i];
+    sx += double(w[i]) * x[i];
+    sxx += double(w[i]) * x[i] * x[i];
+    shifted[i] = x[i] - lo;
+  }
+  double best_err = INFINITY;
   scale = (hi - lo) / static_cast<float>(nmax);
   min = lo;
-  int q[32];
+  const float top = static_cast<float>(nmax);
+  float q[32];
   for (int step = -1; step <= 20; ++step) {
     // step -1: plain max/min scaling; 0..20: inverse scales nmax - 1 .. nmax + 1.
     const float iscale = step < 0 ? static_cast<float>(nmax) / (hi - lo)
                                   : (static_cast<float>(nmax) - 1.0f + 0.1f * static_cast<float>(step)) / (hi - lo);
-    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
-    for (int i = 0; i < n; ++i) {
-      q[i] = std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax);
-      sw += w[i];
-      sq += w[i] * q[i];
-      sqq += w[i] * q[i] * q[i];
-      sx += w[i] * x[i];
-      sqx += w[i] * q[i] * x[i];
+    for (int i = 0; i < n; ++i) q[i] = std::clamp(round_even(iscale * shifted[i]), 0.0f, top);
+    // Four partial sums each: a sum in one chain waits on every add (n is
+    // 16 or 32).
+    double sq4[4] = {}, sqq4[4] = {}, sqx4[4] = {};
+    for (int i = 0; i < n; i += 4) {
+      for (int k = 0; k < 4; ++k) {
+        const double wq = double(w[i + k]) * q[i + k];
+        sq4[k] += wq;
+        sqq4[k] += wq * q[i + k];
+        sqx4[k] += wq * x[i + k];
+      }
     }
+    const double sq = (sq4[0] + sq4[1]) + (sq4[2] + sq4[3]);
+    const double sqq = (sqq4[0] + sqq4[1]) + (sqq4[2] + sqq4[3]);
+    const double sqx = (sqx4[0] + sqx4[1]) + (sqx4[2] + sqx4[3]);
     const double det = sw * sqq - sq * sq;
     if (det <= 0) continue;
     double s = (sw * sqx - sq * sx) / det;
@@ -75,13 +102,9 @@ void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale
       s = sqx / sqq;
     }
     if (!(s > 0)) continue;
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const double e = s * q[i] + m - x[i];
-      err += w[i] * e * e;
-    }
+    const double err = s * s * sqq + 2 * s * m * sq + m * m * sw - 2 * s * sqx - 2 * m * sx + sxx;
     if (err < best_err) {
-      best_err = static_cast<float>(err);
+      best_err = err;
       scale = static_cast<float>(s);
       min = static_cast<float>(m);
     }
@@ -147,30 +170,43 @@ float fit_symmetric(const float* xs, int n_low) {
   }
   float scale = 0.0f;
   if (xmax == 0.0f) return scale;
-  float best_err = INFINITY;
+  // With s = Sqx / Sqq, the weighted error sum x² (x - s q)² is
+  // Sxxxx - Sqx² / Sqq: the best candidate has the largest Sqx² / Sqq.
+  double best_gain = -INFINITY;
+  const float low = -static_cast<float>(n_low), high = static_cast<float>(n_low - 1);
+  float q[16];
   for (int step = -9; step <= 9; ++step) {
     const float iscale = -(static_cast<float>(n_low) + 0.1f * static_cast<float>(step)) / xmax;
-    double sqx = 0, sqq = 0;
-    int q[16];
-    for (int l = 0; l < 16; ++l) {
-      q[l] = std::clamp(nearest_int(iscale * xs[l]), -n_low, n_low - 1);
-      const double w = double(xs[l]) * xs[l];
-      sqx += w * q[l] * xs[l];
-      sqq += w * q[l] * q[l];
+    for (int l = 0; l < 16; ++l) q[l] = std::clamp(round_even(iscale * xs[l]), low, high);
+    double sqx4[4] = {}, sqq4[4] = {};  // partial sums, as in fit_scale_min
+    for (int l = 0; l < 16; l += 4) {
+      for (int k = 0; k < 4; ++k) {
+        const double wq = double(xs[l + k]) * xs[l + k] * q[l + k];
+        sqx4[k] += wq * xs[l + k];
+        sqq4[k] += wq * q[l + k];
+      }
     }
+    const double sqx = (sqx4[0] + sqx4[1]) + (sqx4[2] + sqx4[3]);
+    const double sqq = (sqq4[0] + sqq4[1]) + (sqq4[2] + sqq4[3]);
     if (sqq <= 0) continue;
-    const double s = sqx / sqq;
-    double err = 0;
-    for (int l = 0; l < 16; ++l) {
-      const double e = xs[l] - s * q[l];
-      err += double(xs[l]) * xs[l] * e * e;
-    }
-    if (err < best_err) {
-      best_err = static_cast<float>(err);
-      scale = static_cast<float>(s);
+    const double gain = sqx * sqx / sqq;
+    if (gain > best_gain) {
+      best_gain = gain;
+      scale = static_cast<float>(sqx / sqq);
     }
   }
   return scale;
+}
+
+// The fp16 super-scale d of n signed sub-scales: the one largest in
+// magnitude maps to `lowest` (-32 for 6-bit, -128 for 8-bit sub-scales),
+// the others in proportion (d carries the sign). 0 when all are 0.
+float super_scale(const float* scales, int n, float lowest) {
+  float max_scale = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
+  }
+  return max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / lowest)) : 0.0f;
 }
 
 // Sets the 2 low bits of quant q (0..7) of weight 32 j + l in a q2_K/q3_K qs
@@ -180,13 +216,20 @@ void put_crumb(uint8_t* qs, int j, int l, int q) {
   byte = static_cast<uint8_t>(byte | ((q & 3) << (2 * (j % 4))));
 }
 
-// The index of the iq4 level nearest to v (levels in scale units).
+// The midpoints between neighbouring iq4 levels (which are sorted).
+constexpr auto kIq4Midpoints = [] {
+  std::array<float, 15> m{};
+  for (int q = 0; q < 15; ++q) m[q] = 0.5f * static_cast<float>(kIq4Levels[q] + kIq4Levels[q + 1]);
+  return m;
+}();
+
+// The index of the iq4 level nearest to v (levels in scale units; a tie
+// goes to the lower level): how many midpoints v lies above. Fifteen
+// compares and no branch, which random weights would mispredict.
 int nearest_iq4_level(float v) {
-  int best = 0;
-  for (int q = 1; q < 16; ++q) {
-    if (std::fabs(v - kIq4Levels[q]) < std::fabs(v - kIq4Levels[best])) best = q;
-  }
-  return best;
+  int q = 0;
+  for (float m : kIq4Midpoints) q += v > m ? 1 : 0;
+  return q;
 }
 
 // The scale s for n weights xs under which their nearest iq4 levels fit
@@ -232,15 +275,9 @@ void quantize_row_iq4_nl(const float* x, void* dst, int64_t n) {
 void quantize_row_iq4_xs(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<BlockIQ4_XS*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    // As q6_K: the sub-scale largest in magnitude maps to -32, the others in
-    // proportion (d carries the sign).
     float scales[8];
-    float max_scale = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      scales[j] = fit_iq4(x + 32 * j, 32);
-      if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
-    }
-    const float d = max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / -32.0f)) : 0.0f;
+    for (int j = 0; j < 8; ++j) scales[j] = fit_iq4(x + 32 * j, 32);
+    const float d = super_scale(scales, 8, -32.0f);
     BlockIQ4_XS out{};
     out.d = f32_to_fp16(d);
     for (int j = 0; j < 8; ++j) {
@@ -289,12 +326,8 @@ void quantize_row_q3_K(const float* x, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     // As q6_K with 3-bit quants in [-4, 4) and 6-bit scales in [-32, 32).
     float scales[16];
-    float max_scale = 0.0f;
-    for (int s = 0; s < 16; ++s) {
-      scales[s] = fit_symmetric(x + 16 * s, 4);
-      if (std::fabs(scales[s]) > std::fabs(max_scale)) max_scale = scales[s];
-    }
-    const float d = max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / -32.0f)) : 0.0f;
+    for (int s = 0; s < 16; ++s) scales[s] = fit_symmetric(x + 16 * s, 4);
+    const float d = super_scale(scales, 16, -32.0f);
     BlockQ3_K out{};
     out.d = f32_to_fp16(d);
     for (int s = 0; s < 16; ++s) {
@@ -347,17 +380,8 @@ void quantize_row_q6_K(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<BlockQ6_K*>(dst);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     float scales[16];
-    float max_scale = 0.0f, max_abs_scale = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_symmetric(x + 16 * j, 32);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
-    // The sub-scale largest in magnitude maps to -128, the others in
-    // proportion (d carries the sign).
-    const float d = max_scale != 0.0f ? fp16_to_f32(f32_to_fp16(max_scale / -128.0f)) : 0.0f;
+    for (int j = 0; j < 16; ++j) scales[j] = fit_symmetric(x + 16 * j, 32);
+    const float d = super_scale(scales, 16, -128.0f);
     b[i].d = f32_to_fp16(d);
     for (int j = 0; j < 16; ++j) {
       b[i].scales[j] = static_cast<int8_t>(d != 0.0f ? std::clamp(nearest_int(scales[j] / d), -128, 127) : 0);
