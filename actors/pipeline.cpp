@@ -174,7 +174,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     impl->model = config.model;
   } else {
     require(!config.model_path.empty(), "neither model nor model_path is set");
-    impl->model = Model::load(config.model_path);
+    impl->model = Model::load(config.model_path, config.load);
   }
   impl->tokenizer = load_model_tokenizer(*impl->model);
   const ModelConfig& mc = impl->model->config();

@@ -62,6 +62,7 @@ struct TraceOptions {
 
 struct PipelineConfig {
   std::string model_path;               // loaded when `model` is null
+  ModelLoadOptions load;                // how model_path loads (`--quantize`)
   std::shared_ptr<const Model> model;   // an already loaded model
   // In layer order, covering every layer once; empty: one stage with all
   // layers and `threads` 0.

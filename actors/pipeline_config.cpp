@@ -106,9 +106,18 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   }
   r.only_keys(root, "",
               {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
-                "server"});
+                "server", "quantize"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
+  if (root.contains("quantize")) {
+    std::string scheme;
+    r.get(root, "quantize", "", scheme);
+    try {
+      c.load.quantize = parse_quant_scheme(scheme);
+    } catch (const Error& e) {
+      r.fail("quantize", e.what());
+    }
+  }
   if (const auto it = root.find("stages"); it != root.end()) read_stages(r, *it, c);
   r.get(root, "device", "", c.device);
   r.get(root, "gpu_layers", "", c.gpu_layers);

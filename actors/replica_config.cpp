@@ -49,6 +49,9 @@ std::vector<PipelineConfig> parse_replicas(std::string_view text, const std::str
     const json& entry = (*list)[i];
     if (!entry.is_object()) r.wrong_type(where, entry, "an object (a topology: stages, kv, scheduler, ...)");
     if (entry.contains("model")) r.fail(where + ".model", "replicas share the top-level \"model\"; set it there");
+    if (entry.contains("quantize")) {
+      r.fail(where + ".quantize", "replicas share the top-level model and its \"quantize\"; set it there");
+    }
     if (entry.contains("server")) r.fail(where + ".server", "the server settings belong at the top level");
     if (entry.contains("replicas")) r.fail(where + ".replicas", "replicas do not nest");
     out.push_back(parse_pipeline_config(merged(base, entry).dump(), origin + ": " + where));

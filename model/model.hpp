@@ -11,6 +11,7 @@
 
 #include "kernels/backend.hpp"
 #include "model/model_config.hpp"
+#include "model/quant_scheme.hpp"
 #include "model/weight_store.hpp"
 #include "tokenizer/vocab.hpp"
 
@@ -57,9 +58,10 @@ struct ModelWeights {
 };
 
 struct ModelLoadOptions {
-  // Converts float (f32/f16/bf16) matrices to this type at load: q8_0 or
-  // q4_0. Norms, biases, position tables and MoE routers stay f32.
-  std::optional<DType> quantize;
+  // Converts float (f32/f16/bf16) matrices at load: to one type, or to
+  // llama.cpp's mix of a file type (model/quant_scheme.hpp). Norms, biases,
+  // position tables and MoE routers stay f32; quantized tensors as they are.
+  std::optional<QuantScheme> quantize;
 };
 
 class Model {

@@ -2,12 +2,16 @@
 // the decode-step byte count.
 #include "model/weight_store.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "model/quant_scheme.hpp"
 
 namespace troupe {
 namespace {
@@ -65,29 +69,49 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
   if (tied) w.output = w.tok_embd;  // follows a converted embedding
 }
 
-void quantize_weights(ModelWeights& w, DType to, WeightStore& store, const std::string& model_path) {
-  if (to != DType::q8_0 && to != DType::q4_0 && to != DType::f16 && to != DType::bf16) {
-    throw Error(Errc::unsupported, model_path + ": cannot quantize weights to " + std::string(dtype_name(to)) +
-                                       "; supported: q8_0, q4_0, f16, bf16");
+namespace {
+
+// Rows [0, n_out) of m converted to `to` into dst, split over the hardware's
+// threads (a 1B checkpoint to q4_k_m: a minute on one core).
+void convert_rows(const Weight& m, DType to, uint8_t* dst) {
+  const int64_t src_row = row_bytes(m.type, m.n_in);
+  const int64_t dst_row = row_bytes(to, m.n_in);
+  const auto* src = static_cast<const uint8_t*>(m.data);
+  auto run = [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(m.n_in));
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize_row(m.type, src + r * src_row, row.data(), m.n_in);
+      quantize_row(to, row.data(), dst + r * dst_row, m.n_in);
+    }
+  };
+  const int64_t n_threads =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, m.n_out / 64));
+  std::vector<std::thread> threads;
+  for (int64_t t = 1; t < n_threads; ++t) {
+    threads.emplace_back(run, m.n_out * t / n_threads, m.n_out * (t + 1) / n_threads);
   }
-  const int64_t block = dtype_info(to).block_size;
-  std::vector<float> row;
+  run(0, m.n_out / n_threads);
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace
+
+void quantize_weights(ModelWeights& w, const QuantScheme& scheme, const QuantShape& shape, WeightStore& store,
+                      const std::string& model_path) {
+  QuantShape tied = shape;
+  tied.tied_output = w.output.data != nullptr && w.output.data == w.tok_embd.data;
   for_each_matrix(w, [&](const std::string& label, Weight& m, bool quantizable) {
-    if (!quantizable || is_quantized(m.type) || m.type == to) return;  // quantized GGUF tensors stay as they are
+    if (!quantizable || is_quantized(m.type)) return;  // quantized GGUF tensors stay as they are
+    const DType to = scheme_type(scheme, label, m.n_in, tied);
+    if (m.type == to) return;
+    const int64_t block = dtype_info(to).block_size;
     if (m.n_in % block != 0) {
       throw Error(Errc::unsupported, model_path + ": cannot quantize '" + label + "' to " +
                                          std::string(dtype_name(to)) + ": its row length " + std::to_string(m.n_in) +
                                          " is not a multiple of " + std::to_string(block));
     }
-    const int64_t src_row = row_bytes(m.type, m.n_in);
-    const int64_t dst_row = row_bytes(to, m.n_in);
-    auto* dst = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(dst_row * m.n_out)));
-    const auto* src = static_cast<const uint8_t*>(m.data);
-    row.resize(static_cast<size_t>(m.n_in));
-    for (int64_t r = 0; r < m.n_out; ++r) {
-      dequantize_row(m.type, src + r * src_row, row.data(), m.n_in);
-      quantize_row(to, row.data(), dst + r * dst_row, m.n_in);
-    }
+    auto* dst = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(row_bytes(to, m.n_in) * m.n_out)));
+    convert_rows(m, to, dst);
     m = Weight{.data = dst, .type = to, .n_in = m.n_in, .n_out = m.n_out};
   });
 }

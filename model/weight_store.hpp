@@ -16,6 +16,8 @@ namespace troupe {
 
 struct ModelWeights;
 struct ModelConfig;
+struct QuantScheme;
+struct QuantShape;
 
 class WeightStore {
  public:
@@ -43,11 +45,13 @@ const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n);
 // is not visited twice.
 void for_each_matrix(ModelWeights& w, const std::function<void(const std::string&, Weight&, bool)>& fn);
 
-// Converts every quantizable f32/f16/bf16 matrix to `to` (q8_0 or q4_0),
-// with core's reference rounding, into `store`. Throws Error(unsupported)
-// naming the matrix when its row length is not a multiple of 32, or for
-// another target type.
-void quantize_weights(ModelWeights& w, DType to, WeightStore& store, const std::string& model_path);
+// Converts every quantizable f32/f16/bf16 matrix to the type the scheme
+// gives it (model/quant_scheme.hpp), with core's reference rounding, into
+// `store`, the rows split over the hardware's threads. Throws
+// Error(unsupported) naming the matrix when a plain scheme's block does not
+// divide its row length.
+void quantize_weights(ModelWeights& w, const QuantScheme& scheme, const QuantShape& shape, WeightStore& store,
+                      const std::string& model_path);
 
 // Bytes of matrices one decode step streams: every matrix once, the token
 // embedding only when it is also the output head (otherwise a step reads one

@@ -88,6 +88,20 @@ TEST(PipelineConfigJson, ErrorsNameTheKey) {
   expect_error("{\"model\": ", "not valid JSON");
 }
 
+// "quantize": the load-time conversion every process of the topology makes,
+// by the names `--quantize` takes.
+TEST(PipelineConfigJson, QuantizeNamesAScheme) {
+  EXPECT_FALSE(parse_pipeline_config("{}").load.quantize.has_value());
+  const PipelineConfig c = parse_pipeline_config(R"({"quantize": "Q4_K_M"})");
+  ASSERT_TRUE(c.load.quantize.has_value());
+  EXPECT_EQ(c.load.quantize->name, "q4_k_m");
+  EXPECT_EQ(c.load.quantize->base, DType::q4_K);
+  EXPECT_TRUE(c.load.quantize->mixed);
+  EXPECT_EQ(parse_pipeline_config(R"({"quantize": "q8_0"})").load.quantize->base, DType::q8_0);
+  expect_error(R"({"quantize": "q4_k_s"})", "quantize: unknown quantization 'q4_k_s'; supported: f16,");
+  expect_error(R"({"quantize": 4})", "quantize");
+}
+
 TEST(PipelineConfigJson, KvTypeAndByteBudget) {
   const PipelineConfig c = parse_pipeline_config(R"({"kv": {"type": "q8_0", "memory": "2GiB"}})");
   EXPECT_EQ(c.kv_type, KvType::q8_0);

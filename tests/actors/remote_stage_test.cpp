@@ -368,6 +368,43 @@ TEST(RemoteStages, KilledHeadIsForgottenBeforeTheNextHead) {
 
 // -- mismatches, refused before the first step ---------------------------------------
 
+// `--quantize` on the worker and the head's "quantize": both hold the same
+// converted weights, so the chain gives the tokens of one process that
+// quantized the same way; a worker that did not quantize as the head did is
+// refused, told which flag to give.
+TEST(RemoteStages, QuantizedChainMatchesOneQuantizedProcess) {
+  const std::shared_ptr<const Model> model = Model::load(kStories, {.quantize = parse_quant_scheme("q4_k_m")});
+  PipelineConfig local = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
+  local.model = model;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const test::Case& c : test::make_cases(4)) prompts.push_back(c.prompt);
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto p = Pipeline::start(local);
+    for (const Completion& c : run_concurrently(*p, prompts, 12)) want.push_back(test::ids_of(c));
+  }
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--quantize", "Q4_K_M"})));
+  PipelineConfig head = stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                      {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
+  head.model = model;
+  auto p = Pipeline::start(head);
+  const std::vector<Completion> got = run_concurrently(*p, prompts, 12);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), want[i]) << "request " << i;
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+TEST(RemoteStages, WorkerQuantizedOtherwiseIsRefused) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--quantize", "q6_k"})));
+  const std::string e = start_error(stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  EXPECT_NE(e.find("model differs: the head has stories260K"), std::string::npos) << e;
+  EXPECT_NE(e.find("give the worker the head's --quantize"), std::string::npos) << e;
+  Probe().expect_idle(w.port());
+}
+
 TEST(RemoteStages, WrongModelIsRefused) {
   const std::string path = smollm2_path();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (scripts/setup fetches it)";

@@ -53,6 +53,11 @@ TEST(StageHandshake, EachMismatchNamesBothSides) {
             "model differs: the head has SmolLM2 (id ffffffffffffffff), the worker has stories260K (id "
             "00112233aabbccdd)");
   h = head();
+  h.model_id = "ffffffffffffffff";  // the same file, other weights: quantized otherwise at load
+  EXPECT_EQ(check_hello(kStageWireVersion, hello_json(h, ""), worker(), ""),
+            "model differs: the head has stories260K (id ffffffffffffffff), the worker has stories260K (id "
+            "00112233aabbccdd); give the worker the head's --quantize");
+  h = head();
   h.first_layer = 3;
   EXPECT_EQ(check_hello(kStageWireVersion, hello_json(h, ""), worker(), ""),
             "layer range differs: the head expects layers [3, 5) of this stage, the worker holds [2, 5)");

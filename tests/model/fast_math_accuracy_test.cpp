@@ -166,7 +166,7 @@ TEST(Int8Accuracy, HfFixturesQuantizedAtLoadFollowTheirGreedy) {
     ASSERT_TRUE(in) << dir;
     const auto ref = nlohmann::json::parse(in);
     for (DType type : {DType::q8_0, DType::q4_0}) {
-      auto model = Model::load(dir, {.quantize = type});
+      auto model = Model::load(dir, {.quantize = parse_quant_scheme(dtype_name(type))});
       const FixtureRun run = exact_greedy(model, ref);
       for (bool amx : amx_modes()) {
         SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)) + " " + mode_name(amx));
@@ -232,7 +232,7 @@ TEST(Bf16Accuracy, HfFixturesInF16AndBf16FollowTheirGreedy) {
     const auto ref = nlohmann::json::parse(in);
     for (DType type : {DType::f16, DType::bf16}) {
       SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(type)));
-      auto model = Model::load(dir, {.quantize = type});
+      auto model = Model::load(dir, {.quantize = parse_quant_scheme(dtype_name(type))});
       const FixtureRun run = exact_greedy(model, ref);
       StepCheck c;
       for (size_t i = 0; i < run.prompts.size(); ++i) check_case(model, run.prompts[i], run.greedy[i], c);

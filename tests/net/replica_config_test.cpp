@@ -90,6 +90,7 @@ TEST(ReplicaConfig, ErrorsNameTheReplicaAndTheKey) {
   // Keys a replica may not set.
   has(error_of(R"({"replicas": [{"model": "other.gguf"}]})"), "replicas[0].model: replicas share the top-level");
   has(error_of(R"({"replicas": [{"server": {}}]})"), "replicas[0].server");
+  has(error_of(R"({"replicas": [{"quantize": "q8_0"}]})"), "replicas[0].quantize: replicas share the top-level model");
   has(error_of(R"({"replicas": [{"replicas": []}]})"), "replicas[0].replicas: replicas do not nest");
   has(error_of("[1]"), "must be a JSON object");
 }
@@ -116,6 +117,13 @@ TEST(ReplicaConfig, ServeConfigCarriesReplicasWithTheSharedModelPath) {
   EXPECT_EQ(c.replicas[0].model_path, "/etc/troupe/m.gguf");
   EXPECT_EQ(c.replicas[1].model_path, "/etc/troupe/m.gguf");
   EXPECT_EQ(c.replicas[1].n_kv_blocks, 16);
+  // The load-time conversion is the shared model's: every replica has it.
+  const net::ServeConfig q = net::parse_serve_config(R"({"quantize": "q6_k", "replicas": [{}, {}]})", "c.json");
+  ASSERT_EQ(q.replicas.size(), 2u);
+  for (const PipelineConfig& r : q.replicas) {
+    ASSERT_TRUE(r.load.quantize.has_value());
+    EXPECT_EQ(r.load.quantize->name, "q6_k");
+  }
   EXPECT_EQ(c.server.replica_routing.affinity_slack, 7);
   EXPECT_TRUE(net::parse_serve_config(R"({"kv": {"blocks": 8}})", "c.json").replicas.empty());
   // The top level's own mistakes are named as its own.

@@ -19,6 +19,7 @@
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
+#include "tools/cli/quantize_option.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -62,8 +63,7 @@ void run_generate(const GenerateArgs& a) {
   const KvType kv_type = parse_kv_type(a.kv_type);
   std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
   ModelLoadOptions load_options;
-  if (a.quantize == "q8_0") load_options.quantize = DType::q8_0;
-  if (a.quantize == "q4_0") load_options.quantize = DType::q4_0;
+  load_options.quantize = quantize_scheme(a.quantize);
   auto model = Model::load(path, load_options);
   auto tokenizer = load_model_tokenizer(*model);
 
@@ -158,8 +158,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Worker threads (0: all hardware threads)");
   cmd->add_option("-c,--ctx", args->ctx, "Context length (0: the model's, capped at 4096)");
   cmd->add_option("--isa", args->isa, "Force the kernel path: scalar, avx2 or avx512");
-  cmd->add_option("--quantize", args->quantize, "Convert float weights at load")
-      ->check(CLI::IsMember({"q8_0", "q4_0"}));
+  add_quantize_option(cmd, &args->quantize);
   cmd->add_option("--device", args->device, "Where the layers run: cpu, cuda or cuda:N");
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16, bf16 or q8_0 (default f32)");
   cmd->add_option("--gpu-layers,-g", args->gpu_layers,

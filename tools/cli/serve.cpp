@@ -23,6 +23,7 @@
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
+#include "tools/cli/quantize_option.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -30,6 +31,7 @@ namespace {
 struct ServeArgs {
   CpuArgs cpu;
   std::string model;
+  std::string quantize;
   std::string config;
   std::string host;
   int port = -1;
@@ -77,6 +79,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   net::ServerSettings& s = c.server;
   if (!a.model.empty()) c.pipeline.model_path = a.model;
   if (c.pipeline.model_path.empty()) c.pipeline.model_path = default_model_path();
+  if (!a.quantize.empty()) c.pipeline.load.quantize = quantize_scheme(a.quantize);
   if (!a.host.empty()) s.listen.host = a.host;
   if (a.port >= 0) s.listen.port = static_cast<uint16_t>(a.port);
   // The key from a flag, a file, or the environment: the last two keep it
@@ -113,6 +116,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   std::vector<PipelineConfig*> chains{&c.pipeline};
   for (PipelineConfig& r : c.replicas) {
     r.model_path = c.pipeline.model_path;
+    r.load = c.pipeline.load;
     r.chat_template = c.pipeline.chat_template;
     chains.push_back(&r);
   }
@@ -274,6 +278,7 @@ void add_serve_command(CLI::App& app) {
   add_cpu_options(cmd, &a->cpu);
   cmd->add_option("-m,--model", a->model,
                   "GGUF file or Hugging Face directory (default: the set-up's SmolLM2-135M-Instruct)");
+  add_quantize_option(cmd, &a->quantize);
   cmd->add_option("-c,--config", a->config, "Topology and server settings (configs/*.json)");
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));

@@ -26,6 +26,7 @@
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
+#include "tools/cli/quantize_option.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -33,6 +34,7 @@ namespace {
 struct StageArgs {
   CpuArgs cpu;
   std::string model;
+  std::string quantize;
   std::string layers;
   std::string device = "cpu";
   int threads = 0;
@@ -101,7 +103,7 @@ void run_stage(const StageArgs& a) {
 
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   std::fprintf(stderr, "troupe stage: loading %s (CPU: %s)\n", path.c_str(), cpu_math_summary().c_str());
-  std::shared_ptr<const Model> model = Model::load(path);
+  std::shared_ptr<const Model> model = Model::load(path, {.quantize = quantize_scheme(a.quantize)});
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();
@@ -175,6 +177,7 @@ void add_stage_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("stage", "Serve a range of a model's layers to a head process (a remote stage)");
   add_cpu_options(cmd, &a->cpu);
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory: the same model as the head's");
+  add_quantize_option(cmd, &a->quantize);  // must be the head's: the handshake compares the weights
   cmd->add_option("--layers", a->layers, "FIRST:LAST, the layers this worker holds (LAST exclusive; empty: to the end)")
       ->required();
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N");

@@ -1,14 +1,17 @@
 // troupe-make-model: writes a random-weight Llama-architecture GGUF of a given
 // shape and dtype, with llama.cpp's key and tensor names and a minimal SPM
 // tokenizer, so benchmarks can load a model of real size that nobody trained.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "model/gguf_writer.hpp"
+#include "model/quant_scheme.hpp"
 
 namespace troupe {
 namespace {
@@ -36,8 +40,8 @@ struct ModelShape {
 
 struct Options {
   ModelShape shape;
-  DType dtype = DType::f32;  // for q4_k_m: q4_K, the type of most matrices
-  bool q4_k_m = false;       // llama.cpp's Q4_K_M mix (see matrix_type)
+  DType dtype = DType::f32;        // for a mix: the type of most matrices
+  std::optional<QuantScheme> mix;  // llama.cpp's per-tensor rules of a file type
   uint64_t seed = 42;
   std::string out;
   std::string name;
@@ -60,8 +64,11 @@ std::optional<ModelShape> preset(const std::string& name) {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Errc::invalid_argument, msg); }
 
+// The llama.cpp file types written as their mixes (model/quant_scheme.hpp);
+// the type names (q4_K, iq4_xs, ...) put every matrix in that type.
+constexpr const char* kMixes[] = {"q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
+
 DType parse_dtype(const std::string& v) {
-  if (v == "q4_k_m") return DType::q4_K;
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                   DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
                   DType::iq4_xs}) {
@@ -97,11 +104,11 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
   auto* o_tie = app.add_flag("--tie-embeddings,!--no-tie-embeddings", tie,
                              "Omit output.weight (the output reuses token_embd)");
   app.add_option("--dtype", dtype,
-                 "Matrix dtype (norms are always f32); q4_k_m: llama.cpp's Q4_K_M mix (q4_K, with q6_K\n"
-                 "for the output matrix and for attn_v/ffn_down of some layers)")
-      ->check(CLI::IsMember(
-          {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",
-           "iq4_nl", "iq4_xs", "q4_k_m"}));
+                 "Matrix dtype (norms are always f32), or llama.cpp's mix of a file type: q2_k, q3_k_m,\n"
+                 "q4_k_m, q5_k_m, q6_k (q4_k_m: q4_K, with q6_K for the output matrix and for\n"
+                 "attn_v/ffn_down of some layers)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K",
+                             "q5_K", "q6_K", "iq4_nl", "iq4_xs", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}));
   app.add_option("--seed", o.seed, "Random seed");
   app.add_option("--threads", o.n_threads, "Generator threads (default: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--name", o.name, "general.name");
@@ -130,8 +137,12 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
   }
   if (!*o_kv && (*o_heads || !*o_preset)) s.n_head_kv = s.n_head;  // plain multi-head attention
   if (*o_tie) s.tie_embeddings = tie;
-  o.dtype = parse_dtype(dtype);
-  o.q4_k_m = dtype == "q4_k_m";
+  if (std::find(std::begin(kMixes), std::end(kMixes), dtype) != std::end(kMixes)) {
+    o.mix = parse_quant_scheme(dtype);
+    o.dtype = o.mix->base;
+  } else {
+    o.dtype = parse_dtype(dtype);
+  }
   if (o.name.empty()) o.name = "troupe-random-" + (*o_preset ? preset_name : std::string("custom"));
 
   if (s.n_embd % s.n_head != 0) invalid("--dim must be a multiple of --heads");
@@ -191,7 +202,12 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float stddev, float
 
 // llama.cpp's general.file_type (llama_ftype) for a file of mostly `t`.
 uint32_t file_type(const Options& o) {
-  if (o.q4_k_m) return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  if (o.mix) {
+    const std::string& m = o.mix->name;
+    if (m == "q3_k_m") return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    if (m == "q4_k_m") return 15;
+    if (m == "q5_k_m") return 17;
+  }
   switch (o.dtype) {
     case DType::f32: return 0;
     case DType::f16: return 1;
@@ -212,11 +228,6 @@ uint32_t file_type(const Options& o) {
   return 0;
 }
 
-// llama.cpp's rule for which layers of a Q4_K_M file get more bits: the first
-// and last eighth of the layers, and every third one in between.
-bool use_more_bits(int64_t layer, int64_t n_layer) {
-  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-}
 
 // A llama (SentencePiece) vocabulary: <unk> <s> </s>, the 256 byte-fallback
 // pieces, then distinct filler pieces with falling scores.
@@ -274,25 +285,32 @@ class ModelWriter {
     add_tokenizer(w_, s.n_vocab);
 
     // Shapes in GGUF order: {row length = input dim, rows = output dim}.
-    // Q4_K_M (as llama.cpp's quantizer assigns it): the output matrix (the
-    // token embedding when tied) is q6_K, and so are attn_v and ffn_down in
-    // the layers use_more_bits picks; everything else q4_K.
-    const DType more = o_.q4_k_m ? DType::q6_K : o_.dtype;
-    matrix("token_embd.weight", s.n_embd, s.n_vocab, s.tie_embeddings ? more : o_.dtype);
+    // A mix gives each matrix the type llama.cpp's quantizer would (Q4_K_M:
+    // q6_K for the output matrix, or the token embedding when tied, and for
+    // attn_v/ffn_down in the layers use_more_bits picks; q4_K elsewhere).
+    const QuantShape shape{.n_layer = s.n_layer, .n_head = s.n_head, .n_head_kv = s.n_head_kv,
+                           .tied_output = s.tie_embeddings};
+    auto type = [&](const std::string& label, int64_t n_in) {
+      return o_.mix ? scheme_type(*o_.mix, label, n_in, shape) : o_.dtype;
+    };
+    matrix("token_embd", s.n_embd, s.n_vocab, type("token_embd", s.n_embd));
     norm("output_norm.weight", s.n_embd);
-    if (!s.tie_embeddings) matrix("output.weight", s.n_embd, s.n_vocab, more);
+    if (!s.tie_embeddings) matrix("output", s.n_embd, s.n_vocab, type("output", s.n_embd));
     for (int64_t l = 0; l < s.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
-      const DType wide = use_more_bits(l, s.n_layer) ? more : o_.dtype;
       norm(p + "attn_norm.weight", s.n_embd);
-      matrix(p + "attn_q.weight", s.n_embd, s.n_embd, o_.dtype);
-      matrix(p + "attn_k.weight", s.n_embd, n_embd_kv, o_.dtype);
-      matrix(p + "attn_v.weight", s.n_embd, n_embd_kv, wide);
-      matrix(p + "attn_output.weight", s.n_embd, s.n_embd, o_.dtype);
+      for (const auto& [role, n_in, n_out] : {std::tuple{"attn_q", s.n_embd, s.n_embd},
+                                              std::tuple{"attn_k", s.n_embd, n_embd_kv},
+                                              std::tuple{"attn_v", s.n_embd, n_embd_kv},
+                                              std::tuple{"attn_output", s.n_embd, s.n_embd}}) {
+        matrix(p + role, n_in, n_out, type(p + role, n_in));
+      }
       norm(p + "ffn_norm.weight", s.n_embd);
-      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, o_.dtype);
-      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, o_.dtype);
-      matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, wide);
+      for (const auto& [role, n_in, n_out] : {std::tuple{"ffn_gate", s.n_embd, s.n_ff},
+                                              std::tuple{"ffn_up", s.n_embd, s.n_ff},
+                                              std::tuple{"ffn_down", s.n_ff, s.n_embd}}) {
+        matrix(p + role, n_in, n_out, type(p + role, n_in));
+      }
     }
     w_.write(o_.out);
   }
@@ -313,7 +331,8 @@ class ModelWriter {
 
   // Generated only when the writer reaches this tensor, a chunk of rows at a
   // time, the rows of a chunk spread over the thread pool.
-  void matrix(const std::string& name, int64_t n_in, int64_t n_out, DType type) {
+  // `label` is for_each_matrix's: the tensor is label + ".weight".
+  void matrix(const std::string& label, int64_t n_in, int64_t n_out, DType type) {
     const uint64_t index = tensor_index_++;
     const int64_t row = row_bytes(type, n_in);
     auto source = [this, index, type, n_in, row](int64_t first, int64_t n_rows, uint8_t* dst) {
@@ -327,7 +346,7 @@ class ModelWriter {
     };
     n_params_ += n_in * n_out;
     n_bytes_ += row * n_out;
-    w_.add_tensor(name, type, {n_in, n_out}, source);
+    w_.add_tensor(label + ".weight", type, {n_in, n_out}, source);
   }
 
   void add(const std::string& name, DType type, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
@@ -360,7 +379,7 @@ int run(int argc, char** argv) {
               o.out.c_str(), static_cast<long long>(m.n_params()), static_cast<double>(m.n_params()) / 1e9,
               static_cast<long long>(s.n_embd), static_cast<long long>(s.n_layer), static_cast<long long>(s.n_head),
               static_cast<long long>(s.n_head_kv), static_cast<long long>(s.n_ff),
-              static_cast<long long>(s.n_vocab), o.q4_k_m ? "q4_k_m" : std::string(dtype_name(o.dtype)).c_str(),
+              static_cast<long long>(s.n_vocab), o.mix ? o.mix->name.c_str() : std::string(dtype_name(o.dtype)).c_str(),
               s.tie_embeddings ? ", tied output" : "", static_cast<double>(m.n_bytes()) / 1e9, secs);
   return 0;
 }
