@@ -19,7 +19,7 @@ for command in (["generate", "--model", model, "-n", "4"], ["serve", "--model", 
 base = [troupe, "generate", "--model", model, "--temperature", "0", "-n", "24", "--no-stats"]
 plain = subprocess.run(base, check=True, capture_output=True, text=True, timeout=120).stdout
 mixed = subprocess.run(base + ["--quantize", "Q4_K_M"], capture_output=True, text=True, timeout=120)
-if mixed.returncode != 0 or len(mixed.stdout.split()) < 8:
+if mixed.returncode != 0 or len(mixed.stdout.split()) < 8 or "float weights to q4_k_m at load" not in mixed.stderr:
     failures.append(f"generate --quantize Q4_K_M: rc {mixed.returncode}, stdout {mixed.stdout!r}, "
                     f"stderr {mixed.stderr[-400:]!r}")
 

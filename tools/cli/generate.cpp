@@ -61,9 +61,9 @@ void run_generate(const GenerateArgs& a) {
   // be used fails when the plan's backends open (the model is only mapped).
   const Device device = parse_device(a.device);
   const KvType kv_type = parse_kv_type(a.kv_type);
-  std::fprintf(stderr, "troupe: loading %s\n", path.c_str());
   ModelLoadOptions load_options;
   load_options.quantize = quantize_scheme(a.quantize);
+  std::fprintf(stderr, "troupe: loading %s%s\n", path.c_str(), quantize_note(load_options.quantize).c_str());
   auto model = Model::load(path, load_options);
   auto tokenizer = load_model_tokenizer(*model);
 

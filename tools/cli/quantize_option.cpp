@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <exception>
+
 namespace troupe::cli {
 
 CLI::Option* add_quantize_option(CLI::App* cmd, std::string* name) {
@@ -22,6 +24,10 @@ CLI::Option* add_quantize_option(CLI::App* cmd, std::string* name) {
 std::optional<QuantScheme> quantize_scheme(const std::string& name) {
   if (name.empty()) return std::nullopt;
   return parse_quant_scheme(name);
+}
+
+std::string quantize_note(const std::optional<QuantScheme>& scheme) {
+  return scheme ? ", float weights to " + scheme->name + " at load" : std::string();
 }
 
 }  // namespace troupe::cli

@@ -182,7 +182,8 @@ void run_serve(const ServeArgs& a) {
   apply_cpu_options(a.cpu);
   const net::ServeConfig cfg = resolve(a);
   const std::string model_path = cfg.pipeline.model_path;
-  std::fprintf(stderr, "troupe serve: loading %s (CPU: %s)\n", model_path.c_str(), cpu_math_summary().c_str());
+  std::fprintf(stderr, "troupe serve: loading %s (CPU: %s%s)\n", model_path.c_str(), cpu_math_summary().c_str(),
+               quantize_note(cfg.pipeline.load.quantize).c_str());
   const auto on_progress = [](const net::LoadState& s) {
     if (s.failed) return;
     std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/messages.hpp"
@@ -102,8 +103,10 @@ void run_stage(const StageArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string path = a.model.empty() ? default_model_path() : a.model;
-  std::fprintf(stderr, "troupe stage: loading %s (CPU: %s)\n", path.c_str(), cpu_math_summary().c_str());
-  std::shared_ptr<const Model> model = Model::load(path, {.quantize = quantize_scheme(a.quantize)});
+  const std::optional<QuantScheme> quantize = quantize_scheme(a.quantize);
+  std::fprintf(stderr, "troupe stage: loading %s (CPU: %s%s)\n", path.c_str(), cpu_math_summary().c_str(),
+               quantize_note(quantize).c_str());
+  std::shared_ptr<const Model> model = Model::load(path, {.quantize = quantize});
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();
