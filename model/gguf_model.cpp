@@ -131,7 +131,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   }
 
   if (options.quantize) {
-    quantize_weights(w, *options.quantize, quant_shape(c), store_, file_.path());
+    quantize_weights(w, c, *options.quantize, store_, file_.path());
     weight_bytes_ = decode_weight_bytes(w, c);
   }
 

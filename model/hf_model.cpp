@@ -81,7 +81,7 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   config_.name = fs::path(dir).filename().string();
   if (config_.name.empty()) config_.name = fs::path(dir).parent_path().filename().string();
 
-  if (options.quantize) quantize_weights(weights_, *options.quantize, quant_shape(config_), store_, dir);
+  if (options.quantize) quantize_weights(weights_, config_, *options.quantize, store_, dir);
   weight_bytes_ = decode_weight_bytes(weights_, config_);
   // The tokenizer files fill the rest of the vocabulary; these ids let a
   // generator stop at EOS even without them.

@@ -2,14 +2,13 @@
 // the decode-step byte count.
 #include "model/weight_store.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <new>
-#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/thread_pool.hpp"
 #include "model/model.hpp"
 #include "model/quant_scheme.hpp"
 
@@ -69,40 +68,15 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
   if (tied) w.output = w.tok_embd;  // follows a converted embedding
 }
 
-namespace {
-
-// Rows [0, n_out) of m converted to `to` into dst, split over the hardware's
-// threads (a 1B checkpoint to q4_k_m: a minute on one core).
-void convert_rows(const Weight& m, DType to, uint8_t* dst) {
-  const int64_t src_row = row_bytes(m.type, m.n_in);
-  const int64_t dst_row = row_bytes(to, m.n_in);
-  const auto* src = static_cast<const uint8_t*>(m.data);
-  auto run = [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(m.n_in));
-    for (int64_t r = r0; r < r1; ++r) {
-      dequantize_row(m.type, src + r * src_row, row.data(), m.n_in);
-      quantize_row(to, row.data(), dst + r * dst_row, m.n_in);
-    }
-  };
-  const int64_t n_threads =
-      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, m.n_out / 64));
-  std::vector<std::thread> threads;
-  for (int64_t t = 1; t < n_threads; ++t) {
-    threads.emplace_back(run, m.n_out * t / n_threads, m.n_out * (t + 1) / n_threads);
-  }
-  run(0, m.n_out / n_threads);
-  for (std::thread& t : threads) t.join();
-}
-
-}  // namespace
-
-void quantize_weights(ModelWeights& w, const QuantScheme& scheme, const QuantShape& shape, WeightStore& store,
+void quantize_weights(ModelWeights& w, const ModelConfig& c, const QuantScheme& scheme, WeightStore& store,
                       const std::string& model_path) {
-  QuantShape tied = shape;
-  tied.tied_output = w.output.data != nullptr && w.output.data == w.tok_embd.data;
+  const QuantShape shape = quant_shape(c);
+  // The rows of each matrix split over every hardware thread: the k-quant
+  // quantizers make this most of a mixed load's time.
+  ThreadPool pool;
   for_each_matrix(w, [&](const std::string& label, Weight& m, bool quantizable) {
     if (!quantizable || is_quantized(m.type)) return;  // quantized GGUF tensors stay as they are
-    const DType to = scheme_type(scheme, label, m.n_in, tied);
+    const DType to = scheme_type(scheme, label, m.n_in, shape);
     if (m.type == to) return;
     const int64_t block = dtype_info(to).block_size;
     if (m.n_in % block != 0) {
@@ -110,8 +84,16 @@ void quantize_weights(ModelWeights& w, const QuantScheme& scheme, const QuantSha
                                          std::string(dtype_name(to)) + ": its row length " + std::to_string(m.n_in) +
                                          " is not a multiple of " + std::to_string(block));
     }
-    auto* dst = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(row_bytes(to, m.n_in) * m.n_out)));
-    convert_rows(m, to, dst);
+    const int64_t src_row = row_bytes(m.type, m.n_in), dst_row = row_bytes(to, m.n_in);
+    const auto* src = static_cast<const uint8_t*>(m.data);
+    auto* dst = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(dst_row * m.n_out)));
+    pool.parallel_for(m.n_out, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(m.n_in));
+      for (int64_t r = r0; r < r1; ++r) {
+        dequantize_row(m.type, src + r * src_row, row.data(), m.n_in);
+        quantize_row(to, row.data(), dst + r * dst_row, m.n_in);
+      }
+    });
     m = Weight{.data = dst, .type = to, .n_in = m.n_in, .n_out = m.n_out};
   });
 }

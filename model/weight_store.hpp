@@ -17,7 +17,6 @@ namespace troupe {
 struct ModelWeights;
 struct ModelConfig;
 struct QuantScheme;
-struct QuantShape;
 
 class WeightStore {
  public:
@@ -50,7 +49,7 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
 // `store`, the rows split over the hardware's threads. Throws
 // Error(unsupported) naming the matrix when a plain scheme's block does not
 // divide its row length.
-void quantize_weights(ModelWeights& w, const QuantScheme& scheme, const QuantShape& shape, WeightStore& store,
+void quantize_weights(ModelWeights& w, const ModelConfig& c, const QuantScheme& scheme, WeightStore& store,
                       const std::string& model_path);
 
 // Bytes of matrices one decode step streams: every matrix once, the token

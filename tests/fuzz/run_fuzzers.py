@@ -28,7 +28,7 @@ SKIP = 77
 # The parser sources, relative to the source root: everything the targets
 # reach, and nothing of the forward pass, the actors or the server itself.
 SOURCES = [
-    "core/error.cpp", "core/dtype*.cpp",
+    "core/error.cpp", "core/dtype*.cpp", "core/thread_pool.cpp",
     "memory/mapped_file.cpp", "memory/kv_type.cpp",
     "model/architecture.cpp", "model/arch_*.cpp",
     "model/gguf.cpp", "model/gguf_metadata.cpp", "model/gguf_model.cpp", "model/gguf_vocab.cpp",

@@ -1,14 +1,12 @@
 // troupe-make-model: writes a random-weight Llama-architecture GGUF of a given
 // shape and dtype, with llama.cpp's key and tensor names and a minimal SPM
 // tokenizer, so benchmarks can load a model of real size that nobody trained.
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -64,17 +62,16 @@ std::optional<ModelShape> preset(const std::string& name) {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Errc::invalid_argument, msg); }
 
-// The llama.cpp file types written as their mixes (model/quant_scheme.hpp);
-// the type names (q4_K, iq4_xs, ...) put every matrix in that type.
-constexpr const char* kMixes[] = {"q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
-
-DType parse_dtype(const std::string& v) {
+// A type's own name (q4_K, iq4_xs, ...) puts every matrix in that type;
+// nullopt for another name, which parse_quant_scheme reads as a llama.cpp
+// file type's mix (q4_k_m, ...).
+std::optional<DType> find_dtype(const std::string& v) {
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                   DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
                   DType::iq4_xs}) {
     if (v == dtype_name(t)) return t;
   }
-  invalid("unknown dtype '" + v + "'");
+  return std::nullopt;
 }
 
 // Returns nullopt when the command line asked only for --help (or was wrong:
@@ -137,11 +134,11 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
   }
   if (!*o_kv && (*o_heads || !*o_preset)) s.n_head_kv = s.n_head;  // plain multi-head attention
   if (*o_tie) s.tie_embeddings = tie;
-  if (std::find(std::begin(kMixes), std::end(kMixes), dtype) != std::end(kMixes)) {
-    o.mix = parse_quant_scheme(dtype);
-    o.dtype = o.mix->base;
+  if (const std::optional<DType> t = find_dtype(dtype)) {
+    o.dtype = *t;
   } else {
-    o.dtype = parse_dtype(dtype);
+    o.mix = parse_quant_scheme(dtype);  // the --dtype check admits only the mixes here
+    o.dtype = o.mix->base;
   }
   if (o.name.empty()) o.name = "troupe-random-" + (*o_preset ? preset_name : std::string("custom"));
 
