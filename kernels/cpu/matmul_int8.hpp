@@ -29,6 +29,19 @@ inline constexpr int64_t kLaneInputs = 4;
 // a GEMM, the token count to a multiple of kActTokenPad with zero rows, so a
 // 16-row tile load never leaves the buffer.
 inline constexpr int64_t kActTokenPad = 16;
+// The VNNI GEMM runs tiles of kActTile tokens; for it the activations are
+// also stored tile by tile, the tile's tokens side by side, so that one
+// pointer (and displacements) reaches every token's inputs and one more its
+// per-sub-block values: with a pointer a token, the 8-token tile spilled
+// pointers to the stack and kept others in vector registers.
+inline constexpr int64_t kActTile = 8;
+static_assert(kActTokenPad % kActTile == 0);
+struct TileSub {  // one sub-block of a tile's tokens
+  int32_t bias[kActTile];  // sub_bias
+  float d[kActTile];       // d of the sub-block's block
+  float dsum[kActTile];    // sub_dsum
+};
+
 struct QuantizedActs {
   int64_t n_tokens = 0;
   int64_t n_in = 0;
@@ -43,6 +56,9 @@ struct QuantizedActs {
   const float* lane_d = nullptr;       // [n_tokens, ldq / 4]: d of the lane's block
   const int32_t* lane_bias = nullptr;  // [n_tokens, ldq / 4]: -offset * (sum of the lane's 4 q)
   const float* lane_dsum = nullptr;    // [n_tokens, ldq / 4]: d * (sum of the lane's 4 q)
+  // For a GEMM only (null for a GEMV), the same values tile by tile:
+  const int8_t* tile_q = nullptr;      // [padded tokens / kActTile, ldq / 4, kActTile, 4]
+  const TileSub* tile_sub = nullptr;   // [padded tokens / kActTile, n_sub]
 };
 
 // Whether the int8 path reads this weight type (every GGUF block type; the
@@ -79,7 +95,7 @@ struct Int8Panel {
 };
 
 // The VNNI micro-kernel over a panel (matmul_int8_vnni.cpp): y[t][0 .. n_rows)
-// for every token t of qa, y rows ldy apart.
+// for every token t of qa (a GEMM's, with the tiled copy), y rows ldy apart.
 void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows);
 
 // The AMX micro-kernel (matmul_int8_amx.cpp): y[t][0 .. n_rows) for every

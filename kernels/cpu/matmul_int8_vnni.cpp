@@ -219,13 +219,62 @@ void vnni_panel_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, f
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, m, acc[t]);
 }
 
-constexpr int kVnniTileTokens = 8;
+// acc + u · (the 4 int8 at p, in every lane), with the broadcast in the
+// instruction's memory operand. p: 4-byte aligned.
+[[gnu::always_inline]] inline __m512i dpbusd_broadcast(__m512i acc, __m512i u, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// vnni_panel_tile for a whole tile of kActTile tokens, from qa's tiled copy:
+// the same integers and the same order of operations, so the same bits. Each
+// input's broadcast is folded into its vpdpbusd ({1to16}), which GCC does not
+// do for the intrinsics: a separate vpbroadcastd for every product, 64 more
+// instructions a sub-block of 32. kBias: the type has an offset (its bias is
+// not 0). Over the 110M shapes on a Zen 4 core, against vnni_panel_tile:
+// q8_0 +5-10%, q4_0 +5-15%, q4_K +10-25% (bench_matmul --packed).
+template <bool kMin, bool kBias, int kGroups>
+void vnni_panel_full_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, float* y, int64_t ldy,
+                          int64_t n_rows) {
+  constexpr int TT = kActTile;
+  __m512 acc[TT];
+  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  const int8_t* xq = qa.tile_q + (t0 / TT) * (qa.ldq / kLaneInputs) * TT * kLaneInputs;
+  const TileSub* ts = qa.tile_sub + (t0 / TT) * qa.n_sub;
+  const uint8_t* wu = pn.u;
+  for (int64_t s = 0; s < pn.n_sub; ++s, ++ts) {
+    __m512i dot[TT];
+    for (int t = 0; t < TT; ++t) dot[t] = kBias ? _mm512_set1_epi32(ts->bias[t]) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      const __m512i w = _mm512_load_si512(wu + g * 64);
+      for (int t = 0; t < TT; ++t) {
+        dot[t] = dpbusd_broadcast(dot[t], w, xq + (g * TT + t) * kLaneInputs);
+      }
+    }
+    wu += kGroups * 64;
+    xq += kGroups * TT * kLaneInputs;
+    const __m512 scale = _mm512_load_ps(pn.scale + s * kPanelRows);
+    for (int t = 0; t < TT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(scale, _mm512_set1_ps(ts->d[t])), acc[t]);
+      if constexpr (kMin) {
+        acc[t] = _mm512_fmadd_ps(_mm512_load_ps(pn.min + s * kPanelRows), _mm512_set1_ps(ts->dsum[t]), acc[t]);
+      }
+    }
+  }
+  const __mmask16 m = tail_mask(n_rows);
+  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, m, acc[t]);
+}
 
 template <bool kMin, int kGroups>
 void vnni_panel_tiles(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
   int64_t t0 = 0;
-  for (; t0 + kVnniTileTokens <= qa.n_tokens; t0 += kVnniTileTokens) {
-    vnni_panel_tile<kMin, kVnniTileTokens, kGroups>(pn, qa, t0, y, ldy, n_rows);
+  for (; t0 + kActTile <= qa.n_tokens; t0 += kActTile) {
+    if (pn.offset == 0) {
+      vnni_panel_full_tile<kMin, false, kGroups>(pn, qa, t0, y, ldy, n_rows);
+    } else {
+      vnni_panel_full_tile<kMin, true, kGroups>(pn, qa, t0, y, ldy, n_rows);
+    }
   }
   for (; t0 + 2 <= qa.n_tokens; t0 += 2) vnni_panel_tile<kMin, 2, kGroups>(pn, qa, t0, y, ldy, n_rows);
   if (t0 < qa.n_tokens) vnni_panel_tile<kMin, 1, kGroups>(pn, qa, t0, y, ldy, n_rows);
@@ -283,6 +332,9 @@ void run_int8(const MatmulProblem& p, ThreadPool& pool) {
 }  // namespace
 
 void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t ldy, int64_t n_rows) {
+  if (qa.n_tokens >= kActTile && qa.tile_q == nullptr) {
+    throw Error(Errc::internal, "vnni_panel: activations without their tiled copy (a GEMV's)");
+  }
   if (pn.min != nullptr) {
     vnni_panel_subs<true>(pn, qa, y, ldy, n_rows);
   } else {
@@ -307,12 +359,18 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   const size_t s_bytes = round64(static_cast<size_t>(padded * qa.n_sub) * 4);
   const size_t t_bytes = round64(static_cast<size_t>(padded * 2 * qa.nb) * sizeof(int32_t));
   const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * ldl) * 4) : 0;
-  uint8_t* mem = scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
+  const bool tiles = n_tokens >= kInt8GemmMinTokens;
+  const size_t tq_bytes = tiles ? q_bytes : 0;
+  const size_t ts_bytes = tiles ? round64(static_cast<size_t>(padded / kActTile * qa.n_sub) * sizeof(TileSub)) : 0;
+  uint8_t* mem =
+      scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes + tq_bytes + ts_bytes);
   auto* q = reinterpret_cast<int8_t*>(mem);
   auto* d = reinterpret_cast<float*>(mem + q_bytes);
   auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
   auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
   auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 2 * s_bytes);
+  auto* tile_q = reinterpret_cast<int8_t*>(mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
+  auto* tile_sub = reinterpret_cast<TileSub*>(mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes + tq_bytes);
   const int64_t per_sub = sub_k / 16;
   auto rows = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -332,6 +390,17 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
         sub_bias[t * qa.n_sub + k] = -offset * sum;
         sub_dsum[t * qa.n_sub + k] = dt[k * sub_k / 32] * static_cast<float>(sum);
       }
+      if (tiles) {  // token t's slot of its tile
+        const int64_t tile = t / kActTile, slot = t % kActTile, n_lanes = qa.ldq / kLaneInputs;
+        int8_t* tq = tile_q + tile * n_lanes * kActTile * kLaneInputs + slot * kLaneInputs;
+        for (int64_t l = 0; l < n_lanes; ++l) std::memcpy(tq + l * kActTile * kLaneInputs, qt + l * kLaneInputs, 4);
+        TileSub* ts = tile_sub + tile * qa.n_sub;
+        for (int64_t k = 0; k < qa.n_sub; ++k) {
+          ts[k].bias[slot] = sub_bias[t * qa.n_sub + k];
+          ts[k].d[slot] = dt[k * sub_k / 32];
+          ts[k].dsum[slot] = sub_dsum[t * qa.n_sub + k];
+        }
+      }
     }
   };
   // A prefill's rows are quantized by all threads (done by the caller alone,
@@ -345,6 +414,10 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   qa.d = d;
   qa.sub_bias = sub_bias;
   qa.sub_dsum = sub_dsum;
+  if (tiles) {
+    qa.tile_q = tile_q;
+    qa.tile_sub = tile_sub;
+  }
   if (lanes) {
     uint8_t* lane_mem = mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes;
     auto* lane_d = reinterpret_cast<float*>(lane_mem);
