@@ -108,6 +108,15 @@ bool cpu_has_amx() {
 #endif
 }
 
+bool cpu_is_amd_family_19h() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool is = __builtin_cpu_is("amdfam19h");
+  return is;
+#else
+  return false;
+#endif
+}
+
 bool amx_enabled() {
   static const bool env_off = [] {
     const char* v = std::getenv("TROUPE_NO_AMX");

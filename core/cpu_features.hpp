@@ -28,6 +28,9 @@ bool cpu_has_avx512_vnni();
 // bf16 dot products (vdpbf16ps): the bf16 path for f16/bf16 weights.
 bool cpu_has_avx512_bf16();
 bool cpu_has_amx();
+// An AMD family 19h core (Zen 3, or with AVX-512 Zen 4): the int8 GEMV
+// prefetches nearer on it (matmul_packed_vnni.cpp says why).
+bool cpu_is_amd_family_19h();
 // Whether the AMX kernels may be used: cpu_has_amx() and not turned off
 // (tests compare the two paths; `TROUPE_NO_AMX=1` turns it off for a run).
 bool amx_enabled();
