@@ -369,8 +369,9 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
   auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
   auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 2 * s_bytes);
-  auto* tile_q = reinterpret_cast<int8_t*>(mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes);
-  auto* tile_sub = reinterpret_cast<TileSub*>(mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes + tq_bytes);
+  uint8_t* tile_mem = mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes;
+  auto* tile_q = reinterpret_cast<int8_t*>(tile_mem);
+  auto* tile_sub = reinterpret_cast<TileSub*>(tile_mem + tq_bytes);
   const int64_t per_sub = sub_k / 16;
   auto rows = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {

@@ -46,14 +46,21 @@ void pack_groups(uint8_t* dst, const uint8_t* w, int64_t w_row, int64_t n_in, in
 
 // ---- Decode: T tokens (1..4) × one group, from the packed lines ----
 
+// How far ahead the GEMV prefetches on this CPU: 0 for the same unit of the
+// group each stream reads next, else a distance ahead in its own stream
+// (gemv_group says why).
+uintptr_t gemv_prefetch_ahead() {
+  constexpr uintptr_t kNear = 4096;
+  static const uintptr_t ahead = cpu_is_amd_family_19h() ? kNear : 0;
+  return ahead;
+}
+
 // The arithmetic per token and sub-block is vnni_panel_tile's (and the int8
 // AMX kernel's): an integer dot seeded with the bias, then one scaling.
 // G groups side by side (weight streams in flight), T tokens each.
-// How far ahead the GEMV prefetches: the same unit of the group each stream
-// reads next (ahead = 0), or a fixed distance ahead in its own stream.
 template <class P, int G, int T>
 void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int64_t n_in, int64_t t0,
-                float* const (&ys)[G], int64_t ldy, const int64_t (&n_rows)[G], uintptr_t ahead) {
+                float* const (&ys)[G], int64_t ldy, const int64_t (&n_rows)[G]) {
   using Rd = typename P::Reader;
   constexpr int kLines = Rd::kSubK / 4;
   static_assert(kLines % 2 == 0 && (!P::kNibbles || kLines == 8));
@@ -73,6 +80,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
   // shapes) the GEMV reads at 0.71-0.85 of a plain read, 4 KiB ahead in its
   // own stream 0.94-1.03 (q4_0, q8_0, q4_K, q6_K; 8, 12 and 32 KiB: between
   // the two, and worse as they grow).
+  const uintptr_t ahead = gemv_prefetch_ahead();
   const auto next = ahead != 0 ? ahead : static_cast<uintptr_t>(G * group_bytes<P>(n_in));
   for (int64_t un = 0; un < n_units; ++un) {
     if constexpr (!P::kPrefetchBySub) {
@@ -148,7 +156,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
 // G groups from g on, for tokens [t0, t0 + T).
 template <class P, int G, int T>
 void gemv_at(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out,
-             int64_t g, int64_t t0, uintptr_t ahead) {
+             int64_t g, int64_t t0) {
   const uint8_t* groups[G];
   float* ys[G];
   int64_t n_rows[G];
@@ -157,7 +165,7 @@ void gemv_at(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, flo
     ys[i] = y + (g + i) * kGroupRows;
     n_rows[i] = std::min<int64_t>(kGroupRows, n_out - (g + i) * kGroupRows);
   }
-  gemv_group<P, G, T>(groups, qa, n_in, t0, ys, n_out, n_rows, ahead);
+  gemv_group<P, G, T>(groups, qa, n_in, t0, ys, n_out, n_rows);
 }
 
 // Decode of one token reads one group at a time, each its own stream with
@@ -169,37 +177,29 @@ void gemv_at(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, flo
 // arithmetic is the same either way.
 template <class P, int T>
 int64_t gemv_tokens(const uint8_t* packed, int64_t stride, const QuantizedActs& qa, float* y, int64_t n_in,
-                    int64_t n_out, int64_t g, int64_t left, int64_t t0, uintptr_t ahead) {
+                    int64_t n_out, int64_t g, int64_t left, int64_t t0) {
   if constexpr (T == 2) {
     if (left >= 2 && qa.n_tokens == 2) {
-      gemv_at<P, 2, T>(packed, stride, qa, y, n_in, n_out, g, t0, ahead);
+      gemv_at<P, 2, T>(packed, stride, qa, y, n_in, n_out, g, t0);
       return 2;
     }
   }
-  gemv_at<P, 1, T>(packed, stride, qa, y, n_in, n_out, g, t0, ahead);
+  gemv_at<P, 1, T>(packed, stride, qa, y, n_in, n_out, g, t0);
   return 1;
-}
-
-// The GEMV's prefetch distance on this CPU (gemv_group): 0 for a group on.
-uintptr_t gemv_prefetch_ahead() {
-  constexpr uintptr_t kNear = 4096;
-  static const uintptr_t ahead = cpu_is_amd_family_19h() ? kNear : 0;
-  return ahead;
 }
 
 template <class P>
 void gemv_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out, int64_t g0,
                  int64_t g1) {
   const int64_t stride = group_bytes<P>(n_in);
-  const uintptr_t ahead = gemv_prefetch_ahead();
   for (int64_t g = g0; g < g1;) {
     int64_t step = 1;
     for (int64_t t0 = 0; t0 < qa.n_tokens; t0 += 4) {
       switch (std::min<int64_t>(4, qa.n_tokens - t0)) {
-        case 1: step = gemv_tokens<P, 1>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0, ahead); break;
-        case 2: step = gemv_tokens<P, 2>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0, ahead); break;
-        case 3: step = gemv_tokens<P, 3>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0, ahead); break;
-        default: step = gemv_tokens<P, 4>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0, ahead); break;
+        case 1: step = gemv_tokens<P, 1>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
+        case 2: step = gemv_tokens<P, 2>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
+        case 3: step = gemv_tokens<P, 3>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
+        default: step = gemv_tokens<P, 4>(packed, stride, qa, y, n_in, n_out, g, g1 - g, t0); break;
       }
     }
     g += step;
