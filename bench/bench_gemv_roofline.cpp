@@ -28,6 +28,7 @@
 #include "kernels/cpu/f32_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 #include "kernels/cpu_backend.hpp"
+#include "memory/weight_slabs.hpp"
 
 namespace {
 
@@ -35,9 +36,12 @@ struct Shape {
   int64_t dim, kv_dim, ffn_dim, n_layers;
 };
 
+// A repacked matrix where the CPU backend keeps it: from 2 MiB up in huge
+// pages of its own, smaller ones cut from the slabs (freed with them).
 struct Matrix {
   int64_t n_in, n_out;
-  std::unique_ptr<uint8_t, decltype(&std::free)> packed{nullptr, &std::free};
+  std::unique_ptr<uint8_t, decltype(&std::free)> own{nullptr, &std::free};
+  uint8_t* packed = nullptr;
 };
 
 // Bytes of W [n_out, n_in] of type t as its kernels read it.
@@ -49,7 +53,8 @@ int64_t packed_bytes(troupe::DType t, int64_t n_in, int64_t n_out) {
 
 // W [n_out, n_in] of type t from 64 distinct random rows (the GEMV's time
 // does not depend on the values), repacked.
-Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& rng, troupe::ThreadPool& pool) {
+Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& rng, troupe::ThreadPool& pool,
+                   troupe::WeightSlabs& slabs) {
   constexpr int64_t kDistinct = 64;
   const int64_t rb = troupe::row_bytes(t, n_in);
   std::vector<uint8_t> rows(static_cast<size_t>(kDistinct * rb));
@@ -64,13 +69,19 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
     std::copy_n(rows.data() + (r % kDistinct) * rb, rb, w.data() + r * rb);
   }
   Matrix m{.n_in = n_in, .n_out = n_out};
-  m.packed.reset(static_cast<uint8_t*>(troupe::weight_memory(static_cast<size_t>(packed_bytes(t, n_in, n_out)))));
-  if (t == troupe::DType::f32) {
-    troupe::kernels::pack_f32(m.packed.get(), reinterpret_cast<const float*>(w.data()), n_in, n_out, pool);
-  } else if (t == troupe::DType::bf16) {
-    troupe::kernels::pack_bf16(m.packed.get(), w.data(), t, n_in, n_out, pool);
+  const auto bytes = static_cast<size_t>(packed_bytes(t, n_in, n_out));
+  if (bytes < troupe::kHugePageBytes) {
+    m.packed = static_cast<uint8_t*>(slabs.allocate(bytes));
   } else {
-    troupe::kernels::pack_int8(m.packed.get(), w.data(), t, n_in, n_out, pool);
+    m.own.reset(static_cast<uint8_t*>(troupe::weight_memory(bytes)));
+    m.packed = m.own.get();
+  }
+  if (t == troupe::DType::f32) {
+    troupe::kernels::pack_f32(m.packed, reinterpret_cast<const float*>(w.data()), n_in, n_out, pool);
+  } else if (t == troupe::DType::bf16) {
+    troupe::kernels::pack_bf16(m.packed, w.data(), t, n_in, n_out, pool);
+  } else {
+    troupe::kernels::pack_int8(m.packed, w.data(), t, n_in, n_out, pool);
   }
   return m;
 }
@@ -127,12 +138,13 @@ int main(int argc, char** argv) {
   }
   troupe::ThreadPool pool(threads);
   std::mt19937 rng(1);
+  troupe::WeightSlabs slabs;  // outlives ms, whose small matrices it holds
   std::vector<Matrix> ms;
   size_t total = 0;
   for (int64_t l = 0; l < shape.n_layers; ++l) {
     const int64_t d = shape.dim, kv = shape.kv_dim, ffn = shape.ffn_dim;
     for (auto [n_out, n_in] : {std::pair{d, d}, {kv, d}, {kv, d}, {d, d}, {ffn, d}, {ffn, d}, {d, ffn}}) {
-      ms.push_back(make_matrix(*t, n_in, n_out, rng, pool));
+      ms.push_back(make_matrix(*t, n_in, n_out, rng, pool, slabs));
       total += static_cast<size_t>(packed_bytes(*t, n_in, n_out));
     }
   }
@@ -141,11 +153,11 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     for (const Matrix& m : ms) {
       if (*t == troupe::DType::f32) {
-        troupe::kernels::matmul_f32_packed(y.data(), x.data(), m.packed.get(), 1, m.n_in, m.n_out, pool);
+        troupe::kernels::matmul_f32_packed(y.data(), x.data(), m.packed, 1, m.n_in, m.n_out, pool);
       } else if (*t == troupe::DType::bf16) {
-        troupe::kernels::matmul_bf16_packed(y.data(), x.data(), m.packed.get(), 1, m.n_in, m.n_out, pool);
+        troupe::kernels::matmul_bf16_packed(y.data(), x.data(), m.packed, 1, m.n_in, m.n_out, pool);
       } else {
-        troupe::kernels::matmul_int8_packed(y.data(), x.data(), m.packed.get(), *t, 1, m.n_in, m.n_out, pool);
+        troupe::kernels::matmul_int8_packed(y.data(), x.data(), m.packed, *t, 1, m.n_in, m.n_out, pool);
       }
     }
     return static_cast<double>(total) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /

@@ -12,10 +12,6 @@
 #include <cstring>
 #include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 namespace troupe {
 namespace {
 
@@ -31,19 +27,12 @@ void* aligned_host_memory(size_t bytes) {
 }  // namespace
 
 // Decode streams every weight once per token, so matrices of 2 MiB or more
-// go in 2 MiB-aligned transparent huge pages where the kernel grants them
-// (on madvise): measured +16% decode on the 1B q4_0 model, 3 interleaved
-// rounds (docs/performance.md).
+// go in transparent huge pages where the kernel grants them (on madvise):
+// measured +16% decode on the 1B q4_0 model, 3 interleaved rounds
+// (docs/performance.md). Smaller ones: CpuBackend's slabs.
 void* weight_memory(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (bytes < kHuge) return aligned_host_memory(bytes);
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__)
-  (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: 4 KiB pages work too
-#endif
-  return p;
+  if (bytes < kHugePageBytes) return aligned_host_memory(bytes);
+  return huge_page_memory(bytes);
 }
 
 CpuBackend::CpuBackend(CpuBackendOptions options)
@@ -62,7 +51,9 @@ void* CpuBackend::allocate(size_t bytes) {
   return p;
 }
 
-void CpuBackend::deallocate(void* p) { std::free(p); }
+void CpuBackend::deallocate(void* p) {
+  if (!weight_slabs_.release(p)) std::free(p);
+}
 
 // The Backend defaults: plain aligned host memory, and the weight types the
 // CPU kernels run.
@@ -135,7 +126,8 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
   const Packing how = packing_now(w.type);
   if (how == Packing::none) return w;
   Weight out = w;
-  void* packed = weight_memory(static_cast<size_t>(packed_bytes(how, w)));
+  const auto bytes = static_cast<size_t>(packed_bytes(how, w));
+  void* packed = bytes < kHugePageBytes ? weight_slabs_.allocate(bytes) : weight_memory(bytes);
   try {
     switch (how) {
       case Packing::int8: kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;
@@ -146,7 +138,7 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
       case Packing::none: break;
     }
   } catch (...) {
-    std::free(packed);
+    deallocate(packed);
     throw;
   }
   out.packed = packed;

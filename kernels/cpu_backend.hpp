@@ -8,12 +8,14 @@
 
 #include "core/thread_pool.hpp"
 #include "kernels/backend.hpp"
+#include "memory/weight_slabs.hpp"
 
 namespace troupe {
 
-// Memory for repacked weights, as the CPU backend holds them (64-byte
-// aligned; from 2 MiB up, in transparent huge pages where granted). Freed
-// with std::free.
+// Memory for a matrix repacked on its own, as the CPU backend holds the
+// big ones (64-byte aligned; from 2 MiB up, in transparent huge pages where
+// granted; smaller ones the backend cuts from its WeightSlabs). Freed with
+// std::free.
 void* weight_memory(size_t bytes);
 
 struct CpuBackendOptions {
@@ -63,6 +65,7 @@ class CpuBackend : public Backend {
   void split_elements(int64_t n, F&& fn);
 
   ThreadPool pool_;
+  WeightSlabs weight_slabs_;  // the repacked matrices under 2 MiB
 };
 
 }  // namespace troupe
