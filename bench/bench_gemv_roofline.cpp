@@ -36,8 +36,8 @@ struct Shape {
   int64_t dim, kv_dim, ffn_dim, n_layers;
 };
 
-// A repacked matrix where the CPU backend keeps it: from 2 MiB up in huge
-// pages of its own, smaller ones cut from the slabs (freed with them).
+// A repacked matrix where the CPU backend keeps it: cut from the slabs (and
+// freed with them), or the largest in huge pages of their own.
 struct Matrix {
   int64_t n_in, n_out;
   std::unique_ptr<uint8_t, decltype(&std::free)> own{nullptr, &std::free};
@@ -70,7 +70,7 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
   }
   Matrix m{.n_in = n_in, .n_out = n_out};
   const auto bytes = static_cast<size_t>(packed_bytes(t, n_in, n_out));
-  if (bytes < troupe::kHugePageBytes) {
+  if (bytes < troupe::WeightSlabs::kMaxPiece) {
     m.packed = static_cast<uint8_t*>(slabs.allocate(bytes));
   } else {
     m.own.reset(static_cast<uint8_t*>(troupe::weight_memory(bytes)));

@@ -29,7 +29,7 @@ void* aligned_host_memory(size_t bytes) {
 // Decode streams every weight once per token, so matrices of 2 MiB or more
 // go in transparent huge pages where the kernel grants them (on madvise):
 // measured +16% decode on the 1B q4_0 model, 3 interleaved rounds
-// (docs/performance.md). Smaller ones: CpuBackend's slabs.
+// (docs/performance.md). CpuBackend cuts all but the largest from its slabs.
 void* weight_memory(size_t bytes) {
   if (bytes < kHugePageBytes) return aligned_host_memory(bytes);
   return huge_page_memory(bytes);
@@ -127,7 +127,7 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
   if (how == Packing::none) return w;
   Weight out = w;
   const auto bytes = static_cast<size_t>(packed_bytes(how, w));
-  void* packed = bytes < kHugePageBytes ? weight_slabs_.allocate(bytes) : weight_memory(bytes);
+  void* packed = bytes < WeightSlabs::kMaxPiece ? weight_slabs_.allocate(bytes) : weight_memory(bytes);
   try {
     switch (how) {
       case Packing::int8: kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;

@@ -12,10 +12,9 @@
 
 namespace troupe {
 
-// Memory for a matrix repacked on its own, as the CPU backend holds the
-// big ones (64-byte aligned; from 2 MiB up, in transparent huge pages where
-// granted; smaller ones the backend cuts from its WeightSlabs). Freed with
-// std::free.
+// Memory for a matrix repacked on its own (64-byte aligned; from 2 MiB up,
+// in transparent huge pages where granted), as the CPU backend holds those
+// too large for its WeightSlabs. Freed with std::free.
 void* weight_memory(size_t bytes);
 
 struct CpuBackendOptions {
@@ -65,7 +64,7 @@ class CpuBackend : public Backend {
   void split_elements(int64_t n, F&& fn);
 
   ThreadPool pool_;
-  WeightSlabs weight_slabs_;  // the repacked matrices under 2 MiB
+  WeightSlabs weight_slabs_;  // the repacked matrices under WeightSlabs::kMaxPiece
 };
 
 }  // namespace troupe

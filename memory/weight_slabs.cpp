@@ -28,9 +28,9 @@ WeightSlabs::~WeightSlabs() {
 }
 
 void* WeightSlabs::allocate(size_t bytes) {
-  if (bytes == 0 || bytes >= kHugePageBytes) {
+  if (bytes == 0 || bytes >= kMaxPiece) {
     throw Error(Errc::invalid_argument,
-                "weight slabs: a piece of " + std::to_string(bytes) + " bytes (they take 1 to 2 MiB - 1)");
+                "weight slabs: a piece of " + std::to_string(bytes) + " bytes (they take 1 to 16 MiB - 1)");
   }
   const size_t size = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   std::lock_guard lock(mu_);

@@ -34,10 +34,10 @@ TEST(WeightSlabs, CutsAlignedPiecesOneAfterAnother) {
 TEST(WeightSlabs, PiecesAreDisjointAndWritableAcrossSlabs) {
   WeightSlabs slabs;
   std::mt19937 rng(7);
-  std::uniform_int_distribution<size_t> size(1, kHugePageBytes - 1);
+  std::uniform_int_distribution<size_t> size(1, WeightSlabs::kMaxPiece - 1);
   std::vector<std::pair<uintptr_t, size_t>> pieces;
   size_t total = 0;
-  for (int i = 0; i < 60; ++i) {
+  for (int i = 0; i < 24; ++i) {
     const size_t n = size(rng);
     void* p = slabs.allocate(n);
     ASSERT_EQ(addr(p) % WeightSlabs::kAlignment, 0u);
@@ -49,10 +49,24 @@ TEST(WeightSlabs, PiecesAreDisjointAndWritableAcrossSlabs) {
   for (size_t i = 1; i < pieces.size(); ++i) {
     EXPECT_LE(pieces[i - 1].first + pieces[i - 1].second, pieces[i].first);
   }
-  // About 60 MiB of pieces under 2 MiB: at least two slabs, and no slab
-  // wasted more than the piece that did not fit.
+  // About 190 MiB of pieces: at least six slabs, and no slab left with more
+  // room than a piece can take.
   EXPECT_GE(slabs.slab_count(), (total + WeightSlabs::kSlabBytes - 1) / WeightSlabs::kSlabBytes);
-  EXPECT_LE(slabs.slab_count(), total / (WeightSlabs::kSlabBytes - kHugePageBytes) + 1);
+  EXPECT_LE(slabs.slab_count(), total / (WeightSlabs::kSlabBytes - WeightSlabs::kMaxPiece) + 1);
+}
+
+TEST(WeightSlabs, APieceThatDoesNotFitOpensTheNextSlab) {
+  WeightSlabs slabs;
+  const size_t big = WeightSlabs::kMaxPiece - WeightSlabs::kAlignment;
+  void* a = slabs.allocate(big);
+  void* b = slabs.allocate(big);  // fits: two fill the slab but for two lines
+  void* c = slabs.allocate(3 * WeightSlabs::kAlignment);  // does not
+  void* d = slabs.allocate(1);
+  EXPECT_EQ(addr(b), addr(a) + big);
+  EXPECT_EQ(slabs.slab_count(), 2u);
+  EXPECT_EQ(addr(c) % kHugePageBytes, 0u);
+  EXPECT_EQ(addr(d), addr(c) + 3 * WeightSlabs::kAlignment);  // the new slab is the open one
+  for (void* p : {a, b, c, d}) EXPECT_TRUE(slabs.release(p));
 }
 
 TEST(WeightSlabs, FreesASlabWithItsLastPiece) {
@@ -87,9 +101,9 @@ TEST(WeightSlabs, RefusesPointersItDidNotCut) {
   EXPECT_TRUE(slabs.release(p));
 }
 
-TEST(WeightSlabs, RejectsEmptyAndHugePageSizedPieces) {
+TEST(WeightSlabs, RejectsEmptyAndOversizedPieces) {
   WeightSlabs slabs;
-  for (size_t n : {size_t{0}, kHugePageBytes, size_t{64} << 20}) {
+  for (size_t n : {size_t{0}, WeightSlabs::kMaxPiece, size_t{64} << 20}) {
     try {
       slabs.allocate(n);
       FAIL() << n << " bytes were cut";
