@@ -36,12 +36,11 @@ struct Shape {
   int64_t dim, kv_dim, ffn_dim, n_layers;
 };
 
-// A repacked matrix where the CPU backend keeps it: cut from the slabs (and
-// freed with them), or the largest in huge pages of their own.
+// A repacked matrix, placed where the CPU backend places it
+// (packed_weight_memory).
 struct Matrix {
   int64_t n_in, n_out;
-  std::unique_ptr<uint8_t, decltype(&std::free)> own{nullptr, &std::free};
-  uint8_t* packed = nullptr;
+  std::shared_ptr<uint8_t> packed;
 };
 
 // Bytes of W [n_out, n_in] of type t as its kernels read it.
@@ -70,18 +69,14 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
   }
   Matrix m{.n_in = n_in, .n_out = n_out};
   const auto bytes = static_cast<size_t>(packed_bytes(t, n_in, n_out));
-  if (bytes < troupe::WeightSlabs::kMaxPiece) {
-    m.packed = static_cast<uint8_t*>(slabs.allocate(bytes));
-  } else {
-    m.own.reset(static_cast<uint8_t*>(troupe::weight_memory(bytes)));
-    m.packed = m.own.get();
-  }
+  m.packed.reset(static_cast<uint8_t*>(troupe::packed_weight_memory(slabs, bytes)),
+                 [&slabs](uint8_t* p) { troupe::release_weight_memory(slabs, p); });
   if (t == troupe::DType::f32) {
-    troupe::kernels::pack_f32(m.packed, reinterpret_cast<const float*>(w.data()), n_in, n_out, pool);
+    troupe::kernels::pack_f32(m.packed.get(), reinterpret_cast<const float*>(w.data()), n_in, n_out, pool);
   } else if (t == troupe::DType::bf16) {
-    troupe::kernels::pack_bf16(m.packed, w.data(), t, n_in, n_out, pool);
+    troupe::kernels::pack_bf16(m.packed.get(), w.data(), t, n_in, n_out, pool);
   } else {
-    troupe::kernels::pack_int8(m.packed, w.data(), t, n_in, n_out, pool);
+    troupe::kernels::pack_int8(m.packed.get(), w.data(), t, n_in, n_out, pool);
   }
   return m;
 }
@@ -138,7 +133,7 @@ int main(int argc, char** argv) {
   }
   troupe::ThreadPool pool(threads);
   std::mt19937 rng(1);
-  troupe::WeightSlabs slabs;  // outlives ms, whose small matrices it holds
+  troupe::WeightSlabs slabs;  // outlives ms, whose matrices it holds
   std::vector<Matrix> ms;
   size_t total = 0;
   for (int64_t l = 0; l < shape.n_layers; ++l) {
@@ -153,11 +148,11 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     for (const Matrix& m : ms) {
       if (*t == troupe::DType::f32) {
-        troupe::kernels::matmul_f32_packed(y.data(), x.data(), m.packed, 1, m.n_in, m.n_out, pool);
+        troupe::kernels::matmul_f32_packed(y.data(), x.data(), m.packed.get(), 1, m.n_in, m.n_out, pool);
       } else if (*t == troupe::DType::bf16) {
-        troupe::kernels::matmul_bf16_packed(y.data(), x.data(), m.packed, 1, m.n_in, m.n_out, pool);
+        troupe::kernels::matmul_bf16_packed(y.data(), x.data(), m.packed.get(), 1, m.n_in, m.n_out, pool);
       } else {
-        troupe::kernels::matmul_int8_packed(y.data(), x.data(), m.packed, *t, 1, m.n_in, m.n_out, pool);
+        troupe::kernels::matmul_int8_packed(y.data(), x.data(), m.packed.get(), *t, 1, m.n_in, m.n_out, pool);
       }
     }
     return static_cast<double>(total) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /

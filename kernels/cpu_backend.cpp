@@ -24,15 +24,22 @@ void* aligned_host_memory(size_t bytes) {
   return p;
 }
 
-}  // namespace
-
-// Decode streams every weight once per token, so matrices of 2 MiB or more
-// go in transparent huge pages where the kernel grants them (on madvise):
-// measured +16% decode on the 1B q4_0 model, 3 interleaved rounds
-// (docs/performance.md). CpuBackend cuts all but the largest from its slabs.
-void* weight_memory(size_t bytes) {
+// Memory that decode or a step streams: from 2 MiB up in transparent huge
+// pages where the kernel grants them (on madvise): measured +16% decode on
+// the 1B q4_0 model, 3 interleaved rounds (docs/performance.md).
+void* streamed_memory(size_t bytes) {
   if (bytes < kHugePageBytes) return aligned_host_memory(bytes);
   return huge_page_memory(bytes);
+}
+
+}  // namespace
+
+void* packed_weight_memory(WeightSlabs& slabs, size_t bytes) {
+  return bytes < WeightSlabs::kMaxPiece ? slabs.allocate(bytes) : streamed_memory(bytes);
+}
+
+void release_weight_memory(WeightSlabs& slabs, void* p) {
+  if (!slabs.release(p)) std::free(p);
 }
 
 CpuBackend::CpuBackend(CpuBackendOptions options)
@@ -44,16 +51,14 @@ CpuBackend::CpuBackend(CpuBackendOptions options)
 // page first touched by a decode step's KV write costs that step a fault
 // (2-thread 110M decode: kv_write took 7.7 us a layer, against under 1 us
 // resident), and the pool is sized once for the model's life anyway. From
-// 2 MiB up it takes the weights' huge pages (weight_memory).
+// 2 MiB up it takes huge pages, as the weights do.
 void* CpuBackend::allocate(size_t bytes) {
-  void* p = weight_memory(bytes);
+  void* p = streamed_memory(bytes);
   std::memset(p, 0, bytes);
   return p;
 }
 
-void CpuBackend::deallocate(void* p) {
-  if (!weight_slabs_.release(p)) std::free(p);
-}
+void CpuBackend::deallocate(void* p) { release_weight_memory(weight_slabs_, p); }
 
 // The Backend defaults: plain aligned host memory, and the weight types the
 // CPU kernels run.
@@ -127,7 +132,7 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
   if (how == Packing::none) return w;
   Weight out = w;
   const auto bytes = static_cast<size_t>(packed_bytes(how, w));
-  void* packed = bytes < WeightSlabs::kMaxPiece ? weight_slabs_.allocate(bytes) : weight_memory(bytes);
+  void* packed = packed_weight_memory(weight_slabs_, bytes);
   try {
     switch (how) {
       case Packing::int8: kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;

@@ -12,10 +12,12 @@
 
 namespace troupe {
 
-// Memory for a matrix repacked on its own (64-byte aligned; from 2 MiB up,
-// in transparent huge pages where granted), as the CPU backend holds those
-// too large for its WeightSlabs. Freed with std::free.
-void* weight_memory(size_t bytes);
+// Memory for a repacked matrix where the CPU backend keeps it (64-byte
+// aligned): cut from `slabs`, or, too large for them, in transparent huge
+// pages of its own. Freed with release_weight_memory, which also frees
+// plain std::free memory that is not a piece of `slabs`.
+void* packed_weight_memory(WeightSlabs& slabs, size_t bytes);
+void release_weight_memory(WeightSlabs& slabs, void* p);
 
 struct CpuBackendOptions {
   int n_threads = 0;  // 0: one per hardware thread
