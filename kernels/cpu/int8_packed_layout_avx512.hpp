@@ -2,7 +2,7 @@
 // type: how a unit (a block of 32, or a k-quant super-block of 256) of a
 // 16-row group is written from the GGUF rows and read back as lines of u and
 // the per-row scale and min of each sub-block. The values read back are the
-// ones the int8 readers (int8_unpack_avx512.hpp) give, bit for bit.
+// ones the int8 readers (int8_readers.hpp) give, bit for bit.
 // Include only from files built with -mavx512* and VNNI (internal linkage).
 #pragma once
 
@@ -12,7 +12,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cpu/int8_unpack_avx512.hpp"
+#include "kernels/cpu/int8_readers.hpp"
+#include "kernels/cpu/simd_avx512.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
 
 namespace troupe::kernels::cpu {

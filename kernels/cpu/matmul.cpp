@@ -46,7 +46,7 @@ void matmul_rows_scalar(const MatmulProblem& p, int64_t row_begin, int64_t row_e
   }
 }
 
-// Every GGUF block type has an int8 reader (int8_unpack_avx512.hpp).
+// Every GGUF block type has an int8 reader (int8_readers.hpp).
 bool int8_supports(DType t) { return is_quantized(t); }
 
 }  // namespace detail
@@ -88,9 +88,15 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
   const int64_t unit = detail::kMatmulRowUnit;
   const int64_t n_units = (n_out + unit - 1) / unit;
 #if defined(__x86_64__) || defined(__i386__)
-  if (!exact_math() && detail::int8_supports(wtype) && active_isa() == Isa::avx512 && cpu_has_avx512_vnni()) {
-    detail::matmul_int8(p, pool);
-    return;
+  if (!exact_math() && detail::int8_supports(wtype)) {
+    if (active_isa() == Isa::avx512 && cpu_has_avx512_vnni()) {
+      detail::matmul_int8(p, pool);
+      return;
+    }
+    if (active_isa() == Isa::avx2 && (n_tokens < detail::kAvx2Int8MaxTokens || batch_invariant())) {
+      detail::matmul_int8_avx2(p, pool);
+      return;
+    }
   }
 #endif
   void (*rows_fn)(const detail::MatmulProblem&, int64_t, int64_t) = detail::matmul_rows_scalar;

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/chunk_loaders_avx2.hpp"
+#include "kernels/cpu/weight_prefetch.hpp"
 
 #include <algorithm>
 #include <array>
@@ -44,15 +45,7 @@ __m128 reduce4(const __m256 (&v)[4]) {
 
 // ---- Decode: GEMV over T tokens × R rows, weights dequantized in registers ----
 
-// Software prefetch far ahead in the weight stream. Measured on Zen 5 with
-// weights in DRAM: without it a one-token GEMV reads only 8-15 GB/s for q8_0
-// and q4 (the hardware prefetchers do not run far enough ahead), with 12 KiB
-// 22-35 GB/s. The address is formed as an integer: it may lie past the end of
-// the weights, which a prefetch tolerates.
-constexpr uintptr_t kPrefetchBytes = 12288;
-inline void prefetch_ahead(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), _MM_HINT_T0);
-}
+using cpu::prefetch_ahead;
 
 template <class L, int T, int R>
 void gemv_tile(const MatmulProblem& p, int64_t t0, int64_t r0) {

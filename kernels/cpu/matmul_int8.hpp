@@ -62,7 +62,7 @@ struct QuantizedActs {
 };
 
 // Whether the int8 path reads this weight type (every GGUF block type; the
-// offset and sub-block of each are its reader's, int8_unpack_avx512.hpp).
+// offset and sub-block of each are its reader's, int8_readers.hpp).
 bool int8_supports(DType t);
 
 // Quantizes x into storage owned by the calling thread (valid until it calls
@@ -75,6 +75,15 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
 // row units over the pool (as matmul does).
 void matmul_int8(const MatmulProblem& p, ThreadPool& pool);
 
+
+// The int8 GEMV on CPUs with AVX2 and no AVX-512 VNNI (matmul_int8_avx2.cpp):
+// y = x · W^T over weights as stored, with the activations quantized as
+// above and each row's result the same bits as the VNNI GEMV's. matmul takes
+// it for steps of fewer than kAvx2Int8MaxTokens tokens (a decode), and for
+// every step under batch-invariant math; larger steps keep the exact f32
+// GEMM of matmul_avx2.cpp.
+inline constexpr int64_t kAvx2Int8MaxTokens = 8;
+void matmul_int8_avx2(const MatmulProblem& p, ThreadPool& pool);
 
 // Below this many tokens the int8 path is a GEMV over the weights as stored;
 // from it on, a GEMM over panels of weights unpacked to int8.

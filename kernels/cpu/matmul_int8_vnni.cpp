@@ -13,7 +13,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
-#include "kernels/cpu/int8_unpack_avx512.hpp"
+#include "kernels/cpu/int8_readers.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
@@ -449,23 +449,7 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
 }
 
 void matmul_int8(const MatmulProblem& p, ThreadPool& pool) {
-  switch (p.wtype) {
-    case DType::q8_0: return run_int8<RdQ8_0>(p, pool);
-    case DType::q4_0: return run_int8<RdQ4_0>(p, pool);
-    case DType::q4_1: return run_int8<RdQ4_1>(p, pool);
-    case DType::q5_0: return run_int8<RdQ5_0>(p, pool);
-    case DType::q5_1: return run_int8<RdQ5_1>(p, pool);
-    case DType::q2_K: return run_int8<RdQ2_K>(p, pool);
-    case DType::q3_K: return run_int8<RdQ3_K>(p, pool);
-    case DType::q4_K: return run_int8<RdQ4_K>(p, pool);
-    case DType::q5_K: return run_int8<RdQ5_K>(p, pool);
-    case DType::q6_K: return run_int8<RdQ6_K>(p, pool);
-    case DType::iq4_nl: return run_int8<RdIQ4_NL>(p, pool);
-    case DType::iq4_xs: return run_int8<RdIQ4_XS>(p, pool);
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: break;  // never routed here (int8_supports)
-  }
+  with_reader(p.wtype, [&]<class Rd>() { run_int8<Rd>(p, pool); });
 }
 
 }  // namespace troupe::kernels::detail

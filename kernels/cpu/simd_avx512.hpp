@@ -1,20 +1,14 @@
 // What the AVX-512 kernel files (matmul, vec_ops, attention tiles, the int8
-// path) share: <immintrin.h> with GCC 12's warnings about its own intrinsics
-// silenced, the tail mask, the 8-way reduction, exp and the weight
-// prefetch. Include only from files built with -mavx512*: internal linkage
-// keeps each copy in its own translation unit.
+// path) share: <immintrin.h> (x86_intrinsics.hpp), the tail mask, the 8-way
+// reduction, exp and the weight prefetch (weight_prefetch.hpp). Include only
+// from files built with -mavx512*: internal linkage keeps each copy in its
+// own translation unit.
 #pragma once
 
-// GCC 12 flags the intentionally undefined pass-through operand inside its
-// own AVX-512 intrinsics (_mm512_undefined_*) as uninitialised once they are
-// inlined; the warning points into the header, so it is silenced there only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
+
+#include "kernels/cpu/weight_prefetch.hpp"
+#include "kernels/cpu/x86_intrinsics.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {  // NOLINT: per-ISA translation units only
@@ -84,16 +78,6 @@ inline __m512 exp_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
-}
-
-// Software prefetch far ahead in the weight stream. Measured on Zen 5 with
-// weights in DRAM: without it a one-token GEMV reads only 8-15 GB/s for q8_0
-// and q4 (the hardware prefetchers do not run far enough ahead), with 12 KiB
-// 22-35 GB/s. The address is formed as an integer: it may lie past the end of
-// the weights, which a prefetch tolerates.
-constexpr uintptr_t kPrefetchBytes = 12288;
-inline void prefetch_ahead(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes), _MM_HINT_T0);
 }
 
 }  // namespace
