@@ -93,7 +93,7 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
       detail::matmul_int8(p, pool);
       return;
     }
-    if (active_isa() == Isa::avx2 && (n_tokens < detail::kAvx2Int8MaxTokens || batch_invariant())) {
+    if (active_isa() == Isa::avx2 && (n_tokens < detail::kAvx2GemmMinTokens || batch_invariant())) {
       detail::matmul_int8_avx2(p, pool);
       return;
     }

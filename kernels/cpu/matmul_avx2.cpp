@@ -21,8 +21,6 @@
 namespace troupe::kernels::detail {
 namespace {
 
-// Below this many tokens the in-register GEMV is used (see matmul_avx512.cpp).
-constexpr int64_t kGemmMinTokens = 8;
 // Prefill micro-tile: 3 tokens × 4 rows = 12 ymm accumulators + 3 x vectors
 // + 1 weight vector = all 16 registers; 7 loads per 12 FMAs.
 constexpr int kTileTokens = 3;
@@ -232,7 +230,7 @@ void gemm_rows(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
 
 template <class L>
 void rows_for(const MatmulProblem& p, int64_t row_begin, int64_t row_end) {
-  if (p.n_tokens < kGemmMinTokens) {
+  if (p.n_tokens < kAvx2GemmMinTokens) {
     gemv_rows<L>(p, row_begin, row_end);
   } else {
     gemm_rows<L>(p, row_begin, row_end);

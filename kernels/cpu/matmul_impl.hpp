@@ -26,6 +26,11 @@ struct MatmulProblem {
 // paths). It is also the height of a prefill weight panel.
 inline constexpr int64_t kMatmulRowUnit = 48;
 
+// The AVX2 path's steps below this many tokens are GEMVs (the exact one of
+// matmul_avx2.cpp, or the int8 one of matmul_int8_avx2.cpp), from it on the
+// exact register-blocked GEMM.
+inline constexpr int64_t kAvx2GemmMinTokens = 8;
+
 // Weights per chunk in the per-ISA loaders: one q4_0/q4_1/q8_0 block, or an
 // eighth of a k-quant super-block.
 inline constexpr int64_t kMatmulChunk = 32;

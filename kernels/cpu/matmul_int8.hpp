@@ -79,10 +79,9 @@ void matmul_int8(const MatmulProblem& p, ThreadPool& pool);
 // The int8 GEMV on CPUs with AVX2 and no AVX-512 VNNI (matmul_int8_avx2.cpp):
 // y = x · W^T over weights as stored, with the activations quantized as
 // above and each row's result the same bits as the VNNI GEMV's. matmul takes
-// it for steps of fewer than kAvx2Int8MaxTokens tokens (a decode), and for
-// every step under batch-invariant math; larger steps keep the exact f32
-// GEMM of matmul_avx2.cpp.
-inline constexpr int64_t kAvx2Int8MaxTokens = 8;
+// it for the AVX2 path's GEMV steps (under kAvx2GemmMinTokens tokens: a
+// decode), and for every step under batch-invariant math; larger steps keep
+// the exact f32 GEMM of matmul_avx2.cpp.
 void matmul_int8_avx2(const MatmulProblem& p, ThreadPool& pool);
 
 // Below this many tokens the int8 path is a GEMV over the weights as stored;

@@ -28,20 +28,21 @@ using namespace cpu;  // NOLINT: the readers of this path
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-// A step's activations: q [n_tokens, n_in] and, per lane of 4 inputs, what
-// the VNNI GEMV keeps per lane (QuantizedActs::lane_*).
+// A step's activations: q [n_tokens, n_in], d per block of 32 (a chunk, all
+// 8 lanes of it) and, per lane of 4 inputs, the sums the VNNI GEMV keeps per
+// lane (QuantizedActs::lane_bias, lane_dsum).
 struct LaneActs {
   int64_t n_in = 0;
   const int8_t* q = nullptr;
-  const float* lane_d = nullptr;       // [n_tokens, n_in / 4]: d of the lane's block
-  const int32_t* lane_bias = nullptr;  // -offset * (sum of the lane's 4 q)
+  const float* d = nullptr;            // [n_tokens, n_in / 32]
+  const int32_t* lane_bias = nullptr;  // [n_tokens, n_in / 4]: -offset * (sum of the lane's 4 q)
   const float* lane_dsum = nullptr;    // d * (sum of the lane's 4 q)
 };
 
 // Token row x [n_in] as quantize_row (matmul_int8_vnni.cpp) quantizes it:
 // d = absmax / 127 per block of 32, q = x * (127 / absmax) rounded to nearest
 // even and saturated; then its lane values for `offset`.
-void quantize_token(const float* x, int64_t n_in, int32_t offset, int8_t* q, float* lane_d, int32_t* lane_bias,
+void quantize_token(const float* x, int64_t n_in, int32_t offset, int8_t* q, float* d, int32_t* lane_bias,
                     float* lane_dsum) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   // vpackssdw / vpacksswb interleave the 128-bit halves: 4-byte groups
@@ -66,33 +67,27 @@ void quantize_token(const float* x, int64_t n_in, int32_t offset, int8_t* q, flo
     // Each lane's sum of 4 q: pairs (1s as vpmaddubsw's unsigned side), then
     // pairs of pairs.
     const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes), _mm256_set1_epi16(1));
-    const __m256 d = _mm256_set1_ps(amax / 127.0f);
-    _mm256_storeu_ps(lane_d + 8 * b, d);
+    d[b] = amax / 127.0f;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane_bias + 8 * b),
                         _mm256_mullo_epi32(sums, _mm256_set1_epi32(-offset)));
-    _mm256_storeu_ps(lane_dsum + 8 * b, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums)));
+    _mm256_storeu_ps(lane_dsum + 8 * b, _mm256_mul_ps(_mm256_set1_ps(d[b]), _mm256_cvtepi32_ps(sums)));
   }
 }
 
 LaneActs quantize_step(const float* x, int64_t n_tokens, int64_t n_in, int32_t offset) {
   const size_t q_bytes = round64(static_cast<size_t>(n_tokens * n_in));
+  const size_t d_bytes = round64(static_cast<size_t>(n_tokens * n_in / 32) * 4);
   const size_t l_bytes = round64(static_cast<size_t>(n_tokens * n_in / 4) * 4);
-  uint8_t* mem = scratch(Scratch::int8_acts, q_bytes + 3 * l_bytes);
-  LaneActs a;
-  a.n_in = n_in;
+  uint8_t* mem = scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * l_bytes);
   auto* q = reinterpret_cast<int8_t*>(mem);
-  auto* lane_d = reinterpret_cast<float*>(mem + q_bytes);
-  auto* lane_bias = reinterpret_cast<int32_t*>(mem + q_bytes + l_bytes);
-  auto* lane_dsum = reinterpret_cast<float*>(mem + q_bytes + 2 * l_bytes);
+  auto* d = reinterpret_cast<float*>(mem + q_bytes);
+  auto* lane_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
+  auto* lane_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + l_bytes);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t l = t * n_in / 4;
-    quantize_token(x + t * n_in, n_in, offset, q + t * n_in, lane_d + l, lane_bias + l, lane_dsum + l);
+    quantize_token(x + t * n_in, n_in, offset, q + t * n_in, d + t * n_in / 32, lane_bias + l, lane_dsum + l);
   }
-  a.q = q;
-  a.lane_d = lane_d;
-  a.lane_bias = lane_bias;
-  a.lane_dsum = lane_dsum;
-  return a;
+  return {.n_in = n_in, .q = q, .d = d, .lane_bias = lane_bias, .lane_dsum = lane_dsum};
 }
 
 // Each lane's bias + u · x over its 4 inputs (vpdpbusd's result): vpmaddubsw
@@ -149,8 +144,8 @@ void gemv_tile(const MatmulProblem& p, const LaneActs& a, int64_t t0, int64_t r0
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + (t0 + t) * a.n_in + 32 * c));
         const int64_t l = (t0 + t) * ldl + 8 * c;
         const __m256i dot = lane_dots<Rd>(u, xq, a.lane_bias + l);
-        acc[H][t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, _mm256_loadu_ps(a.lane_d + l)),
-                                       acc[H][t][r]);
+        const __m256 d = _mm256_set1_ps(a.d[(t0 + t) * (a.n_in / 32) + c]);
+        acc[H][t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, d), acc[H][t][r]);
         if constexpr (Rd::kMin) acc[H][t][r] = _mm256_fmadd_ps(min, _mm256_loadu_ps(a.lane_dsum + l), acc[H][t][r]);
       }
     }
