@@ -98,17 +98,19 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std:
 
 namespace {
 
-// The packed paths run on the AVX-512 kernels only (a forced AVX2 or scalar
-// path, as in the tests, keeps the exact kernels). f16 and bf16 weights are
-// repacked wherever vdpbf16ps exists, AMX or not: on Zen 5 it beats the f32
+// The int8 layout runs on AVX-512 VNNI and on AVX2 (int8_packed.hpp); the
+// bf16 and f32 layouts on AVX-512 only. A forced scalar path, as in the
+// tests, keeps the exact kernels. f16 and bf16 weights
+// are repacked wherever vdpbf16ps exists, AMX or not: on Zen 5 it beats the f32
 // kernels by about 2x in prefill (docs/performance.md). The bf16 lines round
 // f16 weights to 8 significant bits (exactly, for an f16 file made from bf16
 // weights); --exact-math keeps them as they are. f32 weights are repacked
 // as f32 (kernels/cpu/f32_packed.hpp): the same values, other sums.
 enum class Packing { none, int8, bf16, f32 };
 Packing packing_now(DType t) {
-  if (exact_math() || active_isa() != Isa::avx512) return Packing::none;
+  if (exact_math()) return Packing::none;
   if (kernels::int8_packing_available(t)) return Packing::int8;
+  if (active_isa() != Isa::avx512) return Packing::none;
   if (kernels::bf16_packing_available(t)) return Packing::bf16;
   if (t == DType::f32 && kernels::f32_packing_available()) return Packing::f32;
   return Packing::none;

@@ -4,7 +4,10 @@
 // side (one 64-byte line per 4 inputs: AMX's B-tile layout, and what
 // vpdpbusd with a broadcast input wants). Decode then does one vpdpbusd per
 // 64 weights and one f32 scaling per sub-block of 16 rows, instead of
-// unpacking and scaling every block of every row. Prefill on VNNI runs the
+// unpacking and scaling every block of every row. On AVX2 (no VNNI) each
+// 32-byte half of a line is 8 whole rows, read by vpmaddubsw + vpmaddwd to
+// the same integer sums and scaled by the same f32 operations: decode and
+// prefill alike have the VNNI GEMV's bits. Prefill on VNNI runs the
 // same arithmetic as decode, so a sequence's logits do not depend on how
 // many others share its step; prefill on AMX expands each group to bf16 and
 // accumulates over all of K in the tile (bf16_packed.hpp), which is 1.5-3x
@@ -50,8 +53,10 @@
 
 namespace troupe::kernels {
 
-// Whether this CPU runs the int8 path (AVX-512 VNNI) and the type is one it
-// repacks.
+// Whether the int8 path over repacked weights runs at the active ISA
+// (AVX-512 with VNNI, or AVX2: core/cpu_features.hpp) and the type is one it
+// repacks. The layout is the same for both, so weights repacked under one run
+// under the other.
 bool int8_packing_available(DType t);
 
 // Bytes of W [n_out, n_in] repacked (a multiple of 64).
@@ -84,5 +89,20 @@ struct PackedOutput {
 inline constexpr size_t kMaxPackedOutputs = 4;
 void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
                           int64_t n_in, ThreadPool& pool);
+
+namespace detail {
+
+// The per-ISA halves of the above (int8_packed.cpp chooses): bytes of one
+// group of 16 rows and the repacking of groups [g0, g1), ISA-neutral but
+// built for AVX2 (int8_pack_avx2.cpp); the matmuls for at most
+// kMaxPackedOutputs matrices (matmul_packed_vnni.cpp, matmul_packed_avx2.cpp).
+int64_t int8_group_bytes(DType t, int64_t n_in);
+void pack_int8_groups(uint8_t* dst, const uint8_t* w, DType t, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1);
+void matmul_int8_packed_vnni(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                             int64_t n_in, ThreadPool& pool);
+void matmul_int8_packed_avx2(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                             int64_t n_in, ThreadPool& pool);
+
+}  // namespace detail
 
 }  // namespace troupe::kernels

@@ -14,7 +14,9 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
-#include "kernels/cpu/int8_packed_layout_avx512.hpp"
+#include "kernels/cpu/packed_lines_avx512.hpp"
+#include "kernels/cpu/simd_avx512.hpp"
+#include "kernels/cpu/int8_packed_layout.hpp"
 #include "kernels/cpu/scratch.hpp"
 
 namespace troupe::kernels::detail {
@@ -48,9 +50,9 @@ void expand_group(const uint8_t* group, int64_t n_in, uint8_t* out) {
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t k0 = (un * P::kSubs + j) * Rd::kSubK;
       __m512i lines[8];
-      P::lines(group, n_units, un, j, lines);
+      P::template lines<Lines512>(group, n_units, un, j, lines);
       __m512 scale, min;
-      P::scales(group, n_units, un, j, scale, min);
+      P::template scales<Lines512>(group, n_units, un, j, scale, min);
       // w = scale · u + (min − scale · offset)
       const __m512 bias = _mm512_fnmadd_ps(scale, _mm512_set1_ps(static_cast<float>(Rd::kOffset)), min);
       for (int g = 0; g < kLines; ++g) {  // inputs k0 + 4 g .. k0 + 4 g + 3 of the 16 rows

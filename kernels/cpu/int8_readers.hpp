@@ -61,12 +61,13 @@ inline __m256i bytes_with(const uint8_t* p, uint8_t mask, char value) {
 // 0x10 where bit i of the 32-bit qh is set (the 5th bit of a q5 weight).
 inline __m256i fifth_bits(uint32_t qh) { return bytes_where(qh, 0x10); }
 
-// Each reader: kOffset, kMin (whether min is used), kSuper (k-quant: chunk c
+// Each reader: kMaxU (the largest u), kOffset, kMin (whether min is used), kSuper (k-quant: chunk c
 // lies in super-block c / 8 of kBlockBytes, and prepare() decodes the block's
 // scales into sc[kReaderScales] when c % 8 == 0; otherwise chunk c is a block of
 // kChunkBytes), kSubK (inputs sharing one scale), and
 // chunk(row, c, sc, u, scale, min).
 struct RdQ8_0 {
+  static constexpr int32_t kMaxU = 255;
   static constexpr int32_t kOffset = 128;
   static constexpr bool kMin = false, kSuper = false;
   static constexpr int kSubK = 32;
@@ -81,6 +82,7 @@ struct RdQ8_0 {
 };
 
 struct RdQ4_0 {
+  static constexpr int32_t kMaxU = 15;
   static constexpr int32_t kOffset = 8;
   static constexpr bool kMin = false, kSuper = false;
   static constexpr int kSubK = 32;
@@ -95,6 +97,7 @@ struct RdQ4_0 {
 };
 
 struct RdQ4_1 {
+  static constexpr int32_t kMaxU = 15;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true, kSuper = false;
   static constexpr int kSubK = 32;
@@ -109,6 +112,7 @@ struct RdQ4_1 {
 };
 
 struct RdQ5_0 {
+  static constexpr int32_t kMaxU = 31;
   static constexpr int32_t kOffset = 16;
   static constexpr bool kMin = false, kSuper = false;
   static constexpr int kSubK = 32;
@@ -125,6 +129,7 @@ struct RdQ5_0 {
 };
 
 struct RdQ5_1 {
+  static constexpr int32_t kMaxU = 31;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true, kSuper = false;
   static constexpr int kSubK = 32;
@@ -181,6 +186,7 @@ inline __m256i nibbles_of(const uint8_t* q, int j) {
 }
 
 struct RdQ4_K {
+  static constexpr int32_t kMaxU = 15;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true, kSuper = true;
   static constexpr int kSubK = 32;
@@ -197,6 +203,7 @@ struct RdQ4_K {
 };
 
 struct RdQ5_K {
+  static constexpr int32_t kMaxU = 31;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true, kSuper = true;
   static constexpr int kSubK = 32;
@@ -214,6 +221,7 @@ struct RdQ5_K {
 
 // q6_K: sc[i] = d * scale_i for its 16 sub-blocks of 16.
 struct RdQ6_K {
+  static constexpr int32_t kMaxU = 63;
   static constexpr int32_t kOffset = 32;
   static constexpr bool kMin = false, kSuper = true;
   static constexpr int kSubK = 16;
@@ -255,6 +263,7 @@ inline __m256 sub_pair(const float* v, int j) {
 
 // q2_K: sc[s] = d * scale_s, sc[16 + s] = -dmin * min_s for its 16 sub-blocks.
 struct RdQ2_K {
+  static constexpr int32_t kMaxU = 3;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true, kSuper = true;
   static constexpr int kSubK = 16;
@@ -281,6 +290,7 @@ struct RdQ2_K {
 
 // q3_K: sc[s] = d * (scale_s - 32); u = q (0..7), offset 4.
 struct RdQ3_K {
+  static constexpr int32_t kMaxU = 7;
   static constexpr int32_t kOffset = 4;
   static constexpr bool kMin = false, kSuper = true;
   static constexpr int kSubK = 16;
@@ -318,6 +328,7 @@ inline __m256i iq4_u_table() {
 }
 
 struct RdIQ4_NL {
+  static constexpr int32_t kMaxU = 241;
   static constexpr int32_t kOffset = 128;
   static constexpr bool kMin = false, kSuper = false;
   static constexpr int kSubK = 32;
@@ -333,6 +344,7 @@ struct RdIQ4_NL {
 
 // iq4_xs: sc[j] = d * (scale_j - 32) for its 8 sub-blocks of 32.
 struct RdIQ4_XS {
+  static constexpr int32_t kMaxU = 241;
   static constexpr int32_t kOffset = 128;
   static constexpr bool kMin = false, kSuper = true;
   static constexpr int kSubK = 32;

@@ -84,6 +84,10 @@ void matmul_int8(const MatmulProblem& p, ThreadPool& pool);
 // the exact f32 GEMM of matmul_avx2.cpp.
 void matmul_int8_avx2(const MatmulProblem& p, ThreadPool& pool);
 
+// quantize_acts for a CPU with AVX2 (matmul_int8_avx2.cpp): the same q, d,
+// sub_bias and sub_dsum, no lane or tile arrays; one thread.
+QuantizedActs quantize_acts_avx2(const float* x, int64_t n_tokens, int64_t n_in, int32_t offset, int64_t sub_k);
+
 // Below this many tokens the int8 path is a GEMV over the weights as stored;
 // from it on, a GEMM over panels of weights unpacked to int8.
 inline constexpr int64_t kInt8GemmMinTokens = 16;

@@ -39,35 +39,45 @@ struct LaneActs {
   const float* lane_dsum = nullptr;    // d * (sum of the lane's 4 q)
 };
 
-// Token row x [n_in] as quantize_row (matmul_int8_vnni.cpp) quantizes it:
-// d = absmax / 127 per block of 32, q = x * (127 / absmax) rounded to nearest
-// even and saturated; then its lane values for `offset`.
-void quantize_token(const float* x, int64_t n_in, int32_t offset, int8_t* q, float* d, int32_t* lane_bias,
-                    float* lane_dsum) {
+// Block x [32] as quantize_row (matmul_int8_vnni.cpp) quantizes it: q =
+// x * (127 / absmax) rounded to nearest even and saturated; returns d =
+// absmax / 127.
+float quantize_block(const float* x, int8_t* q) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   // vpackssdw / vpacksswb interleave the 128-bit halves: 4-byte groups
   // 0, 4, 1, 5, ... put the 32 bytes back in input order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256 v[4];
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+  __m256i qi[4];
+  for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+  const __m256i bytes = _mm256_permutevar8x32_epi32(
+      _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3])), order);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), bytes);
+  return amax / 127.0f;
+}
+
+// Each lane's sum of the 4 q of 32 at q: pairs (1s as vpmaddubsw's unsigned
+// side), then pairs of pairs.
+__m256i lane_sums(const int8_t* q) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes), _mm256_set1_epi16(1));
+}
+
+// Token row x [n_in] quantized, with its lane values for `offset`.
+void quantize_token(const float* x, int64_t n_in, int32_t offset, int8_t* q, float* d, int32_t* lane_bias,
+                    float* lane_dsum) {
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    __m256 v[4];
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
-      m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
-    }
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-    const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-    __m256i qi[4];
-    for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-    const __m256i bytes = _mm256_permutevar8x32_epi32(
-        _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3])), order);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), bytes);
-    // Each lane's sum of 4 q: pairs (1s as vpmaddubsw's unsigned side), then
-    // pairs of pairs.
-    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes), _mm256_set1_epi16(1));
-    d[b] = amax / 127.0f;
+    d[b] = quantize_block(x + 32 * b, q + 32 * b);
+    const __m256i sums = lane_sums(q + 32 * b);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lane_bias + 8 * b),
                         _mm256_mullo_epi32(sums, _mm256_set1_epi32(-offset)));
     _mm256_storeu_ps(lane_dsum + 8 * b, _mm256_mul_ps(_mm256_set1_ps(d[b]), _mm256_cvtepi32_ps(sums)));
@@ -198,6 +208,47 @@ void run(const MatmulProblem& p, ThreadPool& pool) {
 }
 
 }  // namespace
+
+QuantizedActs quantize_acts_avx2(const float* x, int64_t n_tokens, int64_t n_in, int32_t offset, int64_t sub_k) {
+  QuantizedActs qa;
+  qa.n_tokens = n_tokens;
+  qa.n_in = n_in;
+  qa.ldq = (n_in + 63) / 64 * 64;
+  qa.nb = qa.ldq / 32;
+  qa.n_sub = qa.ldq / sub_k;
+  const size_t q_bytes = round64(static_cast<size_t>(n_tokens * qa.ldq));
+  const size_t d_bytes = round64(static_cast<size_t>(n_tokens * qa.nb) * sizeof(float));
+  const size_t s_bytes = round64(static_cast<size_t>(n_tokens * qa.n_sub) * 4);
+  uint8_t* mem = scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * s_bytes);
+  auto* q = reinterpret_cast<int8_t*>(mem);
+  auto* d = reinterpret_cast<float*>(mem + q_bytes);
+  auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
+  auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
+  const int64_t lanes_per_sub = sub_k / 4;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    int8_t* qt = q + t * qa.ldq;
+    float* dt = d + t * qa.nb;
+    std::fill(qt + n_in, qt + qa.ldq, int8_t{0});
+    std::fill(dt + n_in / 32, dt + qa.nb, 0.0f);
+    for (int64_t b = 0; b < n_in / 32; ++b) dt[b] = quantize_block(x + t * n_in + 32 * b, qt + 32 * b);
+    for (int64_t k = 0; k < qa.n_sub; ++k) {
+      int32_t sum = 0;
+      if (k * sub_k < n_in) {
+        alignas(32) int32_t lanes[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), lane_sums(qt + k * sub_k / 32 * 32));
+        const int64_t l0 = (k * sub_k % 32) / 4;
+        for (int64_t l = l0; l < l0 + lanes_per_sub; ++l) sum += lanes[l];
+      }
+      sub_bias[t * qa.n_sub + k] = -offset * sum;
+      sub_dsum[t * qa.n_sub + k] = dt[k * sub_k / 32] * static_cast<float>(sum);
+    }
+  }
+  qa.q = q;
+  qa.d = d;
+  qa.sub_bias = sub_bias;
+  qa.sub_dsum = sub_dsum;
+  return qa;
+}
 
 void matmul_int8_avx2(const MatmulProblem& p, ThreadPool& pool) {
   with_reader(p.wtype, [&]<class Rd>() { run<Rd>(p, pool); });

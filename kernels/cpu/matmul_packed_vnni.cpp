@@ -1,59 +1,32 @@
-// Repacking of quantized weights for the int8 path and matmul over them
-// (kernels/cpu/int8_packed.hpp): decode reads the packed lines directly;
-// prefill on VNNI expands a group into an int8 panel and runs the VNNI panel
-// kernel, which does the same arithmetic per token; prefill on AMX runs the
-// bf16 expansion of int8_packed_prefill_bf16.cpp.
+// The int8 path over repacked weights (kernels/cpu/int8_packed.hpp) on
+// AVX-512 VNNI: decode reads the packed lines directly; prefill on VNNI
+// expands a group into an int8 panel and runs the VNNI panel kernel, which
+// does the same arithmetic per token; prefill on AMX runs the bf16 expansion
+// of int8_packed_prefill_bf16.cpp.
 #include "kernels/cpu/int8_packed.hpp"
-
-#include <algorithm>
-#include <cstdint>
-#include <span>
-#include <string>
-
-#include "core/cpu_features.hpp"
-#include "core/error.hpp"
-#include "kernels/cpu/bf16_packed.hpp"
-#include "kernels/cpu/matmul_int8.hpp"
-#include "kernels/cpu/scratch.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <span>
 
-#include "kernels/cpu/int8_packed_layout_avx512.hpp"
+#include "core/cpu_features.hpp"
+#include "kernels/cpu/bf16_packed.hpp"
+#include "kernels/cpu/matmul_int8.hpp"
+#include "kernels/cpu/packed_lines_avx512.hpp"
+#include "kernels/cpu/simd_avx512.hpp"
+#include "kernels/cpu/int8_packed_layout.hpp"
+#include "kernels/cpu/packed_groups.hpp"
+#include "kernels/cpu/scratch.hpp"
 
-namespace troupe::kernels {
+namespace troupe::kernels::detail {
 namespace {
 
 using namespace cpu;  // NOLINT: the layouts and SIMD helpers of this path
-using detail::Int8Panel;
-using detail::kPanelRows;
-using detail::QuantizedActs;
-
-// Groups [g0, g1) of W (GGUF rows of w_row bytes) into dst.
-template <class P>
-void pack_groups(uint8_t* dst, const uint8_t* w, int64_t w_row, int64_t n_in, int64_t n_out, int64_t g0,
-                 int64_t g1) {
-  const int64_t n_units = n_in / P::kUnitK;
-  for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* rows[kGroupRows] = {};
-    const int nr = static_cast<int>(std::min<int64_t>(kGroupRows, n_out - g * kGroupRows));
-    for (int r = 0; r < nr; ++r) rows[r] = w + (g * kGroupRows + r) * w_row;
-    uint8_t* out = dst + g * group_bytes<P>(n_in);
-    for (int64_t u = 0; u < n_units; ++u) P::pack_unit(rows, nr, u, out, n_units);
-  }
-}
 
 // ---- Decode: T tokens (1..4) × one group, from the packed lines ----
-
-// How far ahead the GEMV prefetches on this CPU: 0 for the same unit of the
-// group each stream reads next, else a distance ahead in its own stream
-// (gemv_group says why).
-uintptr_t gemv_prefetch_ahead() {
-  constexpr uintptr_t kNear = 4096;
-  static const uintptr_t ahead = cpu_is_amd_family_19h() ? kNear : 0;
-  return ahead;
-}
 
 // The arithmetic per token and sub-block is vnni_panel_tile's (and the int8
 // AMX kernel's): an integer dot seeded with the bias, then one scaling.
@@ -80,7 +53,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
   // shapes) the GEMV reads at 0.71-0.85 of a plain read, 4 KiB ahead in its
   // own stream 0.94-1.03 (q4_0, q8_0, q4_K, q6_K; 8, 12 and 32 KiB: between
   // the two, and worse as they grow).
-  const uintptr_t ahead = gemv_prefetch_ahead();
+  const uintptr_t ahead = packed_gemv_prefetch_ahead();
   const auto next = ahead != 0 ? ahead : static_cast<uintptr_t>(G * group_bytes<P>(n_in));
   for (int64_t un = 0; un < n_units; ++un) {
     if constexpr (!P::kPrefetchBySub) {
@@ -108,7 +81,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
           // shift and an AND, and two chains of four vpdpbusd, not one of
           // eight: the in-cache 4-bit GEMV was bound by both.
           __m512i raw[4];
-          P::nibble_lines(groups[i], n_units, un, j, raw);
+          P::template nibble_lines<Lines512>(groups[i], n_units, un, j, raw);
           __m512i high[T];
           for (int t = 0; t < T; ++t) high[t] = _mm512_setzero_si512();
           for (int g = 0; g < 4; ++g) {
@@ -122,7 +95,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
           for (int t = 0; t < T; ++t) dot[t] = _mm512_add_epi32(dot[t], _mm512_srai_epi32(high[t], 4));
         } else {
           __m512i lines[8];
-          P::lines(groups[i], n_units, un, j, lines);
+          P::template lines<Lines512>(groups[i], n_units, un, j, lines);
           // Even and odd lines in two chains (half the latency of one).
           __m512i odd[T];
           for (int t = 0; t < T; ++t) odd[t] = _mm512_setzero_si512();
@@ -135,7 +108,7 @@ void gemv_group(const uint8_t* const (&groups)[G], const QuantizedActs& qa, int6
           for (int t = 0; t < T; ++t) dot[t] = _mm512_add_epi32(dot[t], odd[t]);
         }
         __m512 scale, min;
-        P::scales(groups[i], n_units, un, j, scale, min);
+        P::template scales<Lines512>(groups[i], n_units, un, j, scale, min);
         for (int t = 0; t < T; ++t) {
           const float d = qa.d[(t0 + t) * qa.nb + b];
           acc[i][t] =
@@ -218,10 +191,10 @@ void expand_group(const uint8_t* group, int64_t n_in, Int8Panel& pn) {
     for (int j = 0; j < P::kSubs; ++j) {
       const int64_t s = un * P::kSubs + j;
       __m512i lines[8];
-      P::lines(group, n_units, un, j, lines);
+      P::template lines<Lines512>(group, n_units, un, j, lines);
       for (int g = 0; g < kLines; ++g) _mm512_store_si512(pn.u + (s * kLines + g) * 64, lines[g]);
       __m512 scale, min;
-      P::scales(group, n_units, un, j, scale, min);
+      P::template scales<Lines512>(group, n_units, un, j, scale, min);
       _mm512_store_ps(pn.scale + s * kPanelRows, scale);
       if (pn.min != nullptr) _mm512_store_ps(pn.min + s * kPanelRows, min);
     }
@@ -238,7 +211,7 @@ void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
   pn.offset = Rd::kOffset;
   const size_t u_bytes = static_cast<size_t>(n_in) * kPanelRows;
   const size_t f_bytes = static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float);
-  uint8_t* mem = detail::scratch(detail::Scratch::int8_panel, u_bytes + 2 * f_bytes);
+  uint8_t* mem = scratch(Scratch::int8_panel, u_bytes + 2 * f_bytes);
   pn.u = mem;
   pn.scale = reinterpret_cast<float*>(mem + u_bytes);
   pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
@@ -248,12 +221,10 @@ void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64
     expand_group<P>(packed + g * stride, n_in, pn);
     const int64_t n_rows = std::min<int64_t>(kGroupRows, n_out - g * kGroupRows);
     float* yg = y + g * kGroupRows;
-    if (amx && detail::amx_panel(pn, qa, yg, n_out, n_rows)) continue;
-    detail::vnni_panel(pn, qa, yg, n_out, n_rows);
+    if (amx && amx_panel(pn, qa, yg, n_out, n_rows)) continue;
+    vnni_panel(pn, qa, yg, n_out, n_rows);
   }
 }
-
-int64_t n_groups(int64_t n_out) { return (n_out + kGroupRows - 1) / kGroupRows; }
 
 // Decode's threads take guided chunks of groups (ThreadPool::parallel_guided)
 // in multiples of the GEMV's longest step.
@@ -261,74 +232,30 @@ constexpr int64_t kDecodeGrain = 2;
 
 }  // namespace
 
-bool int8_packing_available(DType t) {
-  return detail::int8_supports(t) && isa_supported(Isa::avx512) && cpu_has_avx512_vnni();
-}
-
-int64_t int8_packed_bytes(DType t, int64_t n_in, int64_t n_out) {
-  int64_t bytes = 0;
-  with_layout(t, [&]<class P>() { bytes = n_groups(n_out) * group_bytes<P>(n_in); });
-  return (bytes + 63) / 64 * 64;
-}
-
-void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
-  if (!int8_packing_available(t)) {
-    throw Error(Errc::unsupported, "int8 repacking of " + std::string(dtype_name(t)) + " needs AVX-512 VNNI");
-  }
-  if (n_in % dtype_info(t).block_size != 0 || n_out <= 0) {
-    throw Error(Errc::invalid_argument, "int8 repacking: bad shape [" + std::to_string(n_out) + ", " +
-                                            std::to_string(n_in) + "] for " + std::string(dtype_name(t)));
-  }
-  const int64_t w_row = row_bytes(t, n_in);
-  with_layout(t, [&]<class P>() {
-    pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
-      pack_groups<P>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), w_row, n_in, n_out, g0, g1);
-    });
-  });
-}
-
-void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
-                          int64_t n_in, ThreadPool& pool) {
-  if (n_tokens <= 0 || outs.empty()) return;
-  const bool gemv = n_tokens < detail::kInt8GemmMinTokens;
-  if (outs.size() > kMaxPackedOutputs) {
-    for (size_t i = 0; i < outs.size(); i += kMaxPackedOutputs) {
-      matmul_int8_packed_n(outs.subspan(i, std::min(kMaxPackedOutputs, outs.size() - i)), x, t, n_tokens, n_in,
-                           pool);
-    }
-    return;
-  }
-  // The groups of all the matrices are numbered one after the other; threads
-  // take chunks of them.
-  int64_t first_group[kMaxPackedOutputs + 1] = {};  // first_group[i]: the first group of matrix i
-  for (size_t i = 0; i < outs.size(); ++i) first_group[i + 1] = first_group[i] + n_groups(outs[i].n_out);
-  const size_t n = outs.size();
-  // Calls f(matrix, its first group, its end group) for the parts of groups
-  // [j0, j1) in each matrix.
-  auto each_part = [&](int64_t j0, int64_t j1, auto&& f) {
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t lo = std::max(j0, first_group[i]), hi = std::min(j1, first_group[i + 1]);
-      if (lo < hi) f(outs[i], lo - first_group[i], hi - first_group[i]);
-    }
-  };
-  if (detail::amx_bf16_prefill(n_tokens)) {
+void matmul_int8_packed_vnni(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                             int64_t n_in, ThreadPool& pool) {
+  const bool gemv = n_tokens < kInt8GemmMinTokens;
+  const GroupNumbering<kMaxPackedOutputs> groups(outs);
+  if (amx_bf16_prefill(n_tokens)) {
     // Prefill on AMX: bf16 activations and weights expanded to bf16
     // (int8_packed_prefill_bf16.cpp). Threads take chunks of up to 1 MiB of
     // expanded groups in turn.
-    const detail::Bf16Acts a = detail::round_acts_bf16(x, n_tokens, n_in, pool);
-    const int64_t groups = first_group[n];
-    pool.parallel_dynamic(groups, detail::amx_thread_grain(groups, n_in, pool.size()), [&](int64_t j0, int64_t j1) {
-      each_part(j0, j1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
-        detail::int8_packed_gemm_bf16(static_cast<const uint8_t*>(o.packed), t, a, o.y, n_in, o.n_out, g0, g1);
+    const Bf16Acts a = round_acts_bf16(x, n_tokens, n_in, pool);
+    auto expand = [&](int64_t j0, int64_t j1) {
+      groups.each_part(j0, j1, [&](size_t i, int64_t g0, int64_t g1) {
+        const PackedOutput& o = outs[i];
+        int8_packed_gemm_bf16(static_cast<const uint8_t*>(o.packed), t, a, o.y, n_in, o.n_out, g0, g1);
       });
-    });
+    };
+    pool.parallel_dynamic(groups.total(), amx_thread_grain(groups.total(), n_in, pool.size()), expand);
     return;
   }
   with_layout(t, [&]<class P>() {
     using Rd = typename P::Reader;
-    const QuantizedActs qa = detail::quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);
-    pool.parallel_guided(first_group[n], kDecodeGrain, [&](int64_t j0, int64_t j1) {
-      each_part(j0, j1, [&](const PackedOutput& o, int64_t g0, int64_t g1) {
+    const QuantizedActs qa = quantize_acts(x, n_tokens, n_in, false, Rd::kOffset, Rd::kSubK, &pool);
+    pool.parallel_guided(groups.total(), kDecodeGrain, [&](int64_t j0, int64_t j1) {
+      groups.each_part(j0, j1, [&](size_t i, int64_t g0, int64_t g1) {
+        const PackedOutput& o = outs[i];
         const auto* bytes = static_cast<const uint8_t*>(o.packed);
         if (gemv) {
           gemv_groups<P>(bytes, qa, o.y, n_in, o.n_out, g0, g1);
@@ -340,31 +267,6 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
   });
 }
 
-void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
-                        int64_t n_out, ThreadPool& pool) {
-  if (n_out <= 0) return;
-  const PackedOutput out{.y = y, .packed = packed, .n_out = n_out};
-  matmul_int8_packed_n(std::span(&out, 1), x, t, n_tokens, n_in, pool);
-}
-
-}  // namespace troupe::kernels
-
-#else  // not x86: the int8 path does not exist
-
-namespace troupe::kernels {
-
-bool int8_packing_available(DType) { return false; }
-int64_t int8_packed_bytes(DType, int64_t, int64_t) { return 0; }
-void pack_int8(void*, const void*, DType t, int64_t, int64_t, ThreadPool&) {
-  throw Error(Errc::unsupported, "int8 repacking of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
-}
-void matmul_int8_packed(float*, const float*, const void*, DType t, int64_t, int64_t, int64_t, ThreadPool&) {
-  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
-}
-void matmul_int8_packed_n(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
-  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86 AVX-512 VNNI");
-}
-
-}  // namespace troupe::kernels
+}  // namespace troupe::kernels::detail
 
 #endif  // x86

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
+#include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
 
 namespace troupe::kernels::detail {
@@ -28,6 +30,43 @@ struct GroupSet {
       n_rows[i] = std::min<int64_t>(kPackedGroupRows, n_out - (g + i) * kPackedGroupRows);
     }
   }
+};
+
+// How far ahead the int8 GEMVs over packed groups prefetch on this CPU: 0
+// for the same unit of the group each stream reads next, else a distance
+// ahead in its own stream (matmul_packed_vnni.cpp's gemv_group says why).
+inline uintptr_t packed_gemv_prefetch_ahead() {
+  constexpr uintptr_t kNear = 4096;
+  static const uintptr_t ahead = cpu_is_amd_family_19h() ? kNear : 0;
+  return ahead;
+}
+
+// The groups of up to N matrices numbered one after another (a fused q/k/v
+// or gate/up matmul), so that the threads split all of them in one dispatch
+// and a decode step waits at one barrier, not one per matrix.
+template <size_t N>
+class GroupNumbering {
+ public:
+  // outs: up to N values with an n_out member.
+  template <class Outs>
+  explicit GroupNumbering(const Outs& outs) : n_(outs.size()) {
+    for (size_t i = 0; i < n_; ++i) {
+      first_[i + 1] = first_[i] + (outs[i].n_out + kPackedGroupRows - 1) / kPackedGroupRows;
+    }
+  }
+  int64_t total() const { return first_[n_]; }
+  // f(i, g0, g1): groups [g0, g1) of matrix i, its part of [j0, j1).
+  template <class F>
+  void each_part(int64_t j0, int64_t j1, F&& f) const {
+    for (size_t i = 0; i < n_; ++i) {
+      const int64_t lo = std::max(j0, first_[i]), hi = std::min(j1, first_[i + 1]);
+      if (lo < hi) f(i, lo - first_[i], hi - first_[i]);
+    }
+  }
+
+ private:
+  size_t n_;
+  int64_t first_[N + 1] = {};  // first_[i]: the number of matrix i's first group
 };
 
 // K: the kernels of one layout, called as k.template dot<G, T>(set, t0)

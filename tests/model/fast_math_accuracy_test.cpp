@@ -25,6 +25,7 @@
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
 #include "tests/exact_math.hpp"
+#include "tests/kernels/isa_paths.hpp"
 
 namespace troupe {
 namespace {
@@ -191,8 +192,9 @@ TEST(Int8Accuracy, HfFixturesQuantizedAtLoadFollowTheirGreedy) {
 // prefill came out below the int8 kernels on every model above.
 constexpr double kKQuantFileBound = 0.021;
 
-TEST(Int8Accuracy, LlamaCppKQuantFilesFollowTheirGreedy) {
-  if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI: the int8 path does not run here";
+// Each k-quant file's fast path against its exact one, in `modes` (AMX on
+// or off).
+void check_kquant_files(const std::vector<bool>& modes, const char* path_name) {
   for (const char* name : {"tiny_q2_k", "tiny_q3_k_m", "tiny_q4_k_m", "tiny_iq4_xs"}) {
     const std::string dir = TROUPE_FIXTURES_DIR;
     std::ifstream in(dir + "/" + name + "_logits.json");
@@ -202,18 +204,33 @@ TEST(Int8Accuracy, LlamaCppKQuantFilesFollowTheirGreedy) {
     for (const auto& c : cases) ref["prompts"].push_back(c["ids"]);
     auto model = Model::load(dir + "/" + name + ".gguf");
     const FixtureRun run = exact_greedy(model, ref);
-    for (bool amx : amx_modes()) {
-      SCOPED_TRACE(std::string(name) + " " + mode_name(amx));
-      const test::AmxSwitch mode(amx);
+    for (bool amx : modes) {
+      const char* mode = path_name != nullptr ? path_name : mode_name(amx);
+      SCOPED_TRACE(std::string(name) + " " + mode);
+      const test::AmxSwitch use_amx(amx);
       StepCheck c;
       for (size_t i = 0; i < run.prompts.size(); ++i) check_case(model, run.prompts[i], run.greedy[i], c);
       std::printf("%s, %s: %d steps, max |fast - exact| logit %.4f, %d argmax flips (%d not at a near tie)\n", name,
-                  mode_name(amx), c.steps, c.worst, c.flips, c.bad_flips);
+                  mode, c.steps, c.worst, c.flips, c.bad_flips);
       EXPECT_GT(c.worst, 0.0) << "the fast path did not run";
       EXPECT_LE(c.worst, kKQuantFileBound);
       EXPECT_EQ(c.bad_flips, 0);
     }
   }
+}
+
+TEST(Int8Accuracy, LlamaCppKQuantFilesFollowTheirGreedy) {
+  if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI: the int8 path does not run here";
+  check_kquant_files(amx_modes(), nullptr);
+}
+
+// The AVX2 kernels over the same repacked weights (matmul_packed_avx2.cpp),
+// forced on any CPU with AVX2: their bits are the VNNI kernels'
+// (matmul_packed_avx2_test.cpp), so the bound is the same.
+TEST(Int8Accuracy, Avx2KernelsOnLlamaCppKQuantFilesFollowTheirGreedy) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2: the AVX2 int8 kernels do not run here";
+  const test::ForcedIsa avx2(Isa::avx2);
+  check_kquant_files({false}, "AVX2 int8 kernels");
 }
 
 // Measured here (2026-12-02) with 50% headroom: the fixtures as f16

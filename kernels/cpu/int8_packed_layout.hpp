@@ -1,9 +1,16 @@
 // The repacked layouts of kernels/cpu/int8_packed.hpp, one struct per weight
 // type: how a unit (a block of 32, or a k-quant super-block of 256) of a
-// 16-row group is written from the GGUF rows and read back as lines of u and
+// 16-row group is written from the GGUF rows, and read back as lines of u and
 // the per-row scale and min of each sub-block. The values read back are the
 // ones the int8 readers (int8_readers.hpp) give, bit for bit.
-// Include only from files built with -mavx512* and VNNI (internal linkage).
+//
+// Writing is plain byte code (it runs once, at load, on any CPU with AVX2).
+// Reading is written once over a line policy V: Lines512 (a whole line a
+// register, packed_lines_avx512.hpp) or Lines256<H> (half H of it, rows
+// 8 H .. 8 H + 7, packed_lines_avx2.hpp); each layout's lines, scales and
+// minimums are V's operations on bytes that never interact across rows, so
+// both read the same values. Include only from files built with at least
+// -mavx2 -mf16c, after the policy's header (internal linkage).
 #pragma once
 
 #include <cstddef>
@@ -13,55 +20,53 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/int8_readers.hpp"
-#include "kernels/cpu/simd_avx512.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
+#include "kernels/cpu/weight_prefetch.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {  // NOLINT: per-ISA translation units only
 
 constexpr int kGroupRows = static_cast<int>(detail::kPanelRows);  // 16
 
-inline __m512i load_line(const uint8_t* p) { return _mm512_loadu_si512(p); }
-inline __m512 load_halves(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
+// A line as it is written: byte 4 r + i is input i (of 4) of row r.
+struct alignas(64) Line {
+  uint8_t b[64];
+};
 
 // 16 rows × 32 inputs of u (row-major, 32 bytes a row) as 8 lines: line g
 // holds inputs 4 g .. 4 g + 3 of every row.
-inline void transpose_to_lines(const uint8_t (&u)[kGroupRows][32], __m512i (&lines)[8]) {
-  const __m512i across = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(8));
+inline void transpose_to_lines(const uint8_t (&u)[kGroupRows][32], Line (&lines)[8]) {
   for (int g = 0; g < 8; ++g) {
-    lines[g] = _mm512_i32gather_epi32(_mm512_add_epi32(across, _mm512_set1_epi32(g)), &u[0][0], 4);
+    for (int r = 0; r < kGroupRows; ++r) std::memcpy(lines[g].b + 4 * r, &u[r][4 * g], 4);
   }
 }
 
 // Writes the 8 lines as bytes, or (nibbles) as 4 lines: g and g + 4 together.
 template <bool kNibbles>
-uint8_t* store_lines(const __m512i (&lines)[8], uint8_t* dst) {
+uint8_t* store_lines(const Line (&lines)[8], uint8_t* dst) {
   if constexpr (kNibbles) {
     for (int g = 0; g < 4; ++g) {
-      _mm512_storeu_si512(dst + 64 * g, _mm512_or_si512(lines[g], _mm512_slli_epi16(lines[g + 4], 4)));
+      for (int k = 0; k < 64; ++k) dst[64 * g + k] = static_cast<uint8_t>(lines[g].b[k] | (lines[g + 4].b[k] << 4));
     }
     return dst + 4 * 64;
   } else {
-    for (int g = 0; g < 8; ++g) _mm512_storeu_si512(dst + 64 * g, lines[g]);
+    std::memcpy(dst, lines, 8 * 64);
     return dst + 8 * 64;
   }
 }
 
 // Reads the lines of one 32-input sub-block back as 8 byte lines.
-template <bool kNibbles>
-[[gnu::always_inline]] inline void read_lines(const uint8_t* src, __m512i (&lines)[8]) {
+template <class V, bool kNibbles>
+[[gnu::always_inline]] inline void read_lines(const uint8_t* src, typename V::Vec (&lines)[8]) {
   if constexpr (kNibbles) {
-    const __m512i low = _mm512_set1_epi8(0x0f);
+    const auto low = V::bytes(0x0f);
     for (int g = 0; g < 4; ++g) {
-      const __m512i v = load_line(src + 64 * g);
-      lines[g] = _mm512_and_si512(v, low);
-      lines[g + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      const auto v = V::load(src + 64 * g);
+      lines[g] = V::and_(v, low);
+      lines[g + 4] = V::and_(V::srl(v, 4), low);
     }
   } else {
-    for (int g = 0; g < 8; ++g) lines[g] = load_line(src + 64 * g);
+    for (int g = 0; g < 8; ++g) lines[g] = V::load(src + 64 * g);
   }
 }
 
@@ -77,36 +82,34 @@ struct SplitLines {
   static constexpr int kHalf = kLines / 2;
   static constexpr int64_t kBytes = (kHalf + 1) * 64;
 
-  static uint8_t* store(const __m512i* lines, uint8_t* dst) {
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    const __m512i top = _mm512_set1_epi8((1 << kHigh) - 1);
-    __m512i high = _mm512_setzero_si512();
-    for (int l = 0; l < kLines; ++l) {  // 16-bit shifts: every field stays within its byte
-      const __m512i t = _mm512_and_si512(_mm512_srli_epi16(lines[l], 4), top);
-      high = _mm512_or_si512(high, _mm512_slli_epi16(t, static_cast<unsigned>(kHigh * l)));
+  static uint8_t* store(const Line* lines, uint8_t* dst) {
+    constexpr int kTop = (1 << kHigh) - 1;
+    for (int k = 0; k < 64; ++k) {
+      int high = 0;
+      for (int l = 0; l < kLines; ++l) high |= ((lines[l].b[k] >> 4) & kTop) << (kHigh * l);
+      for (int l = 0; l < kHalf; ++l) {
+        dst[64 * l + k] = static_cast<uint8_t>((lines[l].b[k] & 0x0f) | ((lines[l + kHalf].b[k] & 0x0f) << 4));
+      }
+      dst[64 * kHalf + k] = static_cast<uint8_t>(high);
     }
-    for (int l = 0; l < kHalf; ++l) {
-      const __m512i second = _mm512_slli_epi16(_mm512_and_si512(lines[l + kHalf], low), 4);
-      _mm512_storeu_si512(dst + 64 * l, _mm512_or_si512(_mm512_and_si512(lines[l], low), second));
-    }
-    _mm512_storeu_si512(dst + 64 * kHalf, high);
     return dst + kBytes;
   }
   // Line l: its nibble (bits 0-3, from a nibble line) under its top bits
   // moved to bit 4 on; one AND, one shift or two and one select a line.
-  [[gnu::always_inline]] static void read(const uint8_t* src, __m512i* out) {
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    const __m512i top = _mm512_set1_epi8(static_cast<char>(((1 << kHigh) - 1) << 4));
-    const __m512i high = load_line(src + 64 * kHalf);
+  template <class V>
+  [[gnu::always_inline]] static void read(const uint8_t* src, typename V::Vec* out) {
+    const auto low = V::bytes(0x0f);
+    const auto top = V::bytes(static_cast<uint8_t>(((1 << kHigh) - 1) << 4));
+    const auto high = V::load(src + 64 * kHalf);
 #pragma GCC unroll 8
     for (int l = 0; l < kLines; ++l) {
-      const __m512i v = load_line(src + 64 * (l % kHalf));
-      const __m512i nibble = l < kHalf ? v : _mm512_srli_epi16(v, 4);
+      const auto v = V::load(src + 64 * (l % kHalf));
+      const auto nibble = l < kHalf ? v : V::srl(v, 4);
       const int s = 4 - kHigh * l;
-      const __m512i h = s > 0   ? _mm512_slli_epi16(high, static_cast<unsigned>(s))
-                        : s < 0 ? _mm512_srli_epi16(high, static_cast<unsigned>(-s))
-                                : high;
-      out[l] = _mm512_ternarylogic_epi32(low, nibble, _mm512_and_si512(h, top), 0xca);  // low ? nibble : h
+      const auto h = s > 0 ? V::sll(high, static_cast<unsigned>(s))
+                     : s < 0 ? V::srl(high, static_cast<unsigned>(-s))
+                             : high;
+      out[l] = V::select(low, nibble, V::and_(h, top));
     }
   }
 };
@@ -118,19 +121,19 @@ constexpr int64_t sub_bytes() {
   return kBits == 4 ? 4 * 64 : kBits == 5 ? SplitLines<1>::kBytes : 8 * 64;
 }
 template <int kBits>
-uint8_t* store_sub(const __m512i (&lines)[8], uint8_t* dst) {
+uint8_t* store_sub(const Line (&lines)[8], uint8_t* dst) {
   if constexpr (kBits == 5) {
     return SplitLines<1>::store(lines, dst);
   } else {
     return store_lines<kBits == 4>(lines, dst);
   }
 }
-template <int kBits>
-[[gnu::always_inline]] inline void read_sub(const uint8_t* src, __m512i (&lines)[8]) {
+template <class V, int kBits>
+[[gnu::always_inline]] inline void read_sub(const uint8_t* src, typename V::Vec (&lines)[8]) {
   if constexpr (kBits == 5) {
-    SplitLines<1>::read(src, lines);
+    SplitLines<1>::template read<V>(src, lines);
   } else {
-    read_lines<kBits == 4>(src, lines);
+    read_lines<V, kBits == 4>(src, lines);
   }
 }
 
@@ -163,11 +166,12 @@ void nibble_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, F 
 }
 
 // The 4 nibble lines at src as 8 lines of iq4 u (levels + 128).
-[[gnu::always_inline]] inline void read_iq4_lines(const uint8_t* src, __m512i (&lines)[8]) {
-  const __m512i table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(iq4_u_table()));
-  read_lines<true>(src, lines);
+template <class V>
+[[gnu::always_inline]] inline void read_iq4_lines(const uint8_t* src, typename V::Vec (&lines)[8]) {
+  const __m256i table = iq4_u_table();
+  read_lines<V, true>(src, lines);
 #pragma GCC unroll 8
-  for (int g = 0; g < 8; ++g) lines[g] = _mm512_shuffle_epi8(table, lines[g]);
+  for (int g = 0; g < 8; ++g) lines[g] = V::lookup(table, lines[g]);
 }
 
 // ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl ----
@@ -218,7 +222,7 @@ struct PkSimple {
     } else {
       chunk_rows<Rd>(rows, nr, un, sc, u);
     }
-    __m512i lines[8];
+    Line lines[8];
     transpose_to_lines(u, lines);
     store_sub<kBits>(lines, unit_lines(group, n_units, un));
     uint16_t d[kGroupRows] = {}, m[kGroupRows] = {};
@@ -231,24 +235,28 @@ struct PkSimple {
     std::memcpy(p, d, sizeof d);
     if constexpr (Rd::kMin) std::memcpy(p + 32, m, sizeof m);
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t n_units, int64_t un, int, __m512i (&out)[8]) {
+  template <class V>
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t n_units, int64_t un, int,
+                                           typename V::Vec (&out)[8]) {
     if constexpr (kTable) {
-      read_iq4_lines(unit_lines(g, n_units, un), out);
+      read_iq4_lines<V>(unit_lines(g, n_units, un), out);
     } else {
-      read_sub<kBits>(unit_lines(g, n_units, un), out);
+      read_sub<V, kBits>(unit_lines(g, n_units, un), out);
     }
   }
   // The 4 lines of a nibble unit as stored (low nibbles: inputs 4 g..4 g + 3,
   // high: 4 (g + 4)..).
+  template <class V>
   [[gnu::always_inline]] static void nibble_lines(const uint8_t* g, int64_t n_units, int64_t un, int,
-                                                  __m512i (&out)[4]) {
-    for (int l = 0; l < 4; ++l) out[l] = load_line(unit_lines(g, n_units, un) + 64 * l);
+                                                  typename V::Vec (&out)[4]) {
+    for (int l = 0; l < 4; ++l) out[l] = V::load(unit_lines(g, n_units, un) + 64 * l);
   }
-  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t n_units, int64_t un, int, __m512& scale,
-                                            __m512& min) {
+  template <class V>
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t n_units, int64_t un, int,
+                                            typename V::Ps& scale, typename V::Ps& min) {
     const uint8_t* p = unit_scales(g, n_units, un);
-    scale = load_halves(p);
-    min = Rd::kMin ? load_halves(p + 32) : _mm512_setzero_ps();
+    scale = V::halves(p);
+    min = Rd::kMin ? V::halves(p + 32) : V::zero_ps();
   }
   // Every line of the unit, `ahead` bytes on in the group's stream (from
   // its lines on: a pair's two units cover its scales).
@@ -322,27 +330,27 @@ struct PkQ45K : KquantPrefetch<PkQ45K<Rd, Block, kBits>> {
     uint8_t* p = dst + kHeader;
     for (int j = 0; j < 8; ++j) {
       chunk_rows<Rd>(rows, nr, unit * 8 + j, sc, u);
-      __m512i lines[8];
+      Line lines[8];
       transpose_to_lines(u, lines);
       p = store_sub<kBits>(lines, p);
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
-    read_sub<kBits>(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
+  template <class V>
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, typename V::Vec (&out)[8]) {
+    read_sub<V, kBits>(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
   }
-  [[gnu::always_inline]] static void nibble_lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[4]) {
-    for (int l = 0; l < 4; ++l) out[l] = load_line(g + un * kUnitBytes + kHeader + j * kSubBytes + 64 * l);
+  template <class V>
+  [[gnu::always_inline]] static void nibble_lines(const uint8_t* g, int64_t, int64_t un, int j,
+                                                  typename V::Vec (&out)[4]) {
+    for (int l = 0; l < 4; ++l) out[l] = V::load(g + un * kUnitBytes + kHeader + j * kSubBytes + 64 * l);
   }
   // As prepare_q45k: d * scale_j and -dmin * min_j, in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
-                                            __m512& min) {
+  template <class V>
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, typename V::Ps& scale,
+                                            typename V::Ps& min) {
     const uint8_t* unit = g + un * kUnitBytes;
-    const __m512 d = load_halves(unit);
-    const __m512 dmin = load_halves(unit + 32);
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(unit + 64 + 16 * j)));
-    const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(unit + 192 + 16 * j)));
-    scale = _mm512_mul_ps(d, s);
-    min = _mm512_mul_ps(_mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
+    scale = V::mul(V::halves(unit), V::u8(unit + 64 + 16 * j));
+    min = V::mul(V::neg(V::halves(unit + 32)), V::u8(unit + 192 + 16 * j));  // (-dmin) * m
   }
 };
 
@@ -351,10 +359,11 @@ using PkQ5_K = PkQ45K<RdQ5_K, BlockQ5_K, 5>;
 
 // The scales of sub-block j of a unit whose header is the 16 rows' fp16 d,
 // then their int8 sub-block scales [16][16] (q6_K, q3_K): d * scale.
-[[gnu::always_inline]] inline void d_i8_scales(const uint8_t* unit, int j, __m512& scale, __m512& min) {
-  const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(unit + 32 + 16 * j)));
-  scale = _mm512_mul_ps(load_halves(unit), s);
-  min = _mm512_setzero_ps();
+template <class V>
+[[gnu::always_inline]] inline void d_i8_scales(const uint8_t* unit, int j, typename V::Ps& scale,
+                                               typename V::Ps& min) {
+  scale = V::mul(V::halves(unit), V::i8(unit + 32 + 16 * j));
+  min = V::zero_ps();
 }
 
 // ---- q6_K: d and 16 int8 scales per super-block, sub-blocks of 16 ----
@@ -380,19 +389,21 @@ struct PkQ6_K : KquantPrefetch<PkQ6_K> {
     uint8_t* p = dst + kHeader;
     for (int c = 0; c < 8; ++c) {  // a chunk of 32 is two sub-blocks: lines 0..3 and 4..7
       chunk_rows<RdQ6_K>(rows, nr, unit * 8 + c, sc, u);
-      __m512i lines[8];
+      Line lines[8];
       transpose_to_lines(u, lines);
       p = SplitLines<2>::store(lines, p);
       p = SplitLines<2>::store(lines + 4, p);
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
-    SplitLines<2>::read(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
+  template <class V>
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, typename V::Vec (&out)[8]) {
+    SplitLines<2>::template read<V>(g + un * kUnitBytes + kHeader + j * kSubBytes, out);
   }
   // As RdQ6_K::prepare: d * scale_j in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
-                                            __m512& min) {
-    d_i8_scales(g + un * kUnitBytes, j, scale, min);
+  template <class V>
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, typename V::Ps& scale,
+                                            typename V::Ps& min) {
+    d_i8_scales<V>(g + un * kUnitBytes, j, scale, min);
   }
 };
 
@@ -400,17 +411,16 @@ struct PkQ6_K : KquantPrefetch<PkQ6_K> {
 
 // The 4 byte lines (values 0..3) of a 16-input sub-block as one line: line
 // l in bits 2 l, 2 l + 1 of each byte.
-inline void store_crumbs(const __m512i* lines, uint8_t* dst) {
-  __m512i v = lines[0];  // 16-bit shifts: every field stays within its byte
-  for (int l = 1; l < 4; ++l) v = _mm512_or_si512(v, _mm512_slli_epi16(lines[l], static_cast<unsigned>(2 * l)));
-  _mm512_storeu_si512(dst, v);
-}
-[[gnu::always_inline]] inline void read_crumbs(const uint8_t* src, __m512i* out) {
-  const __m512i v = load_line(src);
-#pragma GCC unroll 4
-  for (int l = 0; l < 4; ++l) {
-    out[l] = _mm512_and_si512(_mm512_srli_epi16(v, static_cast<unsigned>(2 * l)), _mm512_set1_epi8(3));
+inline void store_crumbs(const Line* lines, uint8_t* dst) {
+  for (int k = 0; k < 64; ++k) {
+    dst[k] = static_cast<uint8_t>(lines[0].b[k] | (lines[1].b[k] << 2) | (lines[2].b[k] << 4) | (lines[3].b[k] << 6));
   }
+}
+template <class V>
+[[gnu::always_inline]] inline void read_crumbs(const uint8_t* src, typename V::Vec* out) {
+  const auto v = V::load(src);
+#pragma GCC unroll 4
+  for (int l = 0; l < 4; ++l) out[l] = V::and_(V::srl(v, static_cast<unsigned>(2 * l)), V::bytes(3));
 }
 
 // q2_K: d and dmin (fp16) of the 16 rows, then the 16 sub-blocks' scale
@@ -437,24 +447,25 @@ struct PkQ2_K : KquantPrefetch<PkQ2_K> {
     uint8_t u[kGroupRows][32];
     for (int c = 0; c < 8; ++c) {  // a chunk of 32 is two sub-blocks: lines 0..3 and 4..7
       chunk_rows<RdQ2_K>(rows, nr, unit * 8 + c, sc, u);
-      __m512i lines[8];
+      Line lines[8];
       transpose_to_lines(u, lines);
       store_crumbs(lines, dst + kHeader + 64 * (2 * c));
       store_crumbs(lines + 4, dst + kHeader + 64 * (2 * c + 1));
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
-    read_crumbs(g + un * kUnitBytes + kHeader + 64 * j, out);
+  template <class V>
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, typename V::Vec (&out)[8]) {
+    read_crumbs<V>(g + un * kUnitBytes + kHeader + 64 * j, out);
   }
   // As RdQ2_K::prepare: d * scale_j and -dmin * min_j, in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
-                                            __m512& min) {
+  template <class V>
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, typename V::Ps& scale,
+                                            typename V::Ps& min) {
     const uint8_t* unit = g + un * kUnitBytes;
-    const __m512i raw = _mm512_cvtepu8_epi32(load16(unit + 64 + 16 * j));
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_and_si512(raw, _mm512_set1_epi32(0x0f)));
-    const __m512 m = _mm512_cvtepi32_ps(_mm512_srli_epi32(raw, 4));
-    scale = _mm512_mul_ps(load_halves(unit), s);
-    min = _mm512_mul_ps(_mm512_xor_ps(load_halves(unit + 32), _mm512_set1_ps(-0.0f)), m);  // (-dmin) * m
+    typename V::Ps s, m;
+    V::u8_nibbles(unit + 64 + 16 * j, s, m);
+    scale = V::mul(V::halves(unit), s);
+    min = V::mul(V::neg(V::halves(unit + 32)), m);  // (-dmin) * m
   }
 };
 
@@ -483,36 +494,38 @@ struct PkQ3_K : KquantPrefetch<PkQ3_K> {
     uint8_t u[kGroupRows][32];
     for (int c = 0; c < 8; ++c) {
       chunk_rows<RdQ3_K>(rows, nr, unit * 8 + c, sc, u);
-      __m512i lines[8], low[8];
+      Line lines[8], low[8];
       transpose_to_lines(u, lines);
-      __m512i high = _mm512_setzero_si512();
-      for (int l = 0; l < 8; ++l) {
-        low[l] = _mm512_and_si512(lines[l], _mm512_set1_epi8(3));
-        const __m512i third = _mm512_and_si512(_mm512_srli_epi16(lines[l], 2), _mm512_set1_epi8(1));
-        high = _mm512_or_si512(high, _mm512_slli_epi16(third, static_cast<unsigned>(l)));
-      }
       uint8_t* pair = dst + kHeader + c * kPairBytes;
+      for (int k = 0; k < 64; ++k) {
+        int high = 0;
+        for (int l = 0; l < 8; ++l) {
+          low[l].b[k] = lines[l].b[k] & 3;
+          high |= ((lines[l].b[k] >> 2) & 1) << l;
+        }
+        pair[128 + k] = static_cast<uint8_t>(high);
+      }
       store_crumbs(low, pair);
       store_crumbs(low + 4, pair + 64);
-      _mm512_storeu_si512(pair + 128, high);
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
+  template <class V>
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, typename V::Vec (&out)[8]) {
     const uint8_t* pair = g + un * kUnitBytes + kHeader + (j / 2) * kPairBytes;
-    read_crumbs(pair + 64 * (j & 1), out);
-    const __m512i high = load_line(pair + 128);
+    read_crumbs<V>(pair + 64 * (j & 1), out);
+    const auto high = V::load(pair + 128);
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) {  // bit 4 (j & 1) + l to bit 2
       const int s = 4 * (j & 1) + l - 2;
-      const __m512i h = s >= 0 ? _mm512_srli_epi16(high, static_cast<unsigned>(s))
-                               : _mm512_slli_epi16(high, static_cast<unsigned>(-s));
-      out[l] = _mm512_or_si512(out[l], _mm512_and_si512(h, _mm512_set1_epi8(4)));
+      const auto h = s >= 0 ? V::srl(high, static_cast<unsigned>(s)) : V::sll(high, static_cast<unsigned>(-s));
+      out[l] = V::or_(out[l], V::and_(h, V::bytes(4)));
     }
   }
   // As RdQ3_K::prepare: d * (scale_j - 32) in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
-                                            __m512& min) {
-    d_i8_scales(g + un * kUnitBytes, j, scale, min);
+  template <class V>
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, typename V::Ps& scale,
+                                            typename V::Ps& min) {
+    d_i8_scales<V>(g + un * kUnitBytes, j, scale, min);
   }
 };
 
@@ -542,18 +555,20 @@ struct PkIQ4_XS : KquantPrefetch<PkIQ4_XS> {
       nibble_rows(rows, nr, unit * 8 + j, [](const uint8_t* row, int64_t c) {
         return row + (c / 8) * static_cast<int64_t>(sizeof(BlockIQ4_XS)) + offsetof(BlockIQ4_XS, qs) + 16 * (c % 8);
       }, u);
-      __m512i lines[8];
+      Line lines[8];
       transpose_to_lines(u, lines);
       store_lines<true>(lines, dst + kHeader + 256 * j);
     }
   }
-  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, __m512i (&out)[8]) {
-    read_iq4_lines(g + un * kUnitBytes + kHeader + 256 * j, out);
+  template <class V>
+  [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, typename V::Vec (&out)[8]) {
+    read_iq4_lines<V>(g + un * kUnitBytes + kHeader + 256 * j, out);
   }
   // As RdIQ4_XS::prepare: d * (scale_j - 32) in f32.
-  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, __m512& scale,
-                                            __m512& min) {
-    d_i8_scales(g + un * kUnitBytes, j, scale, min);
+  template <class V>
+  [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t, int64_t un, int j, typename V::Ps& scale,
+                                            typename V::Ps& min) {
+    d_i8_scales<V>(g + un * kUnitBytes, j, scale, min);
   }
 };
 

@@ -1,0 +1,98 @@
+// The int8 path over repacked weights (int8_packed.hpp): which ISA's
+// kernels run it, the repacking split over the pool, and fused matmuls cut
+// into calls of at most kMaxPackedOutputs matrices. Built without ISA flags:
+// it runs on every CPU and calls the per-ISA files only where they run.
+#include "kernels/cpu/int8_packed.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/matmul_int8.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+enum class Int8Kernels { none, avx2, vnni };
+
+// The kernels at the active ISA. AVX-512 without VNNI keeps the f32 path,
+// as matmul does for weights as stored.
+Int8Kernels int8_kernels() {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (active_isa()) {
+    case Isa::avx512: return cpu_has_avx512_vnni() ? Int8Kernels::vnni : Int8Kernels::none;
+    case Isa::avx2: return Int8Kernels::avx2;
+    case Isa::scalar: break;
+  }
+#endif
+  return Int8Kernels::none;
+}
+
+int64_t n_groups(int64_t n_out) { return (n_out + detail::kPanelRows - 1) / detail::kPanelRows; }
+
+}  // namespace
+
+bool int8_packing_available(DType t) { return detail::int8_supports(t) && int8_kernels() != Int8Kernels::none; }
+
+int64_t int8_packed_bytes(DType t, int64_t n_in, int64_t n_out) {
+  if (!int8_packing_available(t)) return 0;
+  return n_groups(n_out) * detail::int8_group_bytes(t, n_in);
+}
+
+void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  if (!int8_packing_available(t)) {
+    throw Error(Errc::unsupported,
+                "int8 repacking of " + std::string(dtype_name(t)) + " needs AVX2 or AVX-512 VNNI, and the int8 path");
+  }
+  if (n_in % dtype_info(t).block_size != 0 || n_in <= 0 || n_out <= 0) {
+    throw Error(Errc::invalid_argument, "int8 repacking: bad shape [" + std::to_string(n_out) + ", " +
+                                            std::to_string(n_in) + "] for " + std::string(dtype_name(t)));
+  }
+  pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
+    detail::pack_int8_groups(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), t, n_in, n_out, g0, g1);
+  });
+}
+
+void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                          int64_t n_in, ThreadPool& pool) {
+  if (n_tokens <= 0 || outs.empty()) return;
+  const Int8Kernels k = int8_kernels();
+  if (k == Int8Kernels::none || !detail::int8_supports(t)) {
+    throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " over repacked weights needs " +
+                                       "AVX2 or AVX-512 VNNI at the active ISA");
+  }
+  for (size_t i = 0; i < outs.size(); i += kMaxPackedOutputs) {
+    const auto part = outs.subspan(i, std::min(kMaxPackedOutputs, outs.size() - i));
+    if (k == Int8Kernels::vnni) {
+      detail::matmul_int8_packed_vnni(part, x, t, n_tokens, n_in, pool);
+    } else {
+      detail::matmul_int8_packed_avx2(part, x, t, n_tokens, n_in, pool);
+    }
+  }
+}
+
+void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, int64_t n_tokens, int64_t n_in,
+                        int64_t n_out, ThreadPool& pool) {
+  if (n_out <= 0) return;
+  const PackedOutput out{.y = y, .packed = packed, .n_out = n_out};
+  matmul_int8_packed_n(std::span(&out, 1), x, t, n_tokens, n_in, pool);
+}
+
+}  // namespace troupe::kernels
+
+#if !defined(__x86_64__) && !defined(__i386__)
+// No x86: no int8 path; int8_kernels() is none, so these are never reached.
+namespace troupe::kernels::detail {
+int64_t int8_group_bytes(DType, int64_t) { return 0; }
+void pack_int8_groups(uint8_t*, const uint8_t*, DType t, int64_t, int64_t, int64_t, int64_t) {
+  throw Error(Errc::unsupported, "int8 repacking of " + std::string(dtype_name(t)) + " needs x86");
+}
+void matmul_int8_packed_vnni(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86");
+}
+void matmul_int8_packed_avx2(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86");
+}
+}  // namespace troupe::kernels::detail
+#endif

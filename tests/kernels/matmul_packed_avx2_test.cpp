@@ -1,0 +1,179 @@
+// matmul over weights repacked for the int8 path (kernels/cpu/int8_packed.hpp)
+// on the AVX2 kernels (matmul_packed_avx2.cpp), forced on whatever x86 CPU
+// runs the test: every quantized type against the two references of the
+// int8 path (int8_reference.hpp); bit for bit against the VNNI GEMV over the
+// same packed bytes where the CPU has VNNI; a token's bits whatever the batch,
+// the thread count or the matrices fused with it; and which steps it takes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.hpp"
+#include "core/dtype.hpp"
+#include "core/thread_pool.hpp"
+#include "int8_reference.hpp"
+#include "isa_paths.hpp"
+#include "kernels/cpu/int8_packed.hpp"
+
+namespace troupe {
+namespace {
+
+using test::ForcedIsa;
+
+using Bytes = std::unique_ptr<uint8_t, decltype(&std::free)>;
+
+Bytes pack(const test::Weights& w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  const int64_t n = kernels::int8_packed_bytes(t, n_in, n_out);
+  Bytes p(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(n))), &std::free);
+  kernels::pack_int8(p.get(), w.bytes.data(), t, n_in, n_out, pool);
+  return p;
+}
+
+// Inputs as matmul_int8_test.cpp makes them: blocks of very different size
+// and an all-zero block.
+std::vector<float> inputs(std::mt19937& rng, int64_t n_tokens, int64_t n_in) {
+  std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+  for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
+  std::fill(x.begin(), x.begin() + 32, 0.0f);
+  return x;
+}
+
+std::vector<int64_t> row_lengths(DType t) {
+  // 32 and 96: a pair of 32-input units with no second half.
+  return dtype_info(t).block_size == kQK_K ? std::vector<int64_t>{256, 768, 2816} : std::vector<int64_t>{32, 96, 4096};
+}
+
+std::vector<float> run(const Bytes& p, const std::vector<float>& x, DType t, int64_t n_tokens, int64_t n_in,
+                       int64_t n_out, ThreadPool& pool) {
+  std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
+  kernels::matmul_int8_packed(y.data(), x.data(), p.get(), t, n_tokens, n_in, n_out, pool);
+  return y;
+}
+
+class MatmulPackedAvx2 : public testing::TestWithParam<DType> {};
+
+TEST_P(MatmulPackedAvx2, MatchesQuantizedActivationsAndStaysWithinTheirError) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const DType t = GetParam();
+  std::mt19937 rng(4321 + static_cast<unsigned>(t));
+  ThreadPool pool(2);
+  const ForcedIsa avx2(Isa::avx2);
+  ASSERT_TRUE(kernels::int8_packing_available(t));
+  for (int64_t n_in : row_lengths(t)) {
+    for (int64_t n_out : {5, 101}) {  // partial groups of 16, and halves of 8 with no rows
+      const test::Weights w = test::make_weights(rng, t, n_out, n_in);
+      const Bytes p = pack(w, t, n_in, n_out, pool);
+      // The GEMV's tiles of 1-4 tokens and a four with a tail of three; the
+      // prefill's tiles of 4 (or 3) with each tail.
+      for (int64_t n_tokens : {1, 2, 3, 4, 7, 8, 17, 22}) {
+        const std::vector<float> x = inputs(rng, n_tokens, n_in);
+        test::expect_int8_result(run(p, x, t, n_tokens, n_in, n_out, pool),
+                                 test::expected(x, w, n_tokens, n_in, n_out),
+                                 n_out, std::string(dtype_name(t)) + " packed avx2 n_tokens " +
+                                            std::to_string(n_tokens) + " n_in " + std::to_string(n_in) +
+                                            " n_out " + std::to_string(n_out));
+      }
+    }
+  }
+}
+
+// The int16 sums and the sign trick give vpdpbusd's integers, and the f32
+// scaling is the VNNI kernels' lane for lane, in decode and prefill (AMX off:
+// its prefill expands to bf16).
+TEST_P(MatmulPackedAvx2, SameBitsAsTheVnniGemv) {
+  if (!test::int8_path_runs()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI to compare with";
+  const DType t = GetParam();
+  std::mt19937 rng(77 + static_cast<unsigned>(t));
+  ThreadPool pool(2);
+  for (int64_t n_in : row_lengths(t)) {
+    const int64_t n_out = 53;
+    const test::Weights w = test::make_weights(rng, t, n_out, n_in);
+    const Bytes p = pack(w, t, n_in, n_out, pool);
+    for (int64_t n_tokens : {1, 2, 3, 5, 9, 20}) {  // the VNNI GEMM runs 16 tokens and more
+      const std::vector<float> x = inputs(rng, n_tokens, n_in);
+      std::vector<float> vnni, avx2;
+      {
+        const ForcedIsa isa(Isa::avx512);
+        const test::AmxSwitch no_amx(false);
+        vnni = run(p, x, t, n_tokens, n_in, n_out, pool);
+      }
+      {
+        const ForcedIsa isa(Isa::avx2);
+        avx2 = run(p, x, t, n_tokens, n_in, n_out, pool);
+      }
+      for (size_t i = 0; i < vnni.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &vnni[i], sizeof a);
+        std::memcpy(&b, &avx2[i], sizeof b);
+        ASSERT_EQ(a, b) << dtype_name(t) << " n_in " << n_in << " n_tokens " << n_tokens << " output " << i
+                        << ": vnni " << vnni[i] << ", avx2 " << avx2[i];
+      }
+    }
+  }
+}
+
+// Token 0's outputs are the same bits alone and in batches up to 40 (the
+// prefill's panel tiles), over 1-3 threads, and fused with other matrices.
+TEST_P(MatmulPackedAvx2, ATokensBitsDoNotDependOnBatchThreadsOrFusion) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const DType t = GetParam();
+  std::mt19937 rng(91 + static_cast<unsigned>(t));
+  const ForcedIsa avx2(Isa::avx2);
+  const int64_t n_in = 512;
+  const std::vector<int64_t> n_outs = {150, 5, 48, 17, 101};  // five: two calls of at most four
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  std::vector<test::Weights> ws;
+  std::vector<Bytes> ps;
+  for (int64_t n_out : n_outs) {
+    ws.push_back(test::make_weights(rng, t, n_out, n_in));
+    ps.push_back(pack(ws.back(), t, n_in, n_out, pool2));
+  }
+  const int64_t n_max = 40;
+  const std::vector<float> x = inputs(rng, n_max, n_in);
+  std::vector<float> alone = run(ps[0], x, t, 1, n_in, n_outs[0], pool1);
+  for (int64_t n_tokens : {2, 5, 8, 17, 40}) {
+    for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+      std::vector<std::vector<float>> ys;
+      std::vector<kernels::PackedOutput> outs;
+      for (size_t i = 0; i < n_outs.size(); ++i) {
+        ys.emplace_back(static_cast<size_t>(n_tokens * n_outs[i]), std::nanf(""));
+        outs.push_back({.y = ys.back().data(), .packed = ps[i].get(), .n_out = n_outs[i]});
+      }
+      kernels::matmul_int8_packed_n(outs, x.data(), t, n_tokens, n_in, *pool);
+      for (size_t i = 0; i < n_outs.size(); ++i) {
+        const std::vector<float> one = run(ps[i], x, t, n_tokens, n_in, n_outs[i], *pool);
+        ASSERT_EQ(0, std::memcmp(one.data(), ys[i].data(), one.size() * sizeof(float)))
+            << dtype_name(t) << " matrix " << i << " n_tokens " << n_tokens << " threads " << pool->size();
+      }
+      ys[0].resize(static_cast<size_t>(n_outs[0]));
+      EXPECT_EQ(ys[0], alone) << dtype_name(t) << " n_tokens " << n_tokens << " threads " << pool->size();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPackedAvx2, testing::ValuesIn(test::kInt8Types),
+                         [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+
+// The int8 layout is repacked for the AVX2 kernels as for VNNI, for every
+// quantized type; not for a forced scalar path, nor for 16- and 32-bit
+// weights.
+TEST(MatmulPackedAvx2Availability, EveryQuantizedTypeOnAvx2AndNoneOnScalar) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  {
+    const ForcedIsa avx2(Isa::avx2);
+    for (DType t : test::kInt8Types) EXPECT_TRUE(kernels::int8_packing_available(t)) << dtype_name(t);
+    EXPECT_FALSE(kernels::int8_packing_available(DType::f16));
+    EXPECT_FALSE(kernels::int8_packing_available(DType::f32));
+  }
+  const ForcedIsa scalar(Isa::scalar);
+  EXPECT_FALSE(kernels::int8_packing_available(DType::q4_K));
+}
+
+}  // namespace
+}  // namespace troupe
