@@ -5,6 +5,7 @@
 #include "core/cpu_features.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/f32_packed.hpp"
+#include "kernels/cpu/half_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
 
 #include <algorithm>
@@ -98,20 +99,22 @@ void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) { std:
 
 namespace {
 
-// The int8 layout runs on AVX-512 VNNI and on AVX2 (int8_packed.hpp); the
-// bf16 and f32 layouts on AVX-512 only. A forced scalar path, as in the
-// tests, keeps the exact kernels. f16 and bf16 weights
-// are repacked wherever vdpbf16ps exists, AMX or not: on Zen 5 it beats the f32
-// kernels by about 2x in prefill (docs/performance.md). The bf16 lines round
+// The int8 layout runs on AVX-512 VNNI and on AVX2 (int8_packed.hpp), the
+// f32 layout on AVX-512 and AVX2, the bf16 layout on AVX-512 BF16, and on
+// AVX2 f16 and bf16 weights take the 16-bit layout (half_packed.hpp), exact
+// values. A forced scalar path, as in the tests, keeps the exact kernels.
+// f16 and bf16 weights are repacked as bf16 wherever vdpbf16ps exists, AMX
+// or not: on Zen 5 it beats the f32 kernels by about 2x in prefill
+// (docs/performance.md). The bf16 lines round
 // f16 weights to 8 significant bits (exactly, for an f16 file made from bf16
 // weights); --exact-math keeps them as they are. f32 weights are repacked
 // as f32 (kernels/cpu/f32_packed.hpp): the same values, other sums.
-enum class Packing { none, int8, bf16, f32 };
+enum class Packing { none, int8, bf16, half, f32 };
 Packing packing_now(DType t) {
   if (exact_math()) return Packing::none;
   if (kernels::int8_packing_available(t)) return Packing::int8;
-  if (active_isa() != Isa::avx512) return Packing::none;
-  if (kernels::bf16_packing_available(t)) return Packing::bf16;
+  if (active_isa() == Isa::avx512 && kernels::bf16_packing_available(t)) return Packing::bf16;
+  if (kernels::half_packing_available(t)) return Packing::half;
   if (t == DType::f32 && kernels::f32_packing_available()) return Packing::f32;
   return Packing::none;
 }
@@ -120,6 +123,7 @@ int64_t packed_bytes(Packing how, const Weight& w) {
   switch (how) {
     case Packing::int8: return kernels::int8_packed_bytes(w.type, w.n_in, w.n_out);
     case Packing::bf16: return kernels::bf16_packed_bytes(w.n_in, w.n_out);
+    case Packing::half: return kernels::half_packed_bytes(w.n_in, w.n_out);
     case Packing::f32: return kernels::f32_packed_bytes(w.n_in, w.n_out);
     case Packing::none: break;
   }
@@ -139,6 +143,7 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
     switch (how) {
       case Packing::int8: kernels::pack_int8(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;
       case Packing::bf16: kernels::pack_bf16(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;
+      case Packing::half: kernels::pack_half(packed, w.data, w.type, w.n_in, w.n_out, pool_); break;
       case Packing::f32:
         kernels::pack_f32(packed, static_cast<const float*>(w.data), w.n_in, w.n_out, pool_);
         break;
@@ -159,6 +164,9 @@ void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tok
         kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
         return;
       case Packing::bf16: kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
+      case Packing::half:
+        kernels::matmul_half_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
+        return;
       case Packing::f32: kernels::matmul_f32_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
       case Packing::none: break;
     }

@@ -7,8 +7,10 @@
 // kernels.
 //
 // Decode (below 16 tokens) sums each output in four chains (inputs k mod 4);
-// prefill runs tiles of 8 tokens × 3 groups (24 accumulators; 2 groups where
-// three groups' lines would crowd L2), one chain an output. A token's bits do not depend on the batch or the threads within
+// prefill runs tiles of 8 tokens × 3 groups on AVX-512 (24 accumulators; 2
+// groups where three groups' lines would crowd L2), of 4 tokens × one group
+// on AVX2 (each line's two 32-byte halves, 8 rows each), one chain an
+// output. A token's bits do not depend on the batch or the threads within
 // one kernel; in batch-invariant mode every batch takes the decode kernel.
 #pragma once
 
@@ -18,7 +20,7 @@
 
 namespace troupe::kernels {
 
-// Whether this CPU runs the packed f32 path (AVX-512).
+// Whether the packed f32 path runs at the active ISA (AVX-512 or AVX2).
 bool f32_packing_available();
 
 // Bytes of W [n_out, n_in] repacked (a multiple of 64): the f32 size, rows
@@ -32,5 +34,23 @@ void pack_f32(void* dst, const float* w, int64_t n_in, int64_t n_out, ThreadPool
 // y[n_tokens, n_out] = x[n_tokens, n_in] · W^T from the repacked W.
 void matmul_f32_packed(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in, int64_t n_out,
                        ThreadPool& pool);
+
+namespace detail {
+
+// Bytes of one group: a line of the 16 rows per input.
+inline int64_t f32_group_bytes(int64_t n_in) { return n_in * 64; }
+
+// From this many tokens on (not under batch-invariant math), the prefill
+// tiles of the f32 and 16-bit layouts (as the bf16 path's).
+inline constexpr int64_t kFloatGemmMinTokens = 16;
+
+// The kernels per ISA (f32_packed.cpp chooses): matmul_packed_f32_avx512.cpp,
+// matmul_packed_float_avx2.cpp.
+void matmul_f32_packed_avx512(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in,
+                              int64_t n_out, ThreadPool& pool);
+void matmul_f32_packed_avx2(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in,
+                            int64_t n_out, ThreadPool& pool);
+
+}  // namespace detail
 
 }  // namespace troupe::kernels

@@ -1,45 +1,19 @@
-// Repacking of f32 weights and matmul over them (kernels/cpu/f32_packed.hpp):
-// FMAs of a broadcast input with a line of 16 rows. Built with -mavx512f and
-// run only where the CPU has it.
+// Matmul over f32 weights repacked in lines of 16 rows (f32_packed.hpp) on
+// AVX-512: FMAs of a broadcast input with a line of 16 rows. Built with
+// -mavx512f and run only where the CPU has it (f32_packed.cpp chooses).
 #include "kernels/cpu/f32_packed.hpp"
-
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <string>
-
-#include "core/cpu_features.hpp"
-#include "core/error.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 
-#include <immintrin.h>
+#include <algorithm>
+#include <cstdint>
 
+#include "core/cpu_features.hpp"
 #include "kernels/cpu/packed_groups.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 
-namespace troupe::kernels {
+namespace troupe::kernels::detail {
 namespace {
-
-using detail::GroupSet;
-using detail::kPackedGroupRows;
-
-int64_t group_bytes(int64_t n_in) { return n_in * 64; }  // a line per input
-int64_t n_groups(int64_t n_out) { return (n_out + kPackedGroupRows - 1) / kPackedGroupRows; }
-
-// w is read a float at a time through memcpy: safetensors data may sit at
-// any address.
-void pack_groups(uint8_t* dst, const uint8_t* w, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1) {
-  for (int64_t g = g0; g < g1; ++g) {
-    auto* out = reinterpret_cast<float*>(dst + g * group_bytes(n_in));
-    std::fill(out, out + n_in * kPackedGroupRows, 0.0f);
-    const int64_t nr = std::min(kPackedGroupRows, n_out - g * kPackedGroupRows);
-    for (int64_t r = 0; r < nr; ++r) {
-      const uint8_t* row = w + (g * kPackedGroupRows + r) * n_in * 4;
-      for (int64_t k = 0; k < n_in; ++k) std::memcpy(out + k * kPackedGroupRows + r, row + 4 * k, 4);
-    }
-  }
-}
 
 inline __m512 line(const uint8_t* group, int64_t k) {
   return _mm512_load_ps(reinterpret_cast<const float*>(group + k * 64));
@@ -124,57 +98,23 @@ struct F32Kernels {
   }
 };
 
-// From this many tokens on, the prefill tiles (as the bf16 path).
-constexpr int64_t kGemmMinTokens = 16;
-
 }  // namespace
 
-bool f32_packing_available() { return isa_supported(Isa::avx512); }
-
-int64_t f32_packed_bytes(int64_t n_in, int64_t n_out) { return n_groups(n_out) * group_bytes(n_in); }
-
-void pack_f32(void* dst, const float* w, int64_t n_in, int64_t n_out, ThreadPool& pool) {
-  if (!f32_packing_available()) throw Error(Errc::unsupported, "f32 repacking needs AVX-512");
-  if (n_in <= 0 || n_out <= 0) {
-    throw Error(Errc::invalid_argument,
-                "f32 repacking: bad shape [" + std::to_string(n_out) + ", " + std::to_string(n_in) + "]");
-  }
-  pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
-    pack_groups(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(w), n_in, n_out, g0, g1);
-  });
-}
-
-void matmul_f32_packed(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in, int64_t n_out,
-                       ThreadPool& pool) {
-  if (n_tokens <= 0 || n_out <= 0) return;
+void matmul_f32_packed_avx512(float* y, const float* x, const void* packed, int64_t n_tokens, int64_t n_in,
+                              int64_t n_out, ThreadPool& pool) {
   const auto* bytes = static_cast<const uint8_t*>(packed);
-  const int64_t stride = group_bytes(n_in);
+  const int64_t stride = f32_group_bytes(n_in);
   // Threads take guided chunks of groups (ThreadPool::parallel_guided).
   const F32Kernels k{.x = x, .n_in = n_in, .ldy = n_out};
-  if (n_tokens >= kGemmMinTokens && !batch_invariant()) {
-    detail::gemm_split(k, pool, bytes, stride, y, n_tokens, n_out);
+  if (n_tokens >= kFloatGemmMinTokens && !batch_invariant()) {
+    gemm_split(k, pool, bytes, stride, y, n_tokens, n_out);
     return;
   }
-  pool.parallel_guided(n_groups(n_out), 2, [&](int64_t g0, int64_t g1) {
-    detail::dot_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
+  pool.parallel_guided(n_packed_groups(n_out), 2, [&](int64_t g0, int64_t g1) {
+    dot_range(k, bytes, stride, y, n_tokens, n_out, g0, g1);
   });
 }
 
-}  // namespace troupe::kernels
-
-#else  // not x86: the packed f32 path does not exist
-
-namespace troupe::kernels {
-
-bool f32_packing_available() { return false; }
-int64_t f32_packed_bytes(int64_t, int64_t) { return 0; }
-void pack_f32(void*, const float*, int64_t, int64_t, ThreadPool&) {
-  throw Error(Errc::unsupported, "f32 repacking needs x86 AVX-512");
-}
-void matmul_f32_packed(float*, const float*, const void*, int64_t, int64_t, int64_t, ThreadPool&) {
-  throw Error(Errc::unsupported, "packed f32 matmul needs x86 AVX-512");
-}
-
-}  // namespace troupe::kernels
+}  // namespace troupe::kernels::detail
 
 #endif  // x86

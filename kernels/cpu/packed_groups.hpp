@@ -15,6 +15,8 @@ namespace troupe::kernels::detail {
 
 inline constexpr int64_t kPackedGroupRows = 16;
 
+inline int64_t n_packed_groups(int64_t n_out) { return (n_out + kPackedGroupRows - 1) / kPackedGroupRows; }
+
 // The G groups from g on: their bytes, their first output column and their
 // rows (16, or fewer in the last group).
 template <int G>

@@ -2,14 +2,18 @@
 // (kernels/cpu/f32_packed.hpp): against the product computed in double,
 // within f32 accumulation error, for the decode kernel (below 16 tokens) and
 // the prefill tiles (8, 4, 2 and 1 tokens), whole and partial groups; and a
-// token's bits the same whatever the batch and threads within one kernel.
+// token's bits the same whatever the batch and threads within one kernel; on
+// the AVX-512 kernels and the AVX2 ones (halves of 8 rows), which give the
+// same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.hpp"
@@ -33,8 +37,20 @@ Packed pack(const std::vector<float>& w, int64_t n_in, int64_t n_out, ThreadPool
   return p;
 }
 
-TEST(MatmulF32Packed, MatchesTheProductInDouble) {
-  if (!kernels::f32_packing_available()) GTEST_SKIP() << "this CPU has no AVX-512: no packed f32 path";
+using test::ForcedIsa;
+
+// The kernels of each ISA this CPU runs, forced in turn.
+class MatmulF32Packed : public testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU has no " << isa_name(GetParam());
+    isa_.emplace(GetParam());
+    ASSERT_TRUE(kernels::f32_packing_available());
+  }
+  std::optional<ForcedIsa> isa_;
+};
+
+TEST_P(MatmulF32Packed, MatchesTheProductInDouble) {
   std::mt19937 rng(2468);
   ThreadPool pool(2);
   for (int64_t n_in : {1, 5, 16, 100, 1000}) {  // tails of the four decode chains
@@ -66,8 +82,7 @@ TEST(MatmulF32Packed, MatchesTheProductInDouble) {
 
 // safetensors data may sit at any address: rows read from an odd one pack
 // to the same bytes.
-TEST(MatmulF32Packed, PacksRowsAtAnyAddress) {
-  if (!kernels::f32_packing_available()) GTEST_SKIP() << "this CPU has no AVX-512: no packed f32 path";
+TEST_P(MatmulF32Packed, PacksRowsAtAnyAddress) {
   std::mt19937 rng(13);
   const int64_t n_in = 37, n_out = 21;
   ThreadPool pool(2);
@@ -85,8 +100,7 @@ TEST(MatmulF32Packed, PacksRowsAtAnyAddress) {
 // Decode (below 16 tokens, and every batch in batch-invariant mode) sums in
 // four chains, the prefill tiles in one: each gives a token the same bits in
 // any batch and on any number of threads, but not each other's.
-TEST(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
-  if (!kernels::f32_packing_available()) GTEST_SKIP() << "this CPU has no AVX-512: no packed f32 path";
+TEST_P(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   std::mt19937 rng(97);
   const int64_t n_in = 300, n_out = 150, n_max = 40;
   ThreadPool pool1(1), pool2(2), pool3(3);
@@ -115,6 +129,29 @@ TEST(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
         }
       }
     }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, MatmulF32Packed, testing::Values(Isa::avx512, Isa::avx2),
+                         [](const testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
+
+// The AVX2 kernels repeat the AVX-512 ones' chains and tiles lane for lane.
+TEST(MatmulF32PackedIsas, Avx2GivesTheAvx512Bits) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "this CPU has no AVX-512 to compare with";
+  std::mt19937 rng(4);
+  ThreadPool pool(2);
+  const int64_t n_in = 203, n_out = 45;
+  const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
+  const Packed p = pack(w, n_in, n_out, pool);
+  for (int64_t n_tokens : {1, 2, 7, 16, 23}) {
+    const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+    std::vector<float> y[2];
+    for (int i = 0; i < 2; ++i) {
+      const ForcedIsa isa(i == 0 ? Isa::avx512 : Isa::avx2);
+      y[i].assign(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
+      kernels::matmul_f32_packed(y[i].data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
+    }
+    ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float))) << "n_tokens " << n_tokens;
   }
 }
 
