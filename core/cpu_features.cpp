@@ -138,8 +138,8 @@ void set_exact_math(bool on) { g_exact_math.store(on, std::memory_order_relaxed)
 std::string cpu_math_summary() {
   std::string s = std::string(isa_name(active_isa())) + " kernels, ";
   if (!exact_math() && active_isa() == Isa::avx2) {
-    return s + "int8 activations for quantized weights (vpmaddubsw over packed lines)" +
-           (batch_invariant() ? ", batch-invariant" : "");
+    return s + "int8 activations for quantized weights (vpmaddubsw over packed lines), f32 and 16-bit weights " +
+           "in packed lines" + (batch_invariant() ? ", batch-invariant" : "");
   }
   if (exact_math() || active_isa() != Isa::avx512 || !cpu_has_avx512_vnni()) {
     return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
