@@ -61,11 +61,11 @@ inline __m256i bytes_with(const uint8_t* p, uint8_t mask, char value) {
 // 0x10 where bit i of the 32-bit qh is set (the 5th bit of a q5 weight).
 inline __m256i fifth_bits(uint32_t qh) { return bytes_where(qh, 0x10); }
 
-// Each reader: kMaxU (the largest u), kOffset, kMin (whether min is used), kSuper (k-quant: chunk c
-// lies in super-block c / 8 of kBlockBytes, and prepare() decodes the block's
-// scales into sc[kReaderScales] when c % 8 == 0; otherwise chunk c is a block of
-// kChunkBytes), kSubK (inputs sharing one scale), and
-// chunk(row, c, sc, u, scale, min).
+// Each reader: kMaxU (the largest u), kOffset, kMin (whether min is used),
+// kSuper (k-quant: chunk c lies in super-block c / 8 of kBlockBytes, and
+// prepare() decodes the block's scales into sc[kReaderScales] when c % 8 ==
+// 0; otherwise chunk c is a block of kChunkBytes), kSubK (inputs sharing one
+// scale), and chunk(row, c, sc, u, scale, min).
 struct RdQ8_0 {
   static constexpr int32_t kMaxU = 255;
   static constexpr int32_t kOffset = 128;

@@ -25,6 +25,7 @@
 #include "kernels/cpu/packed_lines_avx2.hpp"
 #include "kernels/cpu/int8_packed_layout.hpp"
 #include "kernels/cpu/packed_groups.hpp"
+#include "kernels/cpu/simd_avx2.hpp"
 #include "kernels/cpu/scratch.hpp"
 
 namespace troupe::kernels::detail {
@@ -50,17 +51,6 @@ template <class Rd>
     return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x4, w));
   } else {
     return _mm256_maddubs_epi16(u, x4);
-  }
-}
-
-// The first `rows` (0..8) lanes of v at y.
-inline void store_rows(float* y, __m256 v, int64_t rows) {
-  if (rows == 8) {
-    _mm256_storeu_ps(y, v);
-  } else if (rows > 0) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    std::memcpy(y, lanes, static_cast<size_t>(rows) * sizeof(float));
   }
 }
 
@@ -125,7 +115,7 @@ void gemv_group(const GroupSet<1>& set, const QuantizedActs& qa, int64_t n_in, i
   }
   for (int h = 0; h < 2; ++h) {
     const int64_t rows = std::clamp<int64_t>(set.n_rows[0] - 8 * h, 0, 8);
-    for (int t = 0; t < T; ++t) store_rows(set.ys[0] + (t0 + t) * ldy + 8 * h, acc[h][t], rows);
+    for (int t = 0; t < T; ++t) store_first(set.ys[0] + (t0 + t) * ldy + 8 * h, acc[h][t], rows);
   }
 }
 
@@ -227,7 +217,7 @@ void panel_tile(const Int8Panel& pn, const QuantizedActs& qa, int64_t t0, float*
       }
     }
   }
-  for (int t = 0; t < T; ++t) store_rows(y + (t0 + t) * ldy + 8 * H, acc[t], rows);
+  for (int t = 0; t < T; ++t) store_first(y + (t0 + t) * ldy + 8 * H, acc[t], rows);
 }
 
 template <class Rd, int H>

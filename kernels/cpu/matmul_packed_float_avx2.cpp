@@ -18,6 +18,7 @@
 
 #include "core/cpu_features.hpp"
 #include "kernels/cpu/packed_groups.hpp"
+#include "kernels/cpu/simd_avx2.hpp"
 #include "kernels/cpu/weight_prefetch.hpp"
 #include "kernels/cpu/x86_intrinsics.hpp"
 
@@ -45,17 +46,6 @@ struct Bf16Runs {
   }
 };
 
-// The first `rows` (0..8) lanes of v at y.
-inline void store_rows(float* y, __m256 v, int64_t rows) {
-  if (rows == 8) {
-    _mm256_storeu_ps(y, v);
-  } else if (rows > 0) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    std::memcpy(y, lanes, static_cast<size_t>(rows) * sizeof(float));
-  }
-}
-
 // ---- decode: one token over one group, four chains an output ----
 
 constexpr int kChains = 4;  // inputs k mod 4, summed (0 + 1) + (2 + 3)
@@ -80,7 +70,7 @@ void dot_token(const uint8_t* group, const float* x, int64_t n_in, float* y, int
   for (; k < n_in; ++k) step(k, static_cast<int>(k % kChains));
   for (int h = 0; h < 2; ++h) {
     const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[h][0], acc[h][1]), _mm256_add_ps(acc[h][2], acc[h][3]));
-    store_rows(y + 8 * h, sum, std::clamp<int64_t>(n_rows - 8 * h, 0, 8));
+    cpu::store_first(y + 8 * h, sum, std::clamp<int64_t>(n_rows - 8 * h, 0, 8));
   }
 }
 
@@ -122,7 +112,7 @@ void gemm_tile(const uint8_t* group, const float* x, int64_t n_in, int64_t t0, f
   }
   for (int h = 0; h < 2; ++h) {
     const int64_t rows = std::clamp<int64_t>(n_rows - 8 * h, 0, 8);
-    for (int t = 0; t < T; ++t) store_rows(y + (t0 + t) * ldy + 8 * h, acc[h][t], rows);
+    for (int t = 0; t < T; ++t) cpu::store_first(y + (t0 + t) * ldy + 8 * h, acc[h][t], rows);
   }
 }
 
