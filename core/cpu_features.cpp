@@ -137,18 +137,20 @@ void set_exact_math(bool on) { g_exact_math.store(on, std::memory_order_relaxed)
 
 std::string cpu_math_summary() {
   std::string s = std::string(isa_name(active_isa())) + " kernels, ";
-  if (!exact_math() && active_isa() == Isa::avx2) {
+  if (exact_math() || active_isa() == Isa::scalar) {
+    return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
+  }
+  if (active_isa() == Isa::avx2 || !cpu_has_avx512_vnni()) {  // the AVX2 kernels (int8_packed.hpp)
     return s + "int8 activations for quantized weights (vpmaddubsw over packed lines), f32 and 16-bit weights " +
            "in packed lines" + (batch_invariant() ? ", batch-invariant" : "");
-  }
-  if (exact_math() || active_isa() != Isa::avx512 || !cpu_has_avx512_vnni()) {
-    return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
   }
   const char* prefill = !amx_enabled() ? ")" : batch_invariant() ? ", AMX int8 prefill)" : ", AMX bf16 prefill)";
   s += std::string("int8 activations for quantized weights (VNNI") + prefill;
   if (cpu_has_avx512_bf16()) {
     s += amx_enabled() && !batch_invariant() ? ", bf16 for f16/bf16 weights (AMX prefill, vdpbf16ps decode)"
                                              : ", bf16 for f16/bf16 weights (vdpbf16ps)";
+  } else {
+    s += ", f16/bf16 weights in 16-bit packed lines";
   }
   s += ", f32 weights in packed lines";
   if (batch_invariant()) s += ", batch-invariant";

@@ -1,6 +1,6 @@
-// f16 and bf16 weights repacked once, at load, for the AVX2 path (CPUs
-// without AVX-512 BF16, whose bf16 layout, bf16_packed.hpp, is read by
-// vdpbf16ps): rows in groups of 16, and per group one 32-byte run per input
+// f16 and bf16 weights repacked once, at load, for CPUs without AVX-512
+// BF16 (whose bf16 layout, bf16_packed.hpp, is read by vdpbf16ps), read by
+// AVX2 kernels: rows in groups of 16, and per group one 32-byte run per input
 // holding that input of each of the 16 rows as stored (row r at bytes 2r,
 // 2r + 1), two inputs a 64-byte line. A run's halves are 8 rows each, which
 // AVX2 widens to f32 (vcvtph2ps for f16; a shift for bf16) and multiplies by
@@ -17,8 +17,8 @@
 
 namespace troupe::kernels {
 
-// Whether the 16-bit layout runs at the active ISA (AVX2) and t is f16 or
-// bf16.
+// Whether the 16-bit layout runs at the active ISA (AVX2, or AVX-512 without
+// BF16) and t is f16 or bf16.
 bool half_packing_available(DType t);
 
 // Bytes of W [n_out, n_in] repacked (a multiple of 64): the 16-bit size,

@@ -16,12 +16,14 @@ namespace {
 
 enum class Int8Kernels { none, avx2, vnni };
 
-// The kernels at the active ISA. AVX-512 without VNNI keeps the f32 path,
-// as matmul does for weights as stored.
+// The kernels at the active ISA. AVX-512 without VNNI (Skylake-SP/X) runs
+// the AVX2 ones: on one Zen 4 core the AVX-512 f32 path it ran before
+// decoded 110M q4_K_M at 47-49 tok/s, the AVX2 int8 kernels at 242-247
+// (docs/performance.md).
 Int8Kernels int8_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (active_isa()) {
-    case Isa::avx512: return cpu_has_avx512_vnni() ? Int8Kernels::vnni : Int8Kernels::none;
+    case Isa::avx512: return cpu_has_avx512_vnni() ? Int8Kernels::vnni : Int8Kernels::avx2;
     case Isa::avx2: return Int8Kernels::avx2;
     case Isa::scalar: break;
   }

@@ -54,8 +54,8 @@
 namespace troupe::kernels {
 
 // Whether the int8 path over repacked weights runs at the active ISA
-// (AVX-512 with VNNI, or AVX2: core/cpu_features.hpp) and the type is one it
-// repacks. The layout is the same for both, so weights repacked under one run
+// (AVX-512 with VNNI; AVX2, or AVX-512 without VNNI, on the AVX2 kernels:
+// core/cpu_features.hpp) and the type is one it repacks. The layout is the same for both, so weights repacked under one run
 // under the other.
 bool int8_packing_available(DType t);
 
