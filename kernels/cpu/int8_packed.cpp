@@ -10,6 +10,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
+#include "kernels/cpu/scratch.hpp"
 
 namespace troupe::kernels {
 namespace {
@@ -82,6 +83,24 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
 }
 
 }  // namespace troupe::kernels
+
+namespace troupe::kernels::detail {
+
+Int8Panel int8_panel_scratch(int64_t n_in, int64_t sub_k, int32_t offset, bool has_min) {
+  Int8Panel pn;
+  pn.sub_k = sub_k;
+  pn.n_sub = n_in / sub_k;
+  pn.offset = offset;
+  const size_t u_bytes = static_cast<size_t>(n_in) * kPanelRows;
+  const size_t f_bytes = static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float);
+  uint8_t* mem = scratch(Scratch::int8_panel, u_bytes + 2 * f_bytes);
+  pn.u = mem;
+  pn.scale = reinterpret_cast<float*>(mem + u_bytes);
+  pn.min = has_min ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
+  return pn;
+}
+
+}  // namespace troupe::kernels::detail
 
 #if !defined(__x86_64__) && !defined(__i386__)
 // No x86: no int8 path; int8_kernels() is none, so these are never reached.

@@ -61,6 +61,18 @@ struct QuantizedActs {
   const TileSub* tile_sub = nullptr;   // [padded tokens / kActTile, n_sub]
 };
 
+// The sizes of x [n_tokens, n_in] quantized for sub-blocks of sub_k inputs
+// (no storage yet).
+inline QuantizedActs act_sizes(int64_t n_tokens, int64_t n_in, int64_t sub_k) {
+  QuantizedActs qa;
+  qa.n_tokens = n_tokens;
+  qa.n_in = n_in;
+  qa.ldq = (n_in + 63) / 64 * 64;
+  qa.nb = qa.ldq / 32;
+  qa.n_sub = qa.ldq / sub_k;
+  return qa;
+}
+
 // Whether the int8 path reads this weight type (every GGUF block type; the
 // offset and sub-block of each are its reader's, int8_readers.hpp).
 bool int8_supports(DType t);
@@ -105,6 +117,10 @@ struct Int8Panel {
   float* min = nullptr;    // [n_sub][kPanelRows], or null when the type has no min
   int32_t offset = 0;
 };
+
+// A panel for rows of n_in inputs in the calling thread's scratch (valid
+// until it asks again): sub-blocks of sub_k, min only where has_min.
+Int8Panel int8_panel_scratch(int64_t n_in, int64_t sub_k, int32_t offset, bool has_min);
 
 // The VNNI micro-kernel over a panel (matmul_int8_vnni.cpp): y[t][0 .. n_rows)
 // for every token t of qa (a GEMM's, with the tiled copy), y rows ldy apart.

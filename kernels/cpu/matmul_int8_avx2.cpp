@@ -210,12 +210,7 @@ void run(const MatmulProblem& p, ThreadPool& pool) {
 }  // namespace
 
 QuantizedActs quantize_acts_avx2(const float* x, int64_t n_tokens, int64_t n_in, int32_t offset, int64_t sub_k) {
-  QuantizedActs qa;
-  qa.n_tokens = n_tokens;
-  qa.n_in = n_in;
-  qa.ldq = (n_in + 63) / 64 * 64;
-  qa.nb = qa.ldq / 32;
-  qa.n_sub = qa.ldq / sub_k;
+  QuantizedActs qa = act_sizes(n_tokens, n_in, sub_k);
   const size_t q_bytes = round64(static_cast<size_t>(n_tokens * qa.ldq));
   const size_t d_bytes = round64(static_cast<size_t>(n_tokens * qa.nb) * sizeof(float));
   const size_t s_bytes = round64(static_cast<size_t>(n_tokens * qa.n_sub) * 4);

@@ -344,12 +344,7 @@ void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t 
 
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
                             int64_t sub_k, ThreadPool* pool) {
-  QuantizedActs qa;
-  qa.n_tokens = n_tokens;
-  qa.n_in = n_in;
-  qa.ldq = (n_in + 63) / 64 * 64;
-  qa.nb = qa.ldq / 32;
-  qa.n_sub = qa.ldq / sub_k;
+  QuantizedActs qa = act_sizes(n_tokens, n_in, sub_k);
   // Only a GEMM meets AMX's 16-row tiles; a decode's rows stay unpadded.
   const int64_t padded = n_tokens < kInt8GemmMinTokens ? n_tokens
                                                        : (n_tokens + kActTokenPad - 1) / kActTokenPad * kActTokenPad;

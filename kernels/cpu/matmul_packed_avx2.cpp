@@ -241,16 +241,7 @@ template <class P>
 void gemm_groups(const uint8_t* packed, const QuantizedActs& qa, float* y, int64_t n_in, int64_t n_out, int64_t g0,
                  int64_t g1) {
   using Rd = typename P::Reader;
-  Int8Panel pn;
-  pn.sub_k = Rd::kSubK;
-  pn.n_sub = n_in / Rd::kSubK;
-  pn.offset = Rd::kOffset;
-  const size_t u_bytes = static_cast<size_t>(n_in) * kPanelRows;
-  const size_t f_bytes = static_cast<size_t>(pn.n_sub) * kPanelRows * sizeof(float);
-  uint8_t* mem = scratch(Scratch::int8_panel, u_bytes + 2 * f_bytes);
-  pn.u = mem;
-  pn.scale = reinterpret_cast<float*>(mem + u_bytes);
-  pn.min = Rd::kMin ? reinterpret_cast<float*>(mem + u_bytes + f_bytes) : nullptr;
+  Int8Panel pn = int8_panel_scratch(n_in, Rd::kSubK, Rd::kOffset, Rd::kMin);
   const int64_t stride = group_bytes<P>(n_in);
   for (int64_t g = g0; g < g1; ++g) {
     expand_group<P>(packed + g * stride, n_in, pn);
