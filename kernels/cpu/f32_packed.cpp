@@ -2,8 +2,6 @@
 // kernels run it. Built without ISA flags: it runs on every CPU.
 #include "kernels/cpu/f32_packed.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "core/cpu_features.hpp"
@@ -11,25 +9,6 @@
 #include "kernels/cpu/packed_groups.hpp"
 
 namespace troupe::kernels {
-namespace {
-
-using detail::kPackedGroupRows;
-
-// w is read a float at a time through memcpy: safetensors data may sit at
-// any address.
-void pack_groups(uint8_t* dst, const uint8_t* w, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1) {
-  for (int64_t g = g0; g < g1; ++g) {
-    auto* out = reinterpret_cast<float*>(dst + g * detail::f32_group_bytes(n_in));
-    std::fill(out, out + n_in * kPackedGroupRows, 0.0f);
-    const int64_t nr = std::min(kPackedGroupRows, n_out - g * kPackedGroupRows);
-    for (int64_t r = 0; r < nr; ++r) {
-      const uint8_t* row = w + (g * kPackedGroupRows + r) * n_in * 4;
-      for (int64_t k = 0; k < n_in; ++k) std::memcpy(out + k * kPackedGroupRows + r, row + 4 * k, 4);
-    }
-  }
-}
-
-}  // namespace
 
 bool f32_packing_available() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -50,7 +29,8 @@ void pack_f32(void* dst, const float* w, int64_t n_in, int64_t n_out, ThreadPool
                 "f32 repacking: bad shape [" + std::to_string(n_out) + ", " + std::to_string(n_in) + "]");
   }
   pool.parallel_for(detail::n_packed_groups(n_out), [&](int64_t g0, int64_t g1) {
-    pack_groups(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(w), n_in, n_out, g0, g1);
+    detail::pack_by_input<4>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t*>(w), n_in, n_out,
+                             detail::f32_group_bytes(n_in), g0, g1);
   });
 }
 

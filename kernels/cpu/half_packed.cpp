@@ -2,8 +2,6 @@
 // kernels' ISA. Built without ISA flags: it runs on every CPU.
 #include "kernels/cpu/half_packed.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "core/cpu_features.hpp"
@@ -11,26 +9,6 @@
 #include "kernels/cpu/packed_groups.hpp"
 
 namespace troupe::kernels {
-namespace {
-
-using detail::kPackedGroupRows;
-
-// Rows are read two bytes at a time through memcpy: safetensors data may sit
-// at any address.
-void pack_groups(uint8_t* dst, const uint8_t* w, int64_t n_in, int64_t n_out, int64_t g0, int64_t g1) {
-  const int64_t bytes = detail::half_group_bytes(n_in);
-  for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* out = dst + g * bytes;
-    std::memset(out, 0, static_cast<size_t>(bytes));
-    const int64_t nr = std::min(kPackedGroupRows, n_out - g * kPackedGroupRows);
-    for (int64_t r = 0; r < nr; ++r) {
-      const uint8_t* row = w + (g * kPackedGroupRows + r) * n_in * 2;
-      for (int64_t k = 0; k < n_in; ++k) std::memcpy(out + k * 32 + 2 * r, row + 2 * k, 2);
-    }
-  }
-}
-
-}  // namespace
 
 // AVX-512 without BF16 (Skylake to Ice Lake) runs these AVX2 kernels too:
 // on one Zen 4 core the AVX-512 f32 path over the rows as stored, which it
@@ -59,7 +37,8 @@ void pack_half(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, T
                 "16-bit repacking: bad shape [" + std::to_string(n_out) + ", " + std::to_string(n_in) + "]");
   }
   pool.parallel_for(detail::n_packed_groups(n_out), [&](int64_t g0, int64_t g1) {
-    pack_groups(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), n_in, n_out, g0, g1);
+    detail::pack_by_input<2>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), n_in, n_out,
+                             detail::half_group_bytes(n_in), g0, g1);
   });
 }
 

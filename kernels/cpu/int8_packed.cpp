@@ -10,6 +10,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul_int8.hpp"
+#include "kernels/cpu/packed_groups.hpp"
 #include "kernels/cpu/scratch.hpp"
 
 namespace troupe::kernels {
@@ -32,15 +33,13 @@ Int8Kernels int8_kernels() {
   return Int8Kernels::none;
 }
 
-int64_t n_groups(int64_t n_out) { return (n_out + detail::kPanelRows - 1) / detail::kPanelRows; }
-
 }  // namespace
 
 bool int8_packing_available(DType t) { return detail::int8_supports(t) && int8_kernels() != Int8Kernels::none; }
 
 int64_t int8_packed_bytes(DType t, int64_t n_in, int64_t n_out) {
   if (!int8_packing_available(t)) return 0;
-  return n_groups(n_out) * detail::int8_group_bytes(t, n_in);
+  return detail::n_packed_groups(n_out) * detail::int8_group_bytes(t, n_in);
 }
 
 void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
@@ -52,7 +51,7 @@ void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, T
     throw Error(Errc::invalid_argument, "int8 repacking: bad shape [" + std::to_string(n_out) + ", " +
                                             std::to_string(n_in) + "] for " + std::string(dtype_name(t)));
   }
-  pool.parallel_for(n_groups(n_out), [&](int64_t g0, int64_t g1) {
+  pool.parallel_for(detail::n_packed_groups(n_out), [&](int64_t g0, int64_t g1) {
     detail::pack_int8_groups(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(w), t, n_in, n_out, g0, g1);
   });
 }

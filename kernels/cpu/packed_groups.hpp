@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
@@ -16,6 +17,27 @@ namespace troupe::kernels::detail {
 inline constexpr int64_t kPackedGroupRows = 16;
 
 inline int64_t n_packed_groups(int64_t n_out) { return (n_out + kPackedGroupRows - 1) / kPackedGroupRows; }
+
+// Groups [g0, g1) of W (rows of n_in values of kBytes each, at any address:
+// safetensors data need not be aligned) into dst, each group group_bytes
+// apart: per input, its value in each of the 16 rows side by side (row r at
+// bytes kBytes r), zeros past the last row and the last input. The f32 and
+// 16-bit layouts (f32_packed.hpp, half_packed.hpp).
+template <int64_t kBytes>
+void pack_by_input(uint8_t* dst, const uint8_t* w, int64_t n_in, int64_t n_out, int64_t group_bytes, int64_t g0,
+                   int64_t g1) {
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* out = dst + g * group_bytes;
+    std::memset(out, 0, static_cast<size_t>(group_bytes));
+    const int64_t nr = std::min(kPackedGroupRows, n_out - g * kPackedGroupRows);
+    for (int64_t r = 0; r < nr; ++r) {
+      const uint8_t* row = w + (g * kPackedGroupRows + r) * n_in * kBytes;
+      for (int64_t k = 0; k < n_in; ++k) {
+        std::memcpy(out + (k * kPackedGroupRows + r) * kBytes, row + k * kBytes, kBytes);
+      }
+    }
+  }
+}
 
 // The G groups from g on: their bytes, their first output column and their
 // rows (16, or fewer in the last group).

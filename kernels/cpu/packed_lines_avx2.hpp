@@ -1,4 +1,4 @@
-// The packed int8 layout's lines (int8_packed_layout.hpp) as AVX2 reads
+// The packed int8 layout's lines (int8_packed_lines.hpp) as AVX2 reads
 // them: half H of a 64-byte line a register, rows 8 H .. 8 H + 7 of a group
 // in its lanes (a line's byte 4 r + i is input i of row r, so each half is
 // whole rows). Every byte operation of the layouts acts on each byte alone,

@@ -1,4 +1,4 @@
-// The packed int8 layout's lines (int8_packed_layout.hpp) as AVX-512 reads
+// The packed int8 layout's lines (int8_packed_lines.hpp) as AVX-512 reads
 // them: one register a 64-byte line, the 16 rows of a group in its lanes.
 // Include only from files built with -mavx512f/bw/vl (internal linkage).
 #pragma once
