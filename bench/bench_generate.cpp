@@ -3,12 +3,14 @@
 // for a model that fits there, DRAM's for a larger one), so each decode
 // figure is also a fraction of its roofline (bandwidth / weight bytes).
 //   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat 3]
-//                  [--exact-math] [--batch-invariant] [--no-amx] [--isa avx2] [--cpu-affinity 0,1]
+//                  [--exact-math] [--batch-invariant] [--no-amx] [--isa avx2]
+//                  [--dots256 pairs|avx_vnni|avx512_vnni] [--cpu-affinity 0,1]
 //                  model.gguf...
 // --repeat runs each cell that many times and reports the median (this kind
 // of shared machine is noisy); --exact-math, --batch-invariant and --no-amx
 // turn off the fast paths, their AMX bf16 prefill, and AMX, for ratios
-// within one run; --isa avx2 runs the kernels a CPU without AVX-512 gets.
+// within one run; --isa avx2 runs the kernels a CPU without AVX-512 gets,
+// and --dots256 their integer dot products (core/cpu_features.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -72,6 +74,13 @@ int main(int argc, char** argv) {
       troupe::force_isa(isa == "avx2"     ? troupe::Isa::avx2
                         : isa == "scalar" ? troupe::Isa::scalar
                                           : troupe::Isa::avx512);
+    } else if (a == "--dots256" && i + 1 < argc) {
+      const auto d = troupe::parse_dots256(argv[++i]);
+      if (!d) {
+        models.clear();
+        break;
+      }
+      troupe::force_dots256(*d);
     } else if (a == "--cpu-affinity" && i + 1 < argc) {
       troupe::set_cpu_affinity(troupe::parse_cpu_list(argv[++i]));
     } else if (a.starts_with("-")) {
@@ -84,7 +93,8 @@ int main(int argc, char** argv) {
   if (models.empty()) {
     std::fprintf(stderr,
                  "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat N] [--exact-math] "
-                 "[--batch-invariant] [--no-amx] [--isa avx2|avx512|scalar] [--cpu-affinity LIST] model.gguf...\n");
+                 "[--batch-invariant] [--no-amx] [--isa avx2|avx512|scalar] [--dots256 pairs|avx_vnni|avx512_vnni] "
+                 "[--cpu-affinity LIST] model.gguf...\n");
     return 2;
   }
 

@@ -4,7 +4,9 @@
 // weight traffic, and (model110m/...) the tokens per second of all of a
 // forward pass's matmuls. `--isa=scalar|avx2|avx512` forces a SIMD path;
 // `--exact-math` keeps f32 activations for quantized weights (no int8 path);
-// `--no-amx` keeps the GEMMs off AMX where the CPU has it; `--packed` times
+// `--no-amx` keeps the GEMMs off AMX where the CPU has it;
+// `--dots256=pairs|avx_vnni|avx512_vnni` picks the integer dot products of
+// the 256-bit int8 kernels (core/cpu_features.hpp); `--packed` times
 // the matmul benchmarks on weights repacked for the int8 path
 // (kernels/cpu/int8_packed.hpp) or, for f16/bf16, the bf16 path
 // (kernels/cpu/bf16_packed.hpp), as the CPU backend runs them.
@@ -159,6 +161,13 @@ int main(int argc, char** argv) {
       for (troupe::Isa isa : {troupe::Isa::scalar, troupe::Isa::avx2, troupe::Isa::avx512}) {
         if (name == troupe::isa_name(isa)) troupe::force_isa(isa);
       }
+    } else if (std::strncmp(argv[i], "--dots256=", 10) == 0) {
+      const auto d = troupe::parse_dots256(argv[i] + 10);
+      if (!d) {
+        std::fprintf(stderr, "--dots256: pairs, avx_vnni or avx512_vnni\n");
+        return 2;
+      }
+      troupe::force_dots256(*d);
     } else if (std::strcmp(argv[i], "--exact-math") == 0) {
       troupe::set_exact_math(true);
     } else if (std::strcmp(argv[i], "--packed") == 0) {

@@ -19,6 +19,7 @@ std::atomic<int> g_forced{-1};
 std::atomic<bool> g_exact_math{false};
 std::atomic<bool> g_batch_invariant{false};
 std::atomic<bool> g_amx_on{true};
+std::atomic<int> g_forced_dots{-1};
 
 // Linux keeps AMX tile data out of a thread's saved state until the process
 // asks for it; a tile instruction before that faults.
@@ -108,6 +109,53 @@ bool cpu_has_amx() {
 #endif
 }
 
+bool cpu_has_avx_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = isa_supported(Isa::avx2) && __builtin_cpu_supports("avxvnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::string_view dots256_name(Dots256 d) {
+  switch (d) {
+    case Dots256::pairs: return "vpmaddubsw";
+    case Dots256::avx_vnni: return "AVX-VNNI";
+    case Dots256::avx512_vnni: return "AVX-512 VNNI on ymm";
+  }
+  return "unknown";
+}
+
+bool dots256_supported(Dots256 d) {
+  switch (d) {
+    case Dots256::pairs: return isa_supported(Isa::avx2);
+    case Dots256::avx_vnni: return cpu_has_avx_vnni();
+    case Dots256::avx512_vnni: return cpu_has_avx512_vnni();
+  }
+  return false;
+}
+
+Dots256 dots256() {
+  const int forced = g_forced_dots.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<Dots256>(forced);
+  return cpu_has_avx_vnni() ? Dots256::avx_vnni : Dots256::pairs;
+}
+
+void force_dots256(std::optional<Dots256> d) {
+  if (d && !dots256_supported(*d)) {
+    throw Error(Errc::unsupported, "this CPU has no " + std::string(dots256_name(*d)) + " dot products");
+  }
+  g_forced_dots.store(d ? static_cast<int>(*d) : -1, std::memory_order_relaxed);
+}
+
+std::optional<Dots256> parse_dots256(std::string_view s) {
+  if (s == "pairs") return Dots256::pairs;
+  if (s == "avx_vnni") return Dots256::avx_vnni;
+  if (s == "avx512_vnni") return Dots256::avx512_vnni;
+  return std::nullopt;
+}
+
 bool cpu_is_amd_family_19h() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool is = __builtin_cpu_is("amdfam19h");
@@ -141,8 +189,8 @@ std::string cpu_math_summary() {
     return s + "f32 activations" + (exact_math() ? " (exact math)" : "");
   }
   if (active_isa() == Isa::avx2 || !cpu_has_avx512_vnni()) {  // the AVX2 kernels (int8_packed.hpp)
-    return s + "int8 activations for quantized weights (vpmaddubsw over packed lines), f32 and 16-bit weights " +
-           "in packed lines" + (batch_invariant() ? ", batch-invariant" : "");
+    return s + "int8 activations for quantized weights (" + std::string(dots256_name(dots256())) +
+           " over packed lines), f32 and 16-bit weights in packed lines" + (batch_invariant() ? ", batch-invariant" : "");
   }
   const char* prefill = !amx_enabled() ? ")" : batch_invariant() ? ", AMX int8 prefill)" : ", AMX bf16 prefill)";
   s += std::string("int8 activations for quantized weights (VNNI") + prefill;

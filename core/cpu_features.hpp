@@ -3,6 +3,7 @@
 // supports is used unless a test or a setting forces another.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,26 @@ bool cpu_has_avx512_vnni();
 // bf16 dot products (vdpbf16ps): the bf16 path for f16/bf16 weights.
 bool cpu_has_avx512_bf16();
 bool cpu_has_amx();
+// AVX-VNNI: vpdpbusd on 256-bit registers in its VEX form (Intel client
+// cores from Alder Lake, Sierra Forest, Zen 5), without AVX-512.
+bool cpu_has_avx_vnni();
+// The integer dot products of the 256-bit int8 kernels, which run quantized
+// weights on the AVX2 path and on AVX-512 without VNNI: vpmaddubsw pairs
+// summed in int16 on any AVX2 CPU, or vpdpbusd on ymm in AVX-VNNI's VEX form
+// or AVX-512 VNNI's EVEX form. All give the same bits. The default is
+// avx_vnni where the CPU has it, else pairs; avx512_vnni only when forced
+// (where AVX-512 VNNI is, the zmm kernels run), so that tests and benchmarks
+// run the vpdpbusd kernels on such CPUs.
+enum class Dots256 { pairs, avx_vnni, avx512_vnni };
+std::string_view dots256_name(Dots256 d);
+bool dots256_supported(Dots256 d);
+Dots256 dots256();
+// Forces a kind (tests, benchmarks), or the default again with nullopt.
+// Throws Error(unsupported) if the CPU lacks it.
+void force_dots256(std::optional<Dots256> d);
+// "pairs", "avx_vnni" or "avx512_vnni" (benchmarks' --dots256); nullopt for
+// anything else.
+std::optional<Dots256> parse_dots256(std::string_view s);
 // An AMD family 19h core (Zen 3, or with AVX-512 Zen 4): the int8 GEMV
 // prefetches nearer on it (matmul_packed_vnni.cpp says why).
 bool cpu_is_amd_family_19h();

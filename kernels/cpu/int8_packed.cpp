@@ -16,21 +16,31 @@
 namespace troupe::kernels {
 namespace {
 
-enum class Int8Kernels { none, avx2, vnni };
+enum class Int8Kernels { none, ymm, vnni };
 
 // The kernels at the active ISA. AVX-512 without VNNI (Skylake-SP/X) runs
-// the AVX2 ones: on one Zen 4 core the AVX-512 f32 path it ran before
+// the 256-bit ones: on one Zen 4 core the AVX-512 f32 path it ran before
 // decoded 110M q4_K_M at 47-49 tok/s, the AVX2 int8 kernels at 242-247
 // (docs/performance.md).
 Int8Kernels int8_kernels() {
 #if defined(__x86_64__) || defined(__i386__)
   switch (active_isa()) {
-    case Isa::avx512: return cpu_has_avx512_vnni() ? Int8Kernels::vnni : Int8Kernels::avx2;
-    case Isa::avx2: return Int8Kernels::avx2;
+    case Isa::avx512: return cpu_has_avx512_vnni() ? Int8Kernels::vnni : Int8Kernels::ymm;
+    case Isa::avx2: return Int8Kernels::ymm;
     case Isa::scalar: break;
   }
 #endif
   return Int8Kernels::none;
+}
+
+// The 256-bit kernels for the dot products in use (core/cpu_features.hpp).
+void matmul_int8_packed_ymm(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                            int64_t n_in, ThreadPool& pool) {
+  switch (dots256()) {
+    case Dots256::pairs: detail::matmul_int8_packed_avx2(outs, x, t, n_tokens, n_in, pool); return;
+    case Dots256::avx_vnni: detail::matmul_int8_packed_avxvnni(outs, x, t, n_tokens, n_in, pool); return;
+    case Dots256::avx512_vnni: detail::matmul_int8_packed_vnni256(outs, x, t, n_tokens, n_in, pool); return;
+  }
 }
 
 }  // namespace
@@ -69,7 +79,7 @@ void matmul_int8_packed_n(std::span<const PackedOutput> outs, const float* x, DT
     if (k == Int8Kernels::vnni) {
       detail::matmul_int8_packed_vnni(part, x, t, n_tokens, n_in, pool);
     } else {
-      detail::matmul_int8_packed_avx2(part, x, t, n_tokens, n_in, pool);
+      matmul_int8_packed_ymm(part, x, t, n_tokens, n_in, pool);
     }
   }
 }
@@ -112,6 +122,12 @@ void matmul_int8_packed_vnni(std::span<const PackedOutput>, const float*, DType 
   throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86");
 }
 void matmul_int8_packed_avx2(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86");
+}
+void matmul_int8_packed_avxvnni(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
+  throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86");
+}
+void matmul_int8_packed_vnni256(std::span<const PackedOutput>, const float*, DType t, int64_t, int64_t, ThreadPool&) {
   throw Error(Errc::unsupported, "int8 matmul of " + std::string(dtype_name(t)) + " needs x86");
 }
 }  // namespace troupe::kernels::detail

@@ -102,6 +102,13 @@ void matmul_int8_packed_vnni(std::span<const PackedOutput> outs, const float* x,
                              int64_t n_in, ThreadPool& pool);
 void matmul_int8_packed_avx2(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
                              int64_t n_in, ThreadPool& pool);
+// The 256-bit kernels with vpdpbusd: AVX-VNNI's VEX form
+// (matmul_packed_avxvnni.cpp), and AVX-512 VNNI's EVEX form on ymm
+// (matmul_packed_vnni256.cpp; tests and benchmarks).
+void matmul_int8_packed_avxvnni(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                                int64_t n_in, ThreadPool& pool);
+void matmul_int8_packed_vnni256(std::span<const PackedOutput> outs, const float* x, DType t, int64_t n_tokens,
+                                int64_t n_in, ThreadPool& pool);
 
 }  // namespace detail
 

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -117,6 +119,29 @@ TEST(CpuFeatures, ScalarAlwaysRunsAndForcingIsChecked) {
       EXPECT_THROW(force_isa(isa), Error);
     }
   }
+}
+
+// The 256-bit int8 kernels' dot products: vpdpbusd by default only where
+// AVX-VNNI is; a kind the CPU lacks can't be forced; the summary names the
+// kind in use on the AVX2 path.
+TEST(CpuFeatures, Dots256DefaultForcingAndNames) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  EXPECT_EQ(dots256(), cpu_has_avx_vnni() ? Dots256::avx_vnni : Dots256::pairs);
+  EXPECT_EQ(parse_dots256("avx512_vnni"), Dots256::avx512_vnni);
+  EXPECT_EQ(parse_dots256("vnni"), std::nullopt);
+  force_isa(Isa::avx2);
+  for (Dots256 d : {Dots256::pairs, Dots256::avx_vnni, Dots256::avx512_vnni}) {
+    if (!dots256_supported(d)) {
+      EXPECT_THROW(force_dots256(d), Error) << dots256_name(d);
+      continue;
+    }
+    force_dots256(d);
+    EXPECT_EQ(dots256(), d);
+    EXPECT_NE(cpu_math_summary().find(std::string(dots256_name(d))), std::string::npos) << cpu_math_summary();
+  }
+  force_dots256(std::nullopt);
+  force_isa(best_isa());
+  EXPECT_EQ(dots256(), cpu_has_avx_vnni() ? Dots256::avx_vnni : Dots256::pairs);
 }
 
 }  // namespace

@@ -30,6 +30,16 @@ class ForcedIsa {
   ForcedIsa& operator=(const ForcedIsa&) = delete;
 };
 
+// Forces the 256-bit int8 kernels' dot products for one scope, then the
+// default again.
+class ForcedDots256 {
+ public:
+  explicit ForcedDots256(Dots256 d) { force_dots256(d); }
+  ~ForcedDots256() { force_dots256(std::nullopt); }
+  ForcedDots256(const ForcedDots256&) = delete;
+  ForcedDots256& operator=(const ForcedDots256&) = delete;
+};
+
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

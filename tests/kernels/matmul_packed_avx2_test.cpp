@@ -1,9 +1,12 @@
 // matmul over weights repacked for the int8 path (kernels/cpu/int8_packed.hpp)
-// on the AVX2 kernels (matmul_packed_avx2.cpp), forced on whatever x86 CPU
-// runs the test: every quantized type against the two references of the
-// int8 path (int8_reference.hpp); bit for bit against the VNNI GEMV over the
-// same packed bytes where the CPU has VNNI; a token's bits whatever the batch,
-// the thread count or the matrices fused with it; and which steps it takes.
+// on the 256-bit kernels (matmul_packed_256.hpp), forced on whatever x86 CPU
+// runs the test, with each kind of integer dot product it has (vpmaddubsw
+// pairs; vpdpbusd in AVX-VNNI's VEX or AVX-512 VNNI's EVEX form): every
+// quantized type against the two references of the int8 path
+// (int8_reference.hpp); bit for bit against the zmm VNNI kernels over the
+// same packed bytes where the CPU has VNNI; a token's bits whatever the
+// batch, the thread count or the matrices fused with it; and which steps it
+// takes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu_features.hpp"
@@ -24,6 +28,7 @@
 namespace troupe {
 namespace {
 
+using test::ForcedDots256;
 using test::ForcedIsa;
 
 using Bytes = std::unique_ptr<uint8_t, decltype(&std::free)>;
@@ -56,14 +61,24 @@ std::vector<float> run(const Bytes& p, const std::vector<float>& x, DType t, int
   return y;
 }
 
-class MatmulPackedAvx2 : public testing::TestWithParam<DType> {};
+// Each quantized type with each kind of dot product; a kind this CPU lacks
+// is skipped, and says so.
+class MatmulPackedAvx2 : public testing::TestWithParam<std::tuple<Dots256, DType>> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+    if (!dots256_supported(dots())) GTEST_SKIP() << "this CPU has no " << dots256_name(dots()) << " dot products";
+  }
+  static Dots256 dots() { return std::get<0>(GetParam()); }
+  static DType type() { return std::get<1>(GetParam()); }
+};
 
 TEST_P(MatmulPackedAvx2, MatchesQuantizedActivationsAndStaysWithinTheirError) {
-  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  const DType t = GetParam();
+  const DType t = type();
   std::mt19937 rng(4321 + static_cast<unsigned>(t));
   ThreadPool pool(2);
   const ForcedIsa avx2(Isa::avx2);
+  const ForcedDots256 dots_in_use(dots());
   ASSERT_TRUE(kernels::int8_packing_available(t));
   for (int64_t n_in : row_lengths(t)) {
     for (int64_t n_out : {5, 101}) {  // partial groups of 16, and halves of 8 with no rows
@@ -75,7 +90,8 @@ TEST_P(MatmulPackedAvx2, MatchesQuantizedActivationsAndStaysWithinTheirError) {
         const std::vector<float> x = inputs(rng, n_tokens, n_in);
         test::expect_int8_result(run(p, x, t, n_tokens, n_in, n_out, pool),
                                  test::expected(x, w, n_tokens, n_in, n_out),
-                                 n_out, std::string(dtype_name(t)) + " packed avx2 n_tokens " +
+                                 n_out, std::string(dtype_name(t)) + " packed ymm " +
+                                            std::string(dots256_name(dots())) + " n_tokens " +
                                             std::to_string(n_tokens) + " n_in " + std::to_string(n_in) +
                                             " n_out " + std::to_string(n_out));
       }
@@ -83,12 +99,12 @@ TEST_P(MatmulPackedAvx2, MatchesQuantizedActivationsAndStaysWithinTheirError) {
   }
 }
 
-// The int16 sums and the sign trick give vpdpbusd's integers, and the f32
-// scaling is the VNNI kernels' lane for lane, in decode and prefill (AMX off:
-// its prefill expands to bf16).
+// The int16 sums and the sign trick give vpdpbusd's integers, as vpdpbusd
+// on ymm does, and the f32 scaling is the zmm VNNI kernels' lane for lane, in
+// decode and prefill (AMX off: its prefill expands to bf16).
 TEST_P(MatmulPackedAvx2, SameBitsAsTheVnniGemv) {
   if (!test::int8_path_runs()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI to compare with";
-  const DType t = GetParam();
+  const DType t = type();
   std::mt19937 rng(77 + static_cast<unsigned>(t));
   ThreadPool pool(2);
   for (int64_t n_in : row_lengths(t)) {
@@ -105,13 +121,14 @@ TEST_P(MatmulPackedAvx2, SameBitsAsTheVnniGemv) {
       }
       {
         const ForcedIsa isa(Isa::avx2);
+        const ForcedDots256 dots_in_use(dots());
         avx2 = run(p, x, t, n_tokens, n_in, n_out, pool);
       }
       for (size_t i = 0; i < vnni.size(); ++i) {
         uint32_t a, b;
         std::memcpy(&a, &vnni[i], sizeof a);
         std::memcpy(&b, &avx2[i], sizeof b);
-        ASSERT_EQ(a, b) << dtype_name(t) << " n_in " << n_in << " n_tokens " << n_tokens << " output " << i
+        ASSERT_EQ(a, b) << dtype_name(t) << " " << dots256_name(dots()) << " n_in " << n_in << " n_tokens " << n_tokens << " output " << i
                         << ": vnni " << vnni[i] << ", avx2 " << avx2[i];
       }
     }
@@ -121,10 +138,10 @@ TEST_P(MatmulPackedAvx2, SameBitsAsTheVnniGemv) {
 // Token 0's outputs are the same bits alone and in batches up to 40 (the
 // prefill's panel tiles), over 1-3 threads, and fused with other matrices.
 TEST_P(MatmulPackedAvx2, ATokensBitsDoNotDependOnBatchThreadsOrFusion) {
-  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  const DType t = GetParam();
+  const DType t = type();
   std::mt19937 rng(91 + static_cast<unsigned>(t));
   const ForcedIsa avx2(Isa::avx2);
+  const ForcedDots256 dots_in_use(dots());
   const int64_t n_in = 512;
   const std::vector<int64_t> n_outs = {150, 5, 48, 17, 101};  // five: two calls of at most four
   ThreadPool pool1(1), pool2(2), pool3(3);
@@ -157,8 +174,16 @@ TEST_P(MatmulPackedAvx2, ATokensBitsDoNotDependOnBatchThreadsOrFusion) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPackedAvx2, testing::ValuesIn(test::kInt8Types),
-                         [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+std::string param_name(const testing::TestParamInfo<std::tuple<Dots256, DType>>& p) {
+  const Dots256 d = std::get<0>(p.param);
+  const char* kind = d == Dots256::pairs ? "pairs" : d == Dots256::avx_vnni ? "avx_vnni" : "avx512_vnni";
+  return std::string(kind) + "_" + std::string(dtype_name(std::get<1>(p.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPackedAvx2,
+                         testing::Combine(testing::Values(Dots256::pairs, Dots256::avx_vnni, Dots256::avx512_vnni),
+                                          testing::ValuesIn(test::kInt8Types)),
+                         param_name);
 
 // The int8 layout is repacked for the AVX2 kernels as for VNNI, for every
 // quantized type; not for a forced scalar path, nor for 16- and 32-bit
