@@ -190,7 +190,8 @@ std::string cpu_math_summary() {
   }
   if (active_isa() == Isa::avx2 || !cpu_has_avx512_vnni()) {  // the AVX2 kernels (int8_packed.hpp)
     return s + "int8 activations for quantized weights (" + std::string(dots256_name(dots256())) +
-           " over packed lines), f32 and 16-bit weights in packed lines" + (batch_invariant() ? ", batch-invariant" : "");
+           " over packed lines), f32 and 16-bit weights in packed lines" +
+           (batch_invariant() ? ", batch-invariant" : "");
   }
   const char* prefill = !amx_enabled() ? ")" : batch_invariant() ? ", AMX int8 prefill)" : ", AMX bf16 prefill)";
   s += std::string("int8 activations for quantized weights (VNNI") + prefill;

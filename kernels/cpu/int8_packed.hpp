@@ -54,9 +54,10 @@
 namespace troupe::kernels {
 
 // Whether the int8 path over repacked weights runs at the active ISA
-// (AVX-512 with VNNI; AVX2, or AVX-512 without VNNI, on the AVX2 kernels:
-// core/cpu_features.hpp) and the type is one it repacks. The layout is the same for both, so weights repacked under one run
-// under the other.
+// (AVX-512 with VNNI; AVX2, or AVX-512 without VNNI, on the 256-bit
+// kernels: core/cpu_features.hpp) and the type is one it repacks. The
+// layout is the same for all, so weights repacked under one run under the
+// others.
 bool int8_packing_available(DType t);
 
 // Bytes of W [n_out, n_in] repacked (a multiple of 64).

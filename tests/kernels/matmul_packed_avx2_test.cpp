@@ -128,8 +128,8 @@ TEST_P(MatmulPackedAvx2, SameBitsAsTheVnniGemv) {
         uint32_t a, b;
         std::memcpy(&a, &vnni[i], sizeof a);
         std::memcpy(&b, &avx2[i], sizeof b);
-        ASSERT_EQ(a, b) << dtype_name(t) << " " << dots256_name(dots()) << " n_in " << n_in << " n_tokens " << n_tokens << " output " << i
-                        << ": vnni " << vnni[i] << ", avx2 " << avx2[i];
+        ASSERT_EQ(a, b) << dtype_name(t) << " " << dots256_name(dots()) << " n_in " << n_in << " n_tokens " << n_tokens
+                        << " output " << i << ": vnni " << vnni[i] << ", 256-bit " << avx2[i];
       }
     }
   }
