@@ -58,6 +58,22 @@ inline Weights make_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n
   return w;
 }
 
+// Activations for the int8 path's tests: uniform in [-1, 1], every 64th
+// input 9x larger (blocks of very different size) and the first block of
+// 32 all zero.
+inline std::vector<float> int8_inputs(std::mt19937& rng, int64_t n_tokens, int64_t n_in) {
+  std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+  for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
+  std::fill(x.begin(), x.begin() + 32, 0.0f);
+  return x;
+}
+
+// Row lengths for the AVX2 kernels' tests: 32 and 96 give an odd number of
+// 32-input blocks (a last chunk or unit pair with no partner).
+inline std::vector<int64_t> int8_row_lengths(DType t) {
+  return dtype_info(t).block_size == kQK_K ? std::vector<int64_t>{256, 768, 2816} : std::vector<int64_t>{32, 96, 4096};
+}
+
 // x with each block of 32 replaced by d * q, and d per element.
 struct QuantizedX {
   std::vector<float> xq;

@@ -18,6 +18,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
+#include "batch_bits.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu/f32_packed.hpp"
 #include "tests/exact_math.hpp"
@@ -103,33 +104,15 @@ TEST_P(MatmulF32Packed, PacksRowsAtAnyAddress) {
 TEST_P(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   std::mt19937 rng(97);
   const int64_t n_in = 300, n_out = 150, n_max = 40;
-  ThreadPool pool1(1), pool2(2), pool3(3);
+  ThreadPool pool2(2);
   const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
   const Packed p = pack(w, n_in, n_out, pool2);
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
-  auto run = [&](int64_t n_tokens, ThreadPool& pool) {
-    std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
-    kernels::matmul_f32_packed(y.data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
-    return y;
-  };
-  std::vector<float> alone(static_cast<size_t>(n_max * n_out));
-  for (int64_t t = 0; t < n_max; ++t) {
-    kernels::matmul_f32_packed(alone.data() + t * n_out, x.data() + t * n_in, p.bytes.get(), 1, n_in, n_out, pool1);
-  }
-  for (bool invariant : {false, true}) {
-    const test::BatchInvariantMath mode(invariant);
-    const std::vector<float> big = run(n_max, pool1);
-    for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
-      for (int64_t n_tokens : {2, 3, 5, 15, 16, 23, 40}) {
-        const std::vector<float> y = run(n_tokens, *pool);
-        const std::vector<float>& want = !invariant && n_tokens >= 16 ? big : alone;
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_EQ(y[i], want[i]) << (invariant ? "batch-invariant " : "") << "threads " << pool->size()
-                                   << " n_tokens " << n_tokens << " token " << i / n_out << " row " << i % n_out;
-        }
-      }
-    }
-  }
+  test::expect_token_bits_by_batch(
+      [&](float* y, const float* xs, int64_t n_tokens, ThreadPool& pool) {
+        kernels::matmul_f32_packed(y, xs, p.bytes.get(), n_tokens, n_in, n_out, pool);
+      },
+      x, n_in, n_out, n_max, "f32");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, MatmulF32Packed, testing::Values(Isa::avx512, Isa::avx2),

@@ -18,6 +18,7 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "batch_bits.hpp"
 #include "isa_paths.hpp"
 #include "kernels/cpu/half_packed.hpp"
 #include "tests/exact_math.hpp"
@@ -78,7 +79,8 @@ TEST_P(MatmulHalfPacked, MatchesTheProductInDouble) {
           for (int64_t r = 0; r < n_out; ++r) {
             double want = 0, abs_sum = 0;
             for (int64_t k = 0; k < n_in; ++k) {
-              const double v = double(x[static_cast<size_t>(tok * n_in + k)]) * w.values[static_cast<size_t>(r * n_in + k)];
+              const double v =
+                  double(x[static_cast<size_t>(tok * n_in + k)]) * w.values[static_cast<size_t>(r * n_in + k)];
               want += v;
               abs_sum += std::fabs(v);
             }
@@ -115,35 +117,15 @@ TEST_P(MatmulHalfPacked, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   const ForcedIsa avx2(Isa::avx2);
   std::mt19937 rng(79);
   const int64_t n_in = 300, n_out = 150, n_max = 40;
-  ThreadPool pool1(1), pool2(2), pool3(3);
+  ThreadPool pool2(2);
   const Weights w = make_weights(rng, t, n_out, n_in);
   const Bytes p = pack(w.bytes.data(), t, n_in, n_out, pool2);
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
-  auto run = [&](int64_t n_tokens, ThreadPool& pool) {
-    std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
-    kernels::matmul_half_packed(y.data(), x.data(), p.get(), t, n_tokens, n_in, n_out, pool);
-    return y;
-  };
-  std::vector<float> alone(static_cast<size_t>(n_max * n_out));
-  for (int64_t tok = 0; tok < n_max; ++tok) {
-    kernels::matmul_half_packed(alone.data() + tok * n_out, x.data() + tok * n_in, p.get(), t, 1, n_in, n_out,
-                                pool1);
-  }
-  for (bool invariant : {false, true}) {
-    const test::BatchInvariantMath mode(invariant);
-    const std::vector<float> big = run(n_max, pool1);
-    for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
-      for (int64_t n_tokens : {2, 3, 5, 15, 16, 23, 40}) {
-        const std::vector<float> y = run(n_tokens, *pool);
-        const std::vector<float>& want = !invariant && n_tokens >= 16 ? big : alone;
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_EQ(y[i], want[i]) << dtype_name(t) << (invariant ? " batch-invariant" : "") << " threads "
-                                   << pool->size() << " n_tokens " << n_tokens << " token " << i / n_out << " row "
-                                   << i % n_out;
-        }
-      }
-    }
-  }
+  test::expect_token_bits_by_batch(
+      [&](float* y, const float* xs, int64_t n_tokens, ThreadPool& pool) {
+        kernels::matmul_half_packed(y, xs, p.get(), t, n_tokens, n_in, n_out, pool);
+      },
+      x, n_in, n_out, n_max, std::string(dtype_name(t)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulHalfPacked, testing::Values(DType::f16, DType::bf16),

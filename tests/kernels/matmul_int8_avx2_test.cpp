@@ -25,31 +25,17 @@ using test::ForcedIsa;
 
 class MatmulInt8Avx2 : public testing::TestWithParam<DType> {};
 
-// Inputs as matmul_int8_test.cpp makes them: blocks of very different size
-// and an all-zero block.
-std::vector<float> inputs(std::mt19937& rng, int64_t n_tokens, int64_t n_in) {
-  std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
-  for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
-  std::fill(x.begin(), x.begin() + 32, 0.0f);
-  return x;
-}
-
-std::vector<int64_t> row_lengths(DType t) {
-  // 32 and 96: an odd number of blocks (the last chunk has no odd partner).
-  return dtype_info(t).block_size == kQK_K ? std::vector<int64_t>{256, 768, 2816} : std::vector<int64_t>{32, 96, 4096};
-}
-
 TEST_P(MatmulInt8Avx2, DecodeMatchesQuantizedActivationsAndStaysWithinTheirError) {
   if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
   const DType t = GetParam();
   std::mt19937 rng(977 + static_cast<unsigned>(t));
   ThreadPool pool(2);
   const ForcedIsa avx2(Isa::avx2);
-  for (int64_t n_in : row_lengths(t)) {
+  for (int64_t n_in : test::int8_row_lengths(t)) {
     for (int64_t n_out : {5, 101}) {  // 101: partial 4-row tiles and row units
       const test::Weights w = test::make_weights(rng, t, n_out, n_in);
       for (int64_t n_tokens : {1, 2, 3, 4, 7}) {  // each tile shape, and a group of 4 with a tail of 3
-        const std::vector<float> x = inputs(rng, n_tokens, n_in);
+        const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
         const test::Expected e = test::expected(x, w, n_tokens, n_in, n_out);
         std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
         kernels::matmul(y.data(), x.data(), w.bytes.data(), t, n_tokens, n_in, n_out, pool);
@@ -71,9 +57,9 @@ TEST_P(MatmulInt8Avx2, BatchInvariantPrefillHasEachTokensDecodeBits) {
   ThreadPool pool(2);
   const ForcedIsa avx2(Isa::avx2);
   const test::BatchInvariantMath invariant;
-  const int64_t n_in = row_lengths(t)[1], n_out = 37, n_tokens = 19;
+  const int64_t n_in = test::int8_row_lengths(t)[1], n_out = 37, n_tokens = 19;
   const test::Weights w = test::make_weights(rng, t, n_out, n_in);
-  const std::vector<float> x = inputs(rng, n_tokens, n_in);
+  const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
   std::vector<float> batch(static_cast<size_t>(n_tokens * n_out));
   kernels::matmul(batch.data(), x.data(), w.bytes.data(), t, n_tokens, n_in, n_out, pool);
   for (int64_t tok = 0; tok < n_tokens; ++tok) {
@@ -93,11 +79,11 @@ TEST_P(MatmulInt8Avx2, SameBitsAsTheVnniGemv) {
   const DType t = GetParam();
   std::mt19937 rng(5 + static_cast<unsigned>(t));
   ThreadPool pool(2);
-  for (int64_t n_in : row_lengths(t)) {
+  for (int64_t n_in : test::int8_row_lengths(t)) {
     const int64_t n_out = 53;
     const test::Weights w = test::make_weights(rng, t, n_out, n_in);
     for (int64_t n_tokens : {1, 2, 3, 5}) {
-      const std::vector<float> x = inputs(rng, n_tokens, n_in);
+      const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
       std::vector<float> vnni(static_cast<size_t>(n_tokens * n_out)), avx2(vnni.size());
       {
         const ForcedIsa isa(Isa::avx512);
@@ -127,7 +113,7 @@ TEST(MatmulInt8Avx2Exact, ExactMathKeepsTheF32Gemv) {
   const test::ExactMath exact;
   const int64_t n_in = 512, n_out = 9;
   const test::Weights w = test::make_weights(rng, DType::q4_K, n_out, n_in);
-  const std::vector<float> x = inputs(rng, 1, n_in);
+  const std::vector<float> x = test::int8_inputs(rng, 1, n_in);
   std::vector<float> y(static_cast<size_t>(n_out));
   kernels::matmul(y.data(), x.data(), w.bytes.data(), DType::q4_K, 1, n_in, n_out, pool);
   for (int64_t r = 0; r < n_out; ++r) {

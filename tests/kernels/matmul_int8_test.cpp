@@ -53,10 +53,7 @@ TEST_P(MatmulInt8, MatchesQuantizedActivationsAndStaysWithinTheirError) {
     for (int64_t n_out : {5, 101}) {  // 101: partial 16-row panels and 4-row tiles
       const Weights w = make_weights(rng, t, n_out, n_in);
       for (int64_t n_tokens : {1, 3, 6, 17, 40}) {  // GEMV groups; GEMM token tiles of 8 / 16 and their tails
-        std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
-        // Blocks of very different size, and an all-zero block.
-        for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
-        std::fill(x.begin(), x.begin() + 32, 0.0f);
+        const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
         const Expected e = expected(x, w, n_tokens, n_in, n_out);
         for (bool amx : test::amx_settings()) {
           const AmxSwitch use_amx(amx);

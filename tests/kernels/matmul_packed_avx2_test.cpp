@@ -40,20 +40,6 @@ Bytes pack(const test::Weights& w, DType t, int64_t n_in, int64_t n_out, ThreadP
   return p;
 }
 
-// Inputs as matmul_int8_test.cpp makes them: blocks of very different size
-// and an all-zero block.
-std::vector<float> inputs(std::mt19937& rng, int64_t n_tokens, int64_t n_in) {
-  std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
-  for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
-  std::fill(x.begin(), x.begin() + 32, 0.0f);
-  return x;
-}
-
-std::vector<int64_t> row_lengths(DType t) {
-  // 32 and 96: a pair of 32-input units with no second half.
-  return dtype_info(t).block_size == kQK_K ? std::vector<int64_t>{256, 768, 2816} : std::vector<int64_t>{32, 96, 4096};
-}
-
 std::vector<float> run(const Bytes& p, const std::vector<float>& x, DType t, int64_t n_tokens, int64_t n_in,
                        int64_t n_out, ThreadPool& pool) {
   std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
@@ -80,14 +66,14 @@ TEST_P(MatmulPackedAvx2, MatchesQuantizedActivationsAndStaysWithinTheirError) {
   const ForcedIsa avx2(Isa::avx2);
   const ForcedDots256 dots_in_use(dots());
   ASSERT_TRUE(kernels::int8_packing_available(t));
-  for (int64_t n_in : row_lengths(t)) {
+  for (int64_t n_in : test::int8_row_lengths(t)) {
     for (int64_t n_out : {5, 101}) {  // partial groups of 16, and halves of 8 with no rows
       const test::Weights w = test::make_weights(rng, t, n_out, n_in);
       const Bytes p = pack(w, t, n_in, n_out, pool);
       // The GEMV's tiles of 1-4 tokens and a four with a tail of three; the
       // prefill's tiles of 4 (or 3) with each tail.
       for (int64_t n_tokens : {1, 2, 3, 4, 7, 8, 17, 22}) {
-        const std::vector<float> x = inputs(rng, n_tokens, n_in);
+        const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
         test::expect_int8_result(run(p, x, t, n_tokens, n_in, n_out, pool),
                                  test::expected(x, w, n_tokens, n_in, n_out),
                                  n_out, std::string(dtype_name(t)) + " packed ymm " +
@@ -107,12 +93,12 @@ TEST_P(MatmulPackedAvx2, SameBitsAsTheVnniGemv) {
   const DType t = type();
   std::mt19937 rng(77 + static_cast<unsigned>(t));
   ThreadPool pool(2);
-  for (int64_t n_in : row_lengths(t)) {
+  for (int64_t n_in : test::int8_row_lengths(t)) {
     const int64_t n_out = 53;
     const test::Weights w = test::make_weights(rng, t, n_out, n_in);
     const Bytes p = pack(w, t, n_in, n_out, pool);
     for (int64_t n_tokens : {1, 2, 3, 5, 9, 20}) {  // the VNNI GEMM runs 16 tokens and more
-      const std::vector<float> x = inputs(rng, n_tokens, n_in);
+      const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
       std::vector<float> vnni, avx2;
       {
         const ForcedIsa isa(Isa::avx512);
@@ -152,7 +138,7 @@ TEST_P(MatmulPackedAvx2, ATokensBitsDoNotDependOnBatchThreadsOrFusion) {
     ps.push_back(pack(ws.back(), t, n_in, n_out, pool2));
   }
   const int64_t n_max = 40;
-  const std::vector<float> x = inputs(rng, n_max, n_in);
+  const std::vector<float> x = test::int8_inputs(rng, n_max, n_in);
   std::vector<float> alone = run(ps[0], x, t, 1, n_in, n_outs[0], pool1);
   for (int64_t n_tokens : {2, 5, 8, 17, 40}) {
     for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {

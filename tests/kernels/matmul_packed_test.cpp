@@ -52,9 +52,7 @@ TEST_P(MatmulPacked, MatchesQuantizedActivationsAndStaysWithinTheirError) {
       const test::Weights w = test::make_weights(rng, t, n_out, n_in);
       const Packed p = pack(w, t, n_in, n_out, pool);
       for (int64_t n_tokens : {1, 3, 6, 17, 40}) {
-        std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
-        for (int64_t i = 0; i < n_tokens * n_in; i += 64) x[static_cast<size_t>(i)] *= 9.0f;
-        std::fill(x.begin(), x.begin() + 32, 0.0f);
+        const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
         const test::Expected e = test::expected(x, w, n_tokens, n_in, n_out);
         for (bool amx : test::amx_settings()) {
           const AmxSwitch use_amx(amx);
