@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf("kernels: %s\n", troupe::cpu_math_summary().c_str());
-  std::printf("\n| model | threads | weights MB | prefill %lld tok/s | decode tok/s | decode roofline tok/s | of roofline |\n",
+  std::printf("\n| model | threads | weights MB | prefill %lld tok/s | decode tok/s | decode roofline tok/s "
+              "| of roofline |\n",
               static_cast<long long>(n_prefill));
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const std::string& path : models) {
@@ -122,18 +123,26 @@ int main(int argc, char** argv) {
         troupe::CpuBackend backend({.n_threads = thread_counts[ti]});
         troupe::Generator gen(model, backend, {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill});
         // Warm-up touches every weight page once (the file is memory-mapped).
-        gen.generate(std::span(prompt.data(), std::min<size_t>(8, prompt.size())), {.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
-        gen.generate(prompt, {.max_new_tokens = n_decode, .sampling = {.temperature = 0}, .stop_tokens = {-1}});
+        const troupe::GenerateRequest greedy{.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}};
+        gen.generate(std::span(prompt.data(), std::min<size_t>(8, prompt.size())), greedy);
+        troupe::GenerateRequest run = greedy;
+        run.max_new_tokens = std::max<int64_t>(1, n_decode);
+        gen.generate(prompt, run);
         const troupe::GenerateStats s = gen.stats();
         prefills.push_back(static_cast<double>(s.prompt_tokens) / s.prefill_seconds);
         // The first sampled token comes from the prefill's logits; the other
         // n-1 each cost one decode step.
-        decodes.push_back(static_cast<double>(s.generated_tokens - 1) / s.decode_seconds);
+        if (s.generated_tokens > 1) decodes.push_back(static_cast<double>(s.generated_tokens - 1) / s.decode_seconds);
       }
-      const double prefill = median(prefills), decode = median(decodes);
+      const double prefill = median(prefills);
       const double roof = bandwidth[ti] * 1e3 / mb;
-      std::printf("| %s | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% |\n", name.c_str(), thread_counts[ti], mb, prefill,
-                  decode, roof, 100.0 * decode / roof);
+      if (decodes.empty()) {  // --decode 0 or 1: no decode step ran
+        std::printf("| %s | %d | %.0f | %.1f | - | %.1f | - |\n", name.c_str(), thread_counts[ti], mb, prefill, roof);
+      } else {
+        const double decode = median(decodes);
+        std::printf("| %s | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% |\n", name.c_str(), thread_counts[ti], mb, prefill,
+                    decode, roof, 100.0 * decode / roof);
+      }
       std::fflush(stdout);
     }
   }

@@ -28,6 +28,7 @@
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
+#include "kernels/cpu/matmul_int8.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace {
@@ -150,6 +151,24 @@ void bm_model110m(benchmark::State& state, DType t, int64_t n_tokens, int n_thre
       benchmark::Counter(static_cast<double>(n_tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The int8 path's activation quantization alone (AVX-512 VNNI), as a
+// prefill's matmul runs it before its tiles: tokens x n_in to int8 blocks,
+// their sums per sub-block of sub_k and the tiled copy. GB/s of f32 read.
+void bm_quantize_acts(benchmark::State& state, int64_t n_in, int64_t sub_k, int64_t n_tokens, int n_threads) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+  for (float& v : x) v = dist(rng);
+  troupe::ThreadPool& tp = pool(n_threads);
+  for (auto _ : state) {
+    const auto qa = troupe::kernels::detail::quantize_acts(x.data(), n_tokens, n_in, false, 8, sub_k, &tp);
+    benchmark::DoNotOptimize(qa.q);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(x.size() * sizeof(float)) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,6 +225,19 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name.c_str(), bm_model110m, t, n_tokens, n_threads)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
+      }
+    }
+  }
+  if (troupe::active_isa() == troupe::Isa::avx512 && troupe::cpu_has_avx512_vnni()) {
+    for (int64_t n_in : {768, 2048}) {
+      for (int64_t sub_k : {32, 16}) {
+        for (int n_threads : {1, 2}) {
+          const std::string name = "quantize_acts/tokens:512/n_in:" + std::to_string(n_in) +
+                                   "/sub_k:" + std::to_string(sub_k) + "/threads:" + std::to_string(n_threads);
+          benchmark::RegisterBenchmark(name.c_str(), bm_quantize_acts, n_in, sub_k, 512, n_threads)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
       }
     }
   }

@@ -3,7 +3,8 @@
 // scale each, and the products are integer dot products (AVX-512 VNNI
 // vpdpbusd; AMX tiles for prefill where the CPU has them), with f32
 // accumulation across blocks. The dispatcher is matmul.cpp; the kernels are
-// matmul_int8_vnni.cpp (activations, GEMV, VNNI GEMM) and matmul_int8_amx.cpp.
+// quantize_acts_vnni.cpp (activations), matmul_int8_vnni.cpp (GEMV, VNNI
+// GEMM) and matmul_int8_amx.cpp.
 //
 // Every supported weight type is read as unsigned integers u (0..255) with
 // w = scale * (u - offset) + min per sub-block, so that vpdpbusd (u8 × s8)

@@ -1,6 +1,7 @@
-// The int8 path of matmul (matmul_int8.hpp) with AVX-512 VNNI: activation
-// quantization, the decode GEMV over weights as stored, and the prefill GEMM
-// over int8 panels (vpdpbusd here, AMX tiles in matmul_int8_amx.cpp).
+// The int8 path of matmul (matmul_int8.hpp) with AVX-512 VNNI: the decode
+// GEMV over weights as stored, and the prefill GEMM over int8 panels
+// (vpdpbusd here, AMX tiles in matmul_int8_amx.cpp); the activations are
+// quantized in quantize_acts_vnni.cpp.
 #include "kernels/cpu/matmul_int8.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,32 +24,6 @@ namespace {
 using namespace cpu;  // NOLINT: the readers and SIMD helpers of this path
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
-
-// ---- Activations ----
-
-// One token row: blocks of 32 to int8 with d = absmax / 127 (round to
-// nearest), the padding blocks zero.
-void quantize_row(const float* x, int64_t n_in, int64_t nb, int8_t* q, float* d, int32_t* sum16) {
-  const int64_t nb_real = n_in / 32;
-  for (int64_t b = 0; b < nb_real; ++b) {
-    const __m512 x0 = _mm512_loadu_ps(x + 32 * b);
-    const __m512 x1 = _mm512_loadu_ps(x + 32 * b + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
-    d[b] = amax / 127.0f;
-    sum16[2 * b] = _mm512_reduce_add_epi32(q0);
-    sum16[2 * b + 1] = _mm512_reduce_add_epi32(q1);
-  }
-  std::memset(q + 32 * nb_real, 0, static_cast<size_t>(32 * (nb - nb_real)));
-  for (int64_t b = nb_real; b < nb; ++b) {
-    d[b] = 0.0f;
-    sum16[2 * b] = sum16[2 * b + 1] = 0;
-  }
-}
 
 // ---- Decode: GEMV over T tokens × R rows, weights read as stored ----
 
@@ -340,107 +315,6 @@ void vnni_panel(const Int8Panel& pn, const QuantizedActs& qa, float* y, int64_t 
   } else {
     vnni_panel_subs<false>(pn, qa, y, ldy, n_rows);
   }
-}
-
-QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
-                            int64_t sub_k, ThreadPool* pool) {
-  QuantizedActs qa = act_sizes(n_tokens, n_in, sub_k);
-  // Only a GEMM meets AMX's 16-row tiles; a decode's rows stay unpadded.
-  const int64_t padded = n_tokens < kInt8GemmMinTokens ? n_tokens
-                                                       : (n_tokens + kActTokenPad - 1) / kActTokenPad * kActTokenPad;
-  const int64_t ldl = qa.ldq / kLaneInputs;
-  const size_t q_bytes = round64(static_cast<size_t>(padded * qa.ldq));
-  const size_t d_bytes = round64(static_cast<size_t>(padded * qa.nb) * sizeof(float));
-  const size_t s_bytes = round64(static_cast<size_t>(padded * qa.n_sub) * 4);
-  const size_t t_bytes = round64(static_cast<size_t>(padded * 2 * qa.nb) * sizeof(int32_t));
-  const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * ldl) * 4) : 0;
-  const bool tiles = n_tokens >= kInt8GemmMinTokens;
-  const size_t tq_bytes = tiles ? q_bytes : 0;
-  const size_t ts_bytes = tiles ? round64(static_cast<size_t>(padded / kActTile * qa.n_sub) * sizeof(TileSub)) : 0;
-  uint8_t* mem =
-      scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes + tq_bytes + ts_bytes);
-  auto* q = reinterpret_cast<int8_t*>(mem);
-  auto* d = reinterpret_cast<float*>(mem + q_bytes);
-  auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
-  auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
-  auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 2 * s_bytes);
-  uint8_t* tile_mem = mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes;
-  auto* tile_q = reinterpret_cast<int8_t*>(tile_mem);
-  auto* tile_sub = reinterpret_cast<TileSub*>(tile_mem + tq_bytes);
-  const int64_t per_sub = sub_k / 16;
-  auto rows = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      int8_t* qt = q + t * qa.ldq;
-      float* dt = d + t * qa.nb;
-      int32_t* st = sum16 + t * 2 * qa.nb;
-      if (t < n_tokens) {
-        quantize_row(x + t * n_in, n_in, qa.nb, qt, dt, st);
-      } else {  // padding rows
-        std::memset(qt, 0, static_cast<size_t>(qa.ldq));
-        std::fill(dt, dt + qa.nb, 0.0f);
-        std::fill(st, st + 2 * qa.nb, 0);
-      }
-      for (int64_t k = 0; k < qa.n_sub; ++k) {
-        int32_t sum = 0;
-        for (int64_t i = 0; i < per_sub; ++i) sum += st[k * per_sub + i];
-        sub_bias[t * qa.n_sub + k] = -offset * sum;
-        sub_dsum[t * qa.n_sub + k] = dt[k * sub_k / 32] * static_cast<float>(sum);
-      }
-      if (tiles) {  // token t's slot of its tile
-        const int64_t tile = t / kActTile, slot = t % kActTile, n_lanes = qa.ldq / kLaneInputs;
-        int8_t* tq = tile_q + tile * n_lanes * kActTile * kLaneInputs + slot * kLaneInputs;
-        for (int64_t l = 0; l < n_lanes; ++l) std::memcpy(tq + l * kActTile * kLaneInputs, qt + l * kLaneInputs, 4);
-        TileSub* ts = tile_sub + tile * qa.n_sub;
-        for (int64_t k = 0; k < qa.n_sub; ++k) {
-          ts[k].bias[slot] = sub_bias[t * qa.n_sub + k];
-          ts[k].d[slot] = dt[k * sub_k / 32];
-          ts[k].dsum[slot] = sub_dsum[t * qa.n_sub + k];
-        }
-      }
-    }
-  };
-  // A prefill's rows are quantized by all threads (done by the caller alone,
-  // it was a serial part of every prefill matmul); a decode's few inline.
-  if (pool != nullptr && n_tokens >= kInt8GemmMinTokens) {
-    pool->parallel_for(padded, rows);
-  } else {
-    rows(0, padded);
-  }
-  qa.q = q;
-  qa.d = d;
-  qa.sub_bias = sub_bias;
-  qa.sub_dsum = sub_dsum;
-  if (tiles) {
-    qa.tile_q = tile_q;
-    qa.tile_sub = tile_sub;
-  }
-  if (lanes) {
-    uint8_t* lane_mem = mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes;
-    auto* lane_d = reinterpret_cast<float*>(lane_mem);
-    auto* lane_bias = reinterpret_cast<int32_t*>(lane_mem + l_bytes);
-    auto* lane_dsum = reinterpret_cast<float*>(lane_mem + 2 * l_bytes);
-    const __m512i ones = _mm512_set1_epi8(1);
-    // Lane l of a 64-input pair belongs to block 2 p + l / 8.
-    const __m512i block_of = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t pr = 0; pr < qa.nb / 2; ++pr) {
-        const __m512i xq = _mm512_load_si512(q + t * qa.ldq + 64 * pr);
-        // The sum of each lane's 4 signed q: vpdpbusd with 1s as the unsigned side.
-        const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xq);
-        double two_d;
-        std::memcpy(&two_d, d + t * qa.nb + 2 * pr, sizeof two_d);
-        const __m512 dd = _mm512_permutexvar_ps(block_of, _mm512_zextps128_ps512(_mm_castpd_ps(_mm_set_sd(two_d))));
-        const int64_t l = t * ldl + 16 * pr;
-        _mm512_store_ps(lane_d + l, dd);
-        _mm512_store_si512(lane_bias + l, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-offset)));
-        _mm512_store_ps(lane_dsum + l, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sums)));
-      }
-    }
-    qa.lane_d = lane_d;
-    qa.lane_bias = lane_bias;
-    qa.lane_dsum = lane_dsum;
-  }
-  return qa;
 }
 
 void matmul_int8(const MatmulProblem& p, ThreadPool& pool) {
