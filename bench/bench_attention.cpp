@@ -5,7 +5,7 @@
 // each head: 4 * head_dim * n_head * n(n+1)/2 FLOPs. Compare the figure with
 // the core's f32 FMA peak (docs/performance.md) to see how far it is.
 //   bench_attention [--tokens 512,2048] [--threads 1,2] [--types f32,f16,q8_0]
-//                   [--layout 110m,1b] [--repeat 5]
+//                   [--layout 110m,1b] [--repeat 5] [--isa avx2|avx512|scalar]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu_kernels.hpp"
@@ -73,6 +74,13 @@ Args parse(int argc, char** argv) {
       }
     } else if (flag == "--repeat") {
       a.repeat = std::stoi(v);
+    } else if (flag == "--isa") {  // a SIMD path forced, as bench_generate's
+      const troupe::Isa isas[] = {troupe::Isa::scalar, troupe::Isa::avx2, troupe::Isa::avx512};
+      auto it = std::find_if(std::begin(isas), std::end(isas), [&](troupe::Isa x) { return troupe::isa_name(x) == v; });
+      if (it == std::end(isas) || !troupe::isa_supported(*it)) {
+        throw troupe::Error(troupe::Errc::invalid_argument, "--isa " + v + ": unknown or not on this CPU");
+      }
+      troupe::force_isa(*it);
     } else {
       throw troupe::Error(troupe::Errc::invalid_argument, "unknown flag " + flag);
     }

@@ -10,7 +10,7 @@
 // folds it in with an online softmax (running max m, running sum l, output
 // accumulated in place), so nothing of size [n_q, n_kv] is ever allocated.
 // Items of 8 rows or more (prefill) run the same walk with the rows in the
-// lanes of AVX-512 registers (attention_lanes.hpp) where that path runs.
+// lanes of AVX-512 or AVX2 registers (attention_lanes.hpp).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -68,6 +68,15 @@ void check_seq(const char* fn, const PagedKvView& kv, const AttnSeq& s, int i, b
   }
 }
 
+using LaneKernel = void (*)(const cpu::LaneItem&, const PagedKvView&, const int32_t*, int64_t, float);
+
+// The lane kernel of the active ISA, or null where it has none.
+LaneKernel lane_kernel(Isa isa) {
+  if (isa == Isa::avx512 && cpu::lanes_available_avx512()) return cpu::attend_lanes_avx512;
+  if (isa == Isa::avx2 && cpu::lanes_available_avx2()) return cpu::attend_lanes_avx2;
+  return nullptr;
+}
+
 struct AttnJob {
   float* out;
   const float* q;
@@ -75,7 +84,7 @@ struct AttnJob {
   const AttnSeq* seqs;
   const cpu::VecOps* ops;
   const cpu::KvTileOps* tiles;  // null for an f32 cache (ops' tiles read it)
-  bool lanes;                   // items of kLaneMinRows rows or more take the lane kernel
+  LaneKernel lanes;             // items of kLaneMinRows rows or more take it (null: none)
   const int64_t* item_begin;    // [n_seqs + 1]: first item of each sequence
   int n_seqs;
   int64_t n_head;
@@ -108,8 +117,8 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
       ++it.n_rows;
     }
   }
-  if (job.lanes && it.n_rows >= cpu::kLaneMinRows) {
-    cpu::attend_lanes(it, kv, s.block_table, kvh, job.scale);
+  if (job.lanes != nullptr && it.n_rows >= cpu::kLaneMinRows) {
+    job.lanes(it, kv, s.block_table, kvh, job.scale);
     return;
   }
 
@@ -262,8 +271,8 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
   // The lane kernel rounds differently from decode's tile kernels, so a
   // token's bits would depend on how many queries shared its item:
   // batch-invariant math keeps the tile kernels for every item.
-  const bool lanes = active_isa() == Isa::avx512 && !batch_invariant() && kv.head_dim <= cpu::kLaneMaxHeadDim &&
-                     cpu::lanes_available();
+  const LaneKernel lanes =
+      batch_invariant() || kv.head_dim > cpu::kLaneMaxHeadDim ? nullptr : lane_kernel(active_isa());
 
   // Per calling thread, reused across calls: no allocation after the first.
   thread_local std::vector<int64_t> item_begin;

@@ -1,6 +1,7 @@
 // Prefill attention with the (query, head) rows of one work item in the
-// lanes of AVX-512 registers: 16 rows a register, one register for up to 16
-// rows and two for up to 32. The tile kernels (vec_ops, attention_tiles)
+// lanes of SIMD registers: on AVX-512 16 rows a register, one register for
+// up to 16 rows and two for up to 32; on AVX2 8 rows a register, one to
+// four. The tile kernels (vec_ops, attention_tiles)
 // score one row against one key at a time and end every dot product with a
 // horizontal sum; here each key's scores for 16 rows come out of one chain of
 // FMAs (a key value broadcast against 16 rows' query values), and the online
@@ -35,14 +36,19 @@ struct LaneItem {
   int n_rows;
 };
 
-// Whether attend_lanes runs here: built with AVX-512 and the CPU runs it.
-bool lanes_available();
+// Whether attend_lanes_<isa> runs here: built with that ISA and the CPU
+// runs it.
+bool lanes_available_avx512();
+bool lanes_available_avx2();
 
 // out[r] = softmax_j(scale * q[r] . k_j) . v_j over the item's visible
 // positions, each row's arithmetic in its own lane (so a row's bits do not
 // depend on the other rows of its item). Keys are taken in tiles of 32
-// positions from the first row's lo.
-void attend_lanes(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
-                  float scale);
+// positions from the first row's lo. The two ISAs round alike per lane
+// but not bit for bit (exp and FMA order per pass differ).
+void attend_lanes_avx512(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
+                         float scale);
+void attend_lanes_avx2(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
+                       float scale);
 
 }  // namespace troupe::kernels::cpu

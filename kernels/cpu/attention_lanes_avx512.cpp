@@ -207,12 +207,12 @@ void attend_type(const LaneItem& it, const PagedKvView& kv, const int32_t* bt, i
 
 }  // namespace
 
-bool lanes_available() { return isa_supported(Isa::avx512); }
+bool lanes_available_avx512() { return isa_supported(Isa::avx512); }
 
-void attend_lanes(const LaneItem& it, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
-                  float scale) {
+void attend_lanes_avx512(const LaneItem& it, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
+                         float scale) {
   if (it.n_rows < 1 || it.n_rows > kLaneRows || kv.head_dim < 1 || kv.head_dim > kLaneMaxHeadDim) {
-    throw Error(Errc::internal, "attend_lanes: " + std::to_string(it.n_rows) + " rows of head_dim " +
+    throw Error(Errc::internal, "attend_lanes_avx512: " + std::to_string(it.n_rows) + " rows of head_dim " +
                                     std::to_string(kv.head_dim) + " do not fit the lanes");
   }
   switch (kv.type) {
@@ -221,7 +221,7 @@ void attend_lanes(const LaneItem& it, const PagedKvView& kv, const int32_t* bloc
     case KvType::bf16: return attend_type<KvType::bf16>(it, kv, block_table, kv_head, scale);
     case KvType::q8_0: return attend_type<KvType::q8_0>(it, kv, block_table, kv_head, scale);
   }
-  throw Error(Errc::internal, "attend_lanes: unknown KV cache type");
+  throw Error(Errc::internal, "attend_lanes_avx512: unknown KV cache type");
 }
 
 }  // namespace troupe::kernels::cpu
@@ -230,10 +230,10 @@ void attend_lanes(const LaneItem& it, const PagedKvView& kv, const int32_t* bloc
 
 namespace troupe::kernels::cpu {
 
-bool lanes_available() { return false; }
+bool lanes_available_avx512() { return false; }
 
-void attend_lanes(const LaneItem&, const PagedKvView&, const int32_t*, int64_t, float) {
-  throw Error(Errc::internal, "attend_lanes: this build has no AVX-512 path");
+void attend_lanes_avx512(const LaneItem&, const PagedKvView&, const int32_t*, int64_t, float) {
+  throw Error(Errc::internal, "attend_lanes_avx512: this build has no AVX-512 path");
 }
 
 }  // namespace troupe::kernels::cpu

@@ -6,41 +6,10 @@
 #include "kernels/cpu/attention_tiles.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include "kernels/cpu/simd_avx2.hpp"
-
-#include <cstring>
+#include "kernels/cpu/kv_rows_avx2.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
-
-inline float q8_scale(const unsigned char* row, int64_t d, int64_t g) {
-  uint16_t h;
-  std::memcpy(&h, row + d + 2 * g, 2);
-  return _cvtsh_ss(h);
-}
-
-// Values [i, i + 8) of a row (q8_0 unscaled).
-template <KvType T>
-inline __m256 load8(const unsigned char* row, int64_t i) {
-  if constexpr (T == KvType::f16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-  } else if constexpr (T == KvType::bf16) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-  } else {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + i))));
-  }
-}
-
-// Values [i, i + rem) (rem < 8), zero above: staged through 16 bytes so no
-// load reads past the row.
-template <KvType T>
-inline __m256 load_part(const unsigned char* row, int64_t i, int64_t rem) {
-  alignas(16) unsigned char buf[16] = {};
-  const int64_t esize = T == KvType::q8_0 ? 1 : 2;
-  std::memcpy(buf, row + esize * i, static_cast<size_t>(esize * rem));
-  return load8<T>(buf, 0);
-}
 
 // D > 0 fixes head_dim at compile time (64, 128); D == 0 reads d.
 template <KvType T, int64_t D>
