@@ -6,7 +6,7 @@
 // of a shared machine move both.
 //
 //   bench_gemv_roofline [--type q4_0|...|q2_K|...|bf16|f32] [--shape 1b|110m] [--layers N] [--threads 1]
-//                       [--rounds 5]
+//                       [--rounds 5] [--isa avx2|avx512]
 //
 // --layers N takes the first N layers only: a working set that stays in L2 or
 // L3, where the GEMV's arithmetic, not DRAM, sets its rate.
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/read_bandwidth.hpp"
+#include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
@@ -93,7 +94,7 @@ std::optional<troupe::DType> int8_type(const std::string& name) {
 int usage() {
   std::fprintf(stderr, "usage: bench_gemv_roofline [--type q4_0|q4_1|q5_0|q5_1|q8_0|q2_K|q3_K|q4_K|q5_K|q6_K|"
                        "iq4_nl|iq4_xs|bf16|f32] "
-                       "[--shape 1b|110m] [--layers N] [--threads N] [--rounds N]\n");
+                       "[--shape 1b|110m] [--layers N] [--threads N] [--rounds N] [--isa avx2|avx512]\n");
   return 2;
 }
 
@@ -114,6 +115,12 @@ int main(int argc, char** argv) {
       layers = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--isa" && i + 1 < argc) {  // the kernels of a forced SIMD path (and its layouts)
+      const std::string isa = argv[++i];
+      if (isa != "avx2" && isa != "avx512") return usage();
+      const troupe::Isa forced = isa == "avx2" ? troupe::Isa::avx2 : troupe::Isa::avx512;
+      if (!troupe::isa_supported(forced)) return usage();
+      troupe::force_isa(forced);
     } else {
       return usage();
     }
