@@ -5,18 +5,12 @@
 
 #include <cstring>
 
+#include "kernels/cpu/kv_q8_scale.hpp"
 #include "kernels/cpu/simd_avx2.hpp"
 #include "memory/kv_type.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {  // NOLINT: per-ISA translation units only
-
-// Scale of group g (32 values) of a q8_0 row of d values.
-inline float q8_scale(const unsigned char* row, int64_t d, int64_t g) {
-  uint16_t h;
-  std::memcpy(&h, row + d + 2 * g, 2);
-  return _cvtsh_ss(h);
-}
 
 // Values [i, i + 8) of a row (q8_0 unscaled).
 template <KvType T>

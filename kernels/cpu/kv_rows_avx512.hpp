@@ -3,6 +3,7 @@
 // attention share. Include only from files built with -mavx512*.
 #pragma once
 
+#include "kernels/cpu/kv_q8_scale.hpp"
 #include "kernels/cpu/simd_avx512.hpp"
 #include "memory/kv_type.hpp"
 
@@ -10,13 +11,6 @@
 
 namespace troupe::kernels::cpu {
 namespace {  // NOLINT: per-ISA translation units only
-
-// Scale of group g (32 values) of a q8_0 row of d values.
-inline float q8_scale(const unsigned char* row, int64_t d, int64_t g) {
-  uint16_t h;
-  std::memcpy(&h, row + d + 2 * g, 2);
-  return _cvtsh_ss(h);
-}
 
 // Values [i, i + 16) of a row (q8_0 unscaled); m masks a tail (lanes past
 // it read nothing and are zero).
