@@ -484,6 +484,9 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta
                                             " is not a positive multiple of n_head_kv " +
                                             std::to_string(kv.n_head_kv));
   }
+  if (args.window < 0) {  // CudaBackend refuses it too; this guards direct callers
+    throw Error(Errc::invalid_argument, "cuda attention: negative window " + std::to_string(args.window));
+  }
   if (meta.n_dec > 0 && (args.n_splits < 1 || args.n_splits > 65535 || args.split_len < 1 ||
                          (args.n_splits > 1 && args.partials == nullptr))) {
     throw Error(Errc::invalid_argument, "cuda attention: bad decode split (n_splits=" +
