@@ -44,8 +44,8 @@ bool lanes_available_avx2();
 // out[r] = softmax_j(scale * q[r] . k_j) . v_j over the item's visible
 // positions, each row's arithmetic in its own lane (so a row's bits do not
 // depend on the other rows of its item). Keys are taken in tiles of 32
-// positions from the first row's lo. The two ISAs round alike per lane
-// but not bit for bit (exp and FMA order per pass differ).
+// positions from the first row's lo. Both ISAs run one walk
+// (attention_lanes_impl.hpp): per lane the same operations in the same order.
 void attend_lanes_avx512(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
                          float scale);
 void attend_lanes_avx2(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,

@@ -7,8 +7,6 @@
 #include "kernels/cpu/simd_avx512.hpp"
 #include "memory/kv_type.hpp"
 
-#include <cstring>
-
 namespace troupe::kernels::cpu {
 namespace {  // NOLINT: per-ISA translation units only
 

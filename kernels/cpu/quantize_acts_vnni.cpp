@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
+#include "core/error.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/x86_intrinsics.hpp"
 
@@ -52,10 +54,10 @@ void quantize_row(const float* x, int64_t n_in, int64_t nb, int8_t* q, float* d,
   }
 }
 
-// A token's per-sub-block values from its sums of 16: bias = -offset * sum,
-// dsum = d * sum, and the d of the sub-block's block (sub_d).
+// A token's per-sub-block values from its sums of 16: bias = -offset * sum
+// and dsum = d * sum, d of the sub-block's block.
 void sub_values(const int32_t* sum16, const float* d, int64_t n_sub, int64_t sub_k, int32_t offset, int32_t* bias,
-                float* dsum, float* sub_d) {
+                float* dsum) {
   int64_t k = 0;
   const __m512i neg_offset = _mm512_set1_epi32(-offset);
   if (sub_k == 16) {  // sub-block k: sum16[k], block k / 2
@@ -65,7 +67,6 @@ void sub_values(const int32_t* sum16, const float* d, int64_t n_sub, int64_t sub
       const __m512 dk = _mm512_permutexvar_ps(half, _mm512_castps256_ps512(_mm256_loadu_ps(d + k / 2)));
       _mm512_storeu_si512(bias + k, _mm512_mullo_epi32(s, neg_offset));
       _mm512_storeu_ps(dsum + k, _mm512_mul_ps(dk, _mm512_cvtepi32_ps(s)));
-      _mm512_storeu_ps(sub_d + k, dk);
     }
   } else if (sub_k == 32) {  // sub-block k: sum16[2 k] + sum16[2 k + 1], block k
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -77,7 +78,6 @@ void sub_values(const int32_t* sum16, const float* d, int64_t n_sub, int64_t sub
       const __m512 dk = _mm512_loadu_ps(d + k);
       _mm512_storeu_si512(bias + k, _mm512_mullo_epi32(s, neg_offset));
       _mm512_storeu_ps(dsum + k, _mm512_mul_ps(dk, _mm512_cvtepi32_ps(s)));
-      _mm512_storeu_ps(sub_d + k, dk);
     }
   }
   const int64_t per_sub = sub_k / 16;
@@ -85,8 +85,7 @@ void sub_values(const int32_t* sum16, const float* d, int64_t n_sub, int64_t sub
     int32_t sum = 0;
     for (int64_t i = 0; i < per_sub; ++i) sum += sum16[k * per_sub + i];
     bias[k] = -offset * sum;
-    sub_d[k] = d[k * sub_k / 32];
-    dsum[k] = sub_d[k] * static_cast<float>(sum);
+    dsum[k] = d[k * sub_k / 32] * static_cast<float>(sum);
   }
 }
 
@@ -127,6 +126,9 @@ void transpose8(const void* src, int64_t src_stride, int64_t n, void* dst, int64
 QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool lanes, int32_t offset,
                             int64_t sub_k, ThreadPool* pool) {
   static_assert(kActTile == 8, "transpose8 writes tiles of 8 tokens");
+  if (sub_k != 16 && sub_k != 32) {  // the readers' sub-blocks (int8_readers.hpp)
+    throw Error(Errc::internal, "quantize_acts: sub-blocks of " + std::to_string(sub_k) + " inputs");
+  }
   QuantizedActs qa = act_sizes(n_tokens, n_in, sub_k);
   // Only a GEMM meets AMX's 16-row tiles; a decode's rows stay unpadded.
   const bool tiles = n_tokens >= kInt8GemmMinTokens;
@@ -139,16 +141,15 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
   const size_t l_bytes = lanes ? round64(static_cast<size_t>(n_tokens * n_lanes) * 4) : 0;
   const size_t tq_bytes = tiles ? q_bytes : 0;
   const size_t ts_bytes = tiles ? round64(static_cast<size_t>(padded / kActTile * qa.n_sub) * sizeof(TileSub)) : 0;
-  // q, d, sub_bias, sub_dsum, sub_d, sum16, the lane arrays, the tiled copy.
+  // q, d, sub_bias, sub_dsum, sum16, the lane arrays, the tiled copy.
   uint8_t* mem =
-      scratch(Scratch::int8_acts, q_bytes + d_bytes + 3 * s_bytes + t_bytes + 3 * l_bytes + tq_bytes + ts_bytes);
+      scratch(Scratch::int8_acts, q_bytes + d_bytes + 2 * s_bytes + t_bytes + 3 * l_bytes + tq_bytes + ts_bytes);
   auto* q = reinterpret_cast<int8_t*>(mem);
   auto* d = reinterpret_cast<float*>(mem + q_bytes);
   auto* sub_bias = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes);
   auto* sub_dsum = reinterpret_cast<float*>(mem + q_bytes + d_bytes + s_bytes);
-  auto* sub_d = reinterpret_cast<float*>(mem + q_bytes + d_bytes + 2 * s_bytes);
-  auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 3 * s_bytes);
-  uint8_t* lane_mem = mem + q_bytes + d_bytes + 3 * s_bytes + t_bytes;
+  auto* sum16 = reinterpret_cast<int32_t*>(mem + q_bytes + d_bytes + 2 * s_bytes);
+  uint8_t* lane_mem = mem + q_bytes + d_bytes + 2 * s_bytes + t_bytes;
   uint8_t* tile_mem = lane_mem + 3 * l_bytes;
   auto* tile_q = reinterpret_cast<int8_t*>(tile_mem);
   auto* tile_sub = reinterpret_cast<TileSub*>(tile_mem + tq_bytes);
@@ -164,7 +165,7 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
       std::fill(st, st + 2 * qa.nb, 0);
     }
     const int64_t k0 = t * qa.n_sub;
-    sub_values(st, dt, qa.n_sub, sub_k, offset, sub_bias + k0, sub_dsum + k0, sub_d + k0);
+    sub_values(st, dt, qa.n_sub, sub_k, offset, sub_bias + k0, sub_dsum + k0);
   };
   // A tile's copy: its 8 tokens' rows (q as 32-bit lanes, and the three
   // per-sub-block arrays) transposed, token minor.
@@ -175,7 +176,12 @@ QuantizedActs quantize_acts(const float* x, int64_t n_tokens, int64_t n_in, bool
     TileSub* ts = tile_sub + i * qa.n_sub;
     constexpr auto kStride = static_cast<int64_t>(sizeof(TileSub));
     transpose8(sub_bias + k0, qa.n_sub, qa.n_sub, ts->bias, kStride);
-    transpose8(sub_d + k0, qa.n_sub, qa.n_sub, ts->d, kStride);
+    // d per sub-block: each block's d, in every sub-block of the block.
+    const int64_t per_block = 32 / sub_k;
+    transpose8(d + t0 * qa.nb, qa.nb, qa.nb, ts->d, per_block * kStride);
+    for (int64_t k = 0; k < qa.n_sub; k += per_block) {
+      for (int64_t j = 1; j < per_block; ++j) std::memcpy(ts[k + j].d, ts[k].d, sizeof ts[k].d);
+    }
     transpose8(sub_dsum + k0, qa.n_sub, qa.n_sub, ts->dsum, kStride);
   };
   if (tiles) {
