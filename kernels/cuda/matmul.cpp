@@ -12,6 +12,7 @@
 #include "kernels/cuda/matmul.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -23,6 +24,18 @@ namespace troupe::cuda {
 namespace {
 
 constexpr int64_t kMinTileRows = 64;
+
+// Steps of up to this many tokens take the GEMV, larger ones cuBLAS:
+// kGemvMaxTokens, or TROUPE_CUDA_GEMV_MAX_TOKENS (0 to kGemvMaxTokens) to
+// compare the two paths on a GPU (bench_cuda) without a rebuild.
+int64_t gemv_max_tokens() {
+  static const int64_t n = [] {
+    const char* s = std::getenv("TROUPE_CUDA_GEMV_MAX_TOKENS");
+    if (s == nullptr || *s == '\0') return kGemvMaxTokens;
+    return std::clamp<int64_t>(std::strtol(s, nullptr, 10), 0, kGemvMaxTokens);
+  }();
+  return n;
+}
 
 void check_int(const char* what, int64_t v) {
   if (v > std::numeric_limits<int>::max()) {
@@ -59,7 +72,7 @@ void matmul(const DeviceContext& ctx, float* y, const float* x, const Weight& w,
   row_bytes(w.type, w.n_in);  // throws unless rows are whole blocks
   cudaStream_t stream = ctx.stream();
 
-  if (gemv_supported(w.data, w.type, x, n_tokens, w.n_in)) {
+  if (n_tokens <= gemv_max_tokens() && gemv_supported(w.data, w.type, x, n_tokens, w.n_in)) {
     gemv(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, stream);
     return;
   }

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -138,6 +139,8 @@ TEST(CudaBackendDeathTest, StickyErrorFailsTheStepAndEveryLaterCall) {
           gpu.add(unmapped, good, 1024);
           gpu.synchronize();
         } catch (const Error& e) {
+          // Printed: a failing child's stderr is the death test's message.
+          std::fprintf(stderr, "first: %s\n", e.what());
           if (e.code() == Errc::unavailable && std::string(e.what()).find("cudaError") != std::string::npos) {
             ++failures;
           }
@@ -149,12 +152,14 @@ TEST(CudaBackendDeathTest, StickyErrorFailsTheStepAndEveryLaterCall) {
             if (i == 0) gpu.add(good, good, 1024);
             if (i == 1) gpu.synchronize();
           } catch (const Error& e) {
+            std::fprintf(stderr, "later %d: %s\n", i, e.what());
             if (e.code() == Errc::unavailable && std::string(e.what()).find("unusable") != std::string::npos) {
               ++failures;
             }
           }
         }
         gpu.deallocate(good);  // teardown still works
+        std::fprintf(stderr, "%d of 3 calls failed as expected\n", failures);
         std::exit(failures == 3 ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
