@@ -10,14 +10,20 @@
 //  - aggregate decode tokens/s at batch 1..256 on the stage directly (the
 //    actor pipeline's figures are bench_cuda_pipeline's).
 //   bench_cuda [--models 1b,8b] [--out results.md]
+//   bench_cuda --decode-profile N [--models 1b]: only N single-stream decode
+//     steps after a warm-up, inside cudaProfilerStart/Stop, for
+//     `ncu --profile-from-start off` (scripts/gpu-check): which kernels a
+//     decode step spends its time in, against the step's wall time.
 // Without a usable GPU it prints "bench_cuda: no CUDA device: <reason>" and
 // exits with 77 (the tests' skip code).
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <numeric>
@@ -304,11 +310,28 @@ void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, std::ostre
       << st.fused_ops << " fused op pairs)\n";
 }
 
+// N single-stream decode steps after a 128-token prompt and a warm-up (the
+// graph captured), the only ones inside the profiler's range; prints their
+// mean wall time, which the profiled kernels' sum is set against.
+void profile_decode(CudaBackend& gpu, const Shape& shape, int n_steps) {
+  auto model = std::make_shared<DeviceLlama>(gpu, shape);
+  Runner r(model, gpu, 1, 256, 16);
+  r.step(1, 128, 0);
+  for (int32_t i = 0; i < 8; ++i) r.step(1, 1, 128 + i);
+  double total = 0;
+  TROUPE_CUDA_CHECK(cudaProfilerStart());
+  for (int32_t i = 0; i < n_steps; ++i) total += r.step(1, 1, 136 + i);
+  TROUPE_CUDA_CHECK(cudaProfilerStop());
+  std::printf("%s: %d profiled decode steps, %.3f ms wall per step (%.2f GB of weights)\n", shape.name.c_str(), n_steps,
+              total / n_steps * 1e3, static_cast<double>(model->weight_bytes()) / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> models{"1b", "8b"};
   std::string out_path;
+  int profile_steps = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--models" && i + 1 < argc) {
@@ -317,8 +340,10 @@ int main(int argc, char** argv) {
       for (std::string m; std::getline(ss, m, ',');) models.push_back(m);
     } else if (a == "--out" && i + 1 < argc) {
       out_path = argv[++i];
+    } else if (a == "--decode-profile" && i + 1 < argc) {
+      profile_steps = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_cuda [--models 1b,8b] [--out results.md]\n");
+      std::fprintf(stderr, "usage: bench_cuda [--models 1b,8b] [--out results.md] [--decode-profile N]\n");
       return 2;
     }
   }
@@ -330,9 +355,21 @@ int main(int argc, char** argv) {
     return 77;
   }
   try {
-    if (!out_path.empty()) std::ofstream(out_path, std::ios::trunc) << "";
     for (const std::string& m : models) {
       if (m != "1b" && m != "8b") throw troupe::Error(troupe::Errc::invalid_argument, "unknown model shape " + m);
+    }
+    if (profile_steps < 0 || profile_steps > 100) {
+      throw troupe::Error(troupe::Errc::invalid_argument, "--decode-profile takes 1 to 100 steps");
+    }
+    if (profile_steps > 0) {
+      for (const std::string& m : models) {
+        CudaBackend gpu;
+        profile_decode(gpu, m == "1b" ? kLlama1B : kLlama8B, profile_steps);
+      }
+      return 0;
+    }
+    if (!out_path.empty()) std::ofstream(out_path, std::ios::trunc) << "";
+    for (const std::string& m : models) {
       std::stringstream out;
       CudaBackend gpu;  // default options: CUDA graphs on
       const double bw = copy_bandwidth_gbs(gpu);

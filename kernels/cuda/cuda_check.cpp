@@ -33,9 +33,7 @@ void throw_cuda_error(cudaError_t e, const char* call, const char* file, int lin
   // Clears a non-sticky error so the next call does not see it again (a
   // sticky one stays: CUDA returns it from every later call).
   (void)cudaGetLastError();
-  // Sticky by CUDA's list, or because the error outlives that reset (a code
-  // the list does not name, from a fault that still killed the context).
-  const bool sticky = is_sticky(e) || cudaPeekAtLastError() != cudaSuccess;
+  const bool sticky = is_sticky(e);
   const Errc kind = e == cudaErrorMemoryAllocation ? Errc::out_of_memory : Errc::unavailable;
   throw CudaError(kind,
                   std::string("CUDA error ") + std::to_string(static_cast<int>(e)) + " (" + cudaGetErrorName(e) +
