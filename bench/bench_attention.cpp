@@ -75,12 +75,11 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--repeat") {
       a.repeat = std::stoi(v);
     } else if (flag == "--isa") {  // a SIMD path forced, as bench_generate's
-      const troupe::Isa isas[] = {troupe::Isa::scalar, troupe::Isa::avx2, troupe::Isa::avx512};
-      auto it = std::find_if(std::begin(isas), std::end(isas), [&](troupe::Isa x) { return troupe::isa_name(x) == v; });
-      if (it == std::end(isas) || !troupe::isa_supported(*it)) {
+      const auto isa = troupe::parse_isa(v);
+      if (!isa || !troupe::isa_supported(*isa)) {
         throw troupe::Error(troupe::Errc::invalid_argument, "--isa " + v + ": unknown or not on this CPU");
       }
-      troupe::force_isa(*it);
+      troupe::force_isa(*isa);
     } else {
       throw troupe::Error(troupe::Errc::invalid_argument, "unknown flag " + flag);
     }

@@ -116,11 +116,9 @@ int main(int argc, char** argv) {
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--isa" && i + 1 < argc) {  // the kernels of a forced SIMD path (and its layouts)
-      const std::string isa = argv[++i];
-      if (isa != "avx2" && isa != "avx512") return usage();
-      const troupe::Isa forced = isa == "avx2" ? troupe::Isa::avx2 : troupe::Isa::avx512;
-      if (!troupe::isa_supported(forced)) return usage();
-      troupe::force_isa(forced);
+      const auto isa = troupe::parse_isa(argv[++i]);
+      if (!isa || *isa == troupe::Isa::scalar || !troupe::isa_supported(*isa)) return usage();
+      troupe::force_isa(*isa);
     } else {
       return usage();
     }

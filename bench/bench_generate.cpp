@@ -66,14 +66,12 @@ int main(int argc, char** argv) {
     } else if (a == "--no-amx") {
       troupe::set_amx_enabled(false);
     } else if (a == "--isa" && i + 1 < argc) {
-      const std::string isa = argv[++i];
-      if (isa != "avx2" && isa != "avx512" && isa != "scalar") {
+      const auto isa = troupe::parse_isa(argv[++i]);
+      if (!isa) {
         models.clear();
         break;
       }
-      troupe::force_isa(isa == "avx2"     ? troupe::Isa::avx2
-                        : isa == "scalar" ? troupe::Isa::scalar
-                                          : troupe::Isa::avx512);
+      troupe::force_isa(*isa);
     } else if (a == "--dots256" && i + 1 < argc) {
       const auto d = troupe::parse_dots256(argv[++i]);
       if (!d) {

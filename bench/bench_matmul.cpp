@@ -176,10 +176,12 @@ int main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--isa=", 6) == 0) {
-      const std::string name = argv[i] + 6;
-      for (troupe::Isa isa : {troupe::Isa::scalar, troupe::Isa::avx2, troupe::Isa::avx512}) {
-        if (name == troupe::isa_name(isa)) troupe::force_isa(isa);
+      const auto isa = troupe::parse_isa(argv[i] + 6);
+      if (!isa) {
+        std::fprintf(stderr, "--isa: scalar, avx2 or avx512\n");
+        return 2;
       }
+      troupe::force_isa(*isa);
     } else if (std::strncmp(argv[i], "--dots256=", 10) == 0) {
       const auto d = troupe::parse_dots256(argv[i] + 10);
       if (!d) {

@@ -149,6 +149,13 @@ void force_dots256(std::optional<Dots256> d) {
   g_forced_dots.store(d ? static_cast<int>(*d) : -1, std::memory_order_relaxed);
 }
 
+std::optional<Isa> parse_isa(std::string_view s) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (s == isa_name(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
 std::optional<Dots256> parse_dots256(std::string_view s) {
   if (s == "pairs") return Dots256::pairs;
   if (s == "avx_vnni") return Dots256::avx_vnni;

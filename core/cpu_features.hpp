@@ -20,6 +20,9 @@ Isa best_isa();
 Isa active_isa();
 // Forces a path (tests, `--isa`). Throws Error(unsupported) if the CPU lacks it.
 void force_isa(Isa isa);
+// "scalar", "avx2" or "avx512" (isa_name's; the CLI's and benchmarks'
+// --isa); nullopt for anything else.
+std::optional<Isa> parse_isa(std::string_view s);
 
 // Extensions used beside the AVX-512 path, each checked with the OS's consent:
 // int8 dot products (vpdpbusd) and AMX tiles (int8 and bf16; on Linux the

@@ -10,9 +10,6 @@
 #include "core/error.hpp"
 #include "model/device.hpp"
 #include "pipeline_test_util.hpp"
-#ifdef TROUPE_HAVE_CUDA
-#include "kernels/cuda_backend.hpp"
-#endif
 
 namespace troupe {
 namespace {
@@ -40,16 +37,8 @@ TEST(PipelineDevices, TopologyNamesDevicesAndRemotes) {
   EXPECT_THROW(parse_pipeline_config(R"({"remote": {"step_timeout_ms": 0}})"), Error);
 }
 
+using test::gpu_usable;
 using test::start_error;
-
-bool gpu_usable(std::string* why) {
-#ifdef TROUPE_HAVE_CUDA
-  return cuda_available(why);
-#else
-  *why = "this build has no CUDA backend";
-  return false;
-#endif
-}
 
 TEST(PipelineDevices, UnknownDeviceIsRefusedNamingTheStage) {
   PipelineConfig cfg = test::stories_config(test::split(2));
@@ -114,27 +103,8 @@ class PipelineCuda : public ::testing::Test {
   }
 
   static void expect_cpu_tokens(PipelineConfig cfg) {
-    const std::vector<test::Case> cases = test::make_cases(16);
     auto p = Pipeline::start(std::move(cfg));
-    std::vector<std::future<Completion>> runs;
-    for (const test::Case& c : cases) runs.push_back(p->generate(c.prompt, test::greedy(c.max_new_tokens)));
-    int same = 0;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const Completion got = test::wait_for(runs[i], std::chrono::seconds(120));
-      EXPECT_EQ(got.final.reason == EndReason::error, false) << got.final.error_message;
-      // Same weights, other summation order (GPU reductions): a greedy
-      // choice may part from the CPU's after a near tie, so the first
-      // tokens must agree and whole sequences nearly always.
-      const std::vector<int32_t> ids = test::ids_of(got);
-      const size_t n = std::min<size_t>(4, cases[i].expected.size());
-      ASSERT_GE(ids.size(), n);
-      EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<long>(n)),
-                std::vector<int32_t>(cases[i].expected.begin(), cases[i].expected.begin() + static_cast<long>(n)))
-          << "request " << i;
-      same += ids == cases[i].expected ? 1 : 0;
-    }
-    std::printf("greedy sequences identical to the CPU's: %d of %zu\n", same, runs.size());
-    EXPECT_GE(same, 14);
+    test::expect_near_cpu_tokens(*p, test::make_cases(16));
     EXPECT_TRUE(p->stages_up());
     EXPECT_EQ(p->kv_snapshot().n_used, 0);
   }

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <string>
 #include <vector>
@@ -14,6 +16,9 @@
 #include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
+#ifdef TROUPE_HAVE_CUDA
+#include "kernels/cuda_backend.hpp"
+#endif
 
 namespace troupe::test {
 
@@ -135,6 +140,40 @@ inline GenerateParams greedy(int32_t max_new_tokens) {
   GenerateParams p{.max_new_tokens = max_new_tokens};
   p.sampling.temperature = 0.0f;
   return p;
+}
+
+// Whether a CUDA stage can run here; why not in *why.
+inline bool gpu_usable(std::string* why) {
+#ifdef TROUPE_HAVE_CUDA
+  return cuda_available(why);
+#else
+  *why = "this build has no CUDA backend";
+  return false;
+#endif
+}
+
+// Runs the cases through a pipeline with a GPU stage and holds its greedy
+// tokens to the CPU's (the cases' expected). Same weights, another
+// summation order (GPU reductions): a greedy choice may part from the CPU's
+// after a near tie, so the first tokens must agree and whole sequences
+// nearly always (14 of 16).
+inline void expect_near_cpu_tokens(Pipeline& p, const std::vector<Case>& cases) {
+  std::vector<std::future<Completion>> runs;
+  for (const Case& c : cases) runs.push_back(p.generate(c.prompt, greedy(c.max_new_tokens)));
+  size_t same = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Completion got = wait_for(runs[i], std::chrono::seconds(120));
+    EXPECT_NE(got.final.reason, EndReason::error) << got.final.error_message;
+    const std::vector<int32_t> ids = ids_of(got);
+    const size_t n = std::min<size_t>(4, cases[i].expected.size());
+    ASSERT_GE(ids.size(), n);
+    EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<long>(n)),
+              std::vector<int32_t>(cases[i].expected.begin(), cases[i].expected.begin() + static_cast<long>(n)))
+        << "request " << i;
+    same += ids == cases[i].expected ? 1 : 0;
+  }
+  std::printf("greedy sequences identical to the CPU's: %zu of %zu\n", same, runs.size());
+  EXPECT_GE(same, runs.size() - runs.size() / 8);
 }
 
 }  // namespace troupe::test

@@ -1,6 +1,7 @@
 // Remote stages with real `troupe stage` processes on 127.0.0.1: 2- and
 // 3-process chains give the single-process greedy tokens (stories260K and
-// SmolLM2, 16 concurrent requests); a worker killed mid-stream, or hung
+// SmolLM2, 16 concurrent requests), and so does a worker on a GPU where
+// there is one; a worker killed mid-stream, or hung
 // past the step deadline, ends its requests with a clear error, takes the
 // stage down and comes back without a restart; a dead head leaves its
 // worker waiting for the next; each mismatch is refused with its sentence.
@@ -128,6 +129,20 @@ TEST(RemoteStages, TwoProcessChainMatchesEachRunAlone) {
     const Completion got = test::wait_for(runs[i], 120s);
     EXPECT_EQ(test::ids_of(got), cases[i].expected) << "request " << i << ": " << got.final.error_message;
   }
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+// A stage in another process on a GPU: the worker runs layers [2, 5) on
+// cuda:0, the head [0, 2) on the CPU. Skips, saying why, without a GPU.
+TEST(RemoteStages, CudaWorkerGivesTheCpuTokens) {
+  std::string why;
+  if (!test::gpu_usable(&why)) GTEST_SKIP() << "no usable CUDA GPU: " << why;
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--device", "cuda:0"})));
+  auto p = Pipeline::start(stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                         {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  test::expect_near_cpu_tokens(*p, test::make_cases(16));
   expect_head_idle(*p);
   Probe().expect_idle(w.port());
 }

@@ -46,16 +46,14 @@ struct GenerateArgs {
   bool stats = true;
 };
 
-Isa parse_isa(const std::string& s) {
-  if (s == "scalar") return Isa::scalar;
-  if (s == "avx2") return Isa::avx2;
-  if (s == "avx512") return Isa::avx512;
+Isa isa_option(const std::string& s) {
+  if (const auto isa = parse_isa(s)) return *isa;
   throw Error(Errc::invalid_argument, "--isa must be scalar, avx2 or avx512, not '" + s + "'");
 }
 
 void run_generate(const GenerateArgs& a) {
   apply_cpu_options(a.cpu);
-  if (!a.isa.empty()) force_isa(parse_isa(a.isa));
+  if (!a.isa.empty()) force_isa(isa_option(a.isa));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   // A wrong device name fails before the model is read; a GPU that cannot
   // be used fails when the plan's backends open (the model is only mapped).
