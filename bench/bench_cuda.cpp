@@ -9,7 +9,8 @@
 //    inputs, fp32 accumulation, f32 output);
 //  - aggregate decode tokens/s at batch 1..256 on the stage directly (the
 //    actor pipeline's figures are bench_cuda_pipeline's).
-//   bench_cuda [--models 1b,8b] [--out results.md]
+//   bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs]
+//     (--no-graphs: every op launched one by one, to see what the graphs save)
 //   bench_cuda --decode-profile N [--models 1b]: only N single-stream decode
 //     steps after a warm-up, inside cudaProfilerStart/Stop, for
 //     `ncu --profile-from-start off` (scripts/gpu-check): which kernels a
@@ -332,6 +333,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models{"1b", "8b"};
   std::string out_path;
   int profile_steps = 0;
+  troupe::CudaBackendOptions options;  // default: CUDA graphs on
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--models" && i + 1 < argc) {
@@ -340,10 +342,12 @@ int main(int argc, char** argv) {
       for (std::string m; std::getline(ss, m, ',');) models.push_back(m);
     } else if (a == "--out" && i + 1 < argc) {
       out_path = argv[++i];
+    } else if (a == "--no-graphs") {
+      options.cuda_graphs = false;
     } else if (a == "--decode-profile" && i + 1 < argc) {
       profile_steps = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_cuda [--models 1b,8b] [--out results.md] [--decode-profile N]\n");
+      std::fprintf(stderr, "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n");
       return 2;
     }
   }
@@ -363,7 +367,7 @@ int main(int argc, char** argv) {
     }
     if (profile_steps > 0) {
       for (const std::string& m : models) {
-        CudaBackend gpu;
+        CudaBackend gpu(options);
         profile_decode(gpu, m == "1b" ? kLlama1B : kLlama8B, profile_steps);
       }
       return 0;
@@ -371,9 +375,10 @@ int main(int argc, char** argv) {
     if (!out_path.empty()) std::ofstream(out_path, std::ios::trunc) << "";
     for (const std::string& m : models) {
       std::stringstream out;
-      CudaBackend gpu;  // default options: CUDA graphs on
+      CudaBackend gpu(options);
       const double bw = copy_bandwidth_gbs(gpu);
       out << "# CUDA backend on " << gpu.device_name() << ": " << (m == "1b" ? kLlama1B.name : kLlama8B.name)
+          << (options.cuda_graphs ? "" : " (CUDA graphs off)")
           << "\n\nHBM copy bandwidth (copy kernel, bytes read + written): " << fmt(bw, 0) << " GB/s\n";
       bench_model(gpu, m == "1b" ? kLlama1B : kLlama8B, bw, out);
       std::fputs(out.str().c_str(), stdout);
