@@ -347,7 +347,8 @@ int main(int argc, char** argv) {
     } else if (a == "--decode-profile" && i + 1 < argc) {
       profile_steps = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n");
       return 2;
     }
   }
