@@ -124,15 +124,19 @@ void run_generate(const GenerateArgs& a) {
     for (const auto& b : backends) {
       if (auto* cpu = dynamic_cast<CpuBackend*>(b.get())) cpu_threads = static_cast<int>(cpu->pool().size());
     }
+    // The CPU kernels' description only where a stage runs on the CPU.
+    const std::string cpu = cpu_threads > 0
+                                ? ", " + std::to_string(cpu_threads) + " CPU threads, " + cpu_math_summary()
+                                : std::string();
     const GenerateStats& s = gen.stats();
     std::fprintf(stderr,
                  "troupe: %lld prompt tokens in %.3f s (%.1f tok/s), %lld generated in %.3f s (%.1f tok/s), "
-                 "%s, %d CPU threads, %s\n",
+                 "%s%s\n",
                  static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
                  s.prefill_seconds > 0 ? static_cast<double>(s.prompt_tokens) / s.prefill_seconds : 0.0,
                  static_cast<long long>(s.generated_tokens), s.decode_seconds,
                  s.decode_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.decode_seconds : 0.0,
-                 where.c_str(), cpu_threads, cpu_math_summary().c_str());
+                 where.c_str(), cpu.c_str());
   }
 }
 
