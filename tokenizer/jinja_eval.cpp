@@ -3,8 +3,11 @@
 // expression or statement, so the message names that position.
 #include "tokenizer/jinja_eval.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "tokenizer/jinja_builtins.hpp"
@@ -14,13 +17,23 @@
 namespace troupe::jinja {
 namespace {
 
+uintptr_t frame_address() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
+
+// One more level of nesting, within kMaxDepth and the render's stack
+// [floor, top). A frame outside that range (a sanitizer's fake stack) is
+// not judged by it.
 class DepthGuard {
  public:
-  explicit DepthGuard(int& depth) : depth_(depth) {
+  DepthGuard(int& depth, uintptr_t floor, uintptr_t top) : depth_(depth) {
     if (++depth_ > kMaxDepth) {
       --depth_;
       throw Failure(Errc::invalid_argument,
                     "template recursion is too deep (more than " + std::to_string(kMaxDepth) + " levels)");
+    }
+    if (const uintptr_t here = frame_address(); here < floor && here + kMaxStackBytes >= floor && top != 0) {
+      --depth_;
+      throw Failure(Errc::invalid_argument, "template recursion is too deep (over " +
+                                                std::to_string((top - floor) >> 10) + " KiB of stack)");
     }
   }
   ~DepthGuard() { --depth_; }
@@ -138,7 +151,31 @@ void Interpreter::step() {
   }
 }
 
+namespace {
+
+// The lowest stack address a render starting here may reach: kMaxStackBytes
+// below, or half of what is left of this thread's stack if that is less.
+uintptr_t stack_floor(uintptr_t top) {
+  size_t budget = kMaxStackBytes;
+#if defined(__GLIBC__)
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* low = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &low, &size) == 0 && top > reinterpret_cast<uintptr_t>(low)) {
+      budget = std::min(budget, (top - reinterpret_cast<uintptr_t>(low)) / 2);
+    }
+    pthread_attr_destroy(&attr);
+  }
+#endif
+  return top - budget;
+}
+
+}  // namespace
+
 std::string Interpreter::render(const std::vector<std::pair<std::string, Value>>& variables) {
+  stack_top_ = frame_address();
+  stack_floor_ = stack_floor(stack_top_);
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                   std::chrono::duration<double>(kMaxRenderSeconds));
@@ -220,7 +257,7 @@ std::string Interpreter::capture(const Body& body, const std::shared_ptr<Scope>&
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out) {
   try {
-    DepthGuard guard(depth_);
+    DepthGuard guard(depth_, stack_floor_, stack_top_);
     step();
     Flow flow = Flow::normal;
     switch (s.kind) {
@@ -337,7 +374,7 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first, Scope& scope) {
 
 Value Interpreter::eval(const Expr& e, Scope& scope) {
   try {
-    DepthGuard guard(depth_);
+    DepthGuard guard(depth_, stack_floor_, stack_top_);
     return eval_inner(e, scope);
   } catch (const Failure& f) {
     throw Error(f.code(), at(e.pos, f.what()));

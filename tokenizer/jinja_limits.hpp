@@ -12,6 +12,12 @@ namespace troupe::jinja {
 
 // Nesting of statements, expressions and macro calls (a macro calling itself).
 inline constexpr int kMaxDepth = 1000;
+// Stack one render may use, whatever the levels cost: at most this, and at
+// most half of what is left of the thread's stack when the render starts.
+// A level's frames differ several times between builds (a sanitizer build
+// at -O0 ran out of an 8 MB stack before 1000 levels), so the depth alone
+// does not keep a hostile template from overflowing the stack.
+inline constexpr size_t kMaxStackBytes = size_t{4} << 20;
 // Statements run, expressions evaluated and loop iterations, together: a real
 // chat template over a long conversation takes a few tens of thousands.
 inline constexpr int64_t kMaxSteps = 5'000'000;
