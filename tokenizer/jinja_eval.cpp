@@ -176,6 +176,11 @@ uintptr_t stack_floor(uintptr_t top) {
 std::string Interpreter::render(const std::vector<std::pair<std::string, Value>>& variables) {
   stack_top_ = frame_address();
   stack_floor_ = stack_floor(stack_top_);
+  // The value functions (str, ==, ordering) keep to the same stack.
+  struct FloorScope {
+    uintptr_t saved;
+    ~FloorScope() { set_value_stack_floor(saved); }
+  } floor_scope{set_value_stack_floor(stack_floor_)};
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                   std::chrono::duration<double>(kMaxRenderSeconds));

@@ -91,6 +91,7 @@ class Writer {
 
   void write(std::string& out, const Value& v, int depth) {
     if (depth > 512) throw Failure(Errc::invalid_argument, "tojson: value nested too deeply");
+    check_value_stack("tojson");
     switch (v.kind()) {
       case Value::Kind::none: out += "null"; return;
       case Value::Kind::boolean: out += v.as_bool() ? "true" : "false"; return;

@@ -3,10 +3,88 @@
 #include "tokenizer/jinja_value.hpp"
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "tokenizer/jinja_limits.hpp"
 #include "tokenizer/jinja_text.hpp"
 
 namespace troupe::jinja {
+namespace {
+
+// Destroying a value nested N deep would recurse N times, and a template can
+// nest lists 100000 deep ({% set ns.x = [ns.x] %} in a loop). So a
+// container's deleter hands the containers among its items to a per-thread
+// queue, which the outermost deletion empties one value at a time: the
+// stack stays flat at any depth.
+thread_local std::vector<Value> t_graveyard;
+thread_local bool t_draining = false;
+
+bool is_container(const Value& v) { return v.is_sequence() || v.is_dict() || v.is_ns(); }
+
+void keep_containers(std::vector<Value>& items) {
+  for (Value& v : items) {
+    if (is_container(v)) t_graveyard.push_back(std::move(v));
+  }
+}
+
+void keep_containers(std::vector<std::pair<Value, Value>>& items) {
+  for (auto& [k, v] : items) {
+    if (is_container(k)) t_graveyard.push_back(std::move(k));
+    if (is_container(v)) t_graveyard.push_back(std::move(v));
+  }
+}
+
+struct Bury {
+  template <class T>
+  void operator()(T* p) const noexcept {
+    keep_containers(p->items);
+    delete p;  // its strings and numbers go now
+    if (t_draining) return;
+    t_draining = true;
+    while (!t_graveyard.empty()) {
+      Value last = std::move(t_graveyard.back());
+      t_graveyard.pop_back();
+    }  // `last` goes here; its own items join the queue
+    t_draining = false;
+  }
+};
+
+// to_str, equals and compare recurse into containers, and a namespace can
+// hold itself ({% set ns.me = ns %}): bounded as tojson is, and by the
+// render's stack (a thread of a small stack, a sanitizer's large frames).
+constexpr int kMaxValueNesting = 512;
+thread_local int t_nesting = 0;
+thread_local uintptr_t t_stack_floor = 0;
+
+class NestingGuard {
+ public:
+  explicit NestingGuard(const char* what) {
+    check_value_stack(what);
+    if (++t_nesting > kMaxValueNesting) {
+      --t_nesting;
+      throw Failure(Errc::invalid_argument, std::string(what) + ": value nested too deeply (more than " +
+                                                std::to_string(kMaxValueNesting) + " levels)");
+    }
+  }
+  ~NestingGuard() { --t_nesting; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
+}  // namespace
+
+uintptr_t set_value_stack_floor(uintptr_t floor) { return std::exchange(t_stack_floor, floor); }
+
+void check_value_stack(const char* what) {
+  // A frame more than the whole budget below the floor is not on this
+  // render's stack (a sanitizer's fake stack): not judged.
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (here < t_stack_floor && here + kMaxStackBytes >= t_stack_floor) {
+    throw Failure(Errc::invalid_argument, std::string(what) + ": value nested too deeply (over the render's stack)");
+  }
+}
 
 Value Value::undefined(std::string hint) {
   Value v;
@@ -21,7 +99,7 @@ Value Value::none() {
 }
 
 Value Value::sequence(std::vector<Value> items, SeqKind kind) {
-  auto d = std::make_shared<SeqData>();
+  std::shared_ptr<SeqData> d(new SeqData, Bury{});
   d->items = std::move(items);
   d->kind = kind;
   Value v;
@@ -30,7 +108,7 @@ Value Value::sequence(std::vector<Value> items, SeqKind kind) {
 }
 
 Value Value::range(std::vector<Value> items, int64_t start, int64_t stop, int64_t step) {
-  auto d = std::make_shared<SeqData>();
+  std::shared_ptr<SeqData> d(new SeqData, Bury{});
   d->items = std::move(items);
   d->kind = SeqKind::range;
   d->range_start = start;
@@ -43,13 +121,13 @@ Value Value::range(std::vector<Value> items, int64_t start, int64_t stop, int64_
 
 Value Value::dict(DictData d) {
   Value v;
-  v.data_ = std::shared_ptr<const DictData>(std::make_shared<DictData>(std::move(d)));
+  v.data_ = std::shared_ptr<const DictData>(std::shared_ptr<DictData>(new DictData(std::move(d)), Bury{}));
   return v;
 }
 
 Value Value::ns(DictData attributes) {
   Value v;
-  v.data_ = std::make_shared<DictData>(std::move(attributes));
+  v.data_ = std::shared_ptr<DictData>(new DictData(std::move(attributes)), Bury{});
   return v;
 }
 
@@ -145,6 +223,7 @@ bool truthy(const Value& v) {
 namespace {
 
 std::string join_repr(const std::vector<Value>& items, size_t from = 0) {
+  const NestingGuard guard("str");
   std::string out;
   for (size_t i = from; i < items.size(); ++i) {
     if (i > from) out += ", ";
@@ -154,6 +233,7 @@ std::string join_repr(const std::vector<Value>& items, size_t from = 0) {
 }
 
 std::string dict_repr(const DictData& d) {
+  const NestingGuard guard("str");
   std::string out = "{";
   for (size_t i = 0; i < d.items.size(); ++i) {
     if (i > 0) out += ", ";
@@ -219,6 +299,7 @@ bool equals(const Value& a, const Value& b) {
       const SeqData& y = b.as_seq();
       if (x.kind != y.kind || x.kind == SeqKind::iterator) return &x == &y;
       if (x.items.size() != y.items.size()) return false;
+      const NestingGuard guard("==");
       for (size_t i = 0; i < x.items.size(); ++i) {
         if (!equals(x.items[i], y.items[i])) return false;
       }
@@ -228,6 +309,7 @@ bool equals(const Value& a, const Value& b) {
       const DictData& x = a.as_dict();
       const DictData& y = b.as_dict();
       if (x.items.size() != y.items.size()) return false;
+      const NestingGuard guard("==");
       for (const auto& [k, val] : x.items) {
         const Value* other = y.find(k);
         if (!other || !equals(val, *other)) return false;
@@ -260,6 +342,7 @@ int compare(const Value& a, const Value& b) {
       (a.as_seq().kind == SeqKind::list || a.as_seq().kind == SeqKind::tuple)) {
     const auto& x = a.as_seq().items;
     const auto& y = b.as_seq().items;
+    const NestingGuard guard("ordering");
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!equals(x[i], y[i])) return compare(x[i], y[i]);
     }

@@ -141,6 +141,14 @@ std::string type_name(const Value& v);
 bool truthy(const Value& v);
 
 // Python str(): what `{{ v }}` prints. Undefined prints as "".
+// The lowest stack address the value functions below may recurse to (a
+// render's bound, set by Interpreter::render for its thread; 0: none).
+// Returns the one it replaces.
+uintptr_t set_value_stack_floor(uintptr_t floor);
+// Throws Failure "<what>: value nested too deeply (over the render's stack)"
+// once the caller's frame is below that floor.
+void check_value_stack(const char* what);
+
 std::string to_str(const Value& v);
 std::string repr(const Value& v);
 

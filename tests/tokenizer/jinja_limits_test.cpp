@@ -70,6 +70,35 @@ TEST(JinjaLimits, RecursionDepth) {
             "54321");
 }
 
+// What rendering source on a thread of a 256 KiB stack gives: its output,
+// or "error: " and the message.
+std::string render_on_small_stack(const std::string& source) {
+  struct Run {
+    const std::string* source;
+    std::string what;
+    static void* main(void* arg) {
+      auto* run = static_cast<Run*>(arg);
+      try {
+        run->what = render(*run->source);
+      } catch (const Error& e) {
+        run->what = std::string("error: ") + e.what();
+      }
+      return nullptr;
+    }
+  } run{.source = &source, .what = {}};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t{256} << 10);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, &Run::main, &run) != 0) {
+    ADD_FAILURE() << "cannot start a thread";
+  } else {
+    pthread_join(thread, nullptr);
+  }
+  pthread_attr_destroy(&attr);
+  return run.what;
+}
+
 // A macro that recurses without progress (the fuzzer's input, kept in
 // tests/fuzz/regressions/jinja_template/: it overflowed the 8 MB stack of
 // the fuzzer's -O0 sanitizer build before 1000 levels), rendered on a
@@ -81,28 +110,26 @@ TEST(JinjaLimits, RecursionOnASmallStack) {
   ASSERT_TRUE(in) << "regression file missing";
   const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_NE(source.find("count(n - 0)"), std::string::npos);
-  struct Run {
-    const std::string* source;
-    std::string what;
-    static void* main(void* arg) {
-      auto* run = static_cast<Run*>(arg);
-      try {
-        render(*run->source);
-        run->what = "rendered";
-      } catch (const Error& e) {
-        run->what = e.what();
-      }
-      return nullptr;
-    }
-  } run{.source = &source, .what = {}};
-  pthread_attr_t attr;
-  ASSERT_EQ(pthread_attr_init(&attr), 0);
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, size_t{256} << 10), 0);
-  pthread_t thread;
-  ASSERT_EQ(pthread_create(&thread, &attr, &Run::main, &run), 0);
-  pthread_join(thread, nullptr);
-  pthread_attr_destroy(&attr);
-  EXPECT_HAS(run.what, "template recursion is too deep (over ");
+  EXPECT_HAS(render_on_small_stack(source), "template recursion is too deep (over ");
+}
+
+// Values nested 100000 deep: made and dropped with a flat stack (their
+// deletion used to recurse once per level), and printing or comparing them
+// stops at 512 levels, or at the render's stack (a small one here), with an
+// error, as tojson does. A namespace that holds itself prints the same
+// error instead of recursing forever.
+TEST(JinjaLimits, DeeplyNestedValues) {
+  const std::string nest =
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+  EXPECT_EQ(render_on_small_stack(nest + "made"), "made");
+  EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x }}"), "str: value nested too deeply (");
+  EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x == ns.x }}"), "==: value nested too deeply");
+  EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x < ns.x }}"), "value nested too deeply");
+  EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x|tojson }}"), "tojson: value nested too deeply");
+  EXPECT_HAS(error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+             "str: value nested too deeply (more than 512 levels)");
+  // Nesting within the bound prints as Python does.
+  EXPECT_EQ(render("{{ [[1, [2]], {'a': [3]}] }}"), "[[1, [2]], {'a': [3]}]");
 }
 
 TEST(JinjaLimits, OutputBytes) {
