@@ -17,23 +17,20 @@
 namespace troupe::jinja {
 namespace {
 
-uintptr_t frame_address() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
-
 // One more level of nesting, within kMaxDepth and the render's stack
-// [floor, top). A frame outside that range (a sanitizer's fake stack) is
-// not judged by it.
+// (stack_budget bytes down to the floor render() set).
 class DepthGuard {
  public:
-  DepthGuard(int& depth, uintptr_t floor, uintptr_t top) : depth_(depth) {
+  DepthGuard(int& depth, size_t stack_budget) : depth_(depth) {
     if (++depth_ > kMaxDepth) {
       --depth_;
       throw Failure(Errc::invalid_argument,
                     "template recursion is too deep (more than " + std::to_string(kMaxDepth) + " levels)");
     }
-    if (const uintptr_t here = frame_address(); here < floor && here + kMaxStackBytes >= floor && top != 0) {
+    if (past_render_stack()) {
       --depth_;
-      throw Failure(Errc::invalid_argument, "template recursion is too deep (over " +
-                                                std::to_string((top - floor) >> 10) + " KiB of stack)");
+      throw Failure(Errc::invalid_argument,
+                    "template recursion is too deep (over " + std::to_string(stack_budget >> 10) + " KiB of stack)");
     }
   }
   ~DepthGuard() { --depth_; }
@@ -153,34 +150,43 @@ void Interpreter::step() {
 
 namespace {
 
-// The lowest stack address a render starting here may reach: kMaxStackBytes
-// below, or half of what is left of this thread's stack if that is less.
-uintptr_t stack_floor(uintptr_t top) {
-  size_t budget = kMaxStackBytes;
+// The lowest address of this thread's stack (0 where unknown), read once
+// per thread: on the main thread glibc finds it by reading /proc/self/maps.
+uintptr_t thread_stack_low() {
+  thread_local const uintptr_t low = [] {
+    uintptr_t found = 0;
 #if defined(__GLIBC__)
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    void* low = nullptr;
-    size_t size = 0;
-    if (pthread_attr_getstack(&attr, &low, &size) == 0 && top > reinterpret_cast<uintptr_t>(low)) {
-      budget = std::min(budget, (top - reinterpret_cast<uintptr_t>(low)) / 2);
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) found = reinterpret_cast<uintptr_t>(addr);
+      pthread_attr_destroy(&attr);
     }
-    pthread_attr_destroy(&attr);
-  }
 #endif
-  return top - budget;
+    return found;
+  }();
+  return low;
+}
+
+// Stack a render starting at top may use: kMaxStackBytes, or half of what is
+// left of this thread's stack if that is less.
+size_t stack_budget(uintptr_t top) {
+  const uintptr_t low = thread_stack_low();
+  return low != 0 && top > low ? std::min(kMaxStackBytes, (top - low) / 2) : kMaxStackBytes;
 }
 
 }  // namespace
 
 std::string Interpreter::render(const std::vector<std::pair<std::string, Value>>& variables) {
-  stack_top_ = frame_address();
-  stack_floor_ = stack_floor(stack_top_);
-  // The value functions (str, ==, ordering) keep to the same stack.
+  // The statements, expressions and value functions (str, ==, ordering,
+  // tojson) of this render keep to one stack bound.
+  const auto stack_top = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  stack_budget_ = stack_budget(stack_top);
   struct FloorScope {
     uintptr_t saved;
-    ~FloorScope() { set_value_stack_floor(saved); }
-  } floor_scope{set_value_stack_floor(stack_floor_)};
+    ~FloorScope() { set_render_stack_floor(saved); }
+  } floor_scope{set_render_stack_floor(stack_top - stack_budget_)};
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                   std::chrono::duration<double>(kMaxRenderSeconds));
@@ -262,7 +268,7 @@ std::string Interpreter::capture(const Body& body, const std::shared_ptr<Scope>&
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope, std::string& out) {
   try {
-    DepthGuard guard(depth_, stack_floor_, stack_top_);
+    DepthGuard guard(depth_, stack_budget_);
     step();
     Flow flow = Flow::normal;
     switch (s.kind) {
@@ -379,7 +385,7 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first, Scope& scope) {
 
 Value Interpreter::eval(const Expr& e, Scope& scope) {
   try {
-    DepthGuard guard(depth_, stack_floor_, stack_top_);
+    DepthGuard guard(depth_, stack_budget_);
     return eval_inner(e, scope);
   } catch (const Failure& f) {
     throw Error(f.code(), at(e.pos, f.what()));

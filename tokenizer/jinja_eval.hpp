@@ -66,9 +66,7 @@ class Interpreter {
 
   const Template& tpl_;
   int depth_ = 0;  // nesting of statements, expressions and macro calls, bounded
-  // The stack a render may use: [stack_floor_, stack_top_), set by render().
-  uintptr_t stack_floor_ = 0;
-  uintptr_t stack_top_ = 0;
+  size_t stack_budget_ = 0;  // bytes of stack this render may use (its floor: set_render_stack_floor)
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point deadline_;
   std::vector<std::shared_ptr<Scope>> macro_scopes_;  // macros hold their scope weakly; these keep it

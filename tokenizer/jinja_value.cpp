@@ -75,13 +75,15 @@ class NestingGuard {
 
 }  // namespace
 
-uintptr_t set_value_stack_floor(uintptr_t floor) { return std::exchange(t_stack_floor, floor); }
+uintptr_t set_render_stack_floor(uintptr_t floor) { return std::exchange(t_stack_floor, floor); }
+
+bool past_render_stack() {
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return here < t_stack_floor && here + kMaxStackBytes >= t_stack_floor;
+}
 
 void check_value_stack(const char* what) {
-  // A frame more than the whole budget below the floor is not on this
-  // render's stack (a sanitizer's fake stack): not judged.
-  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (here < t_stack_floor && here + kMaxStackBytes >= t_stack_floor) {
+  if (past_render_stack()) {
     throw Failure(Errc::invalid_argument, std::string(what) + ": value nested too deeply (over the render's stack)");
   }
 }

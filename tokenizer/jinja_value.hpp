@@ -140,15 +140,18 @@ std::string type_name(const Value& v);
 // Python truthiness; Undefined is false.
 bool truthy(const Value& v);
 
-// Python str(): what `{{ v }}` prints. Undefined prints as "".
-// The lowest stack address the value functions below may recurse to (a
-// render's bound, set by Interpreter::render for its thread; 0: none).
-// Returns the one it replaces.
-uintptr_t set_value_stack_floor(uintptr_t floor);
+// The render's stack bound, per thread: the lowest address the interpreter
+// and the value functions below may recurse to (set by Interpreter::render;
+// 0: none). Returns the one it replaces.
+uintptr_t set_render_stack_floor(uintptr_t floor);
+// Whether the caller's frame is past that floor. A frame far below it (a
+// sanitizer's fake stack) is not on the render's stack and is not judged.
+bool past_render_stack();
 // Throws Failure "<what>: value nested too deeply (over the render's stack)"
-// once the caller's frame is below that floor.
+// when past_render_stack().
 void check_value_stack(const char* what);
 
+// Python str(): what `{{ v }}` prints. Undefined prints as "".
 std::string to_str(const Value& v);
 std::string repr(const Value& v);
 
