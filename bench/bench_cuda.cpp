@@ -30,6 +30,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -257,7 +258,7 @@ double attention_flops(const troupe::ModelConfig& c, int64_t n) {
          static_cast<double>(c.n_layer);
 }
 
-void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, std::ostream& out) {
+void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, bool prefill_only, std::ostream& out) {
   auto model = std::make_shared<DeviceLlama>(gpu, shape);
   const troupe::ModelConfig& c = model->config();
   const double gb = static_cast<double>(model->weight_bytes()) / 1e9;
@@ -283,6 +284,8 @@ void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, std::ostre
         << fmt(flops / best / 1e12, 1) << " | " << fmt(gemm * 1e3, 2) << " | " << fmt(flops / gemm / 1e12, 1)
         << " | " << fmt(100.0 * gemm / best, 1) << "% | " << fmt(100.0 * attn / (attn + flops), 1) << "% |\n";
   }
+
+  if (prefill_only) return;
 
   // Single-stream decode after a 128-token prompt; the first steps capture
   // the CUDA graph, the timed ones replay it.
@@ -333,6 +336,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models{"1b", "8b"};
   std::string out_path;
   int profile_steps = 0;
+  bool prefill_only = false;
   troupe::CudaBackendOptions options;  // default: CUDA graphs on
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -346,9 +350,18 @@ int main(int argc, char** argv) {
       options.cuda_graphs = false;
     } else if (a == "--decode-profile" && i + 1 < argc) {
       profile_steps = std::atoi(argv[++i]);
+    } else if (a == "--prefill-only") {
+      prefill_only = true;
+    } else if (a == "--prefill-attention" && i + 1 < argc && std::string_view(argv[i + 1]) == "scalar") {
+      options.prefill_attention = troupe::PrefillAttention::scalar;
+      ++i;
+    } else if (a == "--prefill-attention" && i + 1 < argc && std::string_view(argv[i + 1]) == "tensor_cores") {
+      options.prefill_attention = troupe::PrefillAttention::tensor_cores;
+      ++i;
     } else {
       std::fprintf(stderr,
-                   "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n");
+                   "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n"
+                   "                  [--prefill-only] [--prefill-attention scalar|tensor_cores]\n");
       return 2;
     }
   }
@@ -380,8 +393,9 @@ int main(int argc, char** argv) {
       const double bw = copy_bandwidth_gbs(gpu);
       out << "# CUDA backend on " << gpu.device_name() << ": " << (m == "1b" ? kLlama1B.name : kLlama8B.name)
           << (options.cuda_graphs ? "" : " (CUDA graphs off)")
+          << (gpu.tensor_core_prefill() ? ", prefill attention on tensor cores" : ", prefill attention scalar fp32")
           << "\n\nHBM copy bandwidth (copy kernel, bytes read + written): " << fmt(bw, 0) << " GB/s\n";
-      bench_model(gpu, m == "1b" ? kLlama1B : kLlama8B, bw, out);
+      bench_model(gpu, m == "1b" ? kLlama1B : kLlama8B, bw, prefill_only, out);
       std::fputs(out.str().c_str(), stdout);
       std::fflush(stdout);
       if (!out_path.empty()) std::ofstream(out_path, std::ios::app) << out.str() << "\n";

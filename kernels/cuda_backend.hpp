@@ -18,12 +18,22 @@ namespace troupe {
 // float*. f16/bf16 and GGUF block weights are stored as they come.
 enum class WeightPrecision { bf16, f16, f32 };
 
+// Which kernel runs prefill attention (several queries of a sequence).
+// scalar: fp32 throughout, the CPU kernel's precision. tensor_cores: WMMA
+// fragments on 16-bit operands (bf16 for a bf16 KV cache, f16 otherwise)
+// with fp32 accumulation, on sm_80+ and head_dim a multiple of 16 (else the
+// scalar kernel runs). automatic: TROUPE_CUDA_PREFILL_ATTENTION
+// (scalar | tensor_cores) when set, else scalar: the tensor-core kernel
+// becomes the default once a GPU run has checked it (docs/cuda.md).
+enum class PrefillAttention { automatic, scalar, tensor_cores };
+
 struct CudaBackendOptions {
   int device = 0;
   WeightPrecision f32_weights = WeightPrecision::bf16;
   // Replay repeated op sequences (decode steps of one batch shape) as CUDA
   // graphs; off: every op is launched as it comes.
   bool cuda_graphs = true;
+  PrefillAttention prefill_attention = PrefillAttention::automatic;
   int max_graphs = 32;                         // cached graph executables (LRU)
   size_t workspace_bytes = size_t{256} << 20;  // per-op scratch: bf16 activations, dequantized tiles, attention partials
   size_t staging_bytes = size_t{16} << 20;     // pinned host->device staging for index arrays
@@ -62,6 +72,9 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   std::string device_name() const;
   size_t free_device_memory() const;
+  // Whether prefill attention runs on tensor cores (options.prefill_attention
+  // resolved, and the device is sm_80+).
+  bool tensor_core_prefill() const;
   CudaBackendStats stats() const;
 
   // Device memory for pools (KV pages, the step arena): one cudaMalloc each,

@@ -28,6 +28,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kv_load.cuh"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/kv_support.hpp"
@@ -41,29 +42,6 @@ constexpr int kTileK = 32;                   // keys per prefill tile (one per l
 constexpr int kRowsPerWarp = kAttnTileQ / kWarps;  // prefill query rows each warp owns
 
 // ---- kernels -----------------------------------------------------------
-
-// KvType as a template argument (nvcc takes the enum's value).
-constexpr int kF32 = static_cast<int>(KvType::f32);
-constexpr int kF16 = static_cast<int>(KvType::f16);
-constexpr int kBf16 = static_cast<int>(KvType::bf16);
-constexpr int kQ8 = static_cast<int>(KvType::q8_0);
-constexpr int kQ8Group = static_cast<int>(kKvQ8Group);
-
-// Value d of a cached row of head_dim values in type KT, as f32. Rows are
-// 2-byte aligned for every 16-bit read (row bytes and head_dim are even).
-template <int KT>
-__device__ __forceinline__ float kv_load(const unsigned char* __restrict__ row, int64_t d, int64_t head_dim) {
-  if constexpr (KT == kF32) {
-    return reinterpret_cast<const float*>(row)[d];
-  } else if constexpr (KT == kF16) {
-    return __half2float(reinterpret_cast<const __half*>(row)[d]);
-  } else if constexpr (KT == kBf16) {
-    return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(row)[d]);
-  } else {
-    const float scale = __half2float(reinterpret_cast<const __half*>(row + head_dim)[d / kQ8Group]);
-    return scale * static_cast<float>(static_cast<int8_t>(row[d]));
-  }
-}
 
 // One unit of a row written by one thread: a value, or for q8_0 a whole
 // group of 32 (its scale needs the group's max), rounded as
@@ -389,7 +367,9 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
       TROUPE_CUDA_CHECK_LAUNCH();
     }
   }
-  if (meta.n_tiles > 0) {
+  if (meta.n_tiles > 0 && args.prefill_mma) {
+    attention_prefill_mma(out, q, kv, meta, args, stream);
+  } else if (meta.n_tiles > 0) {
     const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
     attn_prefill_kernel<NDC, KT><<<grid, kThreads, prefill_smem_bytes(kv.head_dim), stream>>>(
         out, q, kc, vc, kv.block_size, kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale,

@@ -74,6 +74,7 @@ struct CudaBackend::Impl {
   size_t pool_bytes = 0;
   std::vector<cuda::Op> pending;
   std::vector<cuda::Op> running;
+  bool mma_prefill = false;      // opt.prefill_attention resolved (env, device)
   bool capture_failed = false;  // graphs are off for good (logged once to stderr)
   std::string fault;            // the sticky CUDA error that made the device unusable
   // Uploaded weights by host source (pointer, dtype, n_in, n_out): a tied

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -22,6 +23,16 @@ constexpr size_t kReadbackBytes = size_t{4} << 20;   // logits of a few sequence
 constexpr size_t kConvertChunk = size_t{8} << 20;     // elements converted per upload copy
 constexpr size_t kMinGraphOps = 4;                    // shorter runs are not worth a graph
 constexpr size_t kMaxPending = 8192;                  // a run longer than this is launched in parts
+
+// automatic -> what TROUPE_CUDA_PREFILL_ATTENTION says, else scalar.
+PrefillAttention resolve(PrefillAttention p) {
+  if (p != PrefillAttention::automatic) return p;
+  const char* env = std::getenv("TROUPE_CUDA_PREFILL_ATTENTION");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "scalar") == 0) return PrefillAttention::scalar;
+  if (std::strcmp(env, "tensor_cores") == 0) return PrefillAttention::tensor_cores;
+  throw Error(Errc::invalid_argument,
+              std::string("TROUPE_CUDA_PREFILL_ATTENTION is '") + env + "': use scalar or tensor_cores");
+}
 
 bool is_device_pointer(const void* p) {
   cudaPointerAttributes attr{};
@@ -81,6 +92,8 @@ CudaBackend::Impl::Impl(const CudaBackendOptions& options)
       weights(options.weight_chunk_bytes),
       graphs(options.cuda_graphs ? options.max_graphs : 0) {
   cuda::attention_init();
+  mma_prefill = opt.prefill_attention == PrefillAttention::tensor_cores && ctx.cc_major() >= 8;
+  if (mma_prefill) cuda::attention_mma_init();
   readback_bytes = kReadbackBytes;
   TROUPE_CUDA_CHECK(cudaHostAlloc(&readback, readback_bytes, cudaHostAllocDefault));
   pending.reserve(1024);
@@ -211,6 +224,7 @@ CudaBackend::CudaBackend(CudaBackendOptions options) {
   if (options.staging_bytes == 0 || options.weight_chunk_bytes == 0) {
     throw Error(Errc::invalid_argument, "CUDA backend: staging_bytes and weight_chunk_bytes must be positive");
   }
+  options.prefill_attention = resolve(options.prefill_attention);
   impl_ = std::make_unique<Impl>(options);
 }
 
@@ -221,6 +235,8 @@ std::string CudaBackend::device_name() const {
   TROUPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, impl_->ctx.device()));
   return prop.name;
 }
+
+bool CudaBackend::tensor_core_prefill() const { return impl_->mma_prefill; }
 
 size_t CudaBackend::free_device_memory() const {
   impl_->check_fault();

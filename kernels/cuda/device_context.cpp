@@ -14,6 +14,7 @@ constexpr size_t kCublasWorkspace = size_t{32} << 20;  // what cuBLAS asks for o
 DeviceContext::DeviceContext(int device, size_t workspace_bytes) : device_(device), workspace_bytes_(workspace_bytes) {
   TROUPE_CUDA_CHECK(cudaSetDevice(device));
   TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, device));
+  TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
   try {
     TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TROUPE_CUBLAS_CHECK(cublasCreate(&cublas_));

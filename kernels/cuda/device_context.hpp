@@ -23,6 +23,7 @@ class DeviceContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int n_sm() const { return n_sm_; }
+  int cc_major() const { return cc_major_; }  // compute capability, major
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
@@ -34,6 +35,7 @@ class DeviceContext {
   size_t workspace_bytes_ = 0;
   void* cublas_workspace_ = nullptr;
   int n_sm_ = 0;
+  int cc_major_ = 0;
 };
 
 // Bump allocation inside the workspace for the op being launched.

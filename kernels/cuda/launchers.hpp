@@ -103,6 +103,9 @@ struct AttnArgs {
   int32_t n_splits = 1;
   int32_t split_len = 0;
   float* partials = nullptr;  // [n_dec, n_head, n_splits, head_dim + 2]
+  // Prefill tiles on tensor cores (attention_mma.cu); the caller checked
+  // attention_prefill_mma_supported.
+  bool prefill_mma = false;
 };
 // Floats of `partials` a decode launch needs.
 int64_t attention_partial_floats(int64_t n_dec, int64_t n_head, int64_t n_splits, int64_t head_dim);
@@ -112,5 +115,15 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta
 // Raises the dynamic shared memory limit of the prefill kernels on the
 // current device (once per device, before any launch or graph capture).
 void attention_init();
+
+// ---- attention_mma.cu --------------------------------------------------
+// The tensor-core prefill kernel: on devices of compute capability cc_major
+// >= 8, for head_dim a multiple of 16 (up to kAttnMaxHeadDim).
+bool attention_prefill_mma_supported(int cc_major, int64_t head_dim);
+// The prefill tiles of meta (only) on tensor cores.
+void attention_prefill_mma(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta,
+                           const AttnArgs& args, cudaStream_t stream);
+// Raises its dynamic shared memory limit (once per device, sm_80+ only).
+void attention_mma_init();
 
 }  // namespace troupe::cuda

@@ -15,7 +15,7 @@ static_assert(std::is_trivially_copyable_v<Op>);
 static_assert(sizeof(Op) % 8 == 0);
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 5 * 8 && sizeof(RopeOp) == 11 * 8 &&
-                  sizeof(AttnOp) == 24 * 8,
+                  sizeof(AttnOp) == 25 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -108,7 +108,8 @@ void execute(const Op& op, const DeviceContext& ctx) {
                     .scale = static_cast<float>(a.scale),
                     .window = static_cast<int32_t>(a.window),
                     .n_splits = static_cast<int32_t>(a.n_splits),
-                    .split_len = static_cast<int32_t>(a.split_len)};
+                    .split_len = static_cast<int32_t>(a.split_len),
+                    .prefill_mma = a.prefill_mma != 0};
       const int64_t partial = attention_partial_floats(a.n_dec, a.n_head, a.n_splits, a.head_dim);
       if (partial > 0) {
         Scratch scratch(ctx);

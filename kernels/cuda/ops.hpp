@@ -116,7 +116,8 @@ struct AttnOp {
   int64_t window;
   int64_t n_splits;
   int64_t split_len;
-  int64_t kv_type;  // KvType of the cache rows
+  int64_t kv_type;      // KvType of the cache rows
+  int64_t prefill_mma;  // 1: prefill tiles on tensor cores (attention_mma.cu)
 };
 
 struct Op {

@@ -14,6 +14,19 @@
 // CPU kernel over the same cache to 2e-5 and the double reference over the
 // dequantized rows to 1e-5: the kernels dequantize in registers but compute
 // the same values.
+//
+// The tensor-core prefill kernel (attention_mma.cu) computes with Q * scale,
+// P and, for f32 and q8_0 caches, K and V rounded to 16 bits (bf16 for a bf16
+// cache, f16 otherwise). Its rows are held to the double reference over
+// inputs rounded the same way, within what rounding P adds: the output is
+// sum p~_j v_j / sum p_j with p~_j = p_j (1 + e_j), |e_j| <= u (2^-11 for f16,
+// 2^-8 for bf16), so it is off by at most u max|v|, plus f16's subnormal
+// spacing (2^-25 absolute per key) where p is tiny. Tensor cores accumulate
+// in fp32 but truncate each addition (up to 2^-23 of the addends' magnitude,
+// not 2^-24), so the bound also takes (head_dim / 16 + 4) such additions per
+// score, each moving the output by up to 2 max|v| per unit of score, and
+// (keys / 16 + 4) per output over sum p |v| <= l max|v|; plus 1e-5 for the
+// rest in fp32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,7 +64,9 @@ struct Case {
   std::vector<SeqSpec> seqs;
 };
 
-void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
+// mma_vs_cpu, if given, gets the largest |GPU - CPU kernel| over the rows
+// that went through the tensor-core prefill (0 where none did).
+void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu = nullptr) {
   SCOPED_TRACE(std::string("kv=") + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" +
                std::to_string(c.head_dim) + " block_size=" + std::to_string(c.block_size) +
                " window=" + std::to_string(c.window) + " seed=" + std::to_string(seed));
@@ -152,24 +167,47 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
     }
   }
   const std::vector<float> got = dout.read();
+  // Rows of sequences with several queries take the prefill kernel; the
+  // tensor-core one where the backend chose it and head_dim allows it.
+  auto through_mma = [&](int i) { return gpu.tensor_core_prefill() && c.seqs[i].n_q > 1 && d % 16 == 0; };
+  std::vector<char> mma_token(static_cast<size_t>(n_tokens), 0);
+  for (int i = 0; i < n_seqs; ++i) {
+    if (through_mma(i)) std::fill_n(mma_token.begin() + seqs[i].q_begin, c.seqs[i].n_q, 1);
+  }
   // Against the CPU kernel: each is within 1e-5 of exact, so 2e-5 of each other.
+  double mma_diff = 0;
   for (int64_t i = 0; i < n_tokens * c.n_head * d; ++i) {
+    if (mma_token[static_cast<size_t>(i / (c.n_head * d))]) {
+      mma_diff = std::max(mma_diff, std::abs(static_cast<double>(got[i]) - want[i]));
+      continue;
+    }
     ASSERT_NEAR(got[i], want[i], 2e-5) << "token " << i / (c.n_head * d) << " head " << (i / d) % c.n_head
                                        << " dim " << i % d;
   }
+  if (mma_vs_cpu != nullptr) *mma_vs_cpu = mma_diff;
   // Against plain double-precision softmax(q k^T * scale) v over the
   // logical (unpaged) keys and values: 1e-5, the CPU kernel's own bound.
   const int64_t group = c.n_head / c.n_head_kv;
+  const KvType r16 = c.type == KvType::bf16 ? KvType::bf16 : KvType::f16;  // the mma kernel's operand type
+  auto round16 = [&](std::vector<float> x) {
+    std::vector<uint16_t> b(x.size());
+    kv_quantize_row(r16, x.data(), b.data(), static_cast<int64_t>(x.size()));
+    kv_dequantize_row(r16, b.data(), x.data(), static_cast<int64_t>(x.size()));
+    return x;
+  };
+  const double unit = r16 == KvType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double subnormal = r16 == KvType::bf16 ? 0.0 : std::ldexp(1.0, -25);
   for (int i = 0; i < n_seqs; ++i) {
     const std::vector<int32_t>& table = tables[i];
-    // Token p's rows, dequantized: [n_head_kv, head_dim].
+    const bool mma = through_mma(i);
+    // Token p's rows, dequantized (and rounded as the mma kernel rounds): [n_head_kv, head_dim].
     auto at = [&](std::vector<float>& cache, int64_t p) {
       std::vector<float> row(static_cast<size_t>(kv_row));
       const int64_t off = (table[p / c.block_size] * c.block_size + p % c.block_size) * slot_bytes;
       for (int64_t h = 0; h < c.n_head_kv; ++h) {
         kv_dequantize_row(c.type, bytes(cache) + off + h * row_bytes, row.data() + h * d, d);
       }
-      return row;
+      return mma ? round16(std::move(row)) : row;
     };
     for (int64_t qi = 0; qi < c.seqs[i].n_q; ++qi) {
       const int64_t pos = c.seqs[i].n_past + qi;
@@ -177,22 +215,40 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed) {
       for (int64_t h = 0; h < c.n_head; ++h) {
         const int64_t kvh = h / group;
         const int64_t row = (seqs[i].q_begin + qi) * c.n_head + h;
+        // The mma kernel scales Q in f32, then rounds it.
+        std::vector<float> qr(q.begin() + row * d, q.begin() + (row + 1) * d);
+        if (mma) {
+          for (float& x : qr) x *= scale;
+          qr = round16(std::move(qr));
+        }
         std::vector<double> w;
         std::vector<std::vector<float>> vrows;
+        double vmax = 0, dot_mag = 0;  // max |v|, max sum |q k| over the keys
         for (int64_t p = first; p <= pos; ++p) {
           const std::vector<float> kp = at(kc, p);
           vrows.push_back(at(vc, p));
-          double sc = 0;
-          for (int64_t e = 0; e < d; ++e) sc += double(q[row * d + e]) * kp[kvh * d + e];
-          w.push_back(sc * scale);
+          for (int64_t e = 0; e < d; ++e) vmax = std::max(vmax, double(std::abs(vrows.back()[kvh * d + e])));
+          double sc = 0, mag = 0;
+          for (int64_t e = 0; e < d; ++e) {
+            sc += double(qr[e]) * kp[kvh * d + e];
+            mag += std::abs(double(qr[e]) * kp[kvh * d + e]);
+          }
+          dot_mag = std::max(dot_mag, mag);
+          w.push_back(mma ? sc : sc * scale);
         }
         const double m = *std::max_element(w.begin(), w.end());
         double z = 0;
         for (double& x : w) z += x = std::exp(x - m);
+        const auto n_keys = static_cast<double>(pos - first + 1);
+        const double trunc = std::ldexp(1.0, -23);
+        const double tol = mma ? vmax * (unit + subnormal * n_keys + 2 * (d / 16 + 4) * trunc * dot_mag +
+                                         (n_keys / 16 + 4) * trunc) + 1e-5
+                               : 1e-5;
         for (int64_t e = 0; e < d; ++e) {
           double o = 0;
           for (int64_t p = first; p <= pos; ++p) o += w[p - first] / z * vrows[p - first][kvh * d + e];
-          ASSERT_NEAR(got[row * d + e], o, 1e-5) << "exact: seq " << i << " query " << qi << " head " << h;
+          ASSERT_NEAR(got[row * d + e], o, tol) << (mma ? "rounded: " : "exact: ") << "seq " << i << " query "
+                                                << qi << " head " << h << " dim " << e;
         }
       }
     }
@@ -283,6 +339,45 @@ TEST(CudaAttention, QuantizedLongContextDecodeSplits) {
                  .q_scale = 3.0f, .seqs = {{3000, 1}, {700, 40}, {5, 1}}};
     run_case(gpu, c, 17);
     if (HasFatalFailure()) return;
+  }
+}
+
+// The tensor-core prefill (attention_mma.cu) on every cache type and the
+// head sizes models use, against the double reference over the inputs it
+// rounds (the file comment derives the bound); decode rows in the same
+// batch still take the fp32 kernel and its 2e-5. Long prompts cross many
+// 64-key tiles and several 32-query tiles, with and without a window.
+TEST(CudaAttention, TensorCorePrefillMatchesTheRoundedReference) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackendOptions opt = test::small_options();
+  opt.prefill_attention = PrefillAttention::tensor_cores;
+  CudaBackend gpu(opt);
+  if (!gpu.tensor_core_prefill()) GTEST_SKIP() << "the tensor-core prefill needs compute capability 8.0 or newer";
+  std::mt19937 rng(606);
+  uint32_t seed = 600;
+  for (KvType type : {KvType::f32, KvType::f16, KvType::bf16, KvType::q8_0}) {
+    const std::vector<int64_t> dims = type == KvType::q8_0 ? std::vector<int64_t>{32, 64, 96, 128, 256}
+                                                            : std::vector<int64_t>{16, 64, 80, 128, 256, 13};
+    for (int64_t head_dim : dims) {
+      for (int64_t ratio : {1, 4}) {
+        const Case c{.type = type, .n_head = 2 * ratio, .n_head_kv = 2, .head_dim = head_dim,
+                     .block_size = seed % 2 == 0 ? 16 : 4, .window = seed % 3 == 0 ? 9 : 0,
+                     .q_scale = seed % 5 == 0 ? 6.0f : 1.0f, .seqs = random_batch(rng)};
+        double diff = 0;
+        run_case(gpu, c, seed++, &diff);
+        if (HasFatalFailure()) return;
+        // The kernel did run: f32 rows rounded to f16 cannot give the fp32 kernel's numbers everywhere.
+        if (type == KvType::f32 && head_dim % 16 == 0) {
+          EXPECT_GT(diff, 0.0) << "head_dim " << head_dim;
+        }
+      }
+    }
+    for (int32_t window : {0, 100}) {
+      const Case c{.type = type, .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16, .window = window,
+                   .q_scale = 3.0f, .seqs = {{700, 70}, {0, 300}, {1023, 1}, {5, 33}}};
+      run_case(gpu, c, seed++);
+      if (HasFatalFailure()) return;
+    }
   }
 }
 

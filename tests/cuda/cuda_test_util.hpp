@@ -29,6 +29,7 @@ inline CudaBackendOptions small_options(bool graphs = false) {
   return {.device = 0,
           .f32_weights = WeightPrecision::bf16,
           .cuda_graphs = graphs,
+          .prefill_attention = PrefillAttention::scalar,  // fp32 bounds; not TROUPE_CUDA_PREFILL_ATTENTION
           .max_graphs = 8,
           .workspace_bytes = size_t{64} << 20,
           .staging_bytes = size_t{4} << 20,
