@@ -11,6 +11,10 @@
 //    actor pipeline's figures are bench_cuda_pipeline's).
 //   bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs]
 //     (--no-graphs: every op launched one by one, to see what the graphs save)
+//   --prefill-only / --decode-only: one half; --prefill-attention
+//     scalar|tensor_cores: the prefill attention kernel (default: what
+//     TROUPE_CUDA_PREFILL_ATTENTION says, else scalar). The GEMV/cuBLAS cut
+//     follows TROUPE_CUDA_GEMV_MAX_TOKENS (kernels/cuda/matmul.cpp).
 //   bench_cuda --decode-profile N [--models 1b]: only N single-stream decode
 //     steps after a warm-up, inside cudaProfilerStart/Stop, for
 //     `ncu --profile-from-start off` (scripts/gpu-check): which kernels a
@@ -258,22 +262,16 @@ double attention_flops(const troupe::ModelConfig& c, int64_t n) {
          static_cast<double>(c.n_layer);
 }
 
-void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, bool prefill_only, std::ostream& out) {
-  auto model = std::make_shared<DeviceLlama>(gpu, shape);
-  const troupe::ModelConfig& c = model->config();
-  const double gb = static_cast<double>(model->weight_bytes()) / 1e9;
-  out << "\n## " << shape.name << " shapes, random BF16 weights (" << fmt(gb, 2) << " GB read per decode step)\n\n";
-
-  Runner r(model, gpu, 256, 2048 + 64, 256);
-
-  // Prefill: one prompt of n tokens (a warm-up run first), against the
-  // same GEMMs in plain cuBLAS. TFLOP/s counts the layers' matmuls only, so
-  // the two columns share a numerator: their ratio is the share of the
-  // GEMM-only speed the whole prefill keeps (attention, norms, RoPE, the
-  // activation conversions and launch gaps are the rest).
+// Prefill: one prompt of n tokens (a warm-up run first), against the same
+// GEMMs in plain cuBLAS. TFLOP/s counts the layers' matmuls only, so the two
+// columns share a numerator: their ratio is the share of the GEMM-only speed
+// the whole prefill keeps (attention, norms, RoPE, the activation
+// conversions and launch gaps are the rest).
+void bench_prefill(CudaBackend& gpu, const troupe::Model& model, Runner& r, std::ostream& out) {
+  const troupe::ModelConfig& c = model.config();
   out << "| prefill prompt | time (ms) | tokens/s | matmul TFLOP/s | cuBLAS same GEMMs (ms) | cuBLAS TFLOP/s "
          "| prefill / cuBLAS | attention share of FLOPs |\n|---|---|---|---|---|---|---|---|\n";
-  CublasBaseline baseline(gpu, *model, 2048);
+  CublasBaseline baseline(gpu, model, 2048);
   for (int32_t n : {512, 2048}) {
     r.step(1, n, 0);
     double best = 1e9;
@@ -284,8 +282,22 @@ void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, bool prefi
         << fmt(flops / best / 1e12, 1) << " | " << fmt(gemm * 1e3, 2) << " | " << fmt(flops / gemm / 1e12, 1)
         << " | " << fmt(100.0 * gemm / best, 1) << "% | " << fmt(100.0 * attn / (attn + flops), 1) << "% |\n";
   }
+}
 
-  if (prefill_only) return;
+struct Parts {
+  bool prefill = true;
+  bool decode = true;
+};
+
+void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, Parts parts, std::ostream& out) {
+  auto model = std::make_shared<DeviceLlama>(gpu, shape);
+  const double gb = static_cast<double>(model->weight_bytes()) / 1e9;
+  out << "\n## " << shape.name << " shapes, random BF16 weights (" << fmt(gb, 2) << " GB read per decode step)\n\n";
+
+  Runner r(model, gpu, 256, 2048 + 64, 256);
+
+  if (parts.prefill) bench_prefill(gpu, *model, r, out);
+  if (!parts.decode) return;
 
   // Single-stream decode after a 128-token prompt; the first steps capture
   // the CUDA graph, the timed ones replay it.
@@ -302,7 +314,7 @@ void bench_model(CudaBackend& gpu, const Shape& shape, double bw_gbs, bool prefi
   // Aggregate decode on the stage directly: batch sequences at position 128
   // (their cache pages hold zeros: the timing does not depend on the values).
   out << "| decode batch (ModelStage directly) | step (ms) | aggregate tokens/s |\n|---|---|---|\n";
-  for (int64_t batch : {1, 8, 32, 128, 256}) {
+  for (int64_t batch : {1, 2, 4, 8, 32, 128, 256}) {
     for (int32_t i = 0; i < 3; ++i) r.step(batch, 1, 128 + i);
     const int steps = 16;
     double t = 0;
@@ -336,7 +348,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models{"1b", "8b"};
   std::string out_path;
   int profile_steps = 0;
-  bool prefill_only = false;
+  Parts parts;
   troupe::CudaBackendOptions options;  // default: CUDA graphs on
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -351,7 +363,9 @@ int main(int argc, char** argv) {
     } else if (a == "--decode-profile" && i + 1 < argc) {
       profile_steps = std::atoi(argv[++i]);
     } else if (a == "--prefill-only") {
-      prefill_only = true;
+      parts.decode = false;
+    } else if (a == "--decode-only") {
+      parts.prefill = false;
     } else if (a == "--prefill-attention" && i + 1 < argc && std::string_view(argv[i + 1]) == "scalar") {
       options.prefill_attention = troupe::PrefillAttention::scalar;
       ++i;
@@ -361,7 +375,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n"
-                   "                  [--prefill-only] [--prefill-attention scalar|tensor_cores]\n");
+                   "                  [--prefill-only | --decode-only] [--prefill-attention scalar|tensor_cores]\n");
       return 2;
     }
   }
@@ -395,7 +409,7 @@ int main(int argc, char** argv) {
           << (options.cuda_graphs ? "" : " (CUDA graphs off)")
           << (gpu.tensor_core_prefill() ? ", prefill attention on tensor cores" : ", prefill attention scalar fp32")
           << "\n\nHBM copy bandwidth (copy kernel, bytes read + written): " << fmt(bw, 0) << " GB/s\n";
-      bench_model(gpu, m == "1b" ? kLlama1B : kLlama8B, bw, prefill_only, out);
+      bench_model(gpu, m == "1b" ? kLlama1B : kLlama8B, bw, parts, out);
       std::fputs(out.str().c_str(), stdout);
       std::fflush(stdout);
       if (!out_path.empty()) std::ofstream(out_path, std::ios::app) << out.str() << "\n";
