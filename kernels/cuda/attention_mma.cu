@@ -77,27 +77,57 @@ __device__ __forceinline__ __nv_bfloat16 to_16bit<__nv_bfloat16>(float x) {
 
 // Keys (or values) [k0, k0 + kKeys) of kv head kvh as 16-bit rows; rows at
 // or past k_hi are zero (a zero V row keeps 0 * garbage out of P · V).
-template <int KT, class T>
+// Vec (rows 16-byte aligned, checked by the launcher): f16 and bf16 rows
+// are copied 16 bytes at a time, as they are already the operand type; f32
+// rows are read 16 bytes at a time and rounded. Otherwise (and for q8_0)
+// one element per thread.
+template <int KT, class T, bool Vec>
 __device__ __forceinline__ void load_tile(T* tile, int64_t ldh, const unsigned char* __restrict__ cache,
                                           const int32_t* table, int64_t k0, int64_t k_hi, int64_t block_size,
                                           int64_t slot_stride, int64_t row_bytes, int64_t kvh, int64_t head_dim) {
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  for (int j = warp; j < kKeys; j += kWarps) {
-    const int64_t t = k0 + j;
-    T* dst = tile + j * ldh;
-    if (t < k_hi) {
-      const unsigned char* src =
-          cache + (static_cast<int64_t>(table[t / block_size]) * block_size + t % block_size) * slot_stride +
-          kvh * row_bytes;
-      for (int64_t e = lane; e < head_dim; e += 32) dst[e] = to_16bit<T>(kv_load<KT>(src, e, head_dim));
-    } else {
-      for (int64_t e = lane; e < head_dim; e += 32) dst[e] = to_16bit<T>(0.0f);
+  auto row_of = [&](int64_t t) {
+    return cache + (static_cast<int64_t>(table[t / block_size]) * block_size + t % block_size) * slot_stride +
+           kvh * row_bytes;
+  };
+  if constexpr (Vec && (KT == kF16 || KT == kBf16)) {
+    const int64_t per_row = head_dim / 8;  // 16-byte pieces
+    for (int64_t i = threadIdx.x; i < kKeys * per_row; i += kThreads) {
+      const int64_t j = i / per_row, c = i % per_row;
+      const int64_t t = k0 + j;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (t < k_hi) v = __ldg(reinterpret_cast<const uint4*>(row_of(t)) + c);
+      *reinterpret_cast<uint4*>(tile + j * ldh + c * 8) = v;
+    }
+  } else if constexpr (Vec && KT == kF32) {
+    const int64_t per_row = head_dim / 4;
+    for (int64_t i = threadIdx.x; i < kKeys * per_row; i += kThreads) {
+      const int64_t j = i / per_row, c = i % per_row;
+      const int64_t t = k0 + j;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (t < k_hi) v = __ldg(reinterpret_cast<const float4*>(row_of(t)) + c);
+      T* dst = tile + j * ldh + c * 4;
+      dst[0] = to_16bit<T>(v.x);
+      dst[1] = to_16bit<T>(v.y);
+      dst[2] = to_16bit<T>(v.z);
+      dst[3] = to_16bit<T>(v.w);
+    }
+  } else {
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    for (int j = warp; j < kKeys; j += kWarps) {
+      const int64_t t = k0 + j;
+      T* dst = tile + j * ldh;
+      if (t < k_hi) {
+        const unsigned char* src = row_of(t);
+        for (int64_t e = lane; e < head_dim; e += 32) dst[e] = to_16bit<T>(kv_load<KT>(src, e, head_dim));
+      } else {
+        for (int64_t e = lane; e < head_dim; e += 32) dst[e] = to_16bit<T>(0.0f);
+      }
     }
   }
 }
 
-template <int KT, class T>
+template <int KT, class T, bool Vec>
 __global__ void __launch_bounds__(kThreads)
     attn_prefill_mma_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                             const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
@@ -149,8 +179,8 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t k0 = k_lo; k0 < k_hi; k0 += kKeys) {
     __syncthreads();  // the previous tile's P · V is done with ks, vs, ps and os (and Q, O are set)
-    load_tile<KT, T>(ks, ldh, kc, table, k0, k_hi, block_size, slot_stride, row_bytes, kvh, head_dim);
-    load_tile<KT, T>(vs, ldh, vc, table, k0, k_hi, block_size, slot_stride, row_bytes, kvh, head_dim);
+    load_tile<KT, T, Vec>(ks, ldh, kc, table, k0, k_hi, block_size, slot_stride, row_bytes, kvh, head_dim);
+    load_tile<KT, T, Vec>(vs, ldh, vc, table, k0, k_hi, block_size, slot_stride, row_bytes, kvh, head_dim);
     __syncthreads();
 
     {  // S = Q K^T: warp w computes rows 16 (w / 2) .. +16, keys 32 (w % 2) .. +32
@@ -236,20 +266,35 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
+template <int KT, class T, bool Vec>
+void launch_kernel(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta, const AttnArgs& args,
+                   cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
+  attn_prefill_mma_kernel<KT, T, Vec>
+      <<<grid, kThreads, static_cast<size_t>(mma_layout(kv.head_dim).bytes), stream>>>(
+          out, q, static_cast<const unsigned char*>(kv.k), static_cast<const unsigned char*>(kv.v), kv.block_size,
+          kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+// 16-byte row reads where every row starts 16-byte aligned (head_dim is a
+// multiple of 16, so row_bytes is a multiple of 32 for 16-bit and 64 for
+// f32 rows; the cache's base decides).
 template <int KT, class T>
 void launch(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta, const AttnArgs& args,
             cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
-  attn_prefill_mma_kernel<KT, T><<<grid, kThreads, static_cast<size_t>(mma_layout(kv.head_dim).bytes), stream>>>(
-      out, q, static_cast<const unsigned char*>(kv.k), static_cast<const unsigned char*>(kv.v), kv.block_size,
-      kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window);
-  TROUPE_CUDA_CHECK_LAUNCH();
+  const bool vec = KT != kQ8 && reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(kv.v) % 16 == 0 && kv.row_bytes() % 16 == 0;
+  if (vec) return launch_kernel<KT, T, true>(out, q, kv, meta, args, stream);
+  launch_kernel<KT, T, false>(out, q, kv, meta, args, stream);
 }
 
 template <int KT, class T>
 void raise_smem_limit() {
-  TROUPE_CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_mma_kernel<KT, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(mma_layout(kAttnMaxHeadDim).bytes)));
+  for (auto* kernel : {attn_prefill_mma_kernel<KT, T, true>, attn_prefill_mma_kernel<KT, T, false>}) {
+    TROUPE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(mma_layout(kAttnMaxHeadDim).bytes)));
+  }
 }
 
 }  // namespace
