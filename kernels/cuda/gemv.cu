@@ -148,19 +148,48 @@ __device__ __forceinline__ void accumulate(float* acc, const float* w, const flo
 
 // ---- kernels -----------------------------------------------------------
 
+// The matrices of one launch: rows [end[i - 1], end[i]) of the launch are
+// matrix i's (end[-1] = 0). One matrix for gemv(); q, k, v (or gate, up)
+// for gemv_n(), which the op recorder fuses (ops.cpp).
+struct GemvMats {
+  float* y[kGemvMaxMats];
+  const unsigned char* w[kGemvMaxMats];
+  int64_t end[kGemvMaxMats];
+  int n;
+};
+
+// Element i of a kernel-parameter array by selects: indexing it with a
+// run-time i would copy the parameters to local memory.
+template <class T>
+__device__ __forceinline__ T pick(const T (&a)[kGemvMaxMats], int i) {
+  static_assert(kGemvMaxMats == 3, "pick() selects among three");
+  return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
+}
+
 // MaxT: the most tokens the launch may carry (1 or kGemvMaxTokens); single-
 // token decode gets fewer registers, so more warps and more bytes in flight.
-template <class L, int MaxT>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(float* __restrict__ y, const float* __restrict__ x,
-                                                               const unsigned char* __restrict__ w, int n_tokens,
-                                                               int64_t n_in, int64_t n_out, int64_t row_bytes) {
+// Multi: m may hold several matrices (a fused launch); without it only m's
+// first, whose fields then stay kernel parameters rather than registers.
+template <class L, int MaxT, bool Multi>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvMats m, const float* __restrict__ x,
+                                                               int n_tokens, int64_t n_in, int64_t row_bytes) {
   // Chunks each lane loads before using any: enough bytes outstanding per
   // warp to cover HBM latency.
   constexpr int kUnroll = (L::kChunk == 8 && MaxT == 1) ? 4 : 2;
   const int lane = threadIdx.x & 31;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
-  if (o >= n_out) return;  // the whole warp leaves together
-  const unsigned char* row = w + o * row_bytes;
+  if (o >= (Multi ? pick(m.end, m.n - 1) : m.end[0])) return;  // the whole warp leaves together
+  // Matrix mi, its row o - first. Worked out again for the stores below, so
+  // that nothing of it but the row pointer stays live through the loop.
+  auto matrix_of = [&m](int64_t row_o, int64_t& first) {
+    const int mi = (m.n > 1 && row_o >= m.end[0]) + (m.n > 2 && row_o >= m.end[1]);
+    first = mi == 0 ? 0 : pick(m.end, mi - 1);
+    return mi;
+  };
+  int64_t first = 0;
+  int mi = 0;
+  if constexpr (Multi) mi = matrix_of(o, first);
+  const unsigned char* __restrict__ row = (Multi ? pick(m.w, mi) : m.w[0]) + (o - first) * row_bytes;
   const int64_t n_chunks = n_in / L::kChunk;
   float acc[MaxT];
 #pragma unroll
@@ -181,11 +210,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(float* __restrict
     L::load(row, c, wv);
     accumulate<L::kChunk, MaxT>(acc, wv, x, n_in, n_tokens, c * L::kChunk);
   }
+  if constexpr (Multi) mi = matrix_of(o, first);
+  float* __restrict__ y = Multi ? pick(m.y, mi) : m.y[0];
+  const int64_t n_out = (Multi ? pick(m.end, mi) : m.end[0]) - first;
 #pragma unroll
   for (int t = 0; t < MaxT; ++t) {
     if (t < n_tokens) {
       const float s = warp_sum(acc[t]);
-      if (lane == 0) y[t * n_out + o] = s;
+      if (lane == 0) y[t * n_out + (o - first)] = s;
     }
   }
 }
@@ -220,19 +252,57 @@ int64_t chunk_of(DType t) { return is_quantized(t) ? kQK : 8; }
 
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
-template <class L>
-void launch_gemv(float* y, const float* x, const void* w, int64_t n_tokens, int64_t n_in, int64_t n_out,
-                 int64_t row_bytes, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((n_out + kGemvWarps - 1) / kGemvWarps);
-  const auto* wb = static_cast<const unsigned char*>(w);
+template <class L, bool Multi>
+void launch_gemv(const GemvMats& m, const float* x, int64_t n_tokens, int64_t n_in, int64_t row_bytes,
+                 cudaStream_t stream) {
+  const int64_t rows = m.end[m.n - 1];
+  const auto blocks = static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps);
   if (n_tokens == 1) {
-    gemv_kernel<L, 1><<<blocks, kGemvWarps * 32, 0, stream>>>(y, x, wb, 1, n_in, n_out, row_bytes);
+    gemv_kernel<L, 1, Multi><<<blocks, kGemvWarps * 32, 0, stream>>>(m, x, 1, n_in, row_bytes);
   } else {
-    gemv_kernel<L, kGemvMaxTokens><<<blocks, kGemvWarps * 32, 0, stream>>>(y, x, wb, static_cast<int>(n_tokens), n_in,
-                                                                          n_out, row_bytes);
+    gemv_kernel<L, kGemvMaxTokens, Multi>
+        <<<blocks, kGemvWarps * 32, 0, stream>>>(m, x, static_cast<int>(n_tokens), n_in, row_bytes);
   }
   TROUPE_CUDA_CHECK_LAUNCH();
 }
+
+template <class L>
+void launch_gemv(const GemvMats& m, const float* x, int64_t n_tokens, int64_t n_in, int64_t row_bytes,
+                 cudaStream_t stream) {
+  if (m.n == 1) return launch_gemv<L, false>(m, x, n_tokens, n_in, row_bytes, stream);
+  launch_gemv<L, true>(m, x, n_tokens, n_in, row_bytes, stream);
+}
+
+void launch_by_type(const GemvMats& m, const float* x, DType type, int64_t n_tokens, int64_t n_in,
+                    cudaStream_t stream) {
+  const int64_t rb = row_bytes(type, n_in);
+  switch (type) {
+    case DType::f32: return launch_gemv<LoadF32>(m, x, n_tokens, n_in, rb, stream);
+    case DType::f16: return launch_gemv<LoadF16>(m, x, n_tokens, n_in, rb, stream);
+    case DType::bf16: return launch_gemv<LoadBf16>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q8_0: return launch_gemv<LoadQ8_0>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q4_0: return launch_gemv<LoadQ4_0>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q4_1: return launch_gemv<LoadQ4_1>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q5_0: return launch_gemv<LoadBlocks<DType::q5_0>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q5_1: return launch_gemv<LoadBlocks<DType::q5_1>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q2_K: return launch_gemv<LoadBlocks<DType::q2_K>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q3_K: return launch_gemv<LoadBlocks<DType::q3_K>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q4_K: return launch_gemv<LoadBlocks<DType::q4_K>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q5_K: return launch_gemv<LoadBlocks<DType::q5_K>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::q6_K: return launch_gemv<LoadBlocks<DType::q6_K>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::iq4_nl: return launch_gemv<LoadBlocks<DType::iq4_nl>>(m, x, n_tokens, n_in, rb, stream);
+    case DType::iq4_xs: return launch_gemv<LoadBlocks<DType::iq4_xs>>(m, x, n_tokens, n_in, rb, stream);
+  }
+}
+
+[[noreturn]] void refuse(const char* fn, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out) {
+  throw Error(Errc::invalid_argument,
+              std::string("cuda ") + fn + ": unsupported operands (" + std::string(dtype_name(type)) +
+                  " n_tokens=" + std::to_string(n_tokens) + " n_in=" + std::to_string(n_in) + " n_out=" +
+                  std::to_string(n_out) + "): needs 1..8 tokens, whole chunks per row and aligned pointers");
+}
+
+constexpr int64_t kMaxGemvRows = int64_t{0x7fffffff} * kGemvWarps;  // grid.x limit
 
 }  // namespace
 
@@ -252,30 +322,33 @@ bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens,
 
 void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out,
           cudaStream_t stream) {
-  if (n_out <= 0 || n_out > int64_t{0x7fffffff} * kGemvWarps || !gemv_supported(w, type, x, n_tokens, n_in)) {
-    throw Error(Errc::invalid_argument,
-                "cuda gemv: unsupported operands (" + std::string(dtype_name(type)) + " n_tokens=" +
-                    std::to_string(n_tokens) + " n_in=" + std::to_string(n_in) + " n_out=" + std::to_string(n_out) +
-                    "): needs 1..8 tokens, whole chunks per row and aligned pointers");
+  if (n_out <= 0 || n_out > kMaxGemvRows || !gemv_supported(w, type, x, n_tokens, n_in)) {
+    refuse("gemv", type, n_tokens, n_in, n_out);
   }
-  const int64_t rb = row_bytes(type, n_in);
-  switch (type) {
-    case DType::f32: return launch_gemv<LoadF32>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::f16: return launch_gemv<LoadF16>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::bf16: return launch_gemv<LoadBf16>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q8_0: return launch_gemv<LoadQ8_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q4_0: return launch_gemv<LoadQ4_0>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q4_1: return launch_gemv<LoadQ4_1>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q5_0: return launch_gemv<LoadBlocks<DType::q5_0>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q5_1: return launch_gemv<LoadBlocks<DType::q5_1>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q2_K: return launch_gemv<LoadBlocks<DType::q2_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q3_K: return launch_gemv<LoadBlocks<DType::q3_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q4_K: return launch_gemv<LoadBlocks<DType::q4_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q5_K: return launch_gemv<LoadBlocks<DType::q5_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::q6_K: return launch_gemv<LoadBlocks<DType::q6_K>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::iq4_nl: return launch_gemv<LoadBlocks<DType::iq4_nl>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
-    case DType::iq4_xs: return launch_gemv<LoadBlocks<DType::iq4_xs>>(y, x, w, n_tokens, n_in, n_out, rb, stream);
+  const GemvMats m{.y = {y, nullptr, nullptr}, .w = {static_cast<const unsigned char*>(w), nullptr, nullptr},
+                   .end = {n_out, 0, 0}, .n = 1};
+  launch_by_type(m, x, type, n_tokens, n_in, stream);
+}
+
+void gemv_n(float* const* y, const float* x, const void* const* w, const int64_t* n_out, int n, DType type,
+            int64_t n_tokens, int64_t n_in, cudaStream_t stream) {
+  if (n < 1 || n > kGemvMaxMats) {
+    throw Error(Errc::invalid_argument, "cuda gemv_n: " + std::to_string(n) + " matrices, not 1 to " +
+                                            std::to_string(kGemvMaxMats));
   }
+  GemvMats m{};
+  m.n = n;
+  int64_t rows = 0;
+  for (int i = 0; i < n; ++i) {
+    if (n_out[i] <= 0 || n_out[i] > kMaxGemvRows - rows || !gemv_supported(w[i], type, x, n_tokens, n_in)) {
+      refuse("gemv_n", type, n_tokens, n_in, n_out[i]);
+    }
+    rows += n_out[i];
+    m.y[i] = y[i];
+    m.w[i] = static_cast<const unsigned char*>(w[i]);
+    m.end[i] = rows;
+  }
+  launch_by_type(m, x, type, n_tokens, n_in, stream);
 }
 
 void dequantize_rows_bf16(uint16_t* y, const void* w, DType type, int64_t n_rows, int64_t n_in, cudaStream_t stream) {

@@ -63,6 +63,12 @@ inline constexpr int64_t kGemvMaxTokens = 8;
 bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens, int64_t n_in);
 void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out,
           cudaStream_t stream);
+// Several matrices of one type and n_in times the same x, in one launch:
+// y[i][n_tokens, n_out[i]] = x · w[i]^T for i < n (at most kGemvMaxMats).
+// Each row is computed exactly as gemv() computes it.
+inline constexpr int kGemvMaxMats = 3;
+void gemv_n(float* const* y, const float* x, const void* const* w, const int64_t* n_out, int n, DType type,
+            int64_t n_tokens, int64_t n_in, cudaStream_t stream);
 // Rows [0, n_rows) of a q8_0/q4_0/q4_1/f16/f32 matrix as bf16 (for prefill GEMMs).
 void dequantize_rows_bf16(uint16_t* y, const void* w, DType type, int64_t n_rows, int64_t n_in, cudaStream_t stream);
 

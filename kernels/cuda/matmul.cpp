@@ -55,6 +55,10 @@ void gemm_16bit(const DeviceContext& ctx, float* y, const void* w, const void* x
 
 }  // namespace
 
+bool matmul_takes_gemv(const void* w, DType type, const float* x, int64_t n_tokens, int64_t n_in) {
+  return n_tokens <= gemv_max_tokens() && gemv_supported(w, type, x, n_tokens, n_in);
+}
+
 size_t matmul_min_workspace(const Weight& w, int64_t n_tokens) {
   if (w.type == DType::f32) return 0;
   const size_t act = static_cast<size_t>(n_tokens * w.n_in) * 2 + 256;
@@ -72,7 +76,7 @@ void matmul(const DeviceContext& ctx, float* y, const float* x, const Weight& w,
   row_bytes(w.type, w.n_in);  // throws unless rows are whole blocks
   cudaStream_t stream = ctx.stream();
 
-  if (n_tokens <= gemv_max_tokens() && gemv_supported(w.data, w.type, x, n_tokens, w.n_in)) {
+  if (matmul_takes_gemv(w.data, w.type, x, n_tokens, w.n_in)) {
     gemv(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, stream);
     return;
   }

@@ -14,6 +14,10 @@ namespace troupe::cuda {
 // x, y: f32 device memory; w: device weight in any weight dtype.
 void matmul(const DeviceContext& ctx, float* y, const float* x, const Weight& w, int64_t n_tokens);
 
+// Whether matmul() runs this product on the GEMV (few tokens, operands the
+// GEMV takes): such matmuls of one x may be fused into one gemv_n launch.
+bool matmul_takes_gemv(const void* w, DType type, const float* x, int64_t n_tokens, int64_t n_in);
+
 // Workspace bytes matmul needs at least for this shape (prefill GEMMs of
 // quantized weights dequantize in row tiles, so this is a floor, not a total).
 size_t matmul_min_workspace(const Weight& w, int64_t n_tokens);

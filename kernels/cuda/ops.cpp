@@ -1,6 +1,7 @@
 // Executing, fusing and hashing op records (see ops.hpp).
 #include "kernels/cuda/ops.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -13,7 +14,9 @@ namespace {
 
 static_assert(std::is_trivially_copyable_v<Op>);
 static_assert(sizeof(Op) % 8 == 0);
-static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(EmbeddingOp) == 6 * 8 &&
+static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n launch takes");
+static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
+                  sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 5 * 8 && sizeof(RopeOp) == 11 * 8 &&
                   sizeof(AttnOp) == 25 * 8,
               "op records must be padding-free: every field 8 bytes");
@@ -63,6 +66,11 @@ void execute(const Op& op, const DeviceContext& ctx) {
       TROUPE_CUDA_CHECK(cudaMemcpyAsync(op.h2d.dst, op.h2d.src, static_cast<size_t>(op.h2d.bytes),
                                         cudaMemcpyHostToDevice, s));
       return;
+    case OpKind::gemv_n: {
+      const GemvNOp& g = op.gemv_n;
+      gemv_n(g.y, g.x, g.w, g.n_out, static_cast<int>(g.n_mats), static_cast<DType>(g.type), g.n_tokens, g.n_in, s);
+      return;
+    }
     case OpKind::matmul: {
       const MatmulOp& m = op.matmul;
       matmul(ctx, m.y, m.x, {.data = m.w, .type = static_cast<DType>(m.type), .n_in = m.n_in, .n_out = m.n_out},
@@ -122,7 +130,62 @@ void execute(const Op& op, const DeviceContext& ctx) {
   }
 }
 
+namespace {
+
+// GEMV fusion (a fused launch of q, k, v or of gate, up) is on for 16-bit
+// and f32 weights, whose kernels take no more registers for it; the block
+// types' fused kernels take up to a third more (fewer warps a SM), so they
+// wait for a GPU measurement. TROUPE_CUDA_FUSE_GEMV=0 turns it off (to
+// measure what it saves, bench_cuda in scripts/gpu-check).
+bool fuse_gemv(int64_t type) {
+  static const bool on = [] {
+    const char* s = std::getenv("TROUPE_CUDA_FUSE_GEMV");
+    return s == nullptr || std::strcmp(s, "0") != 0;
+  }();
+  return on && !is_quantized(static_cast<DType>(type));
+}
+
+// A matmul of x that the GEMV runs, writing nothing that x or `others`
+// (outputs of n_others matmuls fused before it) occupy.
+bool gemv_fusable(const MatmulOp& m, const float* x, int64_t type, int64_t n_in, int64_t n_tokens,
+                  float* const* others, const int64_t* others_n_out, int64_t n_others) {
+  if (m.x != x || m.type != type || m.n_in != n_in || m.n_tokens != n_tokens || !fuse_gemv(type)) return false;
+  if (!matmul_takes_gemv(m.w, static_cast<DType>(m.type), m.x, m.n_tokens, m.n_in)) return false;
+  if (!disjoint(m.y, m.n_tokens * m.n_out, m.x, m.n_tokens * m.n_in)) return false;
+  for (int64_t i = 0; i < n_others; ++i) {
+    if (!disjoint(m.y, m.n_tokens * m.n_out, others[i], m.n_tokens * others_n_out[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool try_fuse(Op& prev, const Op& next) {
+  if (next.kind == OpKind::matmul && prev.kind == OpKind::matmul) {
+    const MatmulOp& a = prev.matmul;
+    const MatmulOp& b = next.matmul;
+    if (!gemv_fusable(a, a.x, a.type, a.n_in, a.n_tokens, nullptr, nullptr, 0) ||
+        !gemv_fusable(b, a.x, a.type, a.n_in, a.n_tokens, &a.y, &a.n_out, 1)) {
+      return false;
+    }
+    Op fused(OpKind::gemv_n);
+    GemvNOp& g = fused.gemv_n;
+    g = {.y = {a.y, b.y, nullptr}, .w = {a.w, b.w, nullptr}, .n_out = {a.n_out, b.n_out, 0}, .x = a.x,
+         .type = a.type, .n_in = a.n_in, .n_tokens = a.n_tokens, .n_mats = 2};
+    prev = fused;
+    return true;
+  }
+  if (next.kind == OpKind::matmul && prev.kind == OpKind::gemv_n) {
+    GemvNOp& g = prev.gemv_n;
+    if (g.n_mats >= kFusedGemvs || !gemv_fusable(next.matmul, g.x, g.type, g.n_in, g.n_tokens, g.y, g.n_out, g.n_mats)) {
+      return false;
+    }
+    g.y[g.n_mats] = next.matmul.y;
+    g.w[g.n_mats] = next.matmul.w;
+    g.n_out[g.n_mats] = next.matmul.n_out;
+    ++g.n_mats;
+    return true;
+  }
   if (prev.kind == OpKind::rope && next.kind == OpKind::rope) {
     RopeOp& a = prev.rope;
     const RopeOp& b = next.rope;

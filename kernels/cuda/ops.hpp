@@ -16,6 +16,7 @@ namespace troupe::cuda {
 enum class OpKind : int64_t {
   h2d,          // staged host data -> device
   matmul,
+  gemv_n,       // fused GEMVs of matmuls that read the same x (q, k, v; gate, up)
   embedding,
   rmsnorm,
   add_rmsnorm,  // fused residual add + RMSNorm
@@ -44,6 +45,20 @@ struct MatmulOp {
   int64_t n_in;
   int64_t n_out;
   int64_t n_tokens;
+};
+
+// Up to kGemvMaxMats matmuls of one weight type and n_in that read the
+// same x, all on the GEMV: one launch (gemv_n in launchers.hpp).
+inline constexpr int kFusedGemvs = 3;
+struct GemvNOp {
+  float* y[kFusedGemvs];
+  const void* w[kFusedGemvs];
+  int64_t n_out[kFusedGemvs];
+  const float* x;
+  int64_t type;  // DType
+  int64_t n_in;
+  int64_t n_tokens;
+  int64_t n_mats;
 };
 
 struct EmbeddingOp {
@@ -125,6 +140,7 @@ struct Op {
   union {
     H2dOp h2d;
     MatmulOp matmul;
+    GemvNOp gemv_n;
     EmbeddingOp embedding;
     NormOp norm;
     ElementOp element;
@@ -140,7 +156,8 @@ void execute(const Op& op, const DeviceContext& ctx);
 
 // Merges `next` into `prev` when one fused launch does both (rope of q then
 // of k with the same positions; a residual add then the RMSNorm of its
-// result). Returns true when merged.
+// result; GEMV matmuls of one x, type and n_in, up to kFusedGemvs).
+// Returns true when merged.
 bool try_fuse(Op& prev, const Op& next);
 
 // Hash of a run of records (their bytes).

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -99,6 +101,60 @@ TEST(CudaMatmul, QuantizedPrefillDequantizesInTilesThatFitTheWorkspace) {
   std::mt19937 rng(12);
   check_case(gpu, pool, rng, DType::q8_0, 16, 4096, 700, 1e-2);
   check_case(gpu, pool, rng, DType::q4_1, 16, 4096, 700, 1e-2);
+}
+
+// matmul_n of q, k, v (or gate, up): the op recorder fuses GEMV matmuls of
+// one x into one launch (ops.cpp, for f32/f16/bf16 weights). Each row is
+// computed as the single-matrix GEMV computes it, so the outputs must equal
+// those of the matmuls run one at a time (a read-back between them keeps
+// them apart), bit for bit; fused_ops says whether they were fused. Row
+// counts are not multiples of the kernel's 4 rows a block, so a block spans
+// two matrices.
+TEST(CudaMatmul, FusedGemvsEqualTheMatmulsOneByOne) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackendOptions opt = test::small_options();
+  opt.f32_weights = WeightPrecision::f32;
+  CudaBackend gpu(opt);
+  std::mt19937 rng(13);
+  const int64_t n_in = 512;
+  for (DType t : {DType::bf16, DType::f16, DType::f32, DType::q4_0, DType::q6_K}) {
+    for (const std::vector<int64_t>& outs : {std::vector<int64_t>{70, 18, 18}, std::vector<int64_t>{33, 33}}) {
+      for (int64_t n_tokens : {1, 5, 8}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " matrices=" + std::to_string(outs.size()) + " n_tokens=" +
+                     std::to_string(n_tokens));
+        std::vector<Weight> ws;
+        std::vector<std::vector<uint8_t>> bytes;
+        for (int64_t n_out : outs) {
+          const auto src = random_floats(rng, n_in * n_out, -1.0f, 1.0f);
+          const int64_t rb = row_bytes(t, n_in);
+          bytes.emplace_back(static_cast<size_t>(rb * n_out));
+          for (int64_t r = 0; r < n_out; ++r) quantize_row(t, src.data() + r * n_in, bytes.back().data() + r * rb, n_in);
+          ws.push_back(gpu.upload_weight({.data = bytes.back().data(), .type = t, .n_in = n_in, .n_out = n_out}));
+        }
+        DeviceFloats dx(gpu, random_floats(rng, n_tokens * n_in, -1.0f, 1.0f));
+        std::vector<std::unique_ptr<DeviceFloats>> fused, single;
+        std::vector<Backend::MatmulOut> mo;
+        for (size_t i = 0; i < outs.size(); ++i) {
+          fused.push_back(std::make_unique<DeviceFloats>(gpu, static_cast<size_t>(n_tokens * outs[i])));
+          single.push_back(std::make_unique<DeviceFloats>(gpu, static_cast<size_t>(n_tokens * outs[i])));
+          mo.push_back({.y = fused.back()->get(), .w = &ws[i]});
+        }
+        const int64_t fused_before = gpu.stats().fused_ops;
+        gpu.matmul_n(mo, dx.get(), n_tokens);
+        std::vector<std::vector<float>> got;
+        for (auto& f : fused) got.push_back(f->read());
+        const int64_t fusions = gpu.stats().fused_ops - fused_before;
+        EXPECT_EQ(fusions, is_quantized(t) ? 0 : static_cast<int64_t>(outs.size()) - 1);
+        for (size_t i = 0; i < outs.size(); ++i) {
+          gpu.matmul(single[i]->get(), dx.get(), ws[i], n_tokens);
+          const std::vector<float> want = single[i]->read();
+          ASSERT_EQ(got[i].size(), want.size());
+          EXPECT_EQ(std::memcmp(got[i].data(), want.data(), want.size() * sizeof(float)), 0) << "matrix " << i;
+        }
+        for (const Weight& w : ws) gpu.deallocate(const_cast<void*>(w.data));
+      }
+    }
+  }
 }
 
 }  // namespace
