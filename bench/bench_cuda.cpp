@@ -15,6 +15,8 @@
 //     scalar|tensor_cores: the prefill attention kernel (default: what
 //     TROUPE_CUDA_PREFILL_ATTENTION says, else scalar). The GEMV/cuBLAS cut
 //     follows TROUPE_CUDA_GEMV_MAX_TOKENS (kernels/cuda/matmul.cpp).
+//   bench_cuda --prefill-profile N [--models 1b]: one N-token prefill after a
+//     warm-up, alone inside cudaProfilerStart/Stop (for ncu, as below).
 //   bench_cuda --decode-profile N [--models 1b]: only N single-stream decode
 //     steps after a warm-up, inside cudaProfilerStart/Stop, for
 //     `ncu --profile-from-start off` (scripts/gpu-check): which kernels a
@@ -342,12 +344,25 @@ void profile_decode(CudaBackend& gpu, const Shape& shape, int n_steps) {
               total / n_steps * 1e3, static_cast<double>(model->weight_bytes()) / 1e9);
 }
 
+// One prefill of n tokens after a warm-up one, alone inside the profiler's
+// range: where a prefill's time goes besides the GEMMs.
+void profile_prefill(CudaBackend& gpu, const Shape& shape, int32_t n) {
+  auto model = std::make_shared<DeviceLlama>(gpu, shape);
+  Runner r(model, gpu, 1, n + 64, 16);
+  r.step(1, n, 0);
+  TROUPE_CUDA_CHECK(cudaProfilerStart());
+  const double t = r.step(1, n, 0);
+  TROUPE_CUDA_CHECK(cudaProfilerStop());
+  std::printf("%s: one profiled prefill of %d tokens, %.3f ms wall\n", shape.name.c_str(), n, t * 1e3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> models{"1b", "8b"};
   std::string out_path;
   int profile_steps = 0;
+  int profile_prefill_tokens = 0;
   Parts parts;
   troupe::CudaBackendOptions options;  // default: CUDA graphs on
   for (int i = 1; i < argc; ++i) {
@@ -362,6 +377,8 @@ int main(int argc, char** argv) {
       options.cuda_graphs = false;
     } else if (a == "--decode-profile" && i + 1 < argc) {
       profile_steps = std::atoi(argv[++i]);
+    } else if (a == "--prefill-profile" && i + 1 < argc) {
+      profile_prefill_tokens = std::atoi(argv[++i]);
     } else if (a == "--prefill-only") {
       parts.decode = false;
     } else if (a == "--decode-only") {
@@ -375,7 +392,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_cuda [--models 1b,8b] [--out results.md] [--no-graphs] [--decode-profile N]\n"
-                   "                  [--prefill-only | --decode-only] [--prefill-attention scalar|tensor_cores]\n");
+                   "                  [--prefill-only | --decode-only] [--prefill-attention scalar|tensor_cores]\n"
+                   "                  [--prefill-profile N]\n");
       return 2;
     }
   }
@@ -392,6 +410,16 @@ int main(int argc, char** argv) {
     }
     if (profile_steps < 0 || profile_steps > 100) {
       throw troupe::Error(troupe::Errc::invalid_argument, "--decode-profile takes 1 to 100 steps");
+    }
+    if (profile_prefill_tokens < 0 || profile_prefill_tokens > 2048) {
+      throw troupe::Error(troupe::Errc::invalid_argument, "--prefill-profile takes 1 to 2048 tokens");
+    }
+    if (profile_prefill_tokens > 0) {
+      for (const std::string& m : models) {
+        CudaBackend gpu(options);
+        profile_prefill(gpu, m == "1b" ? kLlama1B : kLlama8B, profile_prefill_tokens);
+      }
+      return 0;
     }
     if (profile_steps > 0) {
       for (const std::string& m : models) {
