@@ -214,6 +214,8 @@ void CudaBackend::Impl::sync_all() {
 // ---- CudaBackend: memory and copies ---------------------------------------
 
 CudaBackend::CudaBackend(CudaBackendOptions options) {
+  // A mistyped TROUPE_CUDA_PREFILL_ATTENTION is an error on any machine.
+  options.prefill_attention = resolve(options.prefill_attention);
   std::string why;
   if (!cuda_available(&why)) throw Error(Errc::unsupported, "CUDA backend: " + why);
   const int n = cuda_device_count();
@@ -224,7 +226,6 @@ CudaBackend::CudaBackend(CudaBackendOptions options) {
   if (options.staging_bytes == 0 || options.weight_chunk_bytes == 0) {
     throw Error(Errc::invalid_argument, "CUDA backend: staging_bytes and weight_chunk_bytes must be positive");
   }
-  options.prefill_attention = resolve(options.prefill_attention);
   impl_ = std::make_unique<Impl>(options);
 }
 

@@ -1,8 +1,10 @@
 // What runs on any machine: the availability probe and its error path, and
 // the host-side attention planning (metadata layout, decode splits), which
 // decides every decode launch and so must be right before any GPU sees it.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -40,6 +42,42 @@ int32_t read_i32(const std::vector<unsigned char>& blob, int64_t off) {
   int32_t v;
   std::memcpy(&v, blob.data() + off, sizeof v);
   return v;
+}
+
+// TROUPE_CUDA_PREFILL_ATTENTION picks the prefill kernel when the options
+// leave it automatic; any other value than scalar or tensor_cores is refused
+// before a device is touched, naming the variable.
+TEST(CudaAvailability, PrefillAttentionFromTheEnvironment) {
+  ASSERT_EQ(setenv("TROUPE_CUDA_PREFILL_ATTENTION", "tensorcores", 1), 0);
+  try {
+    CudaBackend backend{CudaBackendOptions{}};
+    ADD_FAILURE() << "a misspelt kernel name was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("TROUPE_CUDA_PREFILL_ATTENTION is 'tensorcores'"), std::string::npos)
+        << e.what();
+  }
+  // An explicit choice does not read the variable.
+  CudaBackendOptions scalar = test::small_options();
+  scalar.prefill_attention = PrefillAttention::scalar;
+  std::string why;
+  if (cuda_available(&why)) {
+    CudaBackend backend(scalar);
+    EXPECT_FALSE(backend.tensor_core_prefill());
+    ASSERT_EQ(setenv("TROUPE_CUDA_PREFILL_ATTENTION", "tensor_cores", 1), 0);
+    CudaBackend automatic{CudaBackendOptions{}};
+    int major = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+    EXPECT_EQ(automatic.tensor_core_prefill(), major >= 8) << "compute capability " << major;
+  } else {
+    try {
+      CudaBackend backend(scalar);
+      ADD_FAILURE() << "a backend without a GPU";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::unsupported) << e.what();  // the missing GPU, not the variable
+    }
+  }
+  unsetenv("TROUPE_CUDA_PREFILL_ATTENTION");
 }
 
 TEST(CudaAttnPlan, LaysOutSequencesTablesDecodeListAndTiles) {
