@@ -177,7 +177,8 @@ bool try_fuse(Op& prev, const Op& next) {
   }
   if (next.kind == OpKind::matmul && prev.kind == OpKind::gemv_n) {
     GemvNOp& g = prev.gemv_n;
-    if (g.n_mats >= kFusedGemvs || !gemv_fusable(next.matmul, g.x, g.type, g.n_in, g.n_tokens, g.y, g.n_out, g.n_mats)) {
+    if (g.n_mats >= kFusedGemvs ||
+        !gemv_fusable(next.matmul, g.x, g.type, g.n_in, g.n_tokens, g.y, g.n_out, g.n_mats)) {
       return false;
     }
     g.y[g.n_mats] = next.matmul.y;

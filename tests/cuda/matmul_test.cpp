@@ -128,7 +128,9 @@ TEST(CudaMatmul, FusedGemvsEqualTheMatmulsOneByOne) {
           const auto src = random_floats(rng, n_in * n_out, -1.0f, 1.0f);
           const int64_t rb = row_bytes(t, n_in);
           bytes.emplace_back(static_cast<size_t>(rb * n_out));
-          for (int64_t r = 0; r < n_out; ++r) quantize_row(t, src.data() + r * n_in, bytes.back().data() + r * rb, n_in);
+          for (int64_t r = 0; r < n_out; ++r) {
+            quantize_row(t, src.data() + r * n_in, bytes.back().data() + r * rb, n_in);
+          }
           ws.push_back(gpu.upload_weight({.data = bytes.back().data(), .type = t, .n_in = n_in, .n_out = n_out}));
         }
         DeviceFloats dx(gpu, random_floats(rng, n_tokens * n_in, -1.0f, 1.0f));
