@@ -27,6 +27,13 @@ enum class WeightPrecision { bf16, f16, f32 };
 // becomes the default once a GPU run has checked it (docs/cuda.md).
 enum class PrefillAttention { automatic, scalar, tensor_cores };
 
+// The single-token GEMV of block-type weights (q4_0, q8_0, the k-quants...):
+// on stages the activations in shared memory with coalesced loads
+// (kernels/cuda/gemv_staged.cu; the same outputs, bit for bit). automatic:
+// TROUPE_CUDA_GEMV_STAGING (0 | 1) when set, else off until a GPU run has
+// measured it (docs/cuda.md).
+enum class GemvStaging { automatic, off, on };
+
 struct CudaBackendOptions {
   int device = 0;
   WeightPrecision f32_weights = WeightPrecision::bf16;
@@ -34,6 +41,7 @@ struct CudaBackendOptions {
   // graphs; off: every op is launched as it comes.
   bool cuda_graphs = true;
   PrefillAttention prefill_attention = PrefillAttention::automatic;
+  GemvStaging gemv_staging = GemvStaging::automatic;
   int max_graphs = 32;                         // cached graph executables (LRU)
   size_t workspace_bytes = size_t{256} << 20;  // per-op scratch: bf16 activations, dequantized tiles, attention partials
   size_t staging_bytes = size_t{16} << 20;     // pinned host->device staging for index arrays

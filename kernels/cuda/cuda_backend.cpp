@@ -34,6 +34,15 @@ PrefillAttention resolve(PrefillAttention p) {
               std::string("TROUPE_CUDA_PREFILL_ATTENTION is '") + env + "': use scalar or tensor_cores");
 }
 
+// automatic -> TROUPE_CUDA_GEMV_STAGING (0 or 1), else off.
+GemvStaging resolve(GemvStaging g) {
+  if (g != GemvStaging::automatic) return g;
+  const char* env = std::getenv("TROUPE_CUDA_GEMV_STAGING");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0) return GemvStaging::off;
+  if (std::strcmp(env, "1") == 0) return GemvStaging::on;
+  throw Error(Errc::invalid_argument, std::string("TROUPE_CUDA_GEMV_STAGING is '") + env + "': use 0 or 1");
+}
+
 bool is_device_pointer(const void* p) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
@@ -94,6 +103,7 @@ CudaBackend::Impl::Impl(const CudaBackendOptions& options)
   cuda::attention_init();
   mma_prefill = opt.prefill_attention == PrefillAttention::tensor_cores && ctx.cc_major() >= 8;
   if (mma_prefill) cuda::attention_mma_init();
+  ctx.set_gemv_staging(opt.gemv_staging == GemvStaging::on);
   readback_bytes = kReadbackBytes;
   TROUPE_CUDA_CHECK(cudaHostAlloc(&readback, readback_bytes, cudaHostAllocDefault));
   pending.reserve(1024);
@@ -214,8 +224,9 @@ void CudaBackend::Impl::sync_all() {
 // ---- CudaBackend: memory and copies ---------------------------------------
 
 CudaBackend::CudaBackend(CudaBackendOptions options) {
-  // A mistyped TROUPE_CUDA_PREFILL_ATTENTION is an error on any machine.
+  // A mistyped TROUPE_CUDA_PREFILL_ATTENTION or _GEMV_STAGING is an error on any machine.
   options.prefill_attention = resolve(options.prefill_attention);
+  options.gemv_staging = resolve(options.gemv_staging);
   std::string why;
   if (!cuda_available(&why)) throw Error(Errc::unsupported, "CUDA backend: " + why);
   const int n = cuda_device_count();

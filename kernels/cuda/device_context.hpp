@@ -24,6 +24,10 @@ class DeviceContext {
   cublasHandle_t cublas() const { return cublas_; }
   int n_sm() const { return n_sm_; }
   int cc_major() const { return cc_major_; }  // compute capability, major
+  // The block types' single-token GEMV stages activations in shared memory
+  // (gemv_staged.cu); set by the backend from its options.
+  bool gemv_staging() const { return gemv_staging_; }
+  void set_gemv_staging(bool on) { gemv_staging_ = on; }
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
@@ -36,6 +40,7 @@ class DeviceContext {
   void* cublas_workspace_ = nullptr;
   int n_sm_ = 0;
   int cc_major_ = 0;
+  bool gemv_staging_ = false;
 };
 
 // Bump allocation inside the workspace for the op being launched.

@@ -1,9 +1,12 @@
 // The weight-only dequantizing GEMV for decode steps (n_tokens <= 8): one
 // warp per output row streams the row once, in 16-byte (bf16/f16/f32) or
-// whole-block (q8_0/q4_0/q4_1; q5_0/q5_1 and the k-quants, 32 weights) chunks per lane, dequantizes in registers,
+// whole-block (q8_0/q4_0/q4_1; q5_0/q5_1 and the k-quants, 32 weights)
+// chunks per lane, dequantizes in registers,
 // multiplies with every token's f32 activations and reduces by warp
-// shuffles. Weights are read exactly once per step, so the kernel runs at
-// HBM bandwidth; activations are small and stay in L1/L2.
+// shuffles. Weights are read exactly once per step; activations are small
+// and stay in L1/L2, though a lane's 32-weight chunk makes its activation
+// reads uncoalesced (gemv_staged.cu stages them for the block types). One
+// launch may cover up to three matrices of one input (gemv_n: q, k, v).
 // Also: dequantizing rows to bf16 for the prefill GEMMs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -13,138 +16,16 @@
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/gemv_loaders.cuh"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/reduce.cuh"
 
 namespace troupe::cuda {
 namespace {
 
+using namespace gemv_detail;  // the loaders, chunk_dot and accumulate, shared with gemv_staged.cu
+
 constexpr int kGemvWarps = 4;  // output rows per block
-
-// ---- per-dtype chunk loaders: elements [c * kChunk, (c + 1) * kChunk) of a row
-
-__device__ __forceinline__ void unpack_bf16x2(uint32_t v, float* out) {
-  out[0] = __uint_as_float(v << 16);
-  out[1] = __uint_as_float(v & 0xffff0000u);
-}
-
-__device__ __forceinline__ void unpack_f16x2(uint32_t v, float* out) {
-  out[0] = half_bits_to_float(static_cast<uint16_t>(v & 0xffffu));
-  out[1] = half_bits_to_float(static_cast<uint16_t>(v >> 16));
-}
-
-struct LoadBf16 {
-  static constexpr int kChunk = 8;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
-    unpack_bf16x2(v.x, w);
-    unpack_bf16x2(v.y, w + 2);
-    unpack_bf16x2(v.z, w + 4);
-    unpack_bf16x2(v.w, w + 6);
-  }
-};
-
-struct LoadF16 {
-  static constexpr int kChunk = 8;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
-    unpack_f16x2(v.x, w);
-    unpack_f16x2(v.y, w + 2);
-    unpack_f16x2(v.z, w + 4);
-    unpack_f16x2(v.w, w + 6);
-  }
-};
-
-struct LoadF32 {
-  static constexpr int kChunk = 8;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
-    const float4* p = reinterpret_cast<const float4*>(row) + 2 * c;
-    const float4 a = __ldg(p);
-    const float4 b = __ldg(p + 1);
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
-    w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-  }
-};
-
-// q8_0: 34-byte blocks, so only 2-byte alignment: 17 half-word loads.
-struct LoadQ8_0 {
-  static constexpr int kChunk = 32;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
-    const uint16_t* b = reinterpret_cast<const uint16_t*>(row + c * static_cast<int64_t>(sizeof(BlockQ8_0)));
-    const float d = half_bits_to_float(__ldg(b));
-#pragma unroll
-    for (int j = 0; j < kQK / 2; ++j) {
-      const uint16_t v = __ldg(b + 1 + j);
-      w[2 * j] = d * static_cast<float>(static_cast<int8_t>(v & 0xff));
-      w[2 * j + 1] = d * static_cast<float>(static_cast<int8_t>(v >> 8));
-    }
-  }
-};
-
-// q4_0: 18-byte blocks; byte j holds elements j (low nibble) and j + 16.
-struct LoadQ4_0 {
-  static constexpr int kChunk = 32;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
-    const uint16_t* b = reinterpret_cast<const uint16_t*>(row + c * static_cast<int64_t>(sizeof(BlockQ4_0)));
-    const float d = half_bits_to_float(__ldg(b));
-#pragma unroll
-    for (int j = 0; j < kQK / 4; ++j) {
-      const uint16_t v = __ldg(b + 1 + j);
-      w[2 * j] = d * static_cast<float>(static_cast<int>(v & 0x0f) - 8);
-      w[2 * j + 16] = d * static_cast<float>(static_cast<int>((v >> 4) & 0x0f) - 8);
-      w[2 * j + 1] = d * static_cast<float>(static_cast<int>((v >> 8) & 0x0f) - 8);
-      w[2 * j + 17] = d * static_cast<float>(static_cast<int>(v >> 12) - 8);
-    }
-  }
-};
-
-// q4_1: 20-byte blocks are 4-byte aligned: word loads.
-struct LoadQ4_1 {
-  static constexpr int kChunk = 32;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) {
-    const uint32_t* b = reinterpret_cast<const uint32_t*>(row + c * static_cast<int64_t>(sizeof(BlockQ4_1)));
-    const uint32_t dm = __ldg(b);
-    const float d = half_bits_to_float(static_cast<uint16_t>(dm & 0xffffu));
-    const float m = half_bits_to_float(static_cast<uint16_t>(dm >> 16));
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t v = __ldg(b + 1 + j);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const uint32_t byte = (v >> (8 * k)) & 0xffu;
-        w[4 * j + k] = d * static_cast<float>(byte & 0x0f) + m;
-        w[4 * j + k + 16] = d * static_cast<float>(byte >> 4) + m;
-      }
-    }
-  }
-};
-
-// q5_0/q5_1 and the k-quants (block_decode.hpp): 32 weights a chunk, every
-// field read a byte at a time (their blocks are only 2-byte aligned).
-template <DType T>
-struct LoadBlocks {
-  static constexpr int kChunk = 32;
-  __device__ static void load(const unsigned char* row, int64_t c, float* w) { decode_block_chunk(row, T, c, w); }
-};
-
-// acc[t] += dot(w chunk, x[t] chunk) for every token.
-template <int K, int MaxT>
-__device__ __forceinline__ void accumulate(float* acc, const float* w, const float* __restrict__ x, int64_t n_in,
-                                           int n_tokens, int64_t e0) {
-#pragma unroll
-  for (int t = 0; t < MaxT; ++t) {
-    if (t < n_tokens) {
-      const float4* xp = reinterpret_cast<const float4*>(x + t * n_in + e0);
-      float s = 0.0f;
-#pragma unroll
-      for (int j = 0; j < K / 4; ++j) {
-        const float4 v = __ldg(xp + j);
-        s += w[4 * j] * v.x + w[4 * j + 1] * v.y + w[4 * j + 2] * v.z + w[4 * j + 3] * v.w;
-      }
-      acc[t] += s;
-    }
-  }
-}
 
 // ---- kernels -----------------------------------------------------------
 

@@ -63,6 +63,12 @@ inline constexpr int64_t kGemvMaxTokens = 8;
 bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens, int64_t n_in);
 void gemv(float* y, const float* x, const void* w, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out,
           cudaStream_t stream);
+// gemv_staged.cu: the single-token GEMV of the block types with the
+// activations staged in shared memory (coalesced reads); outputs equal
+// gemv()'s bit for bit. Opt-in: CudaBackendOptions::gemv_staging.
+bool gemv_staged_supported(DType type, int64_t n_tokens);
+void gemv_staged(float* y, const float* x, const void* w, DType type, int64_t n_in, int64_t n_out,
+                 cudaStream_t stream);
 // Several matrices of one type and n_in times the same x, in one launch:
 // y[i][n_tokens, n_out[i]] = x · w[i]^T for i < n (at most kGemvMaxMats).
 // Each row is computed exactly as gemv() computes it.

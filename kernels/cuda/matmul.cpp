@@ -77,7 +77,11 @@ void matmul(const DeviceContext& ctx, float* y, const float* x, const Weight& w,
   cudaStream_t stream = ctx.stream();
 
   if (matmul_takes_gemv(w.data, w.type, x, n_tokens, w.n_in)) {
-    gemv(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, stream);
+    if (ctx.gemv_staging() && gemv_staged_supported(w.type, n_tokens)) {
+      gemv_staged(y, x, w.data, w.type, w.n_in, w.n_out, stream);
+    } else {
+      gemv(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, stream);
+    }
     return;
   }
   check_int("n_out", w.n_out);

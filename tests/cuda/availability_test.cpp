@@ -46,7 +46,8 @@ int32_t read_i32(const std::vector<unsigned char>& blob, int64_t off) {
 
 // TROUPE_CUDA_PREFILL_ATTENTION picks the prefill kernel when the options
 // leave it automatic; any other value than scalar or tensor_cores is refused
-// before a device is touched, naming the variable.
+// before a device is touched, naming the variable (and so is a
+// TROUPE_CUDA_GEMV_STAGING other than 0 or 1).
 TEST(CudaAvailability, PrefillAttentionFromTheEnvironment) {
   ASSERT_EQ(setenv("TROUPE_CUDA_PREFILL_ATTENTION", "tensorcores", 1), 0);
   try {
@@ -78,6 +79,16 @@ TEST(CudaAvailability, PrefillAttentionFromTheEnvironment) {
     }
   }
   unsetenv("TROUPE_CUDA_PREFILL_ATTENTION");
+  // The same for TROUPE_CUDA_GEMV_STAGING (0 or 1).
+  ASSERT_EQ(setenv("TROUPE_CUDA_GEMV_STAGING", "yes", 1), 0);
+  try {
+    CudaBackend backend{CudaBackendOptions{}};
+    ADD_FAILURE() << "TROUPE_CUDA_GEMV_STAGING=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("TROUPE_CUDA_GEMV_STAGING is 'yes'"), std::string::npos) << e.what();
+  }
+  unsetenv("TROUPE_CUDA_GEMV_STAGING");
 }
 
 TEST(CudaAttnPlan, LaysOutSequencesTablesDecodeListAndTiles) {

@@ -30,6 +30,7 @@ inline CudaBackendOptions small_options(bool graphs = false) {
           .f32_weights = WeightPrecision::bf16,
           .cuda_graphs = graphs,
           .prefill_attention = PrefillAttention::scalar,  // fp32 bounds; not TROUPE_CUDA_PREFILL_ATTENTION
+          .gemv_staging = GemvStaging::off,  // not TROUPE_CUDA_GEMV_STAGING
           .max_graphs = 8,
           .workspace_bytes = size_t{64} << 20,
           .staging_bytes = size_t{4} << 20,

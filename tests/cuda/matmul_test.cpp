@@ -103,6 +103,41 @@ TEST(CudaMatmul, QuantizedPrefillDequantizesInTilesThatFitTheWorkspace) {
   check_case(gpu, pool, rng, DType::q4_1, 16, 4096, 700, 1e-2);
 }
 
+// The block types' single-token GEMV with its activations staged in shared
+// memory (gemv_staged.cu) sums every chunk in the plain kernel's order, so
+// its outputs must equal the plain kernel's bit for bit (the plain one is
+// held to the CPU above). Row lengths of 16, 64, 100 and 136 chunks: less
+// than, exactly, more than and more than two 64-chunk staging steps; 37 rows
+// leave the last block's other warps without a row.
+TEST(CudaMatmul, StagedGemvEqualsThePlainOne) {
+  TROUPE_REQUIRE_GPU();
+  CudaBackendOptions on = test::small_options(), off = test::small_options();
+  on.gemv_staging = GemvStaging::on;
+  CudaBackend staged(on), plain(off);
+  std::mt19937 rng(14);
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
+                  DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs}) {
+    for (int64_t n_in : {512, 2048, 3200, 4352}) {
+      if (n_in % dtype_info(t).block_size != 0) continue;  // 256-weight blocks: not 3200
+      SCOPED_TRACE(std::string(dtype_name(t)) + " n_in=" + std::to_string(n_in));
+      const int64_t n_out = 37, rb = row_bytes(t, n_in);
+      const auto src = random_floats(rng, n_in * n_out, -1.0f, 1.0f);
+      std::vector<uint8_t> w(static_cast<size_t>(rb * n_out));
+      for (int64_t r = 0; r < n_out; ++r) quantize_row(t, src.data() + r * n_in, w.data() + r * rb, n_in);
+      const auto x = random_floats(rng, n_in, -1.0f, 1.0f);
+      std::vector<std::vector<float>> out;
+      for (CudaBackend* gpu : {&staged, &plain}) {
+        const Weight dev = gpu->upload_weight({.data = w.data(), .type = t, .n_in = n_in, .n_out = n_out});
+        DeviceFloats dx(*gpu, x), dy(*gpu, static_cast<size_t>(n_out));
+        gpu->matmul(dy.get(), dx.get(), dev, 1);
+        out.push_back(dy.read());
+        gpu->deallocate(const_cast<void*>(dev.data));
+      }
+      EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0);
+    }
+  }
+}
+
 // matmul_n of q, k, v (or gate, up): the op recorder fuses GEMV matmuls of
 // one x into one launch (ops.cpp, for f32/f16/bf16 weights). Each row is
 // computed as the single-matrix GEMV computes it, so the outputs must equal
