@@ -149,15 +149,12 @@ __global__ void __launch_bounds__(kThreads)
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int si = meta.tiles[2 * blockIdx.x];
-  const int q0 = meta.tiles[2 * blockIdx.x + 1];
-  const DevSeq s = meta.seqs[si];
-  const int64_t h = blockIdx.y;
-  const int64_t kvh = h / (n_head / n_head_kv);
-  const int nr = min(kRows, s.n_q - q0);  // valid query rows of this tile
+  const PrefillTile tile = prefill_tile(meta, n_head, n_head_kv, window);
+  const int64_t h = tile.head, kvh = tile.kv_head, first_row = tile.first_row;
+  const int64_t pos0 = tile.pos0, k_lo = tile.k_lo, k_hi = tile.k_hi;
+  const int nr = tile.n_rows;  // valid query rows of this tile
+  const int32_t* table = tile.table;
   const int64_t slot_stride = n_head_kv * row_bytes;
-  const int32_t* table = meta.tables + s.table;
-  const int64_t first_row = static_cast<int64_t>(s.q_begin) + q0;
 
   for (int64_t idx = threadIdx.x; idx < kRows * head_dim; idx += kThreads) {
     const int64_t r = idx / head_dim;
@@ -165,10 +162,6 @@ __global__ void __launch_bounds__(kThreads)
     qs[r * ldh + e] = to_16bit<T>(r < nr ? q[((first_row + r) * n_head + h) * head_dim + e] * scale : 0.0f);
     os[r * ldo + e] = 0.0f;
   }
-  // The tile's rows see the union [first row's lo, last row's hi).
-  const int64_t pos0 = static_cast<int64_t>(s.n_past) + q0;
-  const int64_t k_lo = window > 0 ? max(int64_t{0}, pos0 - window + 1) : int64_t{0};
-  const int64_t k_hi = pos0 + nr;
 
   float m[kRowsPerWarp], l[kRowsPerWarp];
 #pragma unroll

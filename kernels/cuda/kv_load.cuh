@@ -1,6 +1,7 @@
-// Reading one cached K or V row on the device, whatever the cache's type
-// (memory/kv_type.hpp): the attention kernels (attention.cu,
-// attention_mma.cu) read rows in place and convert in registers.
+// What the attention kernels (attention.cu, attention_mma.cu) share: reading
+// one cached K or V row on the device, whatever the cache's type
+// (memory/kv_type.hpp; rows are read in place and converted in registers),
+// and where a prefill tile's queries and visible keys are.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launchers.hpp"
 #include "memory/kv_type.hpp"
 
 namespace troupe::cuda {
@@ -33,6 +35,37 @@ __device__ __forceinline__ float kv_load(const unsigned char* __restrict__ row, 
     const float scale = __half2float(reinterpret_cast<const __half*>(row + head_dim)[d / kQ8Group]);
     return scale * static_cast<float>(static_cast<int8_t>(row[d]));
   }
+}
+
+// The prefill tile of block blockIdx.x for head blockIdx.y: kAttnTileQ
+// queries of one sequence from q0 on, of which n_rows exist.
+struct PrefillTile {
+  DevSeq seq;
+  int q0;
+  int n_rows;
+  int64_t head, kv_head;       // kv_head = head / (n_head / n_head_kv): grouped-query
+  int64_t first_row;           // the first query's row in q and out
+  const int32_t* table;        // the sequence's block table
+  int64_t pos0;                // the first query's position
+  int64_t k_lo, k_hi;          // keys any of its queries sees: [k_lo, k_hi)
+};
+
+__device__ __forceinline__ PrefillTile prefill_tile(const AttnMeta& meta, int64_t n_head, int64_t n_head_kv,
+                                                    int32_t window) {
+  PrefillTile t;
+  t.seq = meta.seqs[meta.tiles[2 * blockIdx.x]];
+  t.q0 = meta.tiles[2 * blockIdx.x + 1];
+  t.n_rows = min(kAttnTileQ, t.seq.n_q - t.q0);
+  t.head = blockIdx.y;
+  t.kv_head = t.head / (n_head / n_head_kv);
+  t.first_row = static_cast<int64_t>(t.seq.q_begin) + t.q0;
+  t.table = meta.tables + t.seq.table;
+  t.pos0 = static_cast<int64_t>(t.seq.n_past) + t.q0;
+  // Both ends of the visible range grow with the query, so the tile's union
+  // is [first row's lo, last row's hi).
+  t.k_lo = window > 0 ? max(int64_t{0}, t.pos0 - window + 1) : int64_t{0};
+  t.k_hi = t.pos0 + t.n_rows;
+  return t;
 }
 
 }  // namespace troupe::cuda
