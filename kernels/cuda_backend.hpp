@@ -81,8 +81,9 @@ class CudaBackend final : public Backend {
   std::string device_name() const;
   size_t free_device_memory() const;
   // Whether prefill attention runs on tensor cores (options.prefill_attention
-  // resolved, and the device is sm_80+).
-  bool tensor_core_prefill() const;
+  // resolved, and the device is sm_80+); with head_dim, for heads of that size
+  // (a multiple of 16 whose tiles fit the device's shared memory).
+  bool tensor_core_prefill(int64_t head_dim = 0) const;
   CudaBackendStats stats() const;
 
   // Device memory for pools (KV pages, the step arena): one cudaMalloc each,

@@ -283,24 +283,26 @@ void launch(float* out, const float* q, const PagedKvView& kv, const AttnMeta& m
 }
 
 template <int KT, class T>
-void raise_smem_limit() {
+void raise_smem_limit(int bytes) {
   for (auto* kernel : {attn_prefill_mma_kernel<KT, T, true>, attn_prefill_mma_kernel<KT, T, false>}) {
-    TROUPE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(mma_layout(kAttnMaxHeadDim).bytes)));
+    TROUPE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   }
 }
 
 }  // namespace
 
-bool attention_prefill_mma_supported(int cc_major, int64_t head_dim) {
-  return cc_major >= 8 && head_dim > 0 && head_dim % kFrag == 0 && head_dim <= kAttnMaxHeadDim;
+bool attention_prefill_mma_supported(int cc_major, int smem_optin, int64_t head_dim) {
+  return cc_major >= 8 && head_dim > 0 && head_dim % kFrag == 0 && head_dim <= kAttnMaxHeadDim &&
+         mma_layout(head_dim).bytes <= smem_optin;
 }
 
-void attention_mma_init() {
-  raise_smem_limit<kF32, __half>();
-  raise_smem_limit<kF16, __half>();
-  raise_smem_limit<kBf16, __nv_bfloat16>();
-  raise_smem_limit<kQ8, __half>();
+void attention_mma_init(int smem_optin) {
+  const auto most = static_cast<int>(mma_layout(kAttnMaxHeadDim).bytes);
+  const int bytes = most < smem_optin ? most : smem_optin;
+  raise_smem_limit<kF32, __half>(bytes);
+  raise_smem_limit<kF16, __half>(bytes);
+  raise_smem_limit<kBf16, __nv_bfloat16>(bytes);
+  raise_smem_limit<kQ8, __half>(bytes);
 }
 
 void attention_prefill_mma(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta,

@@ -272,7 +272,10 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
   op.attn.window = window;
   op.attn.n_splits = split.n_splits;
   op.attn.split_len = split.split_len;
-  op.attn.prefill_mma = m.mma_prefill && cuda::attention_prefill_mma_supported(m.ctx.cc_major(), kv.head_dim) ? 1 : 0;
+  op.attn.prefill_mma =
+      m.mma_prefill && cuda::attention_prefill_mma_supported(m.ctx.cc_major(), m.ctx.smem_optin_bytes(), kv.head_dim)
+          ? 1
+          : 0;
   m.record(op);
 }
 

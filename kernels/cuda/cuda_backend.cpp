@@ -102,7 +102,7 @@ CudaBackend::Impl::Impl(const CudaBackendOptions& options)
       graphs(options.cuda_graphs ? options.max_graphs : 0) {
   cuda::attention_init();
   mma_prefill = opt.prefill_attention == PrefillAttention::tensor_cores && ctx.cc_major() >= 8;
-  if (mma_prefill) cuda::attention_mma_init();
+  if (mma_prefill) cuda::attention_mma_init(ctx.smem_optin_bytes());
   ctx.set_gemv_staging(opt.gemv_staging == GemvStaging::on);
   readback_bytes = kReadbackBytes;
   TROUPE_CUDA_CHECK(cudaHostAlloc(&readback, readback_bytes, cudaHostAllocDefault));
@@ -248,7 +248,11 @@ std::string CudaBackend::device_name() const {
   return prop.name;
 }
 
-bool CudaBackend::tensor_core_prefill() const { return impl_->mma_prefill; }
+bool CudaBackend::tensor_core_prefill(int64_t head_dim) const {
+  const Impl& m = *impl_;
+  return m.mma_prefill &&
+         (head_dim == 0 || cuda::attention_prefill_mma_supported(m.ctx.cc_major(), m.ctx.smem_optin_bytes(), head_dim));
+}
 
 size_t CudaBackend::free_device_memory() const {
   impl_->check_fault();

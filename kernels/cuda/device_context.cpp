@@ -15,6 +15,7 @@ DeviceContext::DeviceContext(int device, size_t workspace_bytes) : device_(devic
   TROUPE_CUDA_CHECK(cudaSetDevice(device));
   TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, device));
   TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
+  TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   try {
     TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TROUPE_CUBLAS_CHECK(cublasCreate(&cublas_));

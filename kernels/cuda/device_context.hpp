@@ -24,6 +24,8 @@ class DeviceContext {
   cublasHandle_t cublas() const { return cublas_; }
   int n_sm() const { return n_sm_; }
   int cc_major() const { return cc_major_; }  // compute capability, major
+  // Shared memory a block may have by opting in (227 KB on sm_90, 99 KB on sm_86/89).
+  int smem_optin_bytes() const { return smem_optin_; }
   // The block types' single-token GEMV stages activations in shared memory
   // (gemv_staged.cu); set by the backend from its options.
   bool gemv_staging() const { return gemv_staging_; }
@@ -40,6 +42,7 @@ class DeviceContext {
   void* cublas_workspace_ = nullptr;
   int n_sm_ = 0;
   int cc_major_ = 0;
+  int smem_optin_ = 0;
   bool gemv_staging_ = false;
 };
 

@@ -130,12 +130,15 @@ void attention_init();
 
 // ---- attention_mma.cu --------------------------------------------------
 // The tensor-core prefill kernel: on devices of compute capability cc_major
-// >= 8, for head_dim a multiple of 16 (up to kAttnMaxHeadDim).
-bool attention_prefill_mma_supported(int cc_major, int64_t head_dim);
+// >= 8, for head_dim a multiple of 16 (up to kAttnMaxHeadDim) whose tiles
+// fit the shared memory a block may opt into (smem_optin bytes: head_dim
+// 256 needs 128 KB, more than sm_86/89 give).
+bool attention_prefill_mma_supported(int cc_major, int smem_optin, int64_t head_dim);
 // The prefill tiles of meta (only) on tensor cores.
 void attention_prefill_mma(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta,
                            const AttnArgs& args, cudaStream_t stream);
-// Raises its dynamic shared memory limit (once per device, sm_80+ only).
-void attention_mma_init();
+// Raises its dynamic shared memory limit to what the largest head_dim needs,
+// or smem_optin if less (once per device, sm_80+ only).
+void attention_mma_init(int smem_optin);
 
 }  // namespace troupe::cuda

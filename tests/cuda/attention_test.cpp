@@ -169,7 +169,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   const std::vector<float> got = dout.read();
   // Rows of sequences with several queries take the prefill kernel; the
   // tensor-core one where the backend chose it and head_dim allows it.
-  auto through_mma = [&](int i) { return gpu.tensor_core_prefill() && c.seqs[i].n_q > 1 && d % 16 == 0; };
+  auto through_mma = [&](int i) { return c.seqs[i].n_q > 1 && gpu.tensor_core_prefill(d); };
   std::vector<char> mma_token(static_cast<size_t>(n_tokens), 0);
   for (int i = 0; i < n_seqs; ++i) {
     if (through_mma(i)) std::fill_n(mma_token.begin() + seqs[i].q_begin, c.seqs[i].n_q, 1);
@@ -367,7 +367,7 @@ TEST(CudaAttention, TensorCorePrefillMatchesTheRoundedReference) {
         run_case(gpu, c, seed++, &diff);
         if (HasFatalFailure()) return;
         // The kernel did run: f32 rows rounded to f16 cannot give the fp32 kernel's numbers everywhere.
-        if (type == KvType::f32 && head_dim % 16 == 0) {
+        if (type == KvType::f32 && gpu.tensor_core_prefill(head_dim)) {
           EXPECT_GT(diff, 0.0) << "head_dim " << head_dim;
         }
       }
