@@ -28,7 +28,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/kv_load.cuh"
+#include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/kv_support.hpp"

@@ -21,7 +21,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/kv_load.cuh"
+#include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/launchers.hpp"
 #include "kernels/cuda/reduce.cuh"
 

@@ -157,23 +157,7 @@ void launch_gemv(const GemvMats& m, const float* x, int64_t n_tokens, int64_t n_
 void launch_by_type(const GemvMats& m, const float* x, DType type, int64_t n_tokens, int64_t n_in,
                     cudaStream_t stream) {
   const int64_t rb = row_bytes(type, n_in);
-  switch (type) {
-    case DType::f32: return launch_gemv<LoadF32>(m, x, n_tokens, n_in, rb, stream);
-    case DType::f16: return launch_gemv<LoadF16>(m, x, n_tokens, n_in, rb, stream);
-    case DType::bf16: return launch_gemv<LoadBf16>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q8_0: return launch_gemv<LoadQ8_0>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q4_0: return launch_gemv<LoadQ4_0>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q4_1: return launch_gemv<LoadQ4_1>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q5_0: return launch_gemv<LoadBlocks<DType::q5_0>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q5_1: return launch_gemv<LoadBlocks<DType::q5_1>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q2_K: return launch_gemv<LoadBlocks<DType::q2_K>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q3_K: return launch_gemv<LoadBlocks<DType::q3_K>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q4_K: return launch_gemv<LoadBlocks<DType::q4_K>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q5_K: return launch_gemv<LoadBlocks<DType::q5_K>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::q6_K: return launch_gemv<LoadBlocks<DType::q6_K>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::iq4_nl: return launch_gemv<LoadBlocks<DType::iq4_nl>>(m, x, n_tokens, n_in, rb, stream);
-    case DType::iq4_xs: return launch_gemv<LoadBlocks<DType::iq4_xs>>(m, x, n_tokens, n_in, rb, stream);
-  }
+  with_loader(type, [&](auto loader) { launch_gemv<decltype(loader)>(m, x, n_tokens, n_in, rb, stream); });
 }
 
 [[noreturn]] void refuse(const char* fn, DType type, int64_t n_tokens, int64_t n_in, int64_t n_out) {

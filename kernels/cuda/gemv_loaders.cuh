@@ -147,4 +147,27 @@ __device__ __forceinline__ void accumulate(float* acc, const float* w, const flo
   }
 }
 
+// Host side: calls f(Loader{}) with the chunk loader of weight type t, so a
+// launcher picks its kernel instantiation from one list of types.
+template <class F>
+void with_loader(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f(LoadF32{});
+    case DType::f16: return f(LoadF16{});
+    case DType::bf16: return f(LoadBf16{});
+    case DType::q8_0: return f(LoadQ8_0{});
+    case DType::q4_0: return f(LoadQ4_0{});
+    case DType::q4_1: return f(LoadQ4_1{});
+    case DType::q5_0: return f(LoadBlocks<DType::q5_0>{});
+    case DType::q5_1: return f(LoadBlocks<DType::q5_1>{});
+    case DType::q2_K: return f(LoadBlocks<DType::q2_K>{});
+    case DType::q3_K: return f(LoadBlocks<DType::q3_K>{});
+    case DType::q4_K: return f(LoadBlocks<DType::q4_K>{});
+    case DType::q5_K: return f(LoadBlocks<DType::q5_K>{});
+    case DType::q6_K: return f(LoadBlocks<DType::q6_K>{});
+    case DType::iq4_nl: return f(LoadBlocks<DType::iq4_nl>{});
+    case DType::iq4_xs: return f(LoadBlocks<DType::iq4_xs>{});
+  }
+}
+
 }  // namespace troupe::cuda::gemv_detail

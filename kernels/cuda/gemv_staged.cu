@@ -113,21 +113,10 @@ void gemv_staged(float* y, const float* x, const void* w, DType type, int64_t n_
                                             " n_in=" + std::to_string(n_in) + " n_out=" + std::to_string(n_out) + ")");
   }
   const int64_t rb = row_bytes(type, n_in);
-  switch (type) {
-    case DType::q8_0: return launch<LoadQ8_0>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q4_0: return launch<LoadQ4_0>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q4_1: return launch<LoadQ4_1>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q5_0: return launch<LoadBlocks<DType::q5_0>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q5_1: return launch<LoadBlocks<DType::q5_1>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q2_K: return launch<LoadBlocks<DType::q2_K>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q3_K: return launch<LoadBlocks<DType::q3_K>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q4_K: return launch<LoadBlocks<DType::q4_K>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q5_K: return launch<LoadBlocks<DType::q5_K>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::q6_K: return launch<LoadBlocks<DType::q6_K>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::iq4_nl: return launch<LoadBlocks<DType::iq4_nl>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::iq4_xs: return launch<LoadBlocks<DType::iq4_xs>>(y, x, w, n_in, n_out, rb, stream);
-    case DType::f32: case DType::f16: case DType::bf16: break;
-  }
+  with_loader(type, [&](auto loader) {
+    using L = decltype(loader);
+    if constexpr (L::kChunk == kChunkFloats) launch<L>(y, x, w, n_in, n_out, rb, stream);
+  });
 }
 
 }  // namespace troupe::cuda
