@@ -37,12 +37,13 @@ const Architecture* find_hf_architecture(std::string_view hf_class);
 std::string supported_hf_architectures();
 
 namespace arch {
-extern const Architecture llama;    // arch_llama.cpp (also GGUF "llama" files)
-extern const Architecture mistral;  // arch_mistral.cpp
-extern const Architecture qwen2;    // arch_qwen2.cpp
-extern const Architecture qwen3;    // arch_qwen3.cpp
-extern const Architecture mixtral;  // arch_mixtral.cpp
-extern const Architecture gpt2;     // arch_gpt2.cpp
+extern const Architecture llama;     // arch_llama.cpp (also GGUF "llama" files)
+extern const Architecture mistral;   // arch_mistral.cpp
+extern const Architecture qwen2;     // arch_qwen2.cpp (also GGUF "qwen2" files)
+extern const Architecture qwen3;     // arch_qwen3.cpp (also GGUF "qwen3" files)
+extern const Architecture mixtral;   // arch_mixtral.cpp (also GGUF "llama" files with experts)
+extern const Architecture qwen3moe;  // arch_qwen3moe.cpp (also GGUF "qwen3moe" files)
+extern const Architecture gpt2;      // arch_gpt2.cpp
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm.

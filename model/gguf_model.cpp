@@ -1,9 +1,13 @@
-// The GGUF loader behind Model::load, for the llama architecture family (Llama 2/3,
-// Mistral, TinyLlama, SmolLM2): hyperparameters from metadata, weights bound
-// in place to the mapped tensor data (no copy unless quantization is asked for).
+// The GGUF loader behind Model::load, for the architectures llama.cpp names
+// "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM2, and Mixtral when the file
+// has experts), "qwen2", "qwen3" and "qwen3moe": hyperparameters from
+// metadata, weights bound in place to the mapped tensor data (no copy unless
+// quantization is asked for).
 #include <cmath>
+#include <cstdint>
 #include <numbers>
 #include <string>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "model/gguf.hpp"
@@ -14,6 +18,33 @@
 namespace troupe {
 namespace {
 
+// What a GGUF architecture name means here. llama.cpp's converter permutes
+// the Q/K rows of "llama" files only (the adjacent-pair rotation then equals
+// the checkpoint's rotate-half one); Qwen files keep the checkpoint's rows
+// and are rotated in halves (llama.cpp's NEOX rope type).
+struct GgufArch {
+  std::string_view name;
+  kernels::RopeLayout rope;
+  bool qk_norm;  // attn_q_norm / attn_k_norm per head
+  bool moe;      // experts required (llama: experts when the file has them)
+};
+
+constexpr GgufArch kGgufArchs[] = {
+    {"llama", kernels::RopeLayout::normal, false, false},
+    {"qwen2", kernels::RopeLayout::neox, false, false},
+    {"qwen3", kernels::RopeLayout::neox, true, false},
+    {"qwen3moe", kernels::RopeLayout::neox, true, true},
+};
+
+const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
+  std::string names;
+  for (const GgufArch& a : kGgufArchs) {
+    if (a.name == name) return a;
+    names += (names.empty() ? "" : ", ") + std::string(a.name);
+  }
+  throw Error(Errc::unsupported, path + ": architecture '" + name + "' is not supported; supported: " + names);
+}
+
 class GgufModel final : public Model {
  public:
   explicit GgufModel(gguf::GgufFile file) : file_(std::move(file)) {}
@@ -21,6 +52,9 @@ class GgufModel final : public Model {
 
  private:
   Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  // Expert e's [n_out, n_in] slice of a {n_in, n_out, n_expert} tensor.
+  Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
+  void bind_experts(const std::string& b, LayerWeights& l) const;
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(Errc::bad_format, file_.path() + ": " + what);
@@ -33,6 +67,29 @@ Weight GgufModel::matrix(const std::string& name, int64_t n_in, int64_t n_out) c
   const gguf::TensorInfo& t = file_.tensor(name);
   file_.expect_shape(t, {n_in, n_out});
   return Weight{.data = t.data, .type = t.type, .n_in = n_in, .n_out = n_out};
+}
+
+Weight GgufModel::expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert,
+                                int64_t e) const {
+  const gguf::TensorInfo& t = file_.tensor(name);
+  file_.expect_shape(t, {n_in, n_out, n_expert});
+  const int64_t bytes = n_out * row_bytes(t.type, n_in);  // experts are whole matrices apart
+  return Weight{.data = static_cast<const unsigned char*>(t.data) + e * bytes, .type = t.type, .n_in = n_in,
+                .n_out = n_out};
+}
+
+// The layout llama.cpp writes: one 3-D tensor per projection holding every
+// expert, and the router as ffn_gate_inp.
+void GgufModel::bind_experts(const std::string& b, LayerWeights& l) const {
+  const ModelConfig& c = config_;
+  l.ffn_router = matrix(b + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+  l.experts.resize(static_cast<size_t>(c.n_expert));
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+    ex.w_gate = expert_matrix(b + "ffn_gate_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
+    ex.w_up = expert_matrix(b + "ffn_up_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
+    ex.w_down = expert_matrix(b + "ffn_down_exps.weight", c.n_ff, c.n_embd, c.n_expert, e);
+  }
 }
 
 const float* GgufModel::vector(const std::string& name, int64_t n, bool required) const {
@@ -49,9 +106,7 @@ const float* GgufModel::vector(const std::string& name, int64_t n, bool required
 void GgufModel::bind(const ModelLoadOptions& options) {
   path_ = file_.path();
   const std::string arch = file_.get_string("general.architecture");
-  if (arch != "llama") {
-    throw Error(Errc::unsupported, file_.path() + ": architecture '" + arch + "' is not supported; supported: llama");
-  }
+  const GgufArch& a = gguf_arch(file_.path(), arch);
   const std::string p = arch + ".";
   ModelConfig& c = config_;
   c.arch = arch;
@@ -60,25 +115,45 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   c.n_layer = file_.get_u32(p + "block_count");
   c.n_head = file_.get_u32(p + "attention.head_count");
   c.n_head_kv = file_.find_u32(p + "attention.head_count_kv").value_or(static_cast<uint32_t>(c.n_head));
-  c.n_ff = file_.get_u32(p + "feed_forward_length");
+  c.n_expert = file_.find_u32(p + "expert_count").value_or(0);
+  c.n_expert_used = file_.find_u32(p + "expert_used_count").value_or(0);
+  if (a.moe && c.n_expert == 0) fail("expert_count is missing or 0");
+  if (c.n_expert > 0) {
+    if (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert) fail("expert_used_count must be in 1..expert_count");
+    // llama.cpp routes both by a softmax renormalized over the top k.
+    c.arch = arch == "llama" ? "mixtral" : arch;
+    c.expert_weights_norm = true;
+  }
+  // An expert's width has a key of its own where the file also names a dense one.
+  c.n_ff = a.moe ? file_.get_u32(p + "expert_feed_forward_length") : file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
   c.norm_eps = file_.get_f32(p + "attention.layer_norm_rms_epsilon");
   if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0) {
     fail("hyperparameters must be positive");
   }
-  if (c.n_embd % c.n_head != 0) fail("embedding_length is not a multiple of head_count");
   if (c.n_head % c.n_head_kv != 0) fail("head_count is not a multiple of head_count_kv");
-  c.head_dim = file_.find_u32(p + "attention.key_length").value_or(static_cast<uint32_t>(c.n_embd / c.n_head));
+  if (auto k = file_.find_u32(p + "attention.key_length")) {
+    // Qwen3's heads need not tile the embedding (q_dim != n_embd).
+    c.head_dim = *k;
+    if (c.head_dim <= 0) fail("attention.key_length must be positive");
+    if (auto v = file_.find_u32(p + "attention.value_length"); v && *v != *k) {
+      throw Error(Errc::unsupported, file_.path() + ": attention.value_length " + std::to_string(*v) +
+                                         " differs from key_length " + std::to_string(*k));
+    }
+  } else {
+    if (c.n_embd % c.n_head != 0) fail("embedding_length is not a multiple of head_count");
+    c.head_dim = c.n_embd / c.n_head;
+  }
   c.n_rot = file_.find_u32(p + "rope.dimension_count").value_or(static_cast<uint32_t>(c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) fail("rope.dimension_count is out of range");
   c.rope_theta = file_.find_f32(p + "rope.freq_base").value_or(10000.0f);
-  // llama.cpp's converter permutes Q/K rows so the adjacent-pair rotation
-  // reproduces the original model's rotate-half rotation.
-  c.rope_layout = kernels::RopeLayout::normal;
+  c.rope_layout = a.rope;  // see GgufArch
   if (auto type = file_.find_string(p + "rope.scaling.type"); type && *type == "linear") {
     const float factor = file_.get_f32(p + "rope.scaling.factor");
     if (!(factor > 0.0f)) fail("rope.scaling.factor must be positive");
     c.rope_freq_scale = 1.0f / factor;
+  } else if (type && *type != "none") {
+    throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
   }
 
   const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
@@ -117,7 +192,15 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     l.bq = vector(b + "attn_q.bias", c.q_dim(), false);
     l.bk = vector(b + "attn_k.bias", c.kv_dim(), false);
     l.bv = vector(b + "attn_v.bias", c.kv_dim(), false);
+    if (a.qk_norm) {
+      l.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+    }
     l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+    if (c.n_expert > 0) {
+      bind_experts(b, l);
+      continue;
+    }
     l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff);
     l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
     l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);

@@ -97,7 +97,7 @@ namespace {
 // Top-k experts of one token's router logits and their softmax weights over
 // just those k (equal to transformers' softmax-all, top-k, renormalise).
 // Ties go to the lower expert index.
-void route_token(const float* logits, int64_t n_expert, int64_t k, int32_t* choice, float* gate) {
+void route_token(const float* logits, int64_t n_expert, int64_t k, bool normalize, int32_t* choice, float* gate) {
   for (int64_t j = 0; j < k; ++j) {
     int32_t best = -1;
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -111,6 +111,13 @@ void route_token(const float* logits, int64_t n_expert, int64_t k, int32_t* choi
   for (int64_t j = 0; j < k; ++j) {
     gate[j] = std::exp(logits[choice[j]] - top);
     sum += gate[j];
+  }
+  if (!normalize) {
+    // Shares of a softmax over every expert: the experts not chosen count
+    // in the denominator too.
+    for (int64_t e = 0; e < n_expert; ++e) {
+      if (std::find(choice, choice + k, static_cast<int32_t>(e)) == choice + k) sum += std::exp(logits[e] - top);
+    }
   }
   for (int64_t j = 0; j < k; ++j) gate[j] /= sum;
 }
@@ -139,7 +146,8 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
   h.choice.resize(static_cast<size_t>(n * k));
   h.gate.resize(static_cast<size_t>(n * k));
   for (int64_t t = 0; t < n; ++t) {
-    route_token(h.router.data() + t * n_expert, n_expert, k, h.choice.data() + t * k, h.gate.data() + t * k);
+    route_token(h.router.data() + t * n_expert, n_expert, k, c.expert_weights_norm, h.choice.data() + t * k,
+                h.gate.data() + t * k);
   }
 
   // Experts in index order, each on the rows routed to it; the weighted

@@ -31,6 +31,10 @@ struct ModelConfig {
   bool tied_output = false;              // output projection is the token embedding
   int64_t n_expert = 0;                  // mixture-of-experts FFN: experts per layer (0: dense FFN)
   int64_t n_expert_used = 0;             // experts each token is routed to (top-k)
+  // The top-k gate weights: true, a softmax over the chosen experts' logits
+  // (Mixtral; Qwen3-MoE's norm_topk_prob); false, the chosen experts' shares
+  // of a softmax over all experts.
+  bool expert_weights_norm = true;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

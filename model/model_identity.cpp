@@ -45,6 +45,7 @@ std::string model_identity(const Model& model) {
   f.value(static_cast<int>(c.rope_layout));
   f.value(c.sliding_window);
   f.value(c.tied_output);
+  f.value(c.expert_weights_norm);
   f.value(model.vocab().tokens.size());
   visit_stage_matrices(model, 0, c.n_layer, [&](const std::string& name, const Weight& w) {
     if (w.data == nullptr) return;

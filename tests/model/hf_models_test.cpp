@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -22,111 +23,14 @@
 #include "model/hf_config.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
+#include "tests/model/hf_reference_run.hpp"
 #include "safetensors_test_util.hpp"
 #include "tests/exact_math.hpp"
 
 namespace troupe {
 namespace {
 
-// transformers computes in f32 with its own summation order; that moves
-// logits (|logit| < 6 here) by ~1e-6, so 1e-4 catches any real error.
-constexpr float kTolerance = 1e-4f;
-constexpr int64_t kBlock = 4;  // small KV pages: every prompt spans several
-
-std::string fixture_dir(const std::string& arch) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + arch; }
-
-nlohmann::json reference(const std::string& arch) {
-  std::ifstream in(fixture_dir(arch) + "/reference.json");
-  EXPECT_TRUE(in) << "missing fixture " << arch;
-  return in ? nlohmann::json::parse(in) : nlohmann::json{};
-}
-
-float max_abs_diff(const float* a, const std::vector<float>& b) {
-  float worst = 0;
-  for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
-int32_t argmax(const float* x, int64_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
-
-// Runs the prompts as one batch, then decodes all of them together one token
-// per step, each sequence in its own interleaved KV blocks. Returns the
-// prompt logits [n_prompts, n_vocab] and fills the greedy continuations.
-struct BatchRun {
-  std::vector<float> prompt_logits;
-  std::vector<std::vector<int32_t>> greedy;
-};
-
-BatchRun run_batched(const std::shared_ptr<const Model>& model, const std::vector<std::vector<int32_t>>& prompts,
-                     int64_t n_new, std::vector<ModelStage*> stages) {
-  const auto n_seqs = static_cast<int32_t>(prompts.size());
-  const int64_t n_vocab = model->config().n_vocab;
-  const int64_t n_embd = model->config().n_embd;
-  const int64_t per_seq = stages.front()->options().n_kv_blocks / n_seqs;
-  // Sequence i owns physical blocks i, i + n, i + 2n, ...: neighbours in the
-  // pool belong to different sequences.
-  std::vector<std::vector<int32_t>> tables(prompts.size());
-  for (int32_t i = 0; i < n_seqs; ++i) {
-    for (int64_t b = 0; b < per_seq; ++b) tables[static_cast<size_t>(i)].push_back(static_cast<int32_t>(i + b * n_seqs));
-  }
-  BatchRun run;
-  run.greedy.resize(prompts.size());
-  std::vector<int32_t> n_past(prompts.size(), 0);
-  std::vector<float> logits(prompts.size() * static_cast<size_t>(n_vocab));
-  std::vector<int32_t> tokens;
-  for (const auto& p : prompts) tokens.insert(tokens.end(), p.begin(), p.end());
-  for (int64_t step = 0;; ++step) {
-    std::vector<BatchSeq> seqs;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const auto n = static_cast<int32_t>(step == 0 ? prompts[i].size() : 1);
-      seqs.push_back({.n_tokens = n, .n_past = n_past[i], .block_table = tables[i], .n_logits = 1});
-    }
-    const BatchView batch{.tokens = tokens, .seqs = seqs};
-    std::vector<float> hidden;
-    const float* in = nullptr;
-    for (ModelStage* s : stages) {
-      if (s->is_last()) {
-        s->forward(batch, in, logits.data());
-      } else {
-        hidden.assign(static_cast<size_t>(batch.n_tokens() * n_embd), 0.0f);
-        s->forward(batch, in, hidden.data());
-        in = hidden.data();
-      }
-    }
-    if (step == 0) run.prompt_logits = logits;
-    if (step == n_new) break;
-    tokens.clear();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      n_past[i] += seqs[i].n_tokens;
-      const int32_t next = argmax(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab);
-      run.greedy[i].push_back(next);
-      tokens.push_back(next);
-    }
-    if (step + 1 == n_new) break;  // the last tokens' own logits are not needed
-  }
-  return run;
-}
-
-StageOptions stage_options(size_t n_seqs, int64_t first = 0, int64_t last = -1) {
-  return {.first_layer = first,
-          .last_layer = last,
-          .max_tokens = 64,
-          .max_seqs = static_cast<int64_t>(n_seqs),
-          .n_kv_blocks = static_cast<int64_t>(n_seqs) * 10,  // 40 positions per sequence
-          .kv_block_size = kBlock};
-}
-
-void expect_matches(const nlohmann::json& ref, const BatchRun& run, int64_t n_vocab, float tolerance,
-                    const char* logits_key = "last_logits") {
-  const auto& want = ref[logits_key];
-  ASSERT_EQ(run.prompt_logits.size(), want.size() * static_cast<size_t>(n_vocab));
-  for (size_t i = 0; i < want.size(); ++i) {
-    const auto w = want[i].get<std::vector<float>>();
-    ASSERT_EQ(static_cast<int64_t>(w.size()), n_vocab);
-    EXPECT_LT(max_abs_diff(run.prompt_logits.data() + i * static_cast<size_t>(n_vocab), w), tolerance)
-        << "prompt " << i << " (" << logits_key << ")";
-  }
-}
+using namespace hf_test;  // NOLINT: the fixture helpers
 
 class HfArch : public testing::TestWithParam<std::string> {};
 
@@ -188,7 +92,8 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
-                         testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "gpt2", "llama_bf16"),
+                         testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "gpt2",
+                                         "llama_bf16"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(HfModels, Bf16WeightsStayBf16) {
@@ -323,10 +228,35 @@ TEST(HfModels, ConfigFields) {
   EXPECT_EQ(mixtral->config().n_expert, 4);
   EXPECT_EQ(mixtral->config().n_expert_used, 2);
   EXPECT_EQ(mixtral->weights().layers[1].experts.size(), 4u);
+  const auto qwen3moe = Model::load(fixture_dir("qwen3moe"));
+  EXPECT_EQ(qwen3moe->config().n_ff, 16);  // moe_intermediate_size, not intermediate_size (48)
+  EXPECT_EQ(qwen3moe->config().n_expert, 4);
+  EXPECT_TRUE(qwen3moe->config().expert_weights_norm);
+  EXPECT_NE(qwen3moe->weights().layers[0].q_norm, nullptr);
   const auto gpt2 = Model::load(fixture_dir("gpt2"));
   EXPECT_EQ(gpt2->config().n_ctx_train, 64);
   EXPECT_EQ(gpt2->weights().output.data, gpt2->weights().tok_embd.data);
   EXPECT_EQ(gpt2->vocab().eos_id, 2);
+}
+
+// Qwen3-MoE with norm_topk_prob off (transformers' default): the gate
+// weights are the chosen experts' shares of a softmax over all of them.
+TEST(HfModels, Qwen3MoeWithoutTopKRenormalization) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_qwen3moe_unnormalized");
+  std::filesystem::copy(fixture_dir("qwen3moe") + "/model.safetensors", dir.file("model.safetensors"));
+  std::ifstream in(fixture_dir("qwen3moe") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["norm_topk_prob"] = false;
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+  const auto model = Model::load(dir.path().string());
+  EXPECT_FALSE(model->config().expert_weights_norm);
+  const auto ref = reference("qwen3moe");
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, 1, {&stage});
+  expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_unnormalized");
 }
 
 TEST(HfModels, LearnedPositionsBoundTheContext) {
@@ -347,7 +277,7 @@ TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
   st_test::write_text(dir.file("config.json"), R"({"architectures": ["FooForCausalLM"], "model_type": "foo"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
                         {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                         "Qwen3ForCausalLM", "MixtralForCausalLM", "GPT2LMHeadModel"});
+                         "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "GPT2LMHeadModel"});
   st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
 }

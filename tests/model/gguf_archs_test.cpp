@@ -1,0 +1,135 @@
+// GGUF files of every architecture Troupe reads from GGUF, as llama.cpp's
+// own converter (convert_hf_to_gguf.py) writes them: the tiny Hugging Face
+// fixtures converted by tools/fixtures/make_gguf_arch_fixtures.py into
+// tests/fixtures/gguf/<arch>.gguf, run through ModelStage and the Generator
+// and held to the transformers logits and greedy tokens of
+// tests/fixtures/hf/<arch>/reference.json. The file's layout (tensor names,
+// unpermuted Qwen rows, 3-D expert tensors, metadata keys) and the reference
+// both come from outside Troupe.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/generator.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "tests/exact_math.hpp"
+#include "tests/model/gguf_test_util.hpp"
+#include "tests/model/hf_reference_run.hpp"
+
+namespace troupe {
+namespace {
+
+using namespace hf_test;  // NOLINT: the fixture helpers
+
+std::string gguf_fixture(const std::string& arch) {
+  return std::string(TROUPE_FIXTURES_DIR) + "/gguf/" + arch + ".gguf";
+}
+
+struct Case {
+  std::string arch;  // fixture name (tests/fixtures/{hf,gguf})
+  std::string as;    // ModelConfig::arch the file loads as
+  kernels::RopeLayout rope;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.arch; }
+
+class GgufConversion : public testing::TestWithParam<Case> {};
+
+TEST_P(GgufConversion, BatchedStageMatchesTransformers) {
+  const test::ExactMath exact;
+  const Case& c = GetParam();
+  const auto ref = reference(c.arch);
+  auto model = Model::load(gguf_fixture(c.arch));
+  EXPECT_EQ(model->config().arch, c.as);
+  EXPECT_EQ(model->config().rope_layout, c.rope);
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, static_cast<int64_t>(greedy[0].size()), {&stage});
+  expect_matches(ref, run, model->config().n_vocab, kTolerance);
+  EXPECT_EQ(run.greedy, greedy);
+}
+
+TEST_P(GgufConversion, GeneratorMatchesTransformers) {
+  const test::ExactMath exact;
+  const auto ref = reference(GetParam().arch);
+  auto model = Model::load(gguf_fixture(GetParam().arch));
+  CpuBackend backend({.n_threads = 2});
+  Generator gen(model, backend, {.n_ctx = 48, .prefill_chunk = 5, .kv_block_size = kBlock});
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    const std::vector<float> got = gen.prompt_logits(prompts[i]);
+    EXPECT_LT(max_abs_diff(got.data(), ref["last_logits"][i].get<std::vector<float>>()), kTolerance);
+    const auto want_ids = ref["greedy"][i].get<std::vector<int32_t>>();
+    const auto ids = gen.generate(prompts[i], {.max_new_tokens = static_cast<int64_t>(want_ids.size()),
+                                               .sampling = {.temperature = 0.0f},
+                                               .stop_tokens = {-1}});
+    EXPECT_EQ(ids, want_ids);
+  }
+}
+
+// llama.cpp names Mixtral "llama" with expert tensors; Qwen files keep the
+// checkpoint's Q/K rows (rotate-half RoPE), "llama" files are permuted.
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
+                         testing::Values(Case{"llama", "llama", kernels::RopeLayout::normal},
+                                         Case{"qwen2", "qwen2", kernels::RopeLayout::neox},
+                                         Case{"qwen3", "qwen3", kernels::RopeLayout::neox},
+                                         Case{"mixtral", "mixtral", kernels::RopeLayout::normal},
+                                         Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox}),
+                         [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
+
+TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {
+  const auto model = Model::load(gguf_fixture("qwen3moe"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.n_expert, 4);
+  EXPECT_EQ(c.n_expert_used, 2);
+  EXPECT_EQ(c.n_ff, 16);  // expert_feed_forward_length, not feed_forward_length (48)
+  EXPECT_EQ(c.head_dim, 24);
+  const auto& experts = model->weights().layers[1].experts;
+  ASSERT_EQ(experts.size(), 4u);
+  // Expert e starts e whole f32 matrices [16, 64] into the 3-D tensor: in place, no copy.
+  const auto* base = static_cast<const unsigned char*>(experts[0].w_up.data);
+  EXPECT_EQ(static_cast<const unsigned char*>(experts[3].w_up.data) - base, 3 * 16 * 64 * 4);
+  EXPECT_EQ(experts[2].w_down.n_in, 16);
+  EXPECT_EQ(experts[2].w_down.n_out, 64);
+}
+
+// The fixture with the first occurrence of `from` overwritten by `to` (same
+// length, so the file stays well-formed).
+std::string with_bytes_replaced(const std::string& arch, const std::string& from, const std::string& to) {
+  auto bytes = gguf::test::read_bytes(gguf_fixture(arch));
+  const size_t at = gguf::test::find_bytes(bytes, from);
+  std::copy(to.begin(), to.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at));
+  const std::string path = gguf::test::temp_path(arch + "_edited");
+  gguf::test::write_bytes(path, bytes);
+  return path;
+}
+
+TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
+  // general.architecture is the file's first key, so its value is the first "qwen3".
+  const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
+  gguf::test::expect_error([&] { Model::load(path); }, Errc::unsupported,
+                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe"});
+}
+
+TEST(GgufConversion, MissingExpertTensorIsNamed) {
+  const std::string path = with_bytes_replaced("qwen3moe", "blk.1.ffn_up_exps", "blk.1.ffn_up_expX");
+  gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format, {"'blk.1.ffn_up_exps.weight'"});
+}
+
+TEST(GgufConversion, MissingQkNormIsNamed) {
+  const std::string path = with_bytes_replaced("qwen3", "blk.0.attn_k_norm", "blk.0.attn_k_nore");
+  gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format, {"'blk.0.attn_k_norm.weight'"});
+}
+
+}  // namespace
+}  // namespace troupe
