@@ -42,7 +42,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
     });
     return {
         [this](StageHello& h) -> StageWelcome { return hello(h); },
-        [this](RemoteStep& r) -> StageOutput { return step(r); },
+        [this](RemoteStep& r) -> caf::typed_response_promise<StageOutput> { return step(r); },
         [this](ForgetRequests& f) {
           if (f.session != session_) return;
           for (const RequestId id : f.ids) live_.erase(id);
@@ -129,37 +129,59 @@ class StageWorkerImpl : public stage_worker_actor::base {
     return s;
   }
 
-  StageOutput step(RemoteStep& r) {
+  caf::typed_response_promise<StageOutput> step(RemoteStep& r) {
+    const bool ours = session_ != 0 && r.session == session_;
+    if (ours) watch_head();  // before the promise takes the message's sender
+    auto rp = make_response_promise<StageOutput>();
     StageOutput out{.step = r.batch.step, .engine = r.batch.engine};
-    if (session_ == 0 || r.session != session_) {
+    if (!ours) {
       out.code = Errc::unavailable;
       out.error = "step of a session this worker no longer serves (another head connected)";
-      return out;
+      rp.deliver(std::move(out));
+      return rp;
     }
-    watch_head();
     const int64_t t0 = steady_now_ns();
     try {
       out.out = run_stage_step(*parts_->stage, *pool_, r.batch, seqs_);
     } catch (const Error& e) {
       out.code = e.code();
       out.error = e.what();
-      return out;
+      rp.deliver(std::move(out));
+      return rp;
     } catch (const std::exception& e) {
       out.code = Errc::internal;
       out.error = e.what();
-      return out;
+      rp.deliver(std::move(out));
+      return rp;
     }
     out.compute_ns = steady_now_ns() - t0;
     ++steps_;
-    if (sampler_ && scheduler_) {
-      // The logits go to this process's sampler, as the head's scheduler,
-      // so its SampledStep reply goes straight there.
-      StepLogits logits = step_logits(r.batch, std::move(out.out), r.batch.compute_ns + out.compute_ns);
-      caf::send_as(caf::actor_cast<scheduler_actor>(scheduler_), sampler_, std::move(logits));
-      out.sampled = true;
-    }
     for (StageSeq& s : r.batch.seqs) live_[s.id] = std::move(s.block_table);
-    return out;
+    if (!sampler_ || !scheduler_) {
+      rp.deliver(std::move(out));
+      return rp;
+    }
+    // The logits go to this process's sampler; its tokens go to the head's
+    // scheduler before the step's answer does. Both leave from this actor,
+    // in that order, over the one connection to the head: the head sees the
+    // answer only after the tokens, so a worker that stops in between is
+    // caught by the step's deadline instead of leaving the scheduler waiting
+    // for tokens with nothing in flight.
+    StepLogits logits = step_logits(r.batch, std::move(out.out), r.batch.compute_ns + out.compute_ns);
+    out.sampled = true;
+    request(sampler_, caf::infinite, std::move(logits))
+        .then(
+            [this, rp, out](SampledStep& sampled) mutable {
+              if (scheduler_) send(caf::actor_cast<scheduler_actor>(scheduler_), std::move(sampled));
+              rp.deliver(std::move(out));
+            },
+            [rp, out](caf::error& e) mutable {
+              out.sampled = false;
+              out.code = Errc::internal;
+              out.error = "sampler: " + caf::to_string(e);
+              rp.deliver(std::move(out));
+            });
+    return rp;
   }
 
   std::shared_ptr<WorkerParts> parts_;

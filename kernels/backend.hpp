@@ -84,6 +84,10 @@ class Backend {
                     const kernels::RopeParams& p) = 0;
   virtual void swiglu(float* y, const float* gate, const float* up, int64_t n) = 0;
   virtual void gelu(float* y, const float* x, int64_t n) = 0;
+  // y = gelu(gate) * up (tanh GELU; Gemma's GeGLU). y may alias gate.
+  virtual void geglu(float* y, const float* gate, const float* up, int64_t n) = 0;
+  // x *= s over n values (Gemma's embedding scale).
+  virtual void scale(float* x, float s, int64_t n) = 0;
   // Gathers rows: y[i] = x[rows[i]] for n_rows rows of n_cols values.
   virtual void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) = 0;
   virtual void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs,

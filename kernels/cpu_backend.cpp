@@ -255,6 +255,17 @@ void CpuBackend::swiglu(float* y, const float* gate, const float* up, int64_t n)
 
 void CpuBackend::gelu(float* y, const float* x, int64_t n) { kernels::gelu(y, x, n); }
 
+void CpuBackend::geglu(float* y, const float* gate, const float* up, int64_t n) {
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    kernels::gelu(y + i0, gate + i0, i1 - i0);
+    for (int64_t i = i0; i < i1; ++i) y[i] *= up[i];
+  });
+}
+
+void CpuBackend::scale(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 void CpuBackend::gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) {
   for (int64_t i = 0; i < n_rows; ++i) {
     std::memmove(y + i * n_cols, x + static_cast<int64_t>(rows[i]) * n_cols, static_cast<size_t>(n_cols) * 4);

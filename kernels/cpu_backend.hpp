@@ -55,6 +55,8 @@ class CpuBackend : public Backend {
             const kernels::RopeParams& p) override;
   void swiglu(float* y, const float* gate, const float* up, int64_t n) override;
   void gelu(float* y, const float* x, int64_t n) override;
+  void geglu(float* y, const float* gate, const float* up, int64_t n) override;
+  void scale(float* x, float s, int64_t n) override;
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,

@@ -124,6 +124,8 @@ class CudaBackend final : public Backend {
             const kernels::RopeParams& p) override;
   void swiglu(float* y, const float* gate, const float* up, int64_t n) override;
   void gelu(float* y, const float* x, int64_t n) override;
+  void geglu(float* y, const float* gate, const float* up, int64_t n) override;
+  void scale(float* x, float s, int64_t n) override;
   // y and x must not overlap (rows are copied in parallel).
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;

@@ -1,6 +1,6 @@
 // The GGUF loader behind Model::load, for the architectures llama.cpp names
 // "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM2, and Mixtral when the file
-// has experts), "qwen2", "qwen3" and "qwen3moe": hyperparameters from
+// has experts), "qwen2", "qwen3", "qwen3moe" and "gemma3": hyperparameters from
 // metadata, weights bound in place to the mapped tensor data (no copy unless
 // quantization is asked for).
 #include <cmath>
@@ -27,13 +27,15 @@ struct GgufArch {
   kernels::RopeLayout rope;
   bool qk_norm;  // attn_q_norm / attn_k_norm per head
   bool moe;      // experts required (llama: experts when the file has them)
+  bool gemma;    // Gemma 3's sandwich norms, local layers and scales
 };
 
 constexpr GgufArch kGgufArchs[] = {
-    {"llama", kernels::RopeLayout::normal, false, false},
-    {"qwen2", kernels::RopeLayout::neox, false, false},
-    {"qwen3", kernels::RopeLayout::neox, true, false},
-    {"qwen3moe", kernels::RopeLayout::neox, true, true},
+    {"llama", kernels::RopeLayout::normal, false, false, false},
+    {"qwen2", kernels::RopeLayout::neox, false, false, false},
+    {"qwen3", kernels::RopeLayout::neox, true, false, false},
+    {"qwen3moe", kernels::RopeLayout::neox, true, true, false},
+    {"gemma3", kernels::RopeLayout::neox, true, false, true},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -55,6 +57,7 @@ class GgufModel final : public Model {
   // Expert e's [n_out, n_in] slice of a {n_in, n_out, n_expert} tensor.
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
+  void read_gemma3(const std::string& p);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(Errc::bad_format, file_.path() + ": " + what);
@@ -90,6 +93,33 @@ void GgufModel::bind_experts(const std::string& b, LayerWeights& l) const {
     ex.w_up = expert_matrix(b + "ffn_up_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
     ex.w_down = expert_matrix(b + "ffn_down_exps.weight", c.n_ff, c.n_embd, c.n_expert, e);
   }
+}
+
+// What llama.cpp reads or assumes for "gemma3": local layers when the file
+// names a sliding window (the pattern key, else every sixth layer global),
+// their RoPE base (freq_base_swa, else 10000), embeddings times sqrt(n_embd),
+// and the score scale by model size: the files carry no
+// query_pre_attn_scalar, and Gemma 3 27B (62 layers) is the one whose scalar
+// (n_embd / n_head) is not head_dim. The norms are stored as 1 + w already.
+void GgufModel::read_gemma3(const std::string& p) {
+  ModelConfig& c = config_;
+  if (file_.find_f32(p + "final_logit_softcapping").value_or(0.0f) != 0.0f) {
+    throw Error(Errc::unsupported, file_.path() + ": final_logit_softcapping is not supported");
+  }
+  if (const auto window = file_.find_u32(p + "attention.sliding_window"); window && *window > 0) {
+    if (*window > INT32_MAX) fail("attention.sliding_window is out of range");
+    c.sliding_window = static_cast<int32_t>(*window);
+    const uint32_t pattern = file_.find_u32(p + "attention.sliding_window_pattern").value_or(6);
+    c.local_layers.assign(static_cast<size_t>(c.n_layer), 1);
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      c.local_layers[static_cast<size_t>(il)] = pattern == 0 || il % pattern < pattern - 1;
+    }
+  }
+  c.rope_local_theta = file_.find_f32(p + "rope.freq_base_swa").value_or(10000.0f);
+  if (!(c.rope_local_theta > 0.0f)) fail("rope.freq_base_swa must be positive");
+  const int64_t scalar = c.n_layer == 62 ? c.n_embd / c.n_head : c.head_dim;
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
+  c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
 }
 
 const float* GgufModel::vector(const std::string& name, int64_t n, bool required) const {
@@ -155,6 +185,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   } else if (type && *type != "none") {
     throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
   }
+  if (a.gemma) read_gemma3(p);
 
   const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
   if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
@@ -197,6 +228,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       l.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
     }
     l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+    if (a.gemma) {
+      l.attn_post_norm = vector(b + "post_attention_norm.weight", c.n_embd);
+      l.ffn_post_norm = vector(b + "post_ffw_norm.weight", c.n_embd);
+    }
     if (c.n_expert > 0) {
       bind_experts(b, l);
       continue;

@@ -170,7 +170,7 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
   }
 }
 
-void read_llama_config(const HfConfig& cfg, ModelConfig& c) {
+void read_decoder_sizes(const HfConfig& cfg, ModelConfig& c) {
   c.n_vocab = cfg.get_int("vocab_size");
   c.n_embd = cfg.get_int("hidden_size");
   c.n_ff = cfg.get_int("intermediate_size");
@@ -185,6 +185,10 @@ void read_llama_config(const HfConfig& cfg, ModelConfig& c) {
   c.norm_eps = static_cast<float>(cfg.get_float("rms_norm_eps"));
   c.n_ctx_train = cfg.get_int("max_position_embeddings", 0);
   c.tied_output = cfg.get_bool("tie_word_embeddings", false);
+}
+
+void read_llama_config(const HfConfig& cfg, ModelConfig& c) {
+  read_decoder_sizes(cfg, c);
   const std::string act = cfg.get_string("hidden_act", "silu");
   if (act != "silu") cfg.fail(Errc::unsupported, "hidden_act '" + act + "' is not supported; supported: silu");
   if (cfg.get_bool("mlp_bias", false)) cfg.fail(Errc::unsupported, "mlp_bias is not supported");

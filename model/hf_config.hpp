@@ -44,6 +44,10 @@ class HfConfig {
   std::string path_;
 };
 
+// Sizes, heads, head_dim, RMSNorm epsilon, context and tied embeddings, as
+// every Llama-family config (and Gemma's) spells them.
+void read_decoder_sizes(const HfConfig& cfg, ModelConfig& c);
+
 // The hyperparameters every Llama-family config spells the same way
 // (Llama, Mistral, Qwen2, Qwen3, Mixtral): sizes, heads, head_dim, RMSNorm
 // epsilon, context, tied embeddings, SiLU activation and RoPE (rotate-half

@@ -58,6 +58,13 @@ const float* HfWeights::vector(std::string_view name, int64_t n) {
   return store_f32(store_, *t.type, t.data, n);
 }
 
+const float* HfWeights::vector_plus_one(std::string_view name, int64_t n) {
+  const float* w = vector(name, n);
+  float* out = store_.floats(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = 1.0f + w[i];
+  return out;
+}
+
 Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   return Weight{.data = base + row0 * row_bytes(w.type, w.n_in), .type = w.type, .n_in = w.n_in, .n_out = n_rows};

@@ -33,6 +33,8 @@ class HfWeights {
   // A 1-D tensor of n values, as an f32 copy (norms, biases).
   const float* vector(std::string_view name, int64_t n);
   const float* optional_vector(std::string_view name, int64_t n) { return has(name) ? vector(name, n) : nullptr; }
+  // 1 + the tensor's values (Gemma's RMSNorms scale by 1 + w), in f32.
+  const float* vector_plus_one(std::string_view name, int64_t n);
 
  private:
   const safetensors::Checkpoint& ckpt_;

@@ -28,8 +28,9 @@ void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const flo
   }
 }
 
-void self_attention(const StepContext& ctx, const LayerWeights& w, const PagedKvView& kv, const float* xb, float* out,
+void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, const float* xb, float* out,
                     bool rope) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   const ModelConfig& c = ctx.config;
   Backend& be = ctx.backend;
   const int64_t n = ctx.n_tokens;
@@ -49,32 +50,38 @@ void self_attention(const StepContext& ctx, const LayerWeights& w, const PagedKv
   if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n * c.n_head_kv, c.head_dim, c.norm_eps);
 
   if (rope) {
-    const kernels::RopeParams p{.layout = c.rope_layout,
-                                .n_rot = c.n_rot,
-                                .theta = c.rope_theta,
-                                .freq_scale = c.rope_freq_scale,
-                                .freq_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data()};
+    const bool local = c.is_local(il);  // Gemma 3's local layers: their own base, unscaled
+    const kernels::RopeParams p{
+        .layout = c.rope_layout,
+        .n_rot = c.n_rot,
+        .theta = local ? c.rope_local_theta : c.rope_theta,
+        .freq_scale = local ? 1.0f : c.rope_freq_scale,
+        .freq_factors = local || c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data()};
     be.rope(q, ctx.pos, n, c.n_head, c.head_dim, p);
     be.rope(k, ctx.pos, n, c.n_head_kv, c.head_dim, p);
   }
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.sliding_window);
+  const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il));
   be.matmul(out, att, w.wo, n);
   if (w.bo != nullptr) be.add_bias(out, w.bo, n, c.n_embd);
   ctx.arena.rewind(mark);
 }
 
-void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down, const float* xb,
-                float* out, int64_t n_rows) {
+void gated_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down, const float* xb,
+               float* out, int64_t n_rows, Gate act) {
   const int64_t n_ff = gate.n_out;
   const size_t mark = ctx.arena.used();
   float* g = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
   float* u = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
   const Backend::MatmulOut gate_up[] = {{g, &gate}, {u, &up}};
   ctx.backend.matmul_n(gate_up, xb, n_rows);
-  ctx.backend.swiglu(g, g, u, n_rows * n_ff);
+  if (act == Gate::silu) {
+    ctx.backend.swiglu(g, g, u, n_rows * n_ff);
+  } else {
+    ctx.backend.geglu(g, g, u, n_rows * n_ff);
+  }
   ctx.backend.matmul(out, g, down, n_rows);
   ctx.arena.rewind(mark);
 }
@@ -187,16 +194,19 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
 
 namespace {
 
-// x += body(norm(x)): the pre-norm residual shape every block shares. The
+// x += body(norm(x)): the pre-norm residual shape every block shares, with
+// Gemma's RMSNorm of the block's output when post_weight is given. The
 // block's temporaries ([n_tokens, n_embd] each) are released at its end.
 template <class Body>
-void residual(const StepContext& ctx, float* x, Norm kind, const float* weight, const float* bias, Body&& body) {
+void residual(const StepContext& ctx, float* x, Norm kind, const float* weight, const float* bias, Body&& body,
+              const float* post_weight = nullptr) {
   const int64_t n = ctx.n_tokens * ctx.config.n_embd;
   const size_t mark = ctx.arena.used();
   float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd] normed input
   float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd] block output
   norm(ctx, kind, xb, x, weight, bias, ctx.n_tokens);
   body(xb, proj);
+  if (post_weight != nullptr) norm(ctx, Norm::rms, proj, proj, post_weight, nullptr, ctx.n_tokens);
   ctx.backend.add(x, proj, n);
   ctx.arena.rewind(mark);
 }
@@ -206,7 +216,24 @@ void residual(const StepContext& ctx, float* x, Norm kind, const float* weight, 
 void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   residual(ctx, x, kind, w.attn_norm, w.attn_norm_b,
-           [&](float* xb, float* proj) { self_attention(ctx, w, kv, xb, proj, rope); });
+           [&](float* xb, float* proj) { self_attention(ctx, il, kv, xb, proj, rope); });
+}
+
+void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  residual(
+      ctx, x, Norm::rms, w.attn_norm, nullptr,
+      [&](float* xb, float* proj) { self_attention(ctx, il, kv, xb, proj, /*rope=*/true); }, w.attn_post_norm);
+}
+
+void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  residual(
+      ctx, x, Norm::rms, w.ffn_norm, nullptr,
+      [&](float* xb, float* proj) {
+        gated_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens, Gate::gelu);
+      },
+      w.ffn_post_norm);
 }
 
 void swiglu_block(const StepContext& ctx, int64_t il, float* x) {
@@ -228,6 +255,7 @@ void moe_block(const StepContext& ctx, int64_t il, float* x) {
 
 void embed_tokens(const StepContext& ctx, float* x) {
   ctx.backend.embedding(x, ctx.weights.tok_embd, ctx.tokens, ctx.n_tokens);
+  if (ctx.config.embed_scale != 1.0f) ctx.backend.scale(x, ctx.config.embed_scale, ctx.n_tokens * ctx.config.n_embd);
   if (ctx.weights.pos_embd.data == nullptr) return;
   const size_t mark = ctx.arena.used();
   float* p = ctx.arena.floats(ctx.n_tokens * ctx.config.n_embd);  // [n_tokens, n_embd]

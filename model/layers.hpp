@@ -50,23 +50,33 @@ int64_t block_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
           int64_t n_rows);
 
-// out [n_tokens, n_embd] = o_proj(attention(q, k, v)) of the normed input
-// xb [n_tokens, n_embd]: projections with optional biases, optional per-head
-// q/k RMSNorm (before RoPE, as Qwen3 does), RoPE unless `rope` is false,
-// the new keys and values written to kv, causal (sliding-window) attention.
-void self_attention(const StepContext& ctx, const LayerWeights& w, const PagedKvView& kv, const float* xb, float* out,
+// out [n_tokens, n_embd] = o_proj(attention(q, k, v)) of layer il for the
+// normed input xb [n_tokens, n_embd]: projections with optional biases,
+// optional per-head q/k RMSNorm (before RoPE, as Qwen3 does), RoPE unless
+// `rope` is false (the layer's own base where it is local), the new keys and
+// values written to kv, causal attention within the layer's window.
+void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, const float* xb, float* out,
                     bool rope);
 
-// out [n_rows, n_embd] = down(silu(gate(xb)) * up(xb)), xb [n_rows, n_embd].
-void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down, const float* xb,
-                float* out, int64_t n_rows);
+// The gate's activation of a gated FFN: SwiGLU (Llama) or GeGLU with the
+// tanh GELU (Gemma).
+enum class Gate { silu, gelu };
+
+// out [n_rows, n_embd] = down(act(gate(xb)) * up(xb)), xb [n_rows, n_embd].
+void gated_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down, const float* xb,
+               float* out, int64_t n_rows, Gate act);
+inline void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight& up, const Weight& down,
+                       const float* xb, float* out, int64_t n_rows) {
+  gated_ffn(ctx, gate, up, down, xb, out, n_rows, Gate::silu);
+}
 
 // out [n_tokens, n_embd] = down(gelu(up(xb) + b_up)) + b_down (GPT-2's MLP).
 void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out);
 
 // out [n_tokens, n_embd] = sum over the n_expert_used experts with the
-// largest router logits of softmax(those logits) * expert(xb): Mixtral's
-// top-k routing. Routing runs on the host (the router logits are copied
+// largest router logits of gate * expert(xb), gate the softmax of those
+// logits (Mixtral's top-k routing) or, without expert_weights_norm, their
+// shares of the softmax over all experts. Routing runs on the host (the router logits are copied
 // back), each expert then runs on the rows routed to it.
 void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out);
 
@@ -75,9 +85,13 @@ void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, 
 void swiglu_block(const StepContext& ctx, int64_t il, float* x);
 void gelu_block(const StepContext& ctx, int64_t il, float* x);  // LayerNorm before the MLP
 void moe_block(const StepContext& ctx, int64_t il, float* x);
+// Gemma's sandwich: x += post_norm(f(pre_norm(x))), RMSNorms on both sides
+// (attn_norm / attn_post_norm; ffn_norm / ffn_post_norm), GeGLU FFN.
+void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
+void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x);
 
-// First-stage input: x [n_tokens, n_embd] = token embeddings (plus learned
-// position embeddings when the model has them).
+// First-stage input: x [n_tokens, n_embd] = token embeddings times
+// embed_scale (plus learned position embeddings when the model has them).
 void embed_tokens(const StepContext& ctx, float* x);
 
 }  // namespace troupe::layers

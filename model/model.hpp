@@ -37,8 +37,10 @@ struct LayerWeights {
   const float* bo = nullptr;         // [n_embd] (GPT-2)
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)
   const float* k_norm = nullptr;     // [head_dim] per-head RMSNorm of keys (Qwen3)
+  const float* attn_post_norm = nullptr;  // [n_embd] RMSNorm of the attention output (Gemma)
   const float* ffn_norm = nullptr;   // [n_embd]
   const float* ffn_norm_b = nullptr; // [n_embd] (LayerNorm models)
+  const float* ffn_post_norm = nullptr;  // [n_embd] RMSNorm of the FFN output (Gemma)
   Weight w_gate;                     // [n_ff, n_embd]
   Weight w_up;                       // [n_ff, n_embd]
   Weight w_down;                     // [n_embd, n_ff]

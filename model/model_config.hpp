@@ -2,6 +2,7 @@
 // below reads the file or the environment.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +36,16 @@ struct ModelConfig {
   // (Mixtral; Qwen3-MoE's norm_topk_prob); false, the chosen experts' shares
   // of a softmax over all experts.
   bool expert_weights_norm = true;
+  // Gemma 3 interleaves local layers (a sliding_window, their own RoPE base,
+  // unscaled) with global ones (full attention, rope_theta and its scaling).
+  // Empty: every layer is alike, and sliding_window applies to all.
+  std::vector<uint8_t> local_layers;  // [n_layer], 1: local
+  float rope_local_theta = 10000.0f;
+  float attn_scale = 0.0f;   // scale of QK^T; 0: 1/sqrt(head_dim)
+  float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
+
+  bool is_local(int64_t il) const { return !local_layers.empty() && local_layers[static_cast<size_t>(il)] != 0; }
+  int32_t window(int64_t il) const { return local_layers.empty() || is_local(il) ? sliding_window : 0; }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

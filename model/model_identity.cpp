@@ -46,6 +46,10 @@ std::string model_identity(const Model& model) {
   f.value(c.sliding_window);
   f.value(c.tied_output);
   f.value(c.expert_weights_norm);
+  for (const uint8_t l : c.local_layers) f.value(l);
+  f.value(c.rope_local_theta);
+  f.value(c.attn_scale);
+  f.value(c.embed_scale);
   f.value(model.vocab().tokens.size());
   visit_stage_matrices(model, 0, c.n_layer, [&](const std::string& name, const Weight& w) {
     if (w.data == nullptr) return;

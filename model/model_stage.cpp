@@ -196,6 +196,8 @@ void ModelStage::upload_layer(int64_t il) {
   d.bo = upload_vector(backend_, h.bo, c.n_embd, owned_);
   d.q_norm = upload_vector(backend_, h.q_norm, c.head_dim, owned_);
   d.k_norm = upload_vector(backend_, h.k_norm, c.head_dim, owned_);
+  d.attn_post_norm = upload_vector(backend_, h.attn_post_norm, c.n_embd, owned_);
+  d.ffn_post_norm = upload_vector(backend_, h.ffn_post_norm, c.n_embd, owned_);
   d.ffn_norm = upload_vector(backend_, h.ffn_norm, c.n_embd, owned_);
   d.ffn_norm_b = upload_vector(backend_, h.ffn_norm_b, c.n_embd, owned_);
   d.w_gate = upload(backend_, h.w_gate, owned_);

@@ -211,6 +211,22 @@ void CudaBackend::gelu(float* y, const float* x, int64_t n) {
   impl_->record(op);
 }
 
+void CudaBackend::geglu(float* y, const float* gate, const float* up, int64_t n) {
+  check_len("geglu", n);
+  if (n == 0) return;
+  Op op(OpKind::geglu);
+  op.element = {.y = y, .a = gate, .b = up, .n = n, .n_cols = 0};
+  impl_->record(op);
+}
+
+void CudaBackend::scale(float* x, float s, int64_t n) {
+  check_len("scale", n);
+  if (n == 0) return;
+  Op op(OpKind::scale);
+  op.element = {.y = x, .a = nullptr, .b = nullptr, .n = n, .n_cols = 0, .s = static_cast<double>(s)};
+  impl_->record(op);
+}
+
 void CudaBackend::gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) {
   if (n_rows < 0 || n_rows > 0x7fffffff || n_cols <= 0) {
     throw Error(Errc::invalid_argument, "cuda gather_rows: bad shape n_rows=" + std::to_string(n_rows) +

@@ -41,11 +41,27 @@ __global__ void swiglu_kernel(float* y, const float* gate, const float* up, int6
   }
 }
 
-__global__ void gelu_kernel(float* y, const float* x, int64_t n) {
+__device__ float gelu_tanh(float v) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+}
+
+__global__ void gelu_kernel(float* y, const float* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+    y[i] = gelu_tanh(x[i]);
+  }
+}
+
+// y may alias gate, as in swiglu_kernel.
+__global__ void geglu_kernel(float* y, const float* gate, const float* up, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = gelu_tanh(gate[i]) * up[i];
+  }
+}
+
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] *= s;
   }
 }
 
@@ -158,6 +174,20 @@ void gelu(float* y, const float* x, int64_t n, cudaStream_t stream) {
   check_len("gelu", n);
   if (n == 0) return;
   gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream) {
+  check_len("geglu", n);
+  if (n == 0) return;
+  geglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, gate, up, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void scale(float* x, float s, int64_t n, cudaStream_t stream) {
+  check_len("scale", n);
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, s, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,6 +18,8 @@ void add(float* y, const float* x, int64_t n, cudaStream_t stream);             
 void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
 void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // silu(gate) * up
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
+void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // gelu(gate) * up
+void scale(float* x, float s, int64_t n, cudaStream_t stream);                           // x *= s
 // y[i] = x[rows[i]] for n_rows rows of n_cols floats; rows is device memory.
 void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
 // y[n_tokens, n_embd] = rows ids (device) of table [n_vocab, n_embd] in any weight dtype.

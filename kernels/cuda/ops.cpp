@@ -17,7 +17,7 @@ static_assert(sizeof(Op) % 8 == 0);
 static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n launch takes");
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
-                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 5 * 8 && sizeof(RopeOp) == 11 * 8 &&
+                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 6 * 8 && sizeof(RopeOp) == 11 * 8 &&
                   sizeof(AttnOp) == 25 * 8,
               "op records must be padding-free: every field 8 bytes");
 
@@ -99,6 +99,10 @@ void execute(const Op& op, const DeviceContext& ctx) {
       swiglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
       return;
     case OpKind::gelu: gelu(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::geglu:
+      geglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
+      return;
+    case OpKind::scale: scale(op.element.y, static_cast<float>(op.element.s), op.element.n, s); return;
     case OpKind::gather_rows:
       gather_rows(op.element.y, op.element.a, static_cast<const int32_t*>(op.element.b), op.element.n,
                   op.element.n_cols, s);

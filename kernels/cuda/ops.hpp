@@ -25,6 +25,8 @@ enum class OpKind : int64_t {
   add_bias,
   swiglu,
   gelu,
+  geglu,
+  scale,
   gather_rows,
   rope,
   kv_write,
@@ -83,13 +85,15 @@ struct NormOp {
 };
 
 // add: y += a; add_bias: y[row] += a (n_cols wide); swiglu: y = silu(a) * b;
-// gelu: y = gelu(a); gather_rows: y[i] = a[rows[i]] (rows = b).
+// gelu: y = gelu(a); geglu: y = gelu(a) * b; scale: y *= s;
+// gather_rows: y[i] = a[rows[i]] (rows = b).
 struct ElementOp {
   float* y;
   const float* a;
   const void* b;
   int64_t n;
   int64_t n_cols;
+  double s = 0.0;  // scale (8 bytes: records are padding-free)
 };
 
 struct RopeOp {

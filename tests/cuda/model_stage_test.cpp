@@ -254,5 +254,45 @@ TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
   }
 }
 
+// The architectures beyond Llama (tests/fixtures/hf/<arch>/ and their GGUF
+// conversions by llama.cpp, tests/model/gguf_archs_test.cpp) on the GPU with
+// f32 weights and graphs: Qwen2's biases, Qwen3's q/k norms, both MoE
+// routings, Gemma's embedding scale, GeGLU, sandwich norms and local layers.
+// Against transformers at 1e-3 (the CPU holds 1e-4; the GPU sums in another
+// order), and the CPU's greedy tokens.
+TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
+  TROUPE_REQUIRE_GPU();
+  const std::string dir = TROUPE_FIXTURES_DIR;
+  const std::vector<std::string> paths = {dir + "/gguf/qwen2.gguf", dir + "/gguf/qwen3.gguf",
+                                          dir + "/gguf/mixtral.gguf", dir + "/gguf/qwen3moe.gguf",
+                                          dir + "/gguf/gemma3.gguf",  dir + "/hf/gemma3",
+                                          dir + "/hf/qwen3moe",       dir + "/hf/mistral"};
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    const std::string arch = std::filesystem::path(path).stem().string();
+    std::ifstream in(dir + "/hf/" + arch + "/reference.json");
+    ASSERT_TRUE(in) << "missing reference for " << arch;
+    const auto ref = nlohmann::json::parse(in);
+    auto model = Model::load(path);
+    CudaBackendOptions options = test::small_options(true);
+    options.f32_weights = WeightPrecision::f32;
+    CudaBackend gpu(options);
+    CpuBackend cpu({.n_threads = 2});
+    Generator on_gpu(model, gpu, {.n_ctx = 48, .prefill_chunk = 5, .kv_block_size = 4});
+    Generator on_cpu(model, cpu, {.n_ctx = 48, .prefill_chunk = 5, .kv_block_size = 4});
+    const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto want = ref["last_logits"][i].get<std::vector<float>>();
+      const std::vector<float> got = on_gpu.prompt_logits(prompts[i]);
+      ASSERT_EQ(got.size(), want.size());
+      float worst = 0;
+      for (size_t v = 0; v < got.size(); ++v) worst = std::max(worst, std::fabs(got[v] - want[v]));
+      EXPECT_LT(worst, 1e-3f) << "prompt " << i;
+      const GenerateRequest greedy{.max_new_tokens = 8, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}};
+      EXPECT_EQ(on_gpu.generate(prompts[i], greedy), on_cpu.generate(prompts[i], greedy)) << "prompt " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace troupe

@@ -14,6 +14,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
+#include "kernels/cpu_backend.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe {
@@ -111,6 +112,24 @@ TEST(CudaOps, ElementwiseOpsMatchTheCpu) {
   gpu.gelu(dy.get(), da.get(), n);
   EXPECT_LE(worst_ratio(dy.read(), exact, kAbs, kRel), 1.0) << "gelu vs definition";
   EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "gelu vs cpu";
+
+  // GeGLU: the GELU above times b, against the CPU backend's (gelu, then the
+  // product); in place over the gate too, as the Gemma FFN runs it.
+  CpuBackend cpu({.n_threads = 1});
+  cpu.geglu(want.data(), a.data(), b.data(), n);
+  for (int64_t i = 0; i < n; ++i) exact[i] = static_cast<float>(double{exact[i]} * b[i]);
+  gpu.geglu(dy.get(), da.get(), db.get(), n);
+  EXPECT_LE(worst_ratio(dy.read(), exact, 2 * kAbs, 2 * kRel), 1.0) << "geglu vs definition";
+  EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "geglu vs cpu";
+  const std::vector<float> geglu_out = dy.read();
+  dy.put(a);
+  gpu.geglu(dy.get(), dy.get(), db.get(), n);
+  EXPECT_LE(worst_ratio(dy.read(), geglu_out, 0.0, 0.0), 1.0) << "geglu in place";
+
+  dy.put(a);
+  gpu.scale(dy.get(), 8.0f, n);
+  for (int64_t i = 0; i < n; ++i) want[i] = a[i] * 8.0f;
+  EXPECT_LE(worst_ratio(dy.read(), want, 0.0, 0.0), 1.0) << "scale";
 
   dy.put(a);
   gpu.add(dy.get(), db.get(), n);

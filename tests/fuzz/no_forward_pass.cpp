@@ -21,6 +21,8 @@ void attention_block(const StepContext&, int64_t, const PagedKvView&, float*, No
 void swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void gelu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void moe_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void sandwich_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
+void sandwich_geglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void embed_tokens(const StepContext&, float*) { __builtin_trap(); }
 
 }  // namespace troupe::layers

@@ -84,7 +84,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"qwen2", "qwen2", kernels::RopeLayout::neox},
                                          Case{"qwen3", "qwen3", kernels::RopeLayout::neox},
                                          Case{"mixtral", "mixtral", kernels::RopeLayout::normal},
-                                         Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox}),
+                                         Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox},
+                                         Case{"gemma3", "gemma3", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {
@@ -114,11 +115,24 @@ std::string with_bytes_replaced(const std::string& arch, const std::string& from
   return path;
 }
 
+TEST(GgufConversion, GemmaLayerKindsAndScales) {
+  const auto model = Model::load(gguf_fixture("gemma3"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));  // every sixth layer global
+  EXPECT_EQ(c.window(0), 4);
+  EXPECT_EQ(c.window(5), 0);
+  EXPECT_FLOAT_EQ(c.rope_local_theta, 10000.0f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.125f);
+  EXPECT_FLOAT_EQ(c.embed_scale, 8.0f);
+  EXPECT_FLOAT_EQ(c.attn_scale, 0.25f);
+}
+
 TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   // general.architecture is the file's first key, so its value is the first "qwen3".
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
   gguf::test::expect_error([&] { Model::load(path); }, Errc::unsupported,
-                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe"});
+                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma3"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

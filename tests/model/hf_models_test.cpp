@@ -73,12 +73,13 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
   const test::ExactMath exact;  // transformers' float math, also for the bf16 fixture
   const auto ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
-  ASSERT_EQ(model->config().n_layer, 2);
+  const int64_t n_layer = model->config().n_layer;
+  ASSERT_GE(n_layer, 2);
   const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
   CpuBackend backend({.n_threads = 2});
   ModelStage whole(model, backend, stage_options(prompts.size()));
-  ModelStage first(model, backend, stage_options(prompts.size(), 0, 1));
-  ModelStage second(model, backend, stage_options(prompts.size(), 1, 2));
+  ModelStage first(model, backend, stage_options(prompts.size(), 0, n_layer / 2));
+  ModelStage second(model, backend, stage_options(prompts.size(), n_layer / 2, n_layer));
   EXPECT_TRUE(first.is_first());
   EXPECT_FALSE(first.is_last());
   EXPECT_EQ(first.output_width(), model->config().n_embd);
@@ -92,8 +93,8 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
-                         testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "gpt2",
-                                         "llama_bf16"),
+                         testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "gemma3",
+                                         "gpt2", "llama_bf16"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(HfModels, Bf16WeightsStayBf16) {
@@ -215,6 +216,21 @@ TEST(HfModels, RopeFrequenciesMatchTransformers) {
       EXPECT_NEAR(got, want[i], 1e-6 * want[i]) << "pair " << i;
     }
   }
+  // Gemma 3: a table per kind of layer.
+  const auto ref = reference("gemma3");
+  const auto gemma3 = Model::load(fixture_dir("gemma3"));
+  const ModelConfig& c = gemma3->config();
+  for (const bool local : {false, true}) {
+    SCOPED_TRACE(local ? "sliding_attention" : "full_attention");
+    const auto want = ref[local ? "inv_freq_sliding_attention" : "inv_freq_full_attention"].get<std::vector<double>>();
+    ASSERT_EQ(static_cast<int64_t>(want.size()), c.n_rot / 2);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double theta = local ? c.rope_local_theta : c.rope_theta;
+      const double scale = local ? 1.0 : c.rope_freq_scale;
+      const double got = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.n_rot)) * scale;
+      EXPECT_NEAR(got, want[i], 1e-6 * want[i]) << "pair " << i;
+    }
+  }
 }
 
 TEST(HfModels, ConfigFields) {
@@ -233,6 +249,12 @@ TEST(HfModels, ConfigFields) {
   EXPECT_EQ(qwen3moe->config().n_expert, 4);
   EXPECT_TRUE(qwen3moe->config().expert_weights_norm);
   EXPECT_NE(qwen3moe->weights().layers[0].q_norm, nullptr);
+  const auto gemma3 = Model::load(fixture_dir("gemma3"));
+  EXPECT_EQ(gemma3->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(gemma3->config().window(0), 4);
+  EXPECT_EQ(gemma3->config().window(5), 0);
+  EXPECT_FLOAT_EQ(gemma3->config().embed_scale, 8.0f);
+  EXPECT_FLOAT_EQ(gemma3->config().attn_scale, 0.25f);
   const auto gpt2 = Model::load(fixture_dir("gpt2"));
   EXPECT_EQ(gpt2->config().n_ctx_train, 64);
   EXPECT_EQ(gpt2->weights().output.data, gpt2->weights().tok_embd.data);
@@ -259,6 +281,52 @@ TEST(HfModels, Qwen3MoeWithoutTopKRenormalization) {
   expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_unnormalized");
 }
 
+// The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
+// differs from its head_dim): the scores' scale follows the config.
+TEST(HfModels, GemmaQueryScalarSetsTheScale) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_gemma3_scalar");
+  std::filesystem::copy(fixture_dir("gemma3") + "/model.safetensors", dir.file("model.safetensors"));
+  std::ifstream in(fixture_dir("gemma3") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["query_pre_attn_scalar"] = 10;
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+  const auto model = Model::load(dir.path().string());
+  const auto ref = reference("gemma3");
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, 1, {&stage});
+  expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_query_pre_attn_scalar_10");
+}
+
+// Gemma's layer kinds and RoPE from the older spellings published
+// checkpoints use: sliding_window_pattern, rope_theta + rope_scaling,
+// rope_local_base_freq. The same model, the same logits.
+TEST(HfModels, GemmaLegacyConfigKeys) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_gemma3_legacy");
+  std::filesystem::copy(fixture_dir("gemma3") + "/model.safetensors", dir.file("model.safetensors"));
+  std::ifstream in(fixture_dir("gemma3") + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  const nlohmann::json rope = cfg["rope_parameters"];
+  cfg.erase("layer_types");
+  cfg.erase("rope_parameters");
+  cfg["sliding_window_pattern"] = 6;
+  cfg["rope_theta"] = rope["full_attention"]["rope_theta"];
+  cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope["full_attention"]["factor"]}};
+  cfg["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+  const auto model = Model::load(dir.path().string());
+  EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  const auto ref = reference("gemma3");
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, 1, {&stage});
+  expect_matches(ref, run, model->config().n_vocab, kTolerance);
+}
+
 TEST(HfModels, LearnedPositionsBoundTheContext) {
   auto model = Model::load(fixture_dir("gpt2"));  // 64 positions
   CpuBackend backend({.n_threads = 1});
@@ -277,7 +345,8 @@ TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
   st_test::write_text(dir.file("config.json"), R"({"architectures": ["FooForCausalLM"], "model_type": "foo"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
                         {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                         "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "GPT2LMHeadModel"});
+                         "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM",
+                         "GPT2LMHeadModel"});
   st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
 }

@@ -1,0 +1,134 @@
+// Gemma 3 (Gemma3ForCausalLM, and GGUF "gemma3" files: the text model of
+// Gemma 3 1B-27B). Against Llama: token embeddings times sqrt(hidden_size);
+// RMSNorms that scale by (1 + w), on both sides of attention and of the MLP
+// (the "sandwich"); per-head q/k RMSNorms; a GeGLU MLP with the tanh GELU;
+// QK^T scaled by query_pre_attn_scalar^-0.5; and two kinds of layers: local
+// ones (sliding_window, RoPE base 10000, unscaled) and, every sixth in the
+// published models, global ones (full attention, rope_theta and its linear
+// scaling). Checkpoints store w for (1 + w); GGUF files store 1 + w.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "model/architecture.hpp"
+#include "model/hf_config.hpp"
+#include "model/hf_weights.hpp"
+
+namespace troupe {
+namespace {
+
+using Json = nlohmann::json;
+
+// Which layers are local: transformers 5's "layer_types", or the older
+// "sliding_window_pattern" (every pattern-th layer global).
+void read_layer_kinds(const HfConfig& cfg, ModelConfig& c) {
+  c.local_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (cfg.has("layer_types")) {
+    const Json& types = cfg.json()["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer) {
+      cfg.fail(Errc::bad_format, "layer_types must list num_hidden_layers layer types");
+    }
+    for (size_t i = 0; i < types.size(); ++i) {
+      const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
+      if (t != "sliding_attention" && t != "full_attention") {
+        cfg.fail(Errc::unsupported, "layer type '" + t + "' is not supported; supported: sliding_attention, "
+                                    "full_attention");
+      }
+      c.local_layers[i] = t == "sliding_attention" ? 1 : 0;
+    }
+  } else {
+    const int64_t pattern = cfg.get_int("sliding_window_pattern", 6);
+    if (pattern <= 0) cfg.fail(Errc::bad_format, "sliding_window_pattern must be positive");
+    for (int64_t il = 0; il < c.n_layer; ++il) c.local_layers[static_cast<size_t>(il)] = (il + 1) % pattern != 0;
+  }
+  const int64_t window = cfg.get_int("sliding_window");
+  if (window <= 0 || window > INT32_MAX) cfg.fail(Errc::bad_format, "sliding_window must be positive");
+  c.sliding_window = static_cast<int32_t>(window);
+}
+
+// RoPE of the two kinds of layers: transformers 5 writes one settings object
+// per layer type under "rope_parameters"; older files have rope_theta and
+// rope_scaling (global) and rope_local_base_freq (local).
+void read_gemma_rope(const HfConfig& cfg, ModelConfig& c) {
+  const Json& params = cfg.has("rope_parameters") ? cfg.json()["rope_parameters"] : Json();
+  if (!params.is_object() || !params.contains("full_attention")) {
+    read_rope_config(cfg, c);
+    c.rope_local_theta = static_cast<float>(cfg.get_float("rope_local_base_freq", 10000.0));
+  } else {
+    Json global = cfg.json();
+    global["rope_parameters"] = params["full_attention"];
+    read_rope_config(HfConfig(global, cfg.path()), c);
+    Json local = cfg.json();
+    local["rope_parameters"] = params.contains("sliding_attention") ? params["sliding_attention"] : Json::object();
+    ModelConfig lc = c;
+    read_rope_config(HfConfig(local, cfg.path()), lc);
+    if (lc.rope_freq_scale != 1.0f || !lc.rope_freq_factors.empty() || lc.n_rot != c.n_rot) {
+      cfg.fail(Errc::unsupported, "scaled or partial RoPE on sliding_attention layers is not supported");
+    }
+    c.rope_local_theta = lc.rope_theta;
+  }
+  if (!(c.rope_local_theta > 0.0f)) cfg.fail(Errc::bad_format, "the local layers' RoPE base must be positive");
+}
+
+void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "gemma3";
+  read_decoder_sizes(cfg, c);
+  c.tied_output = cfg.get_bool("tie_word_embeddings", true);  // Gemma3TextConfig's default
+  const std::string act = cfg.get_string("hidden_activation", cfg.get_string("hidden_act", "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh") {
+    cfg.fail(Errc::unsupported, "hidden_activation '" + act + "' is not supported; supported: gelu_pytorch_tanh");
+  }
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (cfg.has(key)) cfg.fail(Errc::unsupported, std::string(key) + " (Gemma 2's soft-capping) is not supported");
+  }
+  if (cfg.get_bool("use_bidirectional_attention", false)) {
+    cfg.fail(Errc::unsupported, "use_bidirectional_attention is not supported");
+  }
+  if (cfg.get_bool("attention_bias", false)) cfg.fail(Errc::unsupported, "attention_bias is not supported");
+  read_layer_kinds(cfg, c);
+  read_gemma_rope(cfg, c);
+  const double scalar = cfg.get_float("query_pre_attn_scalar", static_cast<double>(c.head_dim));
+  if (!(scalar > 0.0)) cfg.fail(Errc::bad_format, "query_pre_attn_scalar must be positive");
+  c.attn_scale = static_cast<float>(std::pow(scalar, -0.5));
+  c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.n_embd)));
+  check_config(cfg, c);
+
+  w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
+  w.output_norm = src.vector_plus_one("model.norm.weight", c.n_embd);
+  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
+  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.attn_norm = src.vector_plus_one(p + "input_layernorm.weight", c.n_embd);
+    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
+    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
+    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
+    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
+    l.q_norm = src.vector_plus_one(p + "self_attn.q_norm.weight", c.head_dim);
+    l.k_norm = src.vector_plus_one(p + "self_attn.k_norm.weight", c.head_dim);
+    l.attn_post_norm = src.vector_plus_one(p + "post_attention_layernorm.weight", c.n_embd);
+    l.ffn_norm = src.vector_plus_one(p + "pre_feedforward_layernorm.weight", c.n_embd);
+    l.ffn_post_norm = src.vector_plus_one(p + "post_feedforward_layernorm.weight", c.n_embd);
+    l.w_gate = src.matrix(p + "mlp.gate_proj.weight", c.n_embd, c.n_ff);
+    l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
+    l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
+  }
+}
+
+void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  layers::sandwich_attention_block(ctx, il, kv, x);  // the layer's window, RoPE and q/k norms
+  layers::sandwich_geglu_block(ctx, il, x);
+}
+
+}  // namespace
+
+const Architecture arch::gemma3{.name = "gemma3",
+                                .hf_class = "Gemma3ForCausalLM",
+                                .load_hf = load,
+                                .embed = layers::embed_tokens,
+                                .layer = layer,
+                                .output_norm = arch::rms_output_norm};
+
+}  // namespace troupe
