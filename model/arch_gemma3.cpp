@@ -6,6 +6,9 @@
 // ones (sliding_window, RoPE base 10000, unscaled) and, every sixth in the
 // published models, global ones (full attention, rope_theta and its linear
 // scaling). Checkpoints store w for (1 + w); GGUF files store 1 + w.
+// Gemma 3 4B-27B are published as Gemma3ForConditionalGeneration: the same
+// text model under language_model.model.*, its config in "text_config";
+// this loads that text model (the vision tower is not read).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -71,7 +74,29 @@ void read_gemma_rope(const HfConfig& cfg, ModelConfig& c) {
   if (!(c.rope_local_theta > 0.0f)) cfg.fail(Errc::bad_format, "the local layers' RoPE base must be positive");
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+// The text model's config and tensor prefix: the file itself, or for a
+// multimodal checkpoint its "text_config" (tie_word_embeddings may sit at the
+// top level there).
+struct TextModel {
+  HfConfig cfg;
+  std::string prefix;  // of the decoder's tensors: "model." or "language_model.model."
+  std::string head;    // the untied output projection
+};
+
+TextModel text_model(const HfConfig& cfg) {
+  if (!cfg.has("text_config")) return {cfg, "model.", "lm_head.weight"};
+  Json text = cfg.json()["text_config"];
+  if (!text.is_object()) cfg.fail(Errc::bad_format, "'text_config' is not an object");
+  if (!text.contains("tie_word_embeddings") && cfg.has("tie_word_embeddings")) {
+    text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
+  }
+  return {HfConfig(std::move(text), cfg.path() + " (text_config)"), "language_model.model.",
+          "language_model.lm_head.weight"};
+}
+
+void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  const TextModel tm = text_model(file_cfg);
+  const HfConfig& cfg = tm.cfg;
   c.arch = "gemma3";
   read_decoder_sizes(cfg, c);
   c.tied_output = cfg.get_bool("tie_word_embeddings", true);  // Gemma3TextConfig's default
@@ -94,12 +119,12 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.n_embd)));
   check_config(cfg, c);
 
-  w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
-  w.output_norm = src.vector_plus_one("model.norm.weight", c.n_embd);
-  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
+  w.tok_embd = src.matrix(tm.prefix + "embed_tokens.weight", c.n_embd, c.n_vocab);
+  w.output_norm = src.vector_plus_one(tm.prefix + "norm.weight", c.n_embd);
+  w.output = c.tied_output ? w.tok_embd : src.matrix(tm.head, c.n_embd, c.n_vocab);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".";
+    const std::string p = tm.prefix + "layers." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     l.attn_norm = src.vector_plus_one(p + "input_layernorm.weight", c.n_embd);
     l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
@@ -126,6 +151,7 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::gemma3{.name = "gemma3",
                                 .hf_class = "Gemma3ForCausalLM",
+                                .hf_class_also = "Gemma3ForConditionalGeneration",
                                 .load_hf = load,
                                 .embed = layers::embed_tokens,
                                 .layer = layer,

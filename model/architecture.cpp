@@ -23,14 +23,17 @@ const Architecture& architecture(std::string_view name) {
 
 const Architecture* find_hf_architecture(std::string_view hf_class) {
   for (const Architecture* a : kAll) {
-    if (a->hf_class == hf_class) return a;
+    if (a->hf_class == hf_class || (!a->hf_class_also.empty() && a->hf_class_also == hf_class)) return a;
   }
   return nullptr;
 }
 
 std::string supported_hf_architectures() {
   std::string names;
-  for (const Architecture* a : kAll) names += (names.empty() ? "" : ", ") + std::string(a->hf_class);
+  for (const Architecture* a : kAll) {
+    names += (names.empty() ? "" : ", ") + std::string(a->hf_class);
+    if (!a->hf_class_also.empty()) names += ", " + std::string(a->hf_class_also);
+  }
   return names;
 }
 

@@ -17,6 +17,9 @@ class HfWeights;
 struct Architecture {
   std::string_view name;      // ModelConfig::arch: "llama", "qwen3", ...
   std::string_view hf_class;  // the config.json "architectures" entry it loads
+  // Another entry it loads, or empty (Gemma 3's multimodal checkpoints, for
+  // their text model).
+  std::string_view hf_class_also = {};
 
   // Reads config.json into c and binds the checkpoint's tensors into w.
   void (*load_hf)(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) = nullptr;

@@ -23,6 +23,7 @@
 #include "model/hf_config.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
+#include "model/safetensors.hpp"
 #include "tests/model/hf_reference_run.hpp"
 #include "safetensors_test_util.hpp"
 #include "tests/exact_math.hpp"
@@ -327,6 +328,45 @@ TEST(HfModels, GemmaLegacyConfigKeys) {
   expect_matches(ref, run, model->config().n_vocab, kTolerance);
 }
 
+// Gemma 3 4B-27B are Gemma3ForConditionalGeneration checkpoints: the text
+// model's tensors under language_model.model.*, its config in text_config
+// (the layout transformers' save_pretrained writes). The gemma3 fixture in
+// that form gives transformers' text logits (make_hf_tiny_models.py checks
+// that transformers' multimodal model does: max_diff_conditional_generation).
+TEST(HfModels, GemmaMultimodalCheckpointLoadsItsTextModel) {
+  const test::ExactMath exact;
+  const auto ref = reference("gemma3");
+  ASSERT_LT(ref["max_diff_conditional_generation"].get<double>(), 1e-5);
+  st_test::TempDir dir("hf_gemma3_mm");
+  const auto file = safetensors::File::open(fixture_dir("gemma3") + "/model.safetensors");
+  std::vector<st_test::Tensor> tensors;
+  for (const safetensors::TensorInfo& t : file.tensors()) {
+    tensors.push_back({"language_model." + t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes)});
+  }
+  tensors.push_back({"vision_tower.embeddings.patch_embedding.bias", "F32", {16}, std::vector<uint8_t>(64)});
+  st_test::write_safetensors(dir.file("model.safetensors"), tensors);
+  std::ifstream in(fixture_dir("gemma3") + "/config.json");
+  nlohmann::json text = nlohmann::json::parse(in);
+  text.erase("architectures");
+  const bool tied = text["tie_word_embeddings"].get<bool>();
+  text.erase("tie_word_embeddings");
+  const nlohmann::json cfg = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                              {"model_type", "gemma3"},
+                              {"tie_word_embeddings", tied},
+                              {"text_config", text},
+                              {"vision_config", {{"hidden_size", 16}, {"model_type", "siglip_vision_model"}}}};
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+  const auto model = Model::load(dir.path().string());
+  EXPECT_EQ(model->config().arch, "gemma3");
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  const BatchRun run = run_batched(model, prompts, static_cast<int64_t>(greedy[0].size()), {&stage});
+  expect_matches(ref, run, model->config().n_vocab, kTolerance);
+  EXPECT_EQ(run.greedy, greedy);
+}
+
 TEST(HfModels, LearnedPositionsBoundTheContext) {
   auto model = Model::load(fixture_dir("gpt2"));  // 64 positions
   CpuBackend backend({.n_threads = 1});
@@ -346,7 +386,7 @@ TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
                         {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM",
-                         "GPT2LMHeadModel"});
+                         "Gemma3ForConditionalGeneration", "GPT2LMHeadModel"});
   st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
 }
