@@ -9,6 +9,7 @@
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
 #include "model/hf_weights.hpp"
+#include "model/model_loaders.hpp"
 
 namespace troupe {
 namespace {

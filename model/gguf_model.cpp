@@ -1,6 +1,6 @@
 // The GGUF loader behind Model::load, for the architectures llama.cpp names
 // "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM2, and Mixtral when the file
-// has experts), "qwen2", "qwen3", "qwen3moe" and "gemma3": hyperparameters from
+// has experts), "qwen2", "qwen3", "qwen3moe", "gemma3" and "phi3": hyperparameters from
 // metadata, weights bound in place to the mapped tensor data (no copy unless
 // quantization is asked for).
 #include <cmath>
@@ -28,14 +28,16 @@ struct GgufArch {
   bool qk_norm;  // attn_q_norm / attn_k_norm per head
   bool moe;      // experts required (llama: experts when the file has them)
   bool gemma;    // Gemma 3's sandwich norms, local layers and scales
+  bool fused;    // attn_qkv, and ffn_up holding gate then up (Phi-3)
 };
 
 constexpr GgufArch kGgufArchs[] = {
-    {"llama", kernels::RopeLayout::normal, false, false, false},
-    {"qwen2", kernels::RopeLayout::neox, false, false, false},
-    {"qwen3", kernels::RopeLayout::neox, true, false, false},
-    {"qwen3moe", kernels::RopeLayout::neox, true, true, false},
-    {"gemma3", kernels::RopeLayout::neox, true, false, true},
+    {"llama", kernels::RopeLayout::normal, false, false, false, false},
+    {"qwen2", kernels::RopeLayout::neox, false, false, false, false},
+    {"qwen3", kernels::RopeLayout::neox, true, false, false, false},
+    {"qwen3moe", kernels::RopeLayout::neox, true, true, false, false},
+    {"gemma3", kernels::RopeLayout::neox, true, false, true, false},
+    {"phi3", kernels::RopeLayout::neox, false, false, false, true},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -186,6 +188,18 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
   }
   if (a.gemma) read_gemma3(p);
+  if (a.fused) {
+    // Phi-3's window, which transformers applies (llama.cpp reads the key
+    // and turns the window off); LongRoPE's factor tensors are not run.
+    if (const auto window = file_.find_u32(p + "attention.sliding_window"); window && *window > 0) {
+      if (*window > INT32_MAX) fail("attention.sliding_window is out of range");
+      c.sliding_window = static_cast<int32_t>(*window);
+    }
+    if (file_.find_tensor("rope_factors_long.weight") != nullptr ||
+        file_.find_tensor("rope_factors_short.weight") != nullptr) {
+      throw Error(Errc::unsupported, file_.path() + ": LongRoPE (rope_factors_long/short) is not supported");
+    }
+  }
 
   const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
   if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
@@ -216,9 +230,16 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     const std::string b = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
-    l.wq = matrix(b + "attn_q.weight", c.n_embd, c.q_dim());
-    l.wk = matrix(b + "attn_k.weight", c.n_embd, c.kv_dim());
-    l.wv = matrix(b + "attn_v.weight", c.n_embd, c.kv_dim());
+    if (a.fused) {
+      const Weight qkv = matrix(b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
+      l.wq = weight_rows(qkv, 0, c.q_dim());
+      l.wk = weight_rows(qkv, c.q_dim(), c.kv_dim());
+      l.wv = weight_rows(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      l.wq = matrix(b + "attn_q.weight", c.n_embd, c.q_dim());
+      l.wk = matrix(b + "attn_k.weight", c.n_embd, c.kv_dim());
+      l.wv = matrix(b + "attn_v.weight", c.n_embd, c.kv_dim());
+    }
     l.wo = matrix(b + "attn_output.weight", c.q_dim(), c.n_embd);
     l.bq = vector(b + "attn_q.bias", c.q_dim(), false);
     l.bk = vector(b + "attn_k.bias", c.kv_dim(), false);
@@ -236,8 +257,14 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       bind_experts(b, l);
       continue;
     }
-    l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff);
-    l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (a.fused) {
+      const Weight gate_up = matrix(b + "ffn_up.weight", c.n_embd, 2 * c.n_ff);
+      l.w_gate = weight_rows(gate_up, 0, c.n_ff);
+      l.w_up = weight_rows(gate_up, c.n_ff, c.n_ff);
+    } else {
+      l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff);
+      l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
+    }
     l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
   }
 

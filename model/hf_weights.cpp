@@ -1,6 +1,7 @@
 // HfWeights: checked, converted views of safetensors tensors, and the
 // tensor names the Llama family shares.
 #include "model/hf_weights.hpp"
+#include "model/model_loaders.hpp"
 
 #include <cstring>
 

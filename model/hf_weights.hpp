@@ -41,9 +41,6 @@ class HfWeights {
   WeightStore& store_;
 };
 
-// Rows [row0, row0 + n_rows) of a matrix, in place (a fused projection's parts).
-Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows);
-
 // Which optional tensors a Llama-family checkpoint carries.
 struct LlamaTensors {
   bool qkv_bias = false;  // q/k/v_proj.bias (Qwen2; Llama with attention_bias)

@@ -8,6 +8,10 @@
 
 namespace troupe {
 
+// Rows [row0, row0 + n_rows) of a matrix, in place: a fused projection's
+// parts (Phi-3's qkv and gate_up, GPT-2's c_attn) (hf_weights.cpp).
+Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows);
+
 // A GGUF file (gguf_model.cpp).
 std::shared_ptr<const Model> load_gguf_model(const std::string& path, const ModelLoadOptions& options);
 // A Hugging Face directory: config.json plus safetensors weights (hf_model.cpp).

@@ -257,7 +257,8 @@ TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
 // The architectures beyond Llama (tests/fixtures/hf/<arch>/ and their GGUF
 // conversions by llama.cpp, tests/model/gguf_archs_test.cpp) on the GPU with
 // f32 weights and graphs: Qwen2's biases, Qwen3's q/k norms, both MoE
-// routings, Gemma's embedding scale, GeGLU, sandwich norms and local layers.
+// routings, Gemma's embedding scale, GeGLU, sandwich norms and local layers,
+// Phi-3's fused projections, partial RoPE and window.
 // Against transformers at 1e-3 (the CPU holds 1e-4; the GPU sums in another
 // order), and the CPU's greedy tokens.
 TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
@@ -266,7 +267,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
   const std::vector<std::string> paths = {dir + "/gguf/qwen2.gguf", dir + "/gguf/qwen3.gguf",
                                           dir + "/gguf/mixtral.gguf", dir + "/gguf/qwen3moe.gguf",
                                           dir + "/gguf/gemma3.gguf",  dir + "/hf/gemma3",
-                                          dir + "/hf/qwen3moe",       dir + "/hf/mistral"};
+                                          dir + "/hf/qwen3moe",       dir + "/hf/mistral",
+                                          dir + "/gguf/phi3.gguf",    dir + "/hf/phi3"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

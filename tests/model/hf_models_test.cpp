@@ -95,7 +95,7 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                          testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "gemma3",
-                                         "gpt2", "llama_bf16"),
+                                         "phi3", "gpt2", "llama_bf16"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(HfModels, Bf16WeightsStayBf16) {
@@ -202,7 +202,7 @@ TEST(HfModels, OneFileOfADirectoryIsNotAModel) {
 TEST(HfModels, RopeFrequenciesMatchTransformers) {
   // inv_freq as transformers computes it (including Llama 3 and linear
   // scaling) against theta^(-2i/n_rot) * freq_scale / freq_factors[i].
-  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "mixtral"}) {
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "phi3"}) {
     SCOPED_TRACE(arch);
     const auto want = reference(arch)["inv_freq"].get<std::vector<double>>();
     const auto model = Model::load(fixture_dir(arch));
@@ -250,6 +250,10 @@ TEST(HfModels, ConfigFields) {
   EXPECT_EQ(qwen3moe->config().n_expert, 4);
   EXPECT_TRUE(qwen3moe->config().expert_weights_norm);
   EXPECT_NE(qwen3moe->weights().layers[0].q_norm, nullptr);
+  const auto phi3 = Model::load(fixture_dir("phi3"));
+  EXPECT_EQ(phi3->config().n_rot, 8);  // partial_rotary_factor 0.5 of head_dim 16
+  EXPECT_EQ(phi3->config().sliding_window, 5);
+  EXPECT_EQ(phi3->weights().layers[0].wk.n_out, phi3->config().kv_dim());  // a slice of qkv_proj
   const auto gemma3 = Model::load(fixture_dir("gemma3"));
   EXPECT_EQ(gemma3->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
   EXPECT_EQ(gemma3->config().window(0), 4);
@@ -386,7 +390,7 @@ TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
                         {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM",
-                         "Gemma3ForConditionalGeneration", "GPT2LMHeadModel"});
+                         "Gemma3ForConditionalGeneration", "Phi3ForCausalLM", "GPT2LMHeadModel"});
   st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
 }
