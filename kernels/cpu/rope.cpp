@@ -22,14 +22,19 @@ namespace {
 // prefill when each call redid them.
 class RopeTable {
  public:
-  // Makes the table current for p; the factors are compared by value.
-  void set(const RopeParams& p, int64_t n_rot) {
-    const int64_t half = n_rot / 2;
+  // Whether the table is for p; the factors are compared by value.
+  bool holds(const RopeParams& p, int64_t n_rot) const {
     // No factors: factors_ empty (half >= 1, so a factor list never is).
+    const float* f_end = p.freq_factors == nullptr ? nullptr : p.freq_factors + n_rot / 2;
+    return n_rot_ == n_rot && theta_ == p.theta && freq_scale_ == p.freq_scale &&
+           std::equal(factors_.begin(), factors_.end(), p.freq_factors, f_end);
+  }
+
+  // Makes the table current for p.
+  void set(const RopeParams& p, int64_t n_rot) {
+    if (holds(p, n_rot)) return;
+    const int64_t half = n_rot / 2;
     const float* f_end = p.freq_factors == nullptr ? nullptr : p.freq_factors + half;
-    const bool same = n_rot_ == n_rot && theta_ == p.theta && freq_scale_ == p.freq_scale &&
-                      std::equal(factors_.begin(), factors_.end(), p.freq_factors, f_end);
-    if (same) return;
     n_rot_ = n_rot;
     theta_ = p.theta;
     freq_scale_ = p.freq_scale;
@@ -71,10 +76,16 @@ class RopeTable {
   std::vector<float> cs_;         // [pos_.size()][2][half]
 };
 
+// Per thread: no lock, no allocation after the first calls. Two tables, as
+// Gemma 3 interleaves layers of two RoPE bases: one table would redo its
+// angles at each change of kind, 8 times a step for the 26-layer 1B.
 RopeTable& rope_table(const RopeParams& p, int64_t n_rot) {
-  thread_local RopeTable table;  // per thread: no lock, no allocation after the first call
-  table.set(p, n_rot);
-  return table;
+  thread_local RopeTable tables[2];
+  thread_local int last = 0;
+  if (tables[last].holds(p, n_rot)) return tables[last];
+  last = 1 - last;  // the other one, or else the one used less recently
+  tables[last].set(p, n_rot);
+  return tables[last];
 }
 
 }  // namespace
