@@ -8,7 +8,7 @@ namespace troupe {
 namespace {
 
 const Architecture* const kAll[] = {&arch::llama,    &arch::mistral, &arch::qwen2, &arch::qwen3, &arch::mixtral,
-                                    &arch::qwen3moe, &arch::gemma3,  &arch::phi3,  &arch::gpt2};
+                                    &arch::qwen3moe, &arch::gemma3,  &arch::phi3,  &arch::granite, &arch::gpt2};
 
 }  // namespace
 

@@ -48,6 +48,7 @@ extern const Architecture mixtral;   // arch_mixtral.cpp (also GGUF "llama" file
 extern const Architecture qwen3moe;  // arch_qwen3moe.cpp (also GGUF "qwen3moe" files)
 extern const Architecture gemma3;    // arch_gemma3.cpp (also GGUF "gemma3" files)
 extern const Architecture phi3;      // arch_phi3.cpp (also GGUF "phi3" files)
+extern const Architecture granite;   // arch_granite.cpp (also GGUF "granite" files)
 extern const Architecture gpt2;      // arch_gpt2.cpp
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final

@@ -1,11 +1,13 @@
 // The GGUF loader behind Model::load, for the architectures llama.cpp names
 // "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM2, and Mixtral when the file
-// has experts), "qwen2", "qwen3", "qwen3moe", "gemma3" and "phi3": hyperparameters from
+// has experts), "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3" and "granite":
+// hyperparameters from
 // metadata, weights bound in place to the mapped tensor data (no copy unless
 // quantization is asked for).
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,15 +31,17 @@ struct GgufArch {
   bool moe;      // experts required (llama: experts when the file has them)
   bool gemma;    // Gemma 3's sandwich norms, local layers and scales
   bool fused;    // attn_qkv, and ffn_up holding gate then up (Phi-3)
+  bool scales;   // Granite's embedding, residual, attention and logit scales
 };
 
 constexpr GgufArch kGgufArchs[] = {
-    {"llama", kernels::RopeLayout::normal, false, false, false, false},
-    {"qwen2", kernels::RopeLayout::neox, false, false, false, false},
-    {"qwen3", kernels::RopeLayout::neox, true, false, false, false},
-    {"qwen3moe", kernels::RopeLayout::neox, true, true, false, false},
-    {"gemma3", kernels::RopeLayout::neox, true, false, true, false},
-    {"phi3", kernels::RopeLayout::neox, false, false, false, true},
+    {"llama", kernels::RopeLayout::normal, false, false, false, false, false},
+    {"qwen2", kernels::RopeLayout::neox, false, false, false, false, false},
+    {"qwen3", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"qwen3moe", kernels::RopeLayout::neox, true, true, false, false, false},
+    {"gemma3", kernels::RopeLayout::neox, true, false, true, false, false},
+    {"phi3", kernels::RopeLayout::neox, false, false, false, true, false},
+    {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -188,6 +192,17 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
   }
   if (a.gemma) read_gemma3(p);
+  if (a.scales) {
+    // As llama.cpp reads them: logit_scale required, the others optional.
+    auto scale = [&](const std::string& key, std::optional<float> v, float absent) {
+      if (v && !(*v > 0.0f)) fail(key + " must be positive");
+      return v.value_or(absent);
+    };
+    c.embed_scale = scale("embedding_scale", file_.find_f32(p + "embedding_scale"), 1.0f);
+    c.residual_scale = scale("residual_scale", file_.find_f32(p + "residual_scale"), 1.0f);
+    c.attn_scale = scale("attention.scale", file_.find_f32(p + "attention.scale"), 0.0f);  // 0: 1/sqrt(head_dim)
+    c.logit_scale = scale("logit_scale", file_.get_f32(p + "logit_scale"), 1.0f);
+  }
   if (a.fused) {
     // Phi-3's window, which transformers applies (llama.cpp reads the key
     // and turns the window off); LongRoPE's factor tensors are not run.

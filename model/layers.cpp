@@ -207,6 +207,7 @@ void residual(const StepContext& ctx, float* x, Norm kind, const float* weight, 
   norm(ctx, kind, xb, x, weight, bias, ctx.n_tokens);
   body(xb, proj);
   if (post_weight != nullptr) norm(ctx, Norm::rms, proj, proj, post_weight, nullptr, ctx.n_tokens);
+  if (ctx.config.residual_scale != 1.0f) ctx.backend.scale(proj, ctx.config.residual_scale, n);
   ctx.backend.add(x, proj, n);
   ctx.arena.rewind(mark);
 }

@@ -42,7 +42,9 @@ struct ModelConfig {
   std::vector<uint8_t> local_layers;  // [n_layer], 1: local
   float rope_local_theta = 10000.0f;
   float attn_scale = 0.0f;   // scale of QK^T; 0: 1/sqrt(head_dim)
-  float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd))
+  float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd); Granite)
+  float residual_scale = 1.0f;  // each block's output is multiplied by it before the residual add (Granite)
+  float logit_scale = 1.0f;     // the logits are divided by it (Granite)
 
   bool is_local(int64_t il) const { return !local_layers.empty() && local_layers[static_cast<size_t>(il)] != 0; }
   int32_t window(int64_t il) const { return local_layers.empty() || is_local(il) ? sliding_window : 0; }

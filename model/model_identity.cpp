@@ -50,6 +50,8 @@ std::string model_identity(const Model& model) {
   f.value(c.rope_local_theta);
   f.value(c.attn_scale);
   f.value(c.embed_scale);
+  f.value(c.residual_scale);
+  f.value(c.logit_scale);
   f.value(model.vocab().tokens.size());
   visit_stage_matrices(model, 0, c.n_layer, [&](const std::string& name, const Weight& w) {
     if (w.data == nullptr) return;

@@ -258,7 +258,7 @@ TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
 // conversions by llama.cpp, tests/model/gguf_archs_test.cpp) on the GPU with
 // f32 weights and graphs: Qwen2's biases, Qwen3's q/k norms, both MoE
 // routings, Gemma's embedding scale, GeGLU, sandwich norms and local layers,
-// Phi-3's fused projections, partial RoPE and window.
+// Phi-3's fused projections, partial RoPE and window, Granite's scales.
 // Against transformers at 1e-3 (the CPU holds 1e-4; the GPU sums in another
 // order), and the CPU's greedy tokens.
 TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
@@ -268,7 +268,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/mixtral.gguf", dir + "/gguf/qwen3moe.gguf",
                                           dir + "/gguf/gemma3.gguf",  dir + "/hf/gemma3",
                                           dir + "/hf/qwen3moe",       dir + "/hf/mistral",
-                                          dir + "/gguf/phi3.gguf",    dir + "/hf/phi3"};
+                                          dir + "/gguf/phi3.gguf",    dir + "/hf/phi3",
+                                          dir + "/gguf/granite.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

@@ -86,7 +86,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"mixtral", "mixtral", kernels::RopeLayout::normal},
                                          Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox},
                                          Case{"gemma3", "gemma3", kernels::RopeLayout::neox},
-                                         Case{"phi3", "phi3", kernels::RopeLayout::neox}),
+                                         Case{"phi3", "phi3", kernels::RopeLayout::neox},
+                                         Case{"granite", "granite", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {
@@ -133,7 +134,7 @@ TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   // general.architecture is the file's first key, so its value is the first "qwen3".
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
   gguf::test::expect_error([&] { Model::load(path); }, Errc::unsupported,
-                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3"});
+                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, granite"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

@@ -95,7 +95,7 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                          testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "gemma3",
-                                         "phi3", "gpt2", "llama_bf16"),
+                                         "phi3", "granite", "gpt2", "llama_bf16"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(HfModels, Bf16WeightsStayBf16) {
@@ -390,7 +390,8 @@ TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
                         {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM",
-                         "Gemma3ForConditionalGeneration", "Phi3ForCausalLM", "GPT2LMHeadModel"});
+                         "Gemma3ForConditionalGeneration", "Phi3ForCausalLM", "GraniteForCausalLM",
+                         "GPT2LMHeadModel"});
   st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
 }
