@@ -28,19 +28,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_llama_weights(src, c, {.dense_ffn = false}, w);
   // The checkpoint layout published Mixtral models use (and transformers
   // writes): block_sparse_moe.gate, experts.E.w1 (gate), w3 (up), w2 (down).
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".block_sparse_moe.";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
-    l.experts.resize(static_cast<size_t>(c.n_expert));
-    for (int64_t e = 0; e < c.n_expert; ++e) {
-      const std::string x = p + "experts." + std::to_string(e) + ".";
-      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
-      ex.w_gate = src.matrix(x + "w1.weight", c.n_embd, c.n_ff);
-      ex.w_up = src.matrix(x + "w3.weight", c.n_embd, c.n_ff);
-      ex.w_down = src.matrix(x + "w2.weight", c.n_ff, c.n_embd);
-    }
-  }
+  bind_experts(src, c, {.block = "block_sparse_moe.", .gate = "w1", .up = "w3", .down = "w2"}, w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {

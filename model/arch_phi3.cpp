@@ -11,7 +11,6 @@
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
 #include "model/hf_weights.hpp"
-#include "model/model_loaders.hpp"
 
 namespace troupe {
 namespace {
@@ -24,27 +23,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   if (window < 0 || window > INT32_MAX) cfg.fail(Errc::bad_format, "sliding_window is out of range");
   c.sliding_window = static_cast<int32_t>(window);
 
-  w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
-  w.output_norm = src.vector("model.norm.weight", c.n_embd);
-  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
-  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.attn_norm = src.vector(p + "input_layernorm.weight", c.n_embd);
-    // [q_dim + 2 kv_dim, n_embd]: rows of q, then k, then v.
-    const Weight qkv = src.matrix(p + "self_attn.qkv_proj.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
-    l.wq = weight_rows(qkv, 0, c.q_dim());
-    l.wk = weight_rows(qkv, c.q_dim(), c.kv_dim());
-    l.wv = weight_rows(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
-    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
-    l.ffn_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
-    // [2 n_ff, n_embd]: rows of gate, then up.
-    const Weight gate_up = src.matrix(p + "mlp.gate_up_proj.weight", c.n_embd, 2 * c.n_ff);
-    l.w_gate = weight_rows(gate_up, 0, c.n_ff);
-    l.w_up = weight_rows(gate_up, c.n_ff, c.n_ff);
-    l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
-  }
+  bind_llama_weights(src, c, {.fused = true}, w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {

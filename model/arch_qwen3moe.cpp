@@ -39,19 +39,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   check_config(cfg, c);
   const bool bias = cfg.get_bool("attention_bias", false);
   bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias, .qk_norm = true, .dense_ffn = false}, w);
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".mlp.";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
-    l.experts.resize(static_cast<size_t>(c.n_expert));
-    for (int64_t e = 0; e < c.n_expert; ++e) {
-      const std::string x = p + "experts." + std::to_string(e) + ".";
-      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
-      ex.w_gate = src.matrix(x + "gate_proj.weight", c.n_embd, c.n_ff);
-      ex.w_up = src.matrix(x + "up_proj.weight", c.n_embd, c.n_ff);
-      ex.w_down = src.matrix(x + "down_proj.weight", c.n_ff, c.n_embd);
-    }
-  }
+  bind_experts(src, c, {.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"}, w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {

@@ -1,9 +1,8 @@
 // The GGUF loader behind Model::load, for the architectures llama.cpp names
 // "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM2, and Mixtral when the file
-// has experts), "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3" and "granite":
-// hyperparameters from
-// metadata, weights bound in place to the mapped tensor data (no copy unless
-// quantization is asked for).
+// has experts), "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3" and
+// "granite": hyperparameters from metadata, weights bound in place to the
+// mapped tensor data (no copy unless quantization is asked for).
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -21,9 +20,9 @@ namespace troupe {
 namespace {
 
 // What a GGUF architecture name means here. llama.cpp's converter permutes
-// the Q/K rows of "llama" files only (the adjacent-pair rotation then equals
-// the checkpoint's rotate-half one); Qwen files keep the checkpoint's rows
-// and are rotated in halves (llama.cpp's NEOX rope type).
+// the Q/K rows of "llama" and "granite" files (the adjacent-pair rotation
+// then equals the checkpoint's rotate-half one); the others keep the
+// checkpoint's rows and are rotated in halves (llama.cpp's NEOX rope type).
 struct GgufArch {
   std::string_view name;
   kernels::RopeLayout rope;

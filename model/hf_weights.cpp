@@ -66,6 +66,22 @@ const float* HfWeights::vector_plus_one(std::string_view name, int64_t n) {
   return out;
 }
 
+void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w) {
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + "." + std::string(names.block);
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
+    l.experts.resize(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+      ex.w_gate = src.matrix(x + std::string(names.gate) + ".weight", c.n_embd, c.n_ff);
+      ex.w_up = src.matrix(x + std::string(names.up) + ".weight", c.n_embd, c.n_ff);
+      ex.w_down = src.matrix(x + std::string(names.down) + ".weight", c.n_ff, c.n_embd);
+    }
+  }
+}
+
 Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   return Weight{.data = base + row0 * row_bytes(w.type, w.n_in), .type = w.type, .n_in = w.n_in, .n_out = n_rows};
@@ -80,9 +96,17 @@ void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors
     const std::string p = "model.layers." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     l.attn_norm = src.vector(p + "input_layernorm.weight", c.n_embd);
-    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
-    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
-    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
+    if (t.fused) {
+      // [q_dim + 2 kv_dim, n_embd]: rows of q, then k, then v.
+      const Weight qkv = src.matrix(p + "self_attn.qkv_proj.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
+      l.wq = weight_rows(qkv, 0, c.q_dim());
+      l.wk = weight_rows(qkv, c.q_dim(), c.kv_dim());
+      l.wv = weight_rows(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
+      l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
+      l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
+    }
     l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
     if (t.qkv_bias) {
       l.bq = src.vector(p + "self_attn.q_proj.bias", c.q_dim());
@@ -95,11 +119,16 @@ void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors
       l.k_norm = src.vector(p + "self_attn.k_norm.weight", c.head_dim);
     }
     l.ffn_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
-    if (t.dense_ffn) {
+    if (t.dense_ffn && t.fused) {
+      // [2 n_ff, n_embd]: rows of gate, then up.
+      const Weight gate_up = src.matrix(p + "mlp.gate_up_proj.weight", c.n_embd, 2 * c.n_ff);
+      l.w_gate = weight_rows(gate_up, 0, c.n_ff);
+      l.w_up = weight_rows(gate_up, c.n_ff, c.n_ff);
+    } else if (t.dense_ffn) {
       l.w_gate = src.matrix(p + "mlp.gate_proj.weight", c.n_embd, c.n_ff);
       l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
-      l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
     }
+    if (t.dense_ffn) l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
   }
 }
 

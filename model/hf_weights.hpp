@@ -47,11 +47,21 @@ struct LlamaTensors {
   bool o_bias = false;    // o_proj.bias (Llama with attention_bias)
   bool qk_norm = false;   // self_attn.q_norm / k_norm (Qwen3)
   bool dense_ffn = true;  // mlp.gate/up/down_proj; false: the architecture binds its own FFN
+  bool fused = false;     // self_attn.qkv_proj and mlp.gate_up_proj, used as row slices (Phi-3)
 };
 
-// Binds the tensors Llama, Mistral, Qwen2, Qwen3 and Mixtral name alike:
+// Binds the tensors Llama, Mistral, Qwen2, Qwen3, Mixtral, Phi-3 and Granite name alike:
 // model.embed_tokens, model.norm, lm_head (unless tied) and, per layer,
 // input_layernorm, self_attn.*, post_attention_layernorm and (dense_ffn) mlp.*.
 void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors& t, ModelWeights& w);
+
+// How a mixture-of-experts checkpoint names its FFN tensors, per layer:
+// model.layers.N.<block>gate.weight (the router) and
+// model.layers.N.<block>experts.E.<gate|up|down>.weight.
+struct ExpertTensorNames {
+  std::string_view block;  // "block_sparse_moe." (Mixtral), "mlp." (Qwen3-MoE)
+  std::string_view gate, up, down;
+};
+void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w);
 
 }  // namespace troupe

@@ -49,13 +49,7 @@ TEST_P(GgufConversion, BatchedStageMatchesTransformers) {
   auto model = Model::load(gguf_fixture(c.arch));
   EXPECT_EQ(model->config().arch, c.as);
   EXPECT_EQ(model->config().rope_layout, c.rope);
-  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, stage_options(prompts.size()));
-  const BatchRun run = run_batched(model, prompts, static_cast<int64_t>(greedy[0].size()), {&stage});
-  expect_matches(ref, run, model->config().n_vocab, kTolerance);
-  EXPECT_EQ(run.greedy, greedy);
+  expect_reference_batch(model, ref);
 }
 
 TEST_P(GgufConversion, GeneratorMatchesTransformers) {

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -23,7 +22,6 @@
 #include "model/hf_config.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
-#include "model/safetensors.hpp"
 #include "tests/model/hf_reference_run.hpp"
 #include "safetensors_test_util.hpp"
 #include "tests/exact_math.hpp"
@@ -40,13 +38,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
   const auto ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
   EXPECT_EQ(model->config().arch, GetParam().substr(0, GetParam().find('_')));
-  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, stage_options(prompts.size()));
-  const BatchRun run = run_batched(model, prompts, static_cast<int64_t>(greedy[0].size()), {&stage});
-  expect_matches(ref, run, model->config().n_vocab, kTolerance);
-  EXPECT_EQ(run.greedy, greedy);
+  expect_reference_batch(model, ref);
 }
 
 TEST_P(HfArch, GeneratorMatchesTransformers) {
@@ -264,111 +256,6 @@ TEST(HfModels, ConfigFields) {
   EXPECT_EQ(gpt2->config().n_ctx_train, 64);
   EXPECT_EQ(gpt2->weights().output.data, gpt2->weights().tok_embd.data);
   EXPECT_EQ(gpt2->vocab().eos_id, 2);
-}
-
-// Qwen3-MoE with norm_topk_prob off (transformers' default): the gate
-// weights are the chosen experts' shares of a softmax over all of them.
-TEST(HfModels, Qwen3MoeWithoutTopKRenormalization) {
-  const test::ExactMath exact;
-  st_test::TempDir dir("hf_qwen3moe_unnormalized");
-  std::filesystem::copy(fixture_dir("qwen3moe") + "/model.safetensors", dir.file("model.safetensors"));
-  std::ifstream in(fixture_dir("qwen3moe") + "/config.json");
-  nlohmann::json cfg = nlohmann::json::parse(in);
-  cfg["norm_topk_prob"] = false;
-  st_test::write_text(dir.file("config.json"), cfg.dump());
-  const auto model = Model::load(dir.path().string());
-  EXPECT_FALSE(model->config().expert_weights_norm);
-  const auto ref = reference("qwen3moe");
-  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, stage_options(prompts.size()));
-  const BatchRun run = run_batched(model, prompts, 1, {&stage});
-  expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_unnormalized");
-}
-
-// The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
-// differs from its head_dim): the scores' scale follows the config.
-TEST(HfModels, GemmaQueryScalarSetsTheScale) {
-  const test::ExactMath exact;
-  st_test::TempDir dir("hf_gemma3_scalar");
-  std::filesystem::copy(fixture_dir("gemma3") + "/model.safetensors", dir.file("model.safetensors"));
-  std::ifstream in(fixture_dir("gemma3") + "/config.json");
-  nlohmann::json cfg = nlohmann::json::parse(in);
-  cfg["query_pre_attn_scalar"] = 10;
-  st_test::write_text(dir.file("config.json"), cfg.dump());
-  const auto model = Model::load(dir.path().string());
-  const auto ref = reference("gemma3");
-  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, stage_options(prompts.size()));
-  const BatchRun run = run_batched(model, prompts, 1, {&stage});
-  expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_query_pre_attn_scalar_10");
-}
-
-// Gemma's layer kinds and RoPE from the older spellings published
-// checkpoints use: sliding_window_pattern, rope_theta + rope_scaling,
-// rope_local_base_freq. The same model, the same logits.
-TEST(HfModels, GemmaLegacyConfigKeys) {
-  const test::ExactMath exact;
-  st_test::TempDir dir("hf_gemma3_legacy");
-  std::filesystem::copy(fixture_dir("gemma3") + "/model.safetensors", dir.file("model.safetensors"));
-  std::ifstream in(fixture_dir("gemma3") + "/config.json");
-  nlohmann::json cfg = nlohmann::json::parse(in);
-  const nlohmann::json rope = cfg["rope_parameters"];
-  cfg.erase("layer_types");
-  cfg.erase("rope_parameters");
-  cfg["sliding_window_pattern"] = 6;
-  cfg["rope_theta"] = rope["full_attention"]["rope_theta"];
-  cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope["full_attention"]["factor"]}};
-  cfg["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
-  st_test::write_text(dir.file("config.json"), cfg.dump());
-  const auto model = Model::load(dir.path().string());
-  EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
-  const auto ref = reference("gemma3");
-  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, stage_options(prompts.size()));
-  const BatchRun run = run_batched(model, prompts, 1, {&stage});
-  expect_matches(ref, run, model->config().n_vocab, kTolerance);
-}
-
-// Gemma 3 4B-27B are Gemma3ForConditionalGeneration checkpoints: the text
-// model's tensors under language_model.model.*, its config in text_config
-// (the layout transformers' save_pretrained writes). The gemma3 fixture in
-// that form gives transformers' text logits (make_hf_tiny_models.py checks
-// that transformers' multimodal model does: max_diff_conditional_generation).
-TEST(HfModels, GemmaMultimodalCheckpointLoadsItsTextModel) {
-  const test::ExactMath exact;
-  const auto ref = reference("gemma3");
-  ASSERT_LT(ref["max_diff_conditional_generation"].get<double>(), 1e-5);
-  st_test::TempDir dir("hf_gemma3_mm");
-  const auto file = safetensors::File::open(fixture_dir("gemma3") + "/model.safetensors");
-  std::vector<st_test::Tensor> tensors;
-  for (const safetensors::TensorInfo& t : file.tensors()) {
-    tensors.push_back({"language_model." + t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes)});
-  }
-  tensors.push_back({"vision_tower.embeddings.patch_embedding.bias", "F32", {16}, std::vector<uint8_t>(64)});
-  st_test::write_safetensors(dir.file("model.safetensors"), tensors);
-  std::ifstream in(fixture_dir("gemma3") + "/config.json");
-  nlohmann::json text = nlohmann::json::parse(in);
-  text.erase("architectures");
-  const bool tied = text["tie_word_embeddings"].get<bool>();
-  text.erase("tie_word_embeddings");
-  const nlohmann::json cfg = {{"architectures", {"Gemma3ForConditionalGeneration"}},
-                              {"model_type", "gemma3"},
-                              {"tie_word_embeddings", tied},
-                              {"text_config", text},
-                              {"vision_config", {{"hidden_size", 16}, {"model_type", "siglip_vision_model"}}}};
-  st_test::write_text(dir.file("config.json"), cfg.dump());
-  const auto model = Model::load(dir.path().string());
-  EXPECT_EQ(model->config().arch, "gemma3");
-  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
-  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, stage_options(prompts.size()));
-  const BatchRun run = run_batched(model, prompts, static_cast<int64_t>(greedy[0].size()), {&stage});
-  expect_matches(ref, run, model->config().n_vocab, kTolerance);
-  EXPECT_EQ(run.greedy, greedy);
 }
 
 TEST(HfModels, LearnedPositionsBoundTheContext) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_backend.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
 
@@ -118,6 +119,24 @@ inline void expect_matches(const nlohmann::json& ref, const BatchRun& run, int64
     EXPECT_LT(max_abs_diff(run.prompt_logits.data() + i * static_cast<size_t>(n_vocab), w), tolerance)
         << "prompt " << i << " (" << logits_key << ")";
   }
+}
+
+// The reference's prompts as one batch through one CPU stage, then n_new
+// greedy steps.
+inline BatchRun run_reference_batch(const std::shared_ptr<const Model>& model, const nlohmann::json& ref,
+                                    int64_t n_new) {
+  const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(model, backend, stage_options(prompts.size()));
+  return run_batched(model, prompts, n_new, {&stage});
+}
+
+// ...held to the reference: logits within kTolerance, the same greedy tokens.
+inline void expect_reference_batch(const std::shared_ptr<const Model>& model, const nlohmann::json& ref) {
+  const auto greedy = ref["greedy"].get<std::vector<std::vector<int32_t>>>();
+  const BatchRun run = run_reference_batch(model, ref, static_cast<int64_t>(greedy[0].size()));
+  expect_matches(ref, run, model->config().n_vocab, kTolerance);
+  EXPECT_EQ(run.greedy, greedy);
 }
 
 }  // namespace troupe::hf_test

@@ -1,0 +1,116 @@
+// Architecture variants beside the tiny Hugging Face fixtures
+// (tests/fixtures/hf/<arch>/): the same weights with one config key
+// changed, or in another checkpoint layout, held to the transformers logits
+// the fixture script recorded for that variant on those weights.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_backend.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "model/safetensors.hpp"
+#include "safetensors_test_util.hpp"
+#include "tests/exact_math.hpp"
+#include "tests/model/hf_reference_run.hpp"
+
+namespace troupe {
+namespace {
+
+using namespace hf_test;  // NOLINT: the fixture helpers
+
+// The fixture's weights beside its config.json as `edit` leaves it, in dir.
+std::shared_ptr<const Model> load_edited(const std::string& arch, const st_test::TempDir& dir,
+                                         const std::function<void(nlohmann::json&)>& edit) {
+  std::filesystem::copy(fixture_dir(arch) + "/model.safetensors", dir.file("model.safetensors"));
+  std::ifstream in(fixture_dir(arch) + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  edit(cfg);
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+  return Model::load(dir.path().string());
+}
+
+// Qwen3-MoE with norm_topk_prob off (transformers' default): the gate
+// weights are the chosen experts' shares of a softmax over all of them.
+TEST(HfVariants, Qwen3MoeWithoutTopKRenormalization) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_qwen3moe_unnormalized");
+  const auto model = load_edited("qwen3moe", dir, [](nlohmann::json& c) { c["norm_topk_prob"] = false; });
+  EXPECT_FALSE(model->config().expert_weights_norm);
+  const auto ref = reference("qwen3moe");
+  expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance, "last_logits_unnormalized");
+}
+
+// The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
+// differs from its head_dim): the scores' scale follows the config.
+TEST(HfVariants, GemmaQueryScalarSetsTheScale) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_gemma3_scalar");
+  const auto model = load_edited("gemma3", dir, [](nlohmann::json& c) { c["query_pre_attn_scalar"] = 10; });
+  const auto ref = reference("gemma3");
+  expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance,
+                 "last_logits_query_pre_attn_scalar_10");
+}
+
+// Gemma's layer kinds and RoPE from the older spellings published
+// checkpoints use: sliding_window_pattern, rope_theta + rope_scaling,
+// rope_local_base_freq. The same model, the same logits.
+TEST(HfVariants, GemmaLegacyConfigKeys) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_gemma3_legacy");
+  const auto model = load_edited("gemma3", dir, [](nlohmann::json& c) {
+    const nlohmann::json rope = c["rope_parameters"];
+    c.erase("layer_types");
+    c.erase("rope_parameters");
+    c["sliding_window_pattern"] = 6;
+    c["rope_theta"] = rope["full_attention"]["rope_theta"];
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope["full_attention"]["factor"]}};
+    c["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
+  });
+  EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  const auto ref = reference("gemma3");
+  expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance);
+}
+
+// Gemma 3 4B-27B are Gemma3ForConditionalGeneration checkpoints: the text
+// model's tensors under language_model.model.*, its config in text_config
+// (the layout transformers' save_pretrained writes). The gemma3 fixture in
+// that form gives transformers' text logits (make_hf_tiny_models.py checks
+// that transformers' multimodal model does: max_diff_conditional_generation).
+TEST(HfVariants, GemmaMultimodalCheckpointLoadsItsTextModel) {
+  const test::ExactMath exact;
+  const auto ref = reference("gemma3");
+  ASSERT_LT(ref["max_diff_conditional_generation"].get<double>(), 1e-5);
+  st_test::TempDir dir("hf_gemma3_mm");
+  const auto file = safetensors::File::open(fixture_dir("gemma3") + "/model.safetensors");
+  std::vector<st_test::Tensor> tensors;
+  for (const safetensors::TensorInfo& t : file.tensors()) {
+    tensors.push_back({"language_model." + t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes)});
+  }
+  tensors.push_back({"vision_tower.embeddings.patch_embedding.bias", "F32", {16}, std::vector<uint8_t>(64)});
+  st_test::write_safetensors(dir.file("model.safetensors"), tensors);
+  std::ifstream in(fixture_dir("gemma3") + "/config.json");
+  nlohmann::json text = nlohmann::json::parse(in);
+  text.erase("architectures");
+  const bool tied = text["tie_word_embeddings"].get<bool>();
+  text.erase("tie_word_embeddings");
+  const nlohmann::json cfg = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                              {"model_type", "gemma3"},
+                              {"tie_word_embeddings", tied},
+                              {"text_config", text},
+                              {"vision_config", {{"hidden_size", 16}, {"model_type", "siglip_vision_model"}}}};
+  st_test::write_text(dir.file("config.json"), cfg.dump());
+  const auto model = Model::load(dir.path().string());
+  EXPECT_EQ(model->config().arch, "gemma3");
+  expect_reference_batch(model, ref);
+}
+
+}  // namespace
+}  // namespace troupe
