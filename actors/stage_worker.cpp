@@ -21,6 +21,9 @@
 namespace troupe {
 namespace {
 
+// What a step of an ended session gets (the head then treats the stage as lost).
+constexpr const char* kNotOurSession = "step of a session this worker no longer serves (another head connected)";
+
 struct WorkerParts {
   std::shared_ptr<const Tokenizer> tokenizer;  // the last stage's sampler needs it; null otherwise
   std::shared_ptr<Backend> backend;
@@ -136,7 +139,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
     StageOutput out{.step = r.batch.step, .engine = r.batch.engine};
     if (!ours) {
       out.code = Errc::unavailable;
-      out.error = "step of a session this worker no longer serves (another head connected)";
+      out.error = kNotOurSession;
       rp.deliver(std::move(out));
       return rp;
     }
@@ -175,10 +178,15 @@ class StageWorkerImpl : public stage_worker_actor::base {
               if (scheduler_) send(caf::actor_cast<scheduler_actor>(scheduler_), std::move(sampled));
               rp.deliver(std::move(out));
             },
-            [rp, out](caf::error& e) mutable {
+            [this, rp, out, session = r.session](caf::error& e) mutable {
               out.sampled = false;
-              out.code = Errc::internal;
-              out.error = "sampler: " + caf::to_string(e);
+              if (session != session_) {  // the sampler went with its session: another head took over
+                out.code = Errc::unavailable;
+                out.error = kNotOurSession;
+              } else {
+                out.code = Errc::internal;
+                out.error = "sampler: " + caf::to_string(e);
+              }
               rp.deliver(std::move(out));
             });
     return rp;
