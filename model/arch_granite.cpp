@@ -38,13 +38,6 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
   layers::swiglu_block(ctx, il, x);
 }
 
-// The final norm, then the division of the logits folded into their input
-// (the output projection is linear).
-void output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
-  arch::rms_output_norm(ctx, x, n_rows);
-  if (ctx.config.logit_scale != 1.0f) ctx.backend.scale(x, 1.0f / ctx.config.logit_scale, n_rows * ctx.config.n_embd);
-}
-
 }  // namespace
 
 const Architecture arch::granite{.name = "granite",
@@ -52,6 +45,6 @@ const Architecture arch::granite{.name = "granite",
                                  .load_hf = load,
                                  .embed = layers::embed_tokens,
                                  .layer = layer,
-                                 .output_norm = output_norm};
+                                 .output_norm = arch::rms_output_norm};  // divides by logit_scale
 
 }  // namespace troupe

@@ -38,7 +38,7 @@ std::string supported_hf_architectures() {
 }
 
 void arch::rms_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
-  layers::norm(ctx, layers::Norm::rms, x, x, ctx.weights.output_norm, nullptr, n_rows);
+  layers::output_rms_norm(ctx, x, n_rows);
 }
 
 }  // namespace troupe

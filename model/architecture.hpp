@@ -52,7 +52,7 @@ extern const Architecture granite;   // arch_granite.cpp (also GGUF "granite" fi
 extern const Architecture gpt2;      // arch_gpt2.cpp
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
-// RMSNorm with model.norm.
+// RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).
 void rms_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows);
 }  // namespace arch
 

@@ -90,6 +90,11 @@ void moe_block(const StepContext& ctx, int64_t il, float* x);
 void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x);
 
+// The last stage's final RMSNorm (weights.output_norm) of the rows that get
+// logits, x [n_rows, n_embd], in place, then divided by logit_scale
+// (Granite; the output projection is linear, so the logits are divided).
+void output_rms_norm(const StepContext& ctx, float* x, int64_t n_rows);
+
 // First-stage input: x [n_tokens, n_embd] = token embeddings times
 // embed_scale (plus learned position embeddings when the model has them).
 void embed_tokens(const StepContext& ctx, float* x);
