@@ -45,7 +45,7 @@ class StageWorkerImpl : public stage_worker_actor::base {
     });
     return {
         [this](StageHello& h) -> StageWelcome { return hello(h); },
-        [this](RemoteStep& r) -> caf::typed_response_promise<StageOutput> { return step(r); },
+        [this](RemoteStep& r) -> caf::typed_response_promise<StageOutput> { return on_step(r); },
         [this](ForgetRequests& f) {
           if (f.session != session_) return;
           for (const RequestId id : f.ids) live_.erase(id);
@@ -132,16 +132,26 @@ class StageWorkerImpl : public stage_worker_actor::base {
     return s;
   }
 
-  caf::typed_response_promise<StageOutput> step(RemoteStep& r) {
+  // The head is watched before the promise takes the message's sender.
+  caf::typed_response_promise<StageOutput> on_step(RemoteStep& r) {
     const bool ours = session_ != 0 && r.session == session_;
-    if (ours) watch_head();  // before the promise takes the message's sender
+    if (ours) watch_head();
     auto rp = make_response_promise<StageOutput>();
+    StageOutput out = step(r, ours);
+    if (!out.error.empty() || !sampler_ || !scheduler_) {
+      rp.deliver(std::move(out));
+    } else {
+      sample_then_answer(r, std::move(out), rp);
+    }
+    return rp;
+  }
+
+  StageOutput step(RemoteStep& r, bool ours) {
     StageOutput out{.step = r.batch.step, .engine = r.batch.engine};
     if (!ours) {
       out.code = Errc::unavailable;
       out.error = kNotOurSession;
-      rp.deliver(std::move(out));
-      return rp;
+      return out;
     }
     const int64_t t0 = steady_now_ns();
     try {
@@ -149,27 +159,25 @@ class StageWorkerImpl : public stage_worker_actor::base {
     } catch (const Error& e) {
       out.code = e.code();
       out.error = e.what();
-      rp.deliver(std::move(out));
-      return rp;
+      return out;
     } catch (const std::exception& e) {
       out.code = Errc::internal;
       out.error = e.what();
-      rp.deliver(std::move(out));
-      return rp;
+      return out;
     }
     out.compute_ns = steady_now_ns() - t0;
     ++steps_;
     for (StageSeq& s : r.batch.seqs) live_[s.id] = std::move(s.block_table);
-    if (!sampler_ || !scheduler_) {
-      rp.deliver(std::move(out));
-      return rp;
-    }
-    // The logits go to this process's sampler; its tokens go to the head's
-    // scheduler before the step's answer does. Both leave from this actor,
-    // in that order, over the one connection to the head: the head sees the
-    // answer only after the tokens, so a worker that stops in between is
-    // caught by the step's deadline instead of leaving the scheduler waiting
-    // for tokens with nothing in flight.
+    return out;
+  }
+
+  // The logits go to this process's sampler; its tokens go to the head's
+  // scheduler before the step's answer does. Both leave from this actor,
+  // in that order, over the one connection to the head: the head sees the
+  // answer only after the tokens, so a worker that stops in between is
+  // caught by the step's deadline instead of leaving the scheduler waiting
+  // for tokens with nothing in flight.
+  void sample_then_answer(const RemoteStep& r, StageOutput out, caf::typed_response_promise<StageOutput> rp) {
     StepLogits logits = step_logits(r.batch, std::move(out.out), r.batch.compute_ns + out.compute_ns);
     out.sampled = true;
     request(sampler_, caf::infinite, std::move(logits))
@@ -189,7 +197,6 @@ class StageWorkerImpl : public stage_worker_actor::base {
               }
               rp.deliver(std::move(out));
             });
-    return rp;
   }
 
   std::shared_ptr<WorkerParts> parts_;

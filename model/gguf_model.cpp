@@ -62,7 +62,10 @@ class GgufModel final : public Model {
   // Expert e's [n_out, n_in] slice of a {n_in, n_out, n_expert} tensor.
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
+  int32_t read_sliding_window(const std::string& p) const;
   void read_gemma3(const std::string& p);
+  void read_phi3(const std::string& p);
+  void read_granite(const std::string& p);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(Errc::bad_format, file_.path() + ": " + what);
@@ -111,9 +114,8 @@ void GgufModel::read_gemma3(const std::string& p) {
   if (file_.find_f32(p + "final_logit_softcapping").value_or(0.0f) != 0.0f) {
     throw Error(Errc::unsupported, file_.path() + ": final_logit_softcapping is not supported");
   }
-  if (const auto window = file_.find_u32(p + "attention.sliding_window"); window && *window > 0) {
-    if (*window > INT32_MAX) fail("attention.sliding_window is out of range");
-    c.sliding_window = static_cast<int32_t>(*window);
+  c.sliding_window = read_sliding_window(p);
+  if (c.sliding_window > 0) {
     const uint32_t pattern = file_.find_u32(p + "attention.sliding_window_pattern").value_or(6);
     c.local_layers.assign(static_cast<size_t>(c.n_layer), 1);
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -125,6 +127,37 @@ void GgufModel::read_gemma3(const std::string& p) {
   const int64_t scalar = c.n_layer == 62 ? c.n_embd / c.n_head : c.head_dim;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
   c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
+}
+
+// attention.sliding_window, 0 when absent.
+int32_t GgufModel::read_sliding_window(const std::string& p) const {
+  const uint32_t window = file_.find_u32(p + "attention.sliding_window").value_or(0);
+  if (window > INT32_MAX) fail("attention.sliding_window is out of range");
+  return static_cast<int32_t>(window);
+}
+
+// Phi-3's window, which transformers applies (llama.cpp reads the key and
+// turns the window off); LongRoPE's factor tensors are refused, not run.
+void GgufModel::read_phi3(const std::string& p) {
+  config_.sliding_window = read_sliding_window(p);
+  if (file_.find_tensor("rope_factors_long.weight") != nullptr ||
+      file_.find_tensor("rope_factors_short.weight") != nullptr) {
+    throw Error(Errc::unsupported, file_.path() + ": LongRoPE (rope_factors_long/short) is not supported");
+  }
+}
+
+// Granite's scales, as llama.cpp reads them: logit_scale required, the
+// others optional.
+void GgufModel::read_granite(const std::string& p) {
+  ModelConfig& c = config_;
+  auto scale = [&](const std::string& key, std::optional<float> v, float absent) {
+    if (v && !(*v > 0.0f)) fail(key + " must be positive");
+    return v.value_or(absent);
+  };
+  c.embed_scale = scale("embedding_scale", file_.find_f32(p + "embedding_scale"), 1.0f);
+  c.residual_scale = scale("residual_scale", file_.find_f32(p + "residual_scale"), 1.0f);
+  c.attn_scale = scale("attention.scale", file_.find_f32(p + "attention.scale"), 0.0f);  // 0: 1/sqrt(head_dim)
+  c.logit_scale = scale("logit_scale", file_.get_f32(p + "logit_scale"), 1.0f);
 }
 
 const float* GgufModel::vector(const std::string& name, int64_t n, bool required) const {
@@ -191,29 +224,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
   }
   if (a.gemma) read_gemma3(p);
-  if (a.scales) {
-    // As llama.cpp reads them: logit_scale required, the others optional.
-    auto scale = [&](const std::string& key, std::optional<float> v, float absent) {
-      if (v && !(*v > 0.0f)) fail(key + " must be positive");
-      return v.value_or(absent);
-    };
-    c.embed_scale = scale("embedding_scale", file_.find_f32(p + "embedding_scale"), 1.0f);
-    c.residual_scale = scale("residual_scale", file_.find_f32(p + "residual_scale"), 1.0f);
-    c.attn_scale = scale("attention.scale", file_.find_f32(p + "attention.scale"), 0.0f);  // 0: 1/sqrt(head_dim)
-    c.logit_scale = scale("logit_scale", file_.get_f32(p + "logit_scale"), 1.0f);
-  }
-  if (a.fused) {
-    // Phi-3's window, which transformers applies (llama.cpp reads the key
-    // and turns the window off); LongRoPE's factor tensors are not run.
-    if (const auto window = file_.find_u32(p + "attention.sliding_window"); window && *window > 0) {
-      if (*window > INT32_MAX) fail("attention.sliding_window is out of range");
-      c.sliding_window = static_cast<int32_t>(*window);
-    }
-    if (file_.find_tensor("rope_factors_long.weight") != nullptr ||
-        file_.find_tensor("rope_factors_short.weight") != nullptr) {
-      throw Error(Errc::unsupported, file_.path() + ": LongRoPE (rope_factors_long/short) is not supported");
-    }
-  }
+  if (a.fused) read_phi3(p);
+  if (a.scales) read_granite(p);
 
   const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
   if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
