@@ -123,6 +123,11 @@ struct Completion {
   std::string text;  // every token text and the final tail
 };
 
+// How model_path loads: `load`, and when it names no context, the one the
+// scheduler will run (LongRoPE models choose their RoPE factors by it).
+// Whoever loads the model for a pipeline (the server, a router) uses it.
+ModelLoadOptions pipeline_load_options(const PipelineConfig& config);
+
 struct PipelineExtensions;  // actors/pipeline_extensions.hpp
 
 class Pipeline {

@@ -38,6 +38,9 @@ struct RopeParams {
   // Optional per-pair divisors of the frequency ([n_rot / 2]), e.g. Llama 3's
   // rope scaling computed by the model from its config.
   const float* freq_factors = nullptr;
+  // Multiplies the rotated dims (cos and sin): LongRoPE's attention factor,
+  // so q.k grows by its square. Dims past n_rot pass through unscaled.
+  float mscale = 1.0f;
 };
 
 // Rotates x in place: x [n_tokens, n_head, head_dim], pos [n_tokens].

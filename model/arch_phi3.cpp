@@ -1,9 +1,9 @@
-// Phi-3 (Phi3ForCausalLM, and GGUF "phi3" files: Phi-3-mini/medium, Phi-4):
-// the Llama layer with Q, K and V in one projection (qkv_proj) and the
-// FFN's gate and up in one (gate_up_proj, gate first), an optional sliding
-// window, and RoPE over the first partial_rotary_factor of each head.
-// LongRoPE (Phi-3.5, Phi-4-mini, the 128k variants) is refused by the RoPE
-// reader rather than run at the wrong frequencies.
+// Phi-3 (Phi3ForCausalLM, and GGUF "phi3" files: Phi-3-mini/medium,
+// Phi-3.5-mini, Phi-4, Phi-4-mini): the Llama layer with Q, K and V in one
+// projection (qkv_proj) and the FFN's gate and up in one (gate_up_proj, gate
+// first), an optional sliding window, and RoPE over the first
+// partial_rotary_factor of each head. LongRoPE (Phi-3.5, Phi-4-mini, the 128k
+// variants) comes from the RoPE reader (hf_config.cpp).
 #include <cstdint>
 #include <string>
 

@@ -137,12 +137,27 @@ int32_t GgufModel::read_sliding_window(const std::string& p) const {
 }
 
 // Phi-3's window, which transformers applies (llama.cpp reads the key and
-// turns the window off); LongRoPE's factor tensors are refused, not run.
+// turns the window off), and LongRoPE as llama.cpp's converter writes it:
+// both factor tensors, the original context and the attention factor.
 void GgufModel::read_phi3(const std::string& p) {
-  config_.sliding_window = read_sliding_window(p);
-  if (file_.find_tensor("rope_factors_long.weight") != nullptr ||
-      file_.find_tensor("rope_factors_short.weight") != nullptr) {
-    throw Error(Errc::unsupported, file_.path() + ": LongRoPE (rope_factors_long/short) is not supported");
+  ModelConfig& c = config_;
+  c.sliding_window = read_sliding_window(p);
+  const float* long_factors = vector("rope_factors_long.weight", c.n_rot / 2, /*required=*/false);
+  const float* short_factors = vector("rope_factors_short.weight", c.n_rot / 2, /*required=*/false);
+  if (long_factors == nullptr && short_factors == nullptr) return;
+  if (long_factors == nullptr || short_factors == nullptr) {
+    fail("LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
+  }
+  c.rope_long_factors.assign(long_factors, long_factors + c.n_rot / 2);
+  c.rope_short_factors.assign(short_factors, short_factors + c.n_rot / 2);
+  c.rope_orig_ctx = file_.get_u32(p + "rope.scaling.original_context_length");
+  if (c.rope_orig_ctx <= 0) fail("rope.scaling.original_context_length must be positive");
+  c.rope_mscale = file_.find_f32(p + "rope.scaling.attn_factor").value_or(1.0f);
+  if (!(c.rope_mscale > 0.0f) || !std::isfinite(c.rope_mscale)) fail("rope.scaling.attn_factor must be positive");
+  for (const std::vector<float>* f : {&c.rope_long_factors, &c.rope_short_factors}) {
+    for (const float v : *f) {
+      if (!(v > 0.0f) || !std::isfinite(v)) fail("LongRoPE factors must be positive");
+    }
   }
 }
 
@@ -234,10 +249,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     fail("vocab_size " + std::to_string(*v) + " does not match token_embd.weight's " + std::to_string(c.n_vocab) +
          " rows");
   }
-  if (const gguf::TensorInfo* f = file_.find_tensor("rope_freqs.weight")) {
-    file_.expect_shape(*f, {c.n_rot / 2});
-    const auto* data = static_cast<const float*>(f->data);
-    c.rope_freq_factors.assign(data, data + c.n_rot / 2);
+  if (const float* f = vector("rope_freqs.weight", c.n_rot / 2, /*required=*/false)) {
+    c.rope_freq_factors.assign(f, f + c.n_rot / 2);
   }
 
   ModelWeights& w = weights_;
@@ -301,6 +314,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     if (t.name != "token_embd.weight" || c.tied_output) weight_bytes_ += t.n_bytes;
   }
 
+  select_longrope(c, options.context_length);
   if (options.quantize) {
     quantize_weights(w, c, *options.quantize, store_, file_.path());
     weight_bytes_ = decode_weight_bytes(w, c);

@@ -123,6 +123,47 @@ std::vector<float> llama3_freq_factors(int64_t n_rot, double theta, double facto
   return out;
 }
 
+namespace {
+
+// One LongRoPE factor list: n_rot / 2 positive numbers.
+std::vector<float> longrope_factors(const HfConfig& rope, const ModelConfig& c, const char* key) {
+  const Json* list = rope.has(key) ? &rope.json()[key] : nullptr;
+  if (list == nullptr || !list->is_array()) rope.fail(Errc::bad_format, std::string("longrope needs a list '") + key + "'");
+  if (static_cast<int64_t>(list->size()) != c.n_rot / 2) {
+    rope.fail(Errc::bad_format, std::string("'") + key + "' has " + std::to_string(list->size()) +
+                                    " factors; the rotary dimensions need " + std::to_string(c.n_rot / 2));
+  }
+  std::vector<float> out;
+  for (const Json& v : *list) {
+    if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>())) {
+      rope.fail(Errc::bad_format, std::string("'") + key + "' holds a factor that is not a positive number");
+    }
+    out.push_back(static_cast<float>(v.get<double>()));
+  }
+  return out;
+}
+
+// LongRoPE, as transformers' _compute_longrope_parameters reads it: the
+// attention factor given, or sqrt(1 + ln(factor) / ln(original)) with
+// factor = max_position_embeddings / original when not given.
+void read_longrope(const HfConfig& cfg, const HfConfig& rope, ModelConfig& c) {
+  c.rope_long_factors = longrope_factors(rope, c, "long_factor");
+  c.rope_short_factors = longrope_factors(rope, c, "short_factor");
+  c.rope_orig_ctx = rope.get_int("original_max_position_embeddings", cfg.get_int("original_max_position_embeddings", 0));
+  if (c.rope_orig_ctx <= 0) rope.fail(Errc::bad_format, "longrope needs a positive original_max_position_embeddings");
+  double factor = rope.get_float("factor", 0.0);
+  if (factor == 0.0) factor = static_cast<double>(cfg.get_int("max_position_embeddings")) / c.rope_orig_ctx;
+  if (!(factor > 0.0)) rope.fail(Errc::bad_format, "rope scaling factor must be positive");
+  const double mscale =
+      rope.get_float("attention_factor",
+                     factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(c.rope_orig_ctx))));
+  if (!(mscale > 0.0) || !std::isfinite(mscale)) rope.fail(Errc::bad_format, "attention_factor must be positive");
+  c.rope_mscale = static_cast<float>(mscale);
+  c.rope_freq_factors = c.rope_short_factors;  // until select_longrope knows the context
+}
+
+}  // namespace
+
 void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
   // The RoPE tables are sized by head_dim before check_config runs.
   if (c.head_dim <= 0 || c.head_dim > kMaxWidth) {
@@ -150,8 +191,16 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
   c.rope_layout = kernels::RopeLayout::neox;
   c.rope_freq_scale = 1.0f;
   c.rope_freq_factors.clear();
+  c.rope_long_factors.clear();
+  c.rope_short_factors.clear();
+  c.rope_orig_ctx = 0;
+  c.rope_mscale = 1.0f;
 
   if (type == "default") return;
+  if (type == "longrope" || type == "su") {  // "su": the name in the first Phi-3 128k configs
+    read_longrope(cfg, rope, c);
+    return;
+  }
   const double factor = rope.get_float("factor");
   if (!(factor > 0.0)) rope.fail(Errc::bad_format, "rope scaling factor must be positive");
   if (type == "linear") {
@@ -166,7 +215,8 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
     }
     c.rope_freq_factors = llama3_freq_factors(c.n_rot, c.rope_theta, factor, low, high, original);
   } else {
-    rope.fail(Errc::unsupported, "rope type '" + type + "' is not supported; supported: default, linear, llama3");
+    rope.fail(Errc::unsupported,
+              "rope type '" + type + "' is not supported; supported: default, linear, llama3, longrope");
   }
 }
 

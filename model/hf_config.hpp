@@ -55,9 +55,9 @@ void read_decoder_sizes(const HfConfig& cfg, ModelConfig& c);
 void read_llama_config(const HfConfig& cfg, ModelConfig& c);
 
 // RoPE from either spelling: transformers 5's "rope_parameters" object, or
-// "rope_theta" plus a "rope_scaling" object (type "default", "linear" or
-// "llama3"; also "partial_rotary_factor"). Needs c.head_dim. Other scaling
-// types throw Error(unsupported) naming them.
+// "rope_theta" plus a "rope_scaling" object (type "default", "linear",
+// "llama3" or "longrope"; also "partial_rotary_factor"). Needs c.head_dim.
+// Other scaling types throw Error(unsupported) naming them.
 void read_rope_config(const HfConfig& cfg, ModelConfig& c);
 
 // Llama 3.1's per-pair frequency divisors ([n_rot / 2]), as transformers'

@@ -81,6 +81,7 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   config_.name = fs::path(dir).filename().string();
   if (config_.name.empty()) config_.name = fs::path(dir).parent_path().filename().string();
 
+  select_longrope(config_, options.context_length);
   if (options.quantize) quantize_weights(weights_, config_, *options.quantize, store_, dir);
   weight_bytes_ = decode_weight_bytes(weights_, config_);
   // The tokenizer files fill the rest of the vocabulary; these ids let a

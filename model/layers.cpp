@@ -56,7 +56,8 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
         .n_rot = c.n_rot,
         .theta = local ? c.rope_local_theta : c.rope_theta,
         .freq_scale = local ? 1.0f : c.rope_freq_scale,
-        .freq_factors = local || c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data()};
+        .freq_factors = local || c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(),
+        .mscale = local ? 1.0f : c.rope_mscale};
     be.rope(q, ctx.pos, n, c.n_head, c.head_dim, p);
     be.rope(k, ctx.pos, n, c.n_head_kv, c.head_dim, p);
   }

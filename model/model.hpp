@@ -64,6 +64,10 @@ struct ModelLoadOptions {
   // llama.cpp's mix of a file type (model/quant_scheme.hpp). Norms, biases,
   // position tables and MoE routers stay f32; quantized tensors as they are.
   std::optional<QuantScheme> quantize;
+  // The longest sequence the engine will run (prompt + output); 0: not
+  // known, taken as short. Only LongRoPE models read it: beyond their
+  // original context they use the long factors (as llama.cpp picks by n_ctx).
+  int64_t context_length = 0;
 };
 
 class Model {

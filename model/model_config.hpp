@@ -28,6 +28,15 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;
   std::vector<float> rope_freq_factors;  // [n_rot / 2] or empty
+  // LongRoPE (Phi-3.5, Phi-4-mini): two factor lists, the short one for
+  // contexts up to rope_orig_ctx and the long one beyond. rope_freq_factors
+  // holds the one chosen at load for the context the engine will run
+  // (select_longrope), so cached keys never mix the two. rope_mscale
+  // multiplies the rotated dims of q and k (its square scales the scores).
+  std::vector<float> rope_short_factors;  // [n_rot / 2] or empty (no LongRoPE)
+  std::vector<float> rope_long_factors;   // [n_rot / 2] or empty
+  int64_t rope_orig_ctx = 0;
+  float rope_mscale = 1.0f;
   int32_t sliding_window = 0;            // 0: full causal attention
   bool tied_output = false;              // output projection is the token embedding
   int64_t n_expert = 0;                  // mixture-of-experts FFN: experts per layer (0: dense FFN)

@@ -42,6 +42,9 @@ std::string model_identity(const Model& model) {
   f.value(c.norm_eps);
   f.value(c.rope_theta);
   f.value(c.rope_freq_scale);
+  // The factors in use: a worker that chose LongRoPE's other list must not join.
+  for (const float v : c.rope_freq_factors) f.value(v);
+  f.value(c.rope_mscale);
   f.value(static_cast<int>(c.rope_layout));
   f.value(c.sliding_window);
   f.value(c.tied_output);

@@ -18,4 +18,9 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelLoa
   return load_gguf_model(path, options);
 }
 
+void select_longrope(ModelConfig& c, int64_t context_length) {
+  if (c.rope_short_factors.empty()) return;
+  c.rope_freq_factors = context_length > c.rope_orig_ctx ? c.rope_long_factors : c.rope_short_factors;
+}
+
 }  // namespace troupe

@@ -93,7 +93,7 @@ void PipelineClient::load() {
       }
       if (stop_) return;
       set_state({.progress = 0.8, .stage = "loading the model"});
-      options_.pipeline.model = Model::load(path, options_.pipeline.load);
+      options_.pipeline.model = Model::load(path, pipeline_load_options(options_.pipeline));
     }
     if (stop_) return;
     set_state({.progress = 0.9, .stage = "starting the pipeline"});

@@ -56,7 +56,7 @@ void ReplicaRouter::load(ReplicaRouterOptions o) {
     std::shared_ptr<const Model> model = o.replicas.front().model;
     if (!model) {
       report({.progress = 0, .stage = "loading the model"});
-      model = Model::load(o.replicas.front().model_path, o.replicas.front().load);
+      model = Model::load(o.replicas.front().model_path, pipeline_load_options(o.replicas.front()));
     }
     std::vector<std::unique_ptr<EngineClient>> made;
     for (size_t i = 0; i < o.replicas.size() && !stop_; ++i) {

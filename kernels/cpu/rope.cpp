@@ -1,5 +1,6 @@
 // Rotary position embedding, in place on queries or keys. Pair i of a head
-// turns by pos * freq_scale / (theta^(2i/n_rot) * freq_factors[i]); angles are
+// turns by pos * freq_scale / (theta^(2i/n_rot) * freq_factors[i]) and is
+// scaled by mscale; angles are
 // formed in double so long positions keep their precision, and each token's
 // cos/sin table is shared by all its heads.
 #include <algorithm>
@@ -26,7 +27,7 @@ class RopeTable {
   bool holds(const RopeParams& p, int64_t n_rot) const {
     // No factors: factors_ empty (half >= 1, so a factor list never is).
     const float* f_end = p.freq_factors == nullptr ? nullptr : p.freq_factors + n_rot / 2;
-    return n_rot_ == n_rot && theta_ == p.theta && freq_scale_ == p.freq_scale &&
+    return n_rot_ == n_rot && theta_ == p.theta && freq_scale_ == p.freq_scale && mscale_ == p.mscale &&
            std::equal(factors_.begin(), factors_.end(), p.freq_factors, f_end);
   }
 
@@ -38,6 +39,7 @@ class RopeTable {
     n_rot_ = n_rot;
     theta_ = p.theta;
     freq_scale_ = p.freq_scale;
+    mscale_ = p.mscale;
     factors_.assign(p.freq_factors, f_end);
     inv_freq_.resize(static_cast<size_t>(half));
     for (int64_t i = 0; i < half; ++i) {
@@ -49,7 +51,7 @@ class RopeTable {
   }
 
   // [n][2][half]: for token t, the cos, then the sin, of pair i's angle at
-  // pos[t].
+  // pos[t], times mscale.
   const float* cos_sin(const int32_t* pos, int64_t n) {
     if (std::equal(pos_.begin(), pos_.end(), pos, pos + n)) return cs_.data();
     const size_t half = inv_freq_.size();
@@ -60,8 +62,8 @@ class RopeTable {
       const double scaled_pos = static_cast<double>(pos[t]) * static_cast<double>(freq_scale_);
       for (size_t i = 0; i < half; ++i) {
         const double angle = scaled_pos * inv_freq_[i];
-        c[i] = static_cast<float>(std::cos(angle));
-        c[half + i] = static_cast<float>(std::sin(angle));
+        c[i] = static_cast<float>(std::cos(angle) * mscale_);
+        c[half + i] = static_cast<float>(std::sin(angle) * mscale_);
       }
     }
     return cs_.data();
@@ -69,7 +71,7 @@ class RopeTable {
 
  private:
   int64_t n_rot_ = 0;
-  float theta_ = 0.0f, freq_scale_ = 0.0f;
+  float theta_ = 0.0f, freq_scale_ = 0.0f, mscale_ = 0.0f;
   std::vector<float> factors_;
   std::vector<double> inv_freq_;  // [half]
   std::vector<int32_t> pos_;      // the positions cs_ holds
@@ -97,10 +99,10 @@ void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_
                                             std::to_string(n_head) + " head_dim=" + std::to_string(head_dim) +
                                             " n_rot=" + std::to_string(n_rot) + " (n_rot must be even, <= head_dim)");
   }
-  if (!(p.theta > 0.0f) || !std::isfinite(p.freq_scale)) {
+  if (!(p.theta > 0.0f) || !std::isfinite(p.freq_scale) || !std::isfinite(p.mscale)) {
     throw Error(Errc::invalid_argument,
-                "rope: theta must be > 0 and freq_scale finite (theta=" + std::to_string(p.theta) +
-                    ", freq_scale=" + std::to_string(p.freq_scale) + ")");
+                "rope: theta must be > 0 and freq_scale, mscale finite (theta=" + std::to_string(p.theta) +
+                    ", freq_scale=" + std::to_string(p.freq_scale) + ", mscale=" + std::to_string(p.mscale) + ")");
   }
   if (n_tokens == 0) return;
   if (x == nullptr || pos == nullptr) throw Error(Errc::invalid_argument, "rope: null x or pos");

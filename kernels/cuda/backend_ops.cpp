@@ -162,10 +162,10 @@ void CudaBackend::rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n
                                             std::to_string(n_head) + " head_dim=" + std::to_string(head_dim) +
                                             " n_rot=" + std::to_string(n_rot) + " (n_rot must be even, <= head_dim)");
   }
-  if (!(p.theta > 0.0f) || !std::isfinite(p.freq_scale)) {
-    throw Error(Errc::invalid_argument, "cuda rope: theta must be > 0 and freq_scale finite (theta=" +
+  if (!(p.theta > 0.0f) || !std::isfinite(p.freq_scale) || !std::isfinite(p.mscale)) {
+    throw Error(Errc::invalid_argument, "cuda rope: theta must be > 0 and freq_scale, mscale finite (theta=" +
                                             std::to_string(p.theta) + ", freq_scale=" + std::to_string(p.freq_scale) +
-                                            ")");
+                                            ", mscale=" + std::to_string(p.mscale) + ")");
   }
   if (n_tokens == 0) return;
   if (x == nullptr || pos == nullptr) throw Error(Errc::invalid_argument, "cuda rope: null x or pos");
@@ -191,7 +191,7 @@ void CudaBackend::rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n
   op.rope = {.q = x, .k = nullptr, .pos = static_cast<const int32_t*>(dev_pos),
              .inv_freq = static_cast<const double*>(freqs), .n_tokens = n_tokens, .n_head = n_head, .n_head_kv = 0,
              .head_dim = head_dim, .n_rot = n_rot, .neox = p.layout == kernels::RopeLayout::neox ? 1 : 0,
-             .freq_scale = static_cast<double>(p.freq_scale)};
+             .freq_scale = static_cast<double>(p.freq_scale), .mscale = static_cast<double>(p.mscale)};
   m.record(op);
 }
 

@@ -49,6 +49,7 @@ struct RopeArgs {
   int64_t n_rot = 0;                // even, <= head_dim
   bool neox = false;                // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
   double freq_scale = 1.0;
+  double mscale = 1.0;              // times the rotated dims (LongRoPE's attention factor)
   const double* inv_freq = nullptr; // [n_rot / 2], device: theta^(-2i/n_rot) / freq_factor[i]
 };
 // Rotates q [n_tokens, n_head, head_dim] and, when k is not null, k

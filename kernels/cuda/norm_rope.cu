@@ -80,7 +80,7 @@ __device__ __forceinline__ void rotate_heads(float* x, int64_t n_head, int64_t h
 // hundreds of thousands keep their precision), then every head of q and k.
 __global__ void rope_qk_kernel(float* q, float* k, const int32_t* __restrict__ pos, int64_t n_tokens, int64_t n_head,
                                int64_t n_head_kv, int64_t head_dim, int64_t half, bool neox, double freq_scale,
-                               const double* __restrict__ inv_freq) {
+                               double mscale, const double* __restrict__ inv_freq) {
   const int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (idx >= n_tokens * half) return;
   const int64_t t = idx / half;
@@ -88,8 +88,8 @@ __global__ void rope_qk_kernel(float* q, float* k, const int32_t* __restrict__ p
   const double angle = static_cast<double>(pos[t]) * freq_scale * inv_freq[i];
   double sd, cd;
   sincos(angle, &sd, &cd);
-  const float c = static_cast<float>(cd);
-  const float s = static_cast<float>(sd);
+  const float c = static_cast<float>(cd * mscale);
+  const float s = static_cast<float>(sd * mscale);
   const int64_t a_off = neox ? i : 2 * i;
   const int64_t b_off = neox ? i + half : 2 * i + 1;
   rotate_heads(q + t * n_head * head_dim, n_head, head_dim, a_off, b_off, c, s);
@@ -145,7 +145,8 @@ void rope_qk(float* q, float* k, const int32_t* pos, int64_t n_tokens, int64_t n
   const int64_t n = n_tokens * half;
   const auto blocks = static_cast<unsigned>((n + kRopeThreads - 1) / kRopeThreads);
   rope_qk_kernel<<<blocks, kRopeThreads, 0, stream>>>(q, k, pos, n_tokens, n_head, n_head_kv, head_dim, half,
-                                                      args.neox, args.freq_scale, args.inv_freq);
+                                                      args.neox, args.freq_scale, args.mscale,
+                                                      args.inv_freq);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

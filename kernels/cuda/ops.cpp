@@ -17,7 +17,7 @@ static_assert(sizeof(Op) % 8 == 0);
 static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n launch takes");
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
-                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 6 * 8 && sizeof(RopeOp) == 11 * 8 &&
+                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 6 * 8 && sizeof(RopeOp) == 12 * 8 &&
                   sizeof(AttnOp) == 25 * 8,
               "op records must be padding-free: every field 8 bytes");
 
@@ -110,7 +110,12 @@ void execute(const Op& op, const DeviceContext& ctx) {
     case OpKind::rope: {
       const RopeOp& r = op.rope;
       rope_qk(r.q, r.k, r.pos, r.n_tokens, r.n_head, r.n_head_kv, r.head_dim,
-              {.n_rot = r.n_rot, .neox = r.neox != 0, .freq_scale = r.freq_scale, .inv_freq = r.inv_freq}, s);
+              {.n_rot = r.n_rot,
+               .neox = r.neox != 0,
+               .freq_scale = r.freq_scale,
+               .mscale = r.mscale,
+               .inv_freq = r.inv_freq},
+              s);
       return;
     }
     case OpKind::kv_write: kv_write(kv_view(op.attn), op.attn.k, op.attn.v, attn_meta(op.attn), s); return;
@@ -196,6 +201,7 @@ bool try_fuse(Op& prev, const Op& next) {
     const RopeOp& b = next.rope;
     if (a.k == nullptr && a.pos == b.pos && a.inv_freq == b.inv_freq && a.n_tokens == b.n_tokens &&
         a.head_dim == b.head_dim && a.n_rot == b.n_rot && a.neox == b.neox && a.freq_scale == b.freq_scale &&
+        a.mscale == b.mscale &&
         disjoint(a.q, a.n_tokens * a.n_head * a.head_dim, b.q, b.n_tokens * b.n_head * b.head_dim)) {
       a.k = b.q;
       a.n_head_kv = b.n_head;

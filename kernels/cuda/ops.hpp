@@ -108,6 +108,7 @@ struct RopeOp {
   int64_t n_rot;
   int64_t neox;
   double freq_scale;
+  double mscale;
 };
 
 // kv_write (k, v: the new keys and values) and attention (q -> out).

@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <string>
 
+#include "actors/pipeline.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -197,5 +200,26 @@ TEST(PipelineConfigJson, WaitsPastInt64AreErrors) {
       EXPECT_EQ(e.code(), troupe::Errc::bad_format);
       EXPECT_NE(std::string(e.what()).find("must be a number of ms in [0, 1e9]"), std::string::npos) << e.what();
     }
+  }
+}
+
+// A LongRoPE model loaded by a pipeline runs the factors of the context the
+// scheduler serves (capped at the KV pool): the long ones past the model's
+// original context (6 in the fixture), the short ones within it.
+TEST(PipelineLoad, LongRopeFactorsFollowTheServedContext) {
+  troupe::PipelineConfig c;
+  c.model_path = std::string(TROUPE_FIXTURES_DIR) + "/gguf/phi3_longrope.gguf";
+  c.scheduler.context_length = 48;
+  c.n_kv_blocks = 8;
+  c.kv_block_size = 4;
+  EXPECT_EQ(troupe::pipeline_load_options(c).context_length, 32);  // the pool holds 32 tokens
+  c.load.context_length = 5;                                       // said outright: kept
+  EXPECT_EQ(troupe::pipeline_load_options(c).context_length, 5);
+  c.load.context_length = 0;
+  for (const int32_t ctx : {6, 32}) {
+    c.scheduler.context_length = ctx;
+    const std::unique_ptr<troupe::Pipeline> p = troupe::Pipeline::start(c);
+    const troupe::ModelConfig& m = p->model().config();
+    EXPECT_EQ(m.rope_freq_factors, ctx > 6 ? m.rope_long_factors : m.rope_short_factors) << "context " << ctx;
   }
 }

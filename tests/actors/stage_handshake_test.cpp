@@ -53,10 +53,10 @@ TEST(StageHandshake, EachMismatchNamesBothSides) {
             "model differs: the head has SmolLM2 (id ffffffffffffffff), the worker has stories260K (id "
             "00112233aabbccdd)");
   h = head();
-  h.model_id = "ffffffffffffffff";  // the same file, other weights: quantized otherwise at load
+  h.model_id = "ffffffffffffffff";  // the same file, other weights: quantized (or LongRoPE factors chosen) otherwise
   EXPECT_EQ(check_hello(kStageWireVersion, hello_json(h, ""), worker(), ""),
             "model differs: the head has stories260K (id ffffffffffffffff), the worker has stories260K (id "
-            "00112233aabbccdd); give the worker the head's --quantize");
+            "00112233aabbccdd); give the worker the head's --quantize (and --ctx)");
   h = head();
   h.first_layer = 3;
   EXPECT_EQ(check_hello(kStageWireVersion, hello_json(h, ""), worker(), ""),

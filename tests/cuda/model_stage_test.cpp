@@ -269,14 +269,15 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/gemma3.gguf",  dir + "/hf/gemma3",
                                           dir + "/hf/qwen3moe",       dir + "/hf/mistral",
                                           dir + "/gguf/phi3.gguf",    dir + "/hf/phi3",
-                                          dir + "/gguf/granite.gguf"};
+                                          dir + "/gguf/granite.gguf", dir + "/gguf/phi3_longrope.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();
     std::ifstream in(dir + "/hf/" + arch + "/reference.json");
     ASSERT_TRUE(in) << "missing reference for " << arch;
     const auto ref = nlohmann::json::parse(in);
-    auto model = Model::load(path);
+    // phi3_longrope's prompts pass its original context: the long factors.
+    auto model = Model::load(path, {.context_length = 48});
     CudaBackendOptions options = test::small_options(true);
     options.f32_weights = WeightPrecision::f32;
     CudaBackend gpu(options);

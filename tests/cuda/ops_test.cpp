@@ -173,7 +173,8 @@ TEST(CudaOps, RopeOnQAndKMatchesTheCpuInBothLayouts) {
                                     .n_rot = n_rot,
                                     .theta = 500000.0f,
                                     .freq_scale = 0.25f,
-                                    .freq_factors = n_rot == 48 ? factors.data() : nullptr};
+                                    .freq_factors = n_rot == 48 ? factors.data() : nullptr,
+                                    .mscale = n_rot == 48 ? 1.19f : 1.0f};  // LongRoPE's attention factor
         // Positions up to 100k: the angle must be formed in double, as on the CPU.
         const std::vector<int32_t> pos{0, 1, 17, 4095, 32768, 99999};
         auto q = random_floats(rng, n_tokens * n_head * head_dim, -1.0f, 1.0f);

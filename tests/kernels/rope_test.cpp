@@ -35,8 +35,8 @@ std::vector<double> ref_normal(const std::vector<float>& x, const std::vector<in
       for (int64_t i = 0; i < n_rot / 2; ++i) {
         const double a = angle(pos[t], i, n_rot, p);
         const double x0 = x[base + 2 * i], x1 = x[base + 2 * i + 1];
-        y[base + 2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
-        y[base + 2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
+        y[base + 2 * i] = (x0 * std::cos(a) - x1 * std::sin(a)) * p.mscale;
+        y[base + 2 * i + 1] = (x0 * std::sin(a) + x1 * std::cos(a)) * p.mscale;
       }
     }
   }
@@ -55,14 +55,15 @@ std::vector<double> ref_hf(const std::vector<float>& x, const std::vector<int32_
       for (int64_t j = 0; j < n_rot; ++j) {
         const double a = angle(pos[t], j % half, n_rot, p);
         const double rot = j < half ? -double(x[base + j + half]) : double(x[base + j - half]);
-        y[base + j] = x[base + j] * std::cos(a) + rot * std::sin(a);
+        y[base + j] = (x[base + j] * std::cos(a) + rot * std::sin(a)) * p.mscale;
       }
     }
   }
   return y;
 }
 
-void check_layout(RopeLayout layout, int64_t head_dim, int64_t n_rot_param, float freq_scale, bool factors) {
+void check_layout(RopeLayout layout, int64_t head_dim, int64_t n_rot_param, float freq_scale, bool factors,
+                  float mscale = 1.0f) {
   std::mt19937 rng(static_cast<unsigned>(head_dim * 31 + n_rot_param));
   const int64_t n_head = 3;
   const std::vector<int32_t> pos = {0, 1, 7, 100, 4095, 131071};
@@ -72,7 +73,8 @@ void check_layout(RopeLayout layout, int64_t head_dim, int64_t n_rot_param, floa
                      .n_rot = n_rot_param,
                      .theta = 500000.0f,
                      .freq_scale = freq_scale,
-                     .freq_factors = factors ? ff.data() : nullptr};
+                     .freq_factors = factors ? ff.data() : nullptr,
+                     .mscale = mscale};
   auto x = test::random_floats(rng, pos.size() * n_head * head_dim, -1.0f, 1.0f);
   const auto want = layout == RopeLayout::normal ? ref_normal(x, pos, n_head, head_dim, n_rot, p)
                                                  : ref_hf(x, pos, n_head, head_dim, n_rot, p);
@@ -87,8 +89,10 @@ void check_layout(RopeLayout layout, int64_t head_dim, int64_t n_rot_param, floa
                                        << " k=" << k;
     }
   }
-  // Position 0 is the identity.
-  for (int64_t k = 0; k < n_head * head_dim; ++k) ASSERT_EQ(x[k], orig[k]);
+  // Position 0 is the identity, up to mscale on the rotated dims.
+  for (int64_t k = 0; k < n_head * head_dim; ++k) {
+    ASSERT_FLOAT_EQ(x[k], k % head_dim < n_rot ? orig[k] * mscale : orig[k]);
+  }
 }
 
 TEST(Rope, NormalLayoutMatchesAdjacentPairReference) {
@@ -103,6 +107,13 @@ TEST(Rope, NeoxLayoutMatchesHuggingFaceRotateHalf) {
   check_layout(RopeLayout::neox, 128, 0, 0.5f, true);
   check_layout(RopeLayout::neox, 10, 0, 1.0f, false);
   check_layout(RopeLayout::neox, 80, 20, 1.0f, true);  // partial rotation (e.g. Phi: 32 of 80)
+}
+
+// LongRoPE: per-pair factors and an attention factor on the rotated dims
+// only (Phi-4-mini rotates 96 of 128).
+TEST(Rope, AttentionFactorScalesOnlyTheRotatedDims) {
+  check_layout(RopeLayout::neox, 128, 96, 1.0f, true, 1.19f);
+  check_layout(RopeLayout::normal, 64, 0, 1.0f, true, 0.8f);
 }
 
 TEST(Rope, KnownSmallCase) {
@@ -152,6 +163,8 @@ TEST(Rope, CachedTableFollowsEveryParameterAtOnePosition) {
   p.freq_factors = ff.data();
   check(p);
   for (float& f : ff) f *= 2.0f;  // same pointer, new values
+  check(p);
+  p.mscale = 1.2f;
   check(p);
   p.freq_factors = nullptr;
   check(p);

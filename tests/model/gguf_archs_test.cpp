@@ -136,6 +136,17 @@ TEST(GgufConversion, MissingExpertTensorIsNamed) {
   gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format, {"'blk.1.ffn_up_exps.weight'"});
 }
 
+// LongRoPE needs both factor lists and the original context (longrope_test.cpp
+// runs the whole file).
+TEST(GgufConversion, LongRopeWithoutItsShortFactorsOrOriginalContext) {
+  std::string path = with_bytes_replaced("phi3_longrope", "rope_factors_short", "rope_factors_shorX");
+  gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format,
+                           {"LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight"});
+  path = with_bytes_replaced("phi3_longrope", "original_context_length", "original_context_lengtX");
+  gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format,
+                           {"phi3.rope.scaling.original_context_length"});
+}
+
 TEST(GgufConversion, MissingQkNormIsNamed) {
   const std::string path = with_bytes_replaced("qwen3", "blk.0.attn_k_norm", "blk.0.attn_k_nore");
   gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format, {"'blk.0.attn_k_norm.weight'"});

@@ -11,8 +11,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
@@ -28,13 +30,14 @@ using namespace hf_test;  // NOLINT: the fixture helpers
 
 // The fixture's weights beside its config.json as `edit` leaves it, in dir.
 std::shared_ptr<const Model> load_edited(const std::string& arch, const st_test::TempDir& dir,
-                                         const std::function<void(nlohmann::json&)>& edit) {
+                                         const std::function<void(nlohmann::json&)>& edit,
+                                         const ModelLoadOptions& options = {}) {
   std::filesystem::copy(fixture_dir(arch) + "/model.safetensors", dir.file("model.safetensors"));
   std::ifstream in(fixture_dir(arch) + "/config.json");
   nlohmann::json cfg = nlohmann::json::parse(in);
   edit(cfg);
   st_test::write_text(dir.file("config.json"), cfg.dump());
-  return Model::load(dir.path().string());
+  return Model::load(dir.path().string(), options);
 }
 
 // Qwen3-MoE with norm_topk_prob off (transformers' default): the gate
@@ -77,6 +80,55 @@ TEST(HfVariants, GemmaLegacyConfigKeys) {
   EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
   const auto ref = reference("gemma3");
   expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance);
+}
+
+// LongRoPE as the published Phi-3.5 / Phi-4-mini configs spell it:
+// "rope_scaling" with "type": "longrope", rope_theta and
+// original_max_position_embeddings at the top level.
+TEST(HfVariants, LongRopeLegacyConfigKeys) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_longrope_legacy");
+  const auto model = load_edited(
+      "phi3_longrope", dir,
+      [](nlohmann::json& c) {
+        nlohmann::json rope = c["rope_parameters"];
+        c.erase("rope_parameters");
+        c["rope_theta"] = rope["rope_theta"];
+        c["partial_rotary_factor"] = rope["partial_rotary_factor"];
+        c["rope_scaling"] = {{"type", "longrope"},
+                             {"long_factor", rope["long_factor"]},
+                             {"short_factor", rope["short_factor"]}};
+      },
+      {.context_length = 48});
+  EXPECT_EQ(model->config().rope_orig_ctx, 6);
+  expect_reference_batch(model, reference("phi3_longrope"));
+}
+
+// A factor list of the wrong length or with a non-positive factor, or no
+// original context: refused, naming what is wrong.
+TEST(HfVariants, LongRopeConfigErrors) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& c) { c["rope_parameters"]["long_factor"].push_back(1.0); },
+       "'long_factor' has 7 factors; the rotary dimensions need 6"},
+      {[](nlohmann::json& c) { c["rope_parameters"]["short_factor"][2] = 0.0; },
+       "'short_factor' holds a factor that is not a positive number"},
+      {[](nlohmann::json& c) { c["rope_parameters"].erase("long_factor"); }, "longrope needs a list 'long_factor'"},
+      {[](nlohmann::json& c) {
+         c["rope_parameters"].erase("original_max_position_embeddings");
+         c.erase("original_max_position_embeddings");
+       },
+       "longrope needs a positive original_max_position_embeddings"},
+  };
+  for (const auto& [edit, want] : cases) {
+    st_test::TempDir dir("hf_longrope_bad");
+    try {
+      load_edited("phi3_longrope", dir, edit);
+      ADD_FAILURE() << "loaded; wanted: " << want;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::bad_format);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Gemma 3 4B-27B are Gemma3ForConditionalGeneration checkpoints: the text

@@ -61,6 +61,7 @@ void run_generate(const GenerateArgs& a) {
   const KvType kv_type = parse_kv_type(a.kv_type);
   ModelLoadOptions load_options;
   load_options.quantize = quantize_scheme(a.quantize);
+  load_options.context_length = a.ctx > 0 ? a.ctx : 4096;  // the Generator's default cap
   std::fprintf(stderr, "troupe: loading %s%s\n", path.c_str(), quantize_note(load_options.quantize).c_str());
   auto model = Model::load(path, load_options);
   auto tokenizer = load_model_tokenizer(*model);

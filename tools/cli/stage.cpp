@@ -45,6 +45,7 @@ struct StageArgs {
   std::string kv_type = "f32";
   int64_t max_tokens = SchedulerConfig{}.max_tokens_per_step;
   int64_t max_seqs = SchedulerConfig{}.max_batch_size;
+  int32_t ctx = SchedulerConfig{}.context_length;
   std::string secret;
   std::string tls_cert, tls_key, tls_ca;
   uint32_t wire_version = kStageWireVersion;
@@ -106,7 +107,7 @@ void run_stage(const StageArgs& a) {
   const std::optional<QuantScheme> quantize = quantize_scheme(a.quantize);
   std::fprintf(stderr, "troupe stage: loading %s (CPU: %s%s)\n", path.c_str(), cpu_math_summary().c_str(),
                quantize_note(quantize).c_str());
-  std::shared_ptr<const Model> model = Model::load(path, {.quantize = quantize});
+  std::shared_ptr<const Model> model = Model::load(path, {.quantize = quantize, .context_length = a.ctx});
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();
@@ -193,6 +194,10 @@ void add_stage_command(CLI::App& app) {
   cmd->add_option("--max-tokens", a->max_tokens, "Most tokens in one step (at least the head's; default 2048)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-seqs", a->max_seqs, "Most sequences in one step (at least the head's; default 64)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ctx", a->ctx,
+                  "The head's context length (default 4096): LongRoPE models choose their RoPE factors by it, and "
+                  "the handshake compares them")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--secret", a->secret, "Shared secret heads must present (or TROUPE_STAGE_SECRET)");
   cmd->add_option("--tls-cert", a->tls_cert, "TLS: this worker's certificate (PEM)");
