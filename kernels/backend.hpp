@@ -88,12 +88,15 @@ class Backend {
   virtual void geglu(float* y, const float* gate, const float* up, int64_t n) = 0;
   // x *= s over n values (Gemma's embedding scale).
   virtual void scale(float* x, float s, int64_t n) = 0;
+  // x = cap * tanh(x / cap) over n values, cap > 0 (Gemma 2's logit soft-capping).
+  virtual void soft_cap(float* x, float cap, int64_t n) = 0;
   // Gathers rows: y[i] = x[rows[i]] for n_rows rows of n_cols values.
   virtual void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) = 0;
   virtual void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs,
                         int n_seqs) = 0;
+  // See kernels::attention (cpu_kernels.hpp) for window and softcap.
   virtual void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                         int64_t n_head, float scale, int32_t window) = 0;
+                         int64_t n_head, float scale, int32_t window, float softcap) = 0;
 };
 
 }  // namespace troupe

@@ -9,6 +9,7 @@
 #include "kernels/cpu/int8_packed.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -266,6 +267,11 @@ void CpuBackend::scale(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
+void CpuBackend::soft_cap(float* x, float cap, int64_t n) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
 void CpuBackend::gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) {
   for (int64_t i = 0; i < n_rows; ++i) {
     std::memmove(y + i * n_cols, x + static_cast<int64_t>(rows[i]) * n_cols, static_cast<size_t>(n_cols) * 4);
@@ -277,8 +283,8 @@ void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v,
 }
 
 void CpuBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                           int64_t n_head, float scale, int32_t window) {
-  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window);
+                           int64_t n_head, float scale, int32_t window, float softcap) {
+  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window, softcap);
 }
 
 }  // namespace troupe

@@ -57,10 +57,11 @@ class CpuBackend : public Backend {
   void gelu(float* y, const float* x, int64_t n) override;
   void geglu(float* y, const float* gate, const float* up, int64_t n) override;
   void scale(float* x, float s, int64_t n) override;
+  void soft_cap(float* x, float cap, int64_t n) override;
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-                 float scale, int32_t window) override;
+                 float scale, int32_t window, float softcap) override;
 
  private:
   // fn(begin, end) over [0, n), split over the pool for a prefill's sizes.

@@ -66,8 +66,10 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 // Causal grouped-query attention over the paged cache (which must already
 // hold the new tokens, see kv_write), read in place whatever its type. q, out: [n_tokens, n_head, head_dim];
 // query head h reads kv head h / (n_head / n_head_kv). window > 0 limits each
-// query to the last `window` positions (sliding-window attention).
+// query to the last `window` positions (sliding-window attention). softcap >
+// 0 turns each scaled score s into softcap * tanh(s / softcap) before the
+// softmax (Gemma 2's attention logit soft-capping).
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-               float scale, ThreadPool& pool, int32_t window = 0);
+               float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f);
 
 }  // namespace troupe::kernels

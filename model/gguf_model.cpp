@@ -28,7 +28,7 @@ struct GgufArch {
   kernels::RopeLayout rope;
   bool qk_norm;  // attn_q_norm / attn_k_norm per head
   bool moe;      // experts required (llama: experts when the file has them)
-  bool gemma;    // Gemma 3's sandwich norms, local layers and scales
+  bool gemma;    // Gemma 2 and 3's sandwich norms, local layers and scales
   bool fused;    // attn_qkv, and ffn_up holding gate then up (Phi-3)
   bool scales;   // Granite's embedding, residual, attention and logit scales
 };
@@ -38,6 +38,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen2", kernels::RopeLayout::neox, false, false, false, false, false},
     {"qwen3", kernels::RopeLayout::neox, true, false, false, false, false},
     {"qwen3moe", kernels::RopeLayout::neox, true, true, false, false, false},
+    {"gemma2", kernels::RopeLayout::neox, false, false, true, false, false},
     {"gemma3", kernels::RopeLayout::neox, true, false, true, false, false},
     {"phi3", kernels::RopeLayout::neox, false, false, false, true, false},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
@@ -63,7 +64,7 @@ class GgufModel final : public Model {
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
-  void read_gemma3(const std::string& p);
+  void read_gemma(const std::string& p, bool gemma2);
   void read_phi3(const std::string& p);
   void read_granite(const std::string& p);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
@@ -109,22 +110,30 @@ void GgufModel::bind_experts(const std::string& b, LayerWeights& l) const {
 // and the score scale by model size: the files carry no
 // query_pre_attn_scalar, and Gemma 3 27B (62 layers) is the one whose scalar
 // (n_embd / n_head) is not head_dim. The norms are stored as 1 + w already.
-void GgufModel::read_gemma3(const std::string& p) {
+// "gemma2": every other layer local (window 4096 when the key is absent),
+// one RoPE base for both kinds, 27B is the 46-layer one, and soft-capping of
+// the scores and logits (50 and 30 when the keys are absent).
+void GgufModel::read_gemma(const std::string& p, bool gemma2) {
   ModelConfig& c = config_;
-  if (file_.find_f32(p + "final_logit_softcapping").value_or(0.0f) != 0.0f) {
-    throw Error(Errc::unsupported, file_.path() + ": final_logit_softcapping is not supported");
+  c.attn_softcap = file_.find_f32(p + "attn_logit_softcapping").value_or(gemma2 ? 50.0f : 0.0f);
+  c.final_softcap = file_.find_f32(p + "final_logit_softcapping").value_or(gemma2 ? 30.0f : 0.0f);
+  if (!(c.attn_softcap >= 0.0f) || !std::isfinite(c.attn_softcap) || !(c.final_softcap >= 0.0f) ||
+      !std::isfinite(c.final_softcap)) {
+    fail("attn_logit_softcapping and final_logit_softcapping must be finite and >= 0");
   }
   c.sliding_window = read_sliding_window(p);
+  if (gemma2 && file_.find_u32(p + "attention.sliding_window") == std::nullopt) c.sliding_window = 4096;
   if (c.sliding_window > 0) {
-    const uint32_t pattern = file_.find_u32(p + "attention.sliding_window_pattern").value_or(6);
+    const uint32_t pattern = file_.find_u32(p + "attention.sliding_window_pattern").value_or(gemma2 ? 2 : 6);
     c.local_layers.assign(static_cast<size_t>(c.n_layer), 1);
     for (int64_t il = 0; il < c.n_layer; ++il) {
       c.local_layers[static_cast<size_t>(il)] = pattern == 0 || il % pattern < pattern - 1;
     }
   }
-  c.rope_local_theta = file_.find_f32(p + "rope.freq_base_swa").value_or(10000.0f);
+  c.rope_local_theta = file_.find_f32(p + "rope.freq_base_swa").value_or(gemma2 ? c.rope_theta : 10000.0f);
   if (!(c.rope_local_theta > 0.0f)) fail("rope.freq_base_swa must be positive");
-  const int64_t scalar = c.n_layer == 62 ? c.n_embd / c.n_head : c.head_dim;
+  if (gemma2 && c.rope_freq_scale != 1.0f) fail("Gemma 2 with RoPE scaling is not supported");
+  const int64_t scalar = c.n_layer == (gemma2 ? 46 : 62) ? c.n_embd / c.n_head : c.head_dim;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
   c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
 }
@@ -238,7 +247,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   } else if (type && *type != "none") {
     throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
   }
-  if (a.gemma) read_gemma3(p);
+  if (a.gemma) read_gemma(p, a.name == "gemma2");
   if (a.fused) read_phi3(p);
   if (a.scales) read_granite(p);
 

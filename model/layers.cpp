@@ -64,7 +64,7 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il));
+  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il), c.attn_softcap);
   be.matmul(out, att, w.wo, n);
   if (w.bo != nullptr) be.add_bias(out, w.bo, n, c.n_embd);
   ctx.arena.rewind(mark);

@@ -54,6 +54,10 @@ struct ModelConfig {
   float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd); Granite)
   float residual_scale = 1.0f;  // each block's output is multiplied by it before the residual add (Granite)
   float logit_scale = 1.0f;     // the logits are divided by it (Granite)
+  // Gemma 2's soft-capping: c * tanh(x / c) of the attention scores and of
+  // the logits; 0: off.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
 
   bool is_local(int64_t il) const { return !local_layers.empty() && local_layers[static_cast<size_t>(il)] != 0; }
   int32_t window(int64_t il) const { return local_layers.empty() || is_local(il) ? sliding_window : 0; }

@@ -351,6 +351,7 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
     backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
     arch_->output_norm(ctx, last, n);
     backend_.matmul(logits, last, weights_.output, n);
+    if (c.final_softcap > 0.0f) backend_.soft_cap(logits, c.final_softcap, n * c.n_vocab);  // Gemma 2
     backend_.copy_to_host(out + r0 * c.n_vocab, logits, static_cast<size_t>(n * c.n_vocab) * sizeof(float));
     backend_.synchronize();
   }

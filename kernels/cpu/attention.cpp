@@ -93,6 +93,7 @@ struct AttnJob {
   int64_t qc;     // queries per item
   float scale;
   int32_t window;
+  float softcap;  // 0: off
   std::atomic<int64_t> next{0};
 };
 
@@ -159,6 +160,10 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
         ops.dot_tile(sc, qr[r], reinterpret_cast<const float*>(ka), stride / 4, n, d, job.scale);
       } else {
         job.tiles->dot_tile(sc, qr[r], ka, stride, n, d, job.scale);
+      }
+      if (job.softcap > 0.0f) {
+        const float inv = 1.0f / job.softcap;
+        for (int64_t i = 0; i < n; ++i) sc[i] = job.softcap * std::tanh(sc[i] * inv);
       }
       const float m_new = std::max(m[r], ops.max(sc, n));
       const float corr = std::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
@@ -237,13 +242,16 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 }
 
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-               float scale, ThreadPool& pool, int32_t window) {
+               float scale, ThreadPool& pool, int32_t window, float softcap) {
   check_view("attention", kv);
   if (n_head <= 0 || n_head % kv.n_head_kv != 0) {
     throw Error(Errc::invalid_argument, "attention: n_head " + std::to_string(n_head) +
                                             " is not a positive multiple of n_head_kv " + std::to_string(kv.n_head_kv));
   }
   if (window < 0) throw Error(Errc::invalid_argument, "attention: negative window " + std::to_string(window));
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
+    throw Error(Errc::invalid_argument, "attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
+  }
   if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "attention: bad sequences");
   for (int i = 0; i < n_seqs; ++i) check_seq("attention", kv, seqs[i], i, true);
 
@@ -270,9 +278,11 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
 
   // The lane kernel rounds differently from decode's tile kernels, so a
   // token's bits would depend on how many queries shared its item:
-  // batch-invariant math keeps the tile kernels for every item.
-  const LaneKernel lanes =
-      batch_invariant() || kv.head_dim > cpu::kLaneMaxHeadDim ? nullptr : lane_kernel(active_isa());
+  // batch-invariant math keeps the tile kernels for every item. Soft-capping
+  // (Gemma 2) is applied to the tile kernels' scores, so it keeps them too.
+  const LaneKernel lanes = batch_invariant() || softcap > 0.0f || kv.head_dim > cpu::kLaneMaxHeadDim
+                               ? nullptr
+                               : lane_kernel(active_isa());
 
   // Per calling thread, reused across calls: no allocation after the first.
   thread_local std::vector<int64_t> item_begin;
@@ -298,7 +308,8 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
               .hc = hc,
               .qc = qc,
               .scale = scale,
-              .window = window};
+              .window = window,
+              .softcap = softcap};
   if (n_items == 1 || pool.size() == 1) {
     run_items(job);
     return;

@@ -93,8 +93,8 @@ template <int NDC, int KT>
 __global__ void __launch_bounds__(kThreads)
     attn_decode_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                        const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
-                       int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window, int32_t split_len,
-                       float* __restrict__ partials) {
+                       int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window,
+                       float softcap, int32_t split_len, float* __restrict__ partials) {
   __shared__ float sm_m[kWarps];
   __shared__ float sm_l[kWarps];
   __shared__ float sm_acc[kWarps][kAttnMaxHeadDim];
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     float sc = 0.0f;
 #pragma unroll
     for (int i = 0; i < NDC; ++i) sc += qv[i] * kr[i];
-    sc = warp_sum(sc);
+    sc = soft_cap(warp_sum(sc), softcap);
     const float m_new = fmaxf(m, sc);
     const float corr = expf(m - m_new);  // 0 on the first key (m = -inf)
     const float p = expf(sc - m_new);
@@ -237,7 +237,8 @@ template <int NDC, int KT>
 __global__ void __launch_bounds__(kThreads)
     attn_prefill_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                         const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
-                        int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window) {
+                        int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window,
+                        float softcap) {
   extern __shared__ float smem[];
   float* qs = smem;                                  // [kAttnTileQ][head_dim], pre-scaled
   float* kvs = qs + kAttnTileQ * head_dim;           // [kTileK][head_dim + 1]: K, then V
@@ -282,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
         float dot = 0.0f;
 #pragma unroll 4
         for (int64_t d = 0; d < head_dim; ++d) dot += qr[d] * kr[d];
-        sc = dot;
+        sc = soft_cap(dot, softcap);
       }
       const float m_new = fmaxf(m[rr], warp_max(sc));
       float p = 0.0f, c = 1.0f;
@@ -349,8 +350,8 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
                     static_cast<unsigned>(args.n_splits));
     attn_decode_kernel<NDC, KT><<<grid, kThreads, 0, stream>>>(out, q, kc, vc, kv.block_size, kv.n_head_kv,
                                                                kv.head_dim, kv.row_bytes(), meta, args.n_head,
-                                                               args.scale, args.window, args.split_len,
-                                                               args.partials);
+                                                               args.scale, args.window, args.softcap,
+                                                               args.split_len, args.partials);
     TROUPE_CUDA_CHECK_LAUNCH();
     if (args.n_splits > 1) {
       const dim3 rgrid(static_cast<unsigned>(meta.n_dec), static_cast<unsigned>(args.n_head));
@@ -365,7 +366,7 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
     const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
     attn_prefill_kernel<NDC, KT><<<grid, kThreads, prefill_smem_bytes(kv.head_dim), stream>>>(
         out, q, kc, vc, kv.block_size, kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale,
-        args.window);
+        args.window, args.softcap);
     TROUPE_CUDA_CHECK_LAUNCH();
   }
 }

@@ -68,4 +68,7 @@ __device__ __forceinline__ PrefillTile prefill_tile(const AttnMeta& meta, int64_
   return t;
 }
 
+// Gemma 2's soft-capping of a scaled score: cap * tanh(s / cap); cap 0: off.
+__device__ __forceinline__ float soft_cap(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+
 }  // namespace troupe::cuda

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_prefill_mma_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                             const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
                             int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale,
-                            int32_t window) {
+                            int32_t window, float softcap) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host never launches it below sm_80 (attention_prefill_mma_supported)
 #else
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
         const int j = lane + 32 * side;
         const int64_t t = k0 + j;
         const bool visible = r < nr && t <= pr && (window <= 0 || t > pr - window);
-        sv[side] = visible ? ss[r * kLdS + j] : -INFINITY;
+        sv[side] = visible ? soft_cap(ss[r * kLdS + j], softcap) : -INFINITY;
         mx = fmaxf(mx, sv[side]);
       }
       const float m_new = fmaxf(m[rr], warp_max(mx));
@@ -266,7 +266,7 @@ void launch_kernel(float* out, const float* q, const PagedKvView& kv, const Attn
   attn_prefill_mma_kernel<KT, T, Vec>
       <<<grid, kThreads, static_cast<size_t>(mma_layout(kv.head_dim).bytes), stream>>>(
           out, q, static_cast<const unsigned char*>(kv.k), static_cast<const unsigned char*>(kv.v), kv.block_size,
-          kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window);
+          kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window, args.softcap);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -227,6 +227,17 @@ void CudaBackend::scale(float* x, float s, int64_t n) {
   impl_->record(op);
 }
 
+void CudaBackend::soft_cap(float* x, float cap, int64_t n) {
+  check_len("soft_cap", n);
+  if (!(cap > 0.0f) || !std::isfinite(cap)) {
+    throw Error(Errc::invalid_argument, "cuda soft_cap: cap must be finite and > 0, got " + std::to_string(cap));
+  }
+  if (n == 0) return;
+  Op op(OpKind::soft_cap);
+  op.element = {.y = x, .a = nullptr, .b = nullptr, .n = n, .n_cols = 0, .s = static_cast<double>(cap)};
+  impl_->record(op);
+}
+
 void CudaBackend::gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) {
   if (n_rows < 0 || n_rows > 0x7fffffff || n_cols <= 0) {
     throw Error(Errc::invalid_argument, "cuda gather_rows: bad shape n_rows=" + std::to_string(n_rows) +
@@ -259,7 +270,7 @@ void CudaBackend::kv_write(const PagedKvView& kv, const float* k, const float* v
 }
 
 void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                            int64_t n_head, float scale, int32_t window) {
+                            int64_t n_head, float scale, int32_t window, float softcap) {
   check_view("attention", kv);
   if (n_head <= 0 || n_head % kv.n_head_kv != 0 || n_head > 65535) {
     throw Error(Errc::invalid_argument, "cuda attention: n_head " + std::to_string(n_head) +
@@ -267,6 +278,9 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
                                             std::to_string(kv.n_head_kv));
   }
   if (window < 0) throw Error(Errc::invalid_argument, "cuda attention: negative window " + std::to_string(window));
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
+    throw Error(Errc::invalid_argument, "cuda attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
+  }
   cuda::check_attn_seqs("attention", kv, seqs, n_seqs, true);
   Impl& m = *impl_;
   cuda::build_attn_plan(seqs, n_seqs, kv.block_size, m.plan);
@@ -286,6 +300,7 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
   op.attn.n_head = n_head;
   op.attn.scale = scale;
   op.attn.window = window;
+  op.attn.softcap = softcap;
   op.attn.n_splits = split.n_splits;
   op.attn.split_len = split.split_len;
   op.attn.prefill_mma =

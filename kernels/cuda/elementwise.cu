@@ -65,6 +65,13 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
   }
 }
 
+__global__ void soft_cap_kernel(float* x, float cap, int64_t n) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    x[i] = cap * tanhf(x[i] * inv);
+  }
+}
+
 // One block per output row.
 __global__ void gather_rows_kernel(float* __restrict__ y, const float* __restrict__ x, const int32_t* __restrict__ rows,
                                    int64_t n_cols) {
@@ -188,6 +195,13 @@ void scale(float* x, float s, int64_t n, cudaStream_t stream) {
   check_len("scale", n);
   if (n == 0) return;
   scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, s, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void soft_cap(float* x, float cap, int64_t n, cudaStream_t stream) {
+  check_len("soft_cap", n);
+  if (n == 0) return;
+  soft_cap_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, cap, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,6 +20,7 @@ void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
 void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // gelu(gate) * up
 void scale(float* x, float s, int64_t n, cudaStream_t stream);                           // x *= s
+void soft_cap(float* x, float cap, int64_t n, cudaStream_t stream);                      // x = cap tanh(x / cap)
 // y[i] = x[rows[i]] for n_rows rows of n_cols floats; rows is device memory.
 void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
 // y[n_tokens, n_embd] = rows ids (device) of table [n_vocab, n_embd] in any weight dtype.
@@ -113,6 +114,7 @@ struct AttnArgs {
   int64_t n_head = 0;
   float scale = 1.0f;
   int32_t window = 0;
+  float softcap = 0.0f;  // > 0: scores become softcap * tanh(s / softcap) (Gemma 2)
   // Decode: each (sequence, head) is split into n_splits ranges of split_len
   // keys (flash-decoding); partials holds their (max, sum, acc) when n_splits > 1.
   int32_t n_splits = 1;

@@ -18,7 +18,7 @@ static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 6 * 8 && sizeof(RopeOp) == 12 * 8 &&
-                  sizeof(AttnOp) == 25 * 8,
+                  sizeof(AttnOp) == 26 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -103,6 +103,7 @@ void execute(const Op& op, const DeviceContext& ctx) {
       geglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
       return;
     case OpKind::scale: scale(op.element.y, static_cast<float>(op.element.s), op.element.n, s); return;
+    case OpKind::soft_cap: soft_cap(op.element.y, static_cast<float>(op.element.s), op.element.n, s); return;
     case OpKind::gather_rows:
       gather_rows(op.element.y, op.element.a, static_cast<const int32_t*>(op.element.b), op.element.n,
                   op.element.n_cols, s);
@@ -124,6 +125,7 @@ void execute(const Op& op, const DeviceContext& ctx) {
       AttnArgs args{.n_head = a.n_head,
                     .scale = static_cast<float>(a.scale),
                     .window = static_cast<int32_t>(a.window),
+                    .softcap = static_cast<float>(a.softcap),
                     .n_splits = static_cast<int32_t>(a.n_splits),
                     .split_len = static_cast<int32_t>(a.split_len),
                     .prefill_mma = a.prefill_mma != 0};

@@ -27,6 +27,7 @@ enum class OpKind : int64_t {
   gelu,
   geglu,
   scale,
+  soft_cap,
   gather_rows,
   rope,
   kv_write,
@@ -86,6 +87,7 @@ struct NormOp {
 
 // add: y += a; add_bias: y[row] += a (n_cols wide); swiglu: y = silu(a) * b;
 // gelu: y = gelu(a); geglu: y = gelu(a) * b; scale: y *= s;
+// soft_cap: y = s * tanh(y / s);
 // gather_rows: y[i] = a[rows[i]] (rows = b).
 struct ElementOp {
   float* y;
@@ -93,7 +95,7 @@ struct ElementOp {
   const void* b;
   int64_t n;
   int64_t n_cols;
-  double s = 0.0;  // scale (8 bytes: records are padding-free)
+  double s = 0.0;  // scale or cap (8 bytes: records are padding-free)
 };
 
 struct RopeOp {
@@ -138,6 +140,7 @@ struct AttnOp {
   int64_t split_len;
   int64_t kv_type;      // KvType of the cache rows
   int64_t prefill_mma;  // 1: prefill tiles on tensor cores (attention_mma.cu)
+  double softcap;       // 0: off
 };
 
 struct Op {

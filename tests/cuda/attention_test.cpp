@@ -62,6 +62,7 @@ struct Case {
   int32_t window;
   float q_scale;
   std::vector<SeqSpec> seqs;
+  float softcap = 0.0f;  // Gemma 2's score cap; 0: off
 };
 
 // mma_vs_cpu, if given, gets the largest |GPU - CPU kernel| over the rows
@@ -69,7 +70,8 @@ struct Case {
 void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu = nullptr) {
   SCOPED_TRACE(std::string("kv=") + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" +
                std::to_string(c.head_dim) + " block_size=" + std::to_string(c.block_size) +
-               " window=" + std::to_string(c.window) + " seed=" + std::to_string(seed));
+               " window=" + std::to_string(c.window) + " softcap=" + std::to_string(c.softcap) +
+               " seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   const int64_t d = c.head_dim;
   const int64_t kv_row = c.n_head_kv * d;
@@ -132,14 +134,14 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   const PagedKvView gview{.k = dkc.get(), .v = dvc.get(), .n_blocks = n_blocks, .block_size = c.block_size,
                           .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
   gpu.kv_write(gview, dk.get(), dv.get(), seqs.data(), n_seqs);
-  gpu.attention(dout.get(), dq.get(), gview, seqs.data(), n_seqs, c.n_head, scale, c.window);
+  gpu.attention(dout.get(), dq.get(), gview, seqs.data(), n_seqs, c.n_head, scale, c.window, c.softcap);
 
   const PagedKvView cview{.k = kc.data(), .v = vc.data(), .n_blocks = n_blocks, .block_size = c.block_size,
                           .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
   kernels::kv_write(cview, k_new.data(), v_new.data(), seqs.data(), n_seqs);
   std::vector<float> want(q.size(), 0.0f);
   ThreadPool pool(2);
-  kernels::attention(want.data(), q.data(), cview, seqs.data(), n_seqs, c.n_head, scale, pool, c.window);
+  kernels::attention(want.data(), q.data(), cview, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap);
 
   std::vector<float> gk = dkc.read(), gv = dvc.read();
   if (c.type != KvType::q8_0) {
@@ -234,7 +236,8 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
             mag += std::abs(double(qr[e]) * kp[kvh * d + e]);
           }
           dot_mag = std::max(dot_mag, mag);
-          w.push_back(mma ? sc : sc * scale);
+          const double s = mma ? sc : sc * scale;
+          w.push_back(c.softcap > 0 ? c.softcap * std::tanh(s / c.softcap) : s);  // |d/ds| <= 1: same bound
         }
         const double m = *std::max_element(w.begin(), w.end());
         double z = 0;
@@ -378,6 +381,32 @@ TEST(CudaAttention, TensorCorePrefillMatchesTheRoundedReference) {
       run_case(gpu, c, seed++);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// Gemma 2's soft-capped scores through the decode kernel (split and not),
+// the fp32 prefill kernel and the tensor-core one, with sharp rows the cap
+// flattens, against the CPU kernel and the double reference.
+TEST(CudaAttention, SoftCappedScoresOnEveryKernel) {
+  TROUPE_REQUIRE_GPU();
+  for (PrefillAttention prefill : {PrefillAttention::scalar, PrefillAttention::tensor_cores}) {
+    CudaBackendOptions opt = test::small_options(true);
+    opt.prefill_attention = prefill;
+    CudaBackend gpu(opt);
+    std::mt19937 rng(808);
+    uint32_t seed = 800;
+    for (KvType type : {KvType::f32, KvType::q8_0}) {
+      for (int32_t window : {0, 9}) {
+        const Case c{.type = type, .n_head = 8, .n_head_kv = 4, .head_dim = 128, .block_size = 16, .window = window,
+                     .q_scale = 6.0f, .seqs = random_batch(rng), .softcap = 2.0f};
+        run_case(gpu, c, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+    const Case long_decode{.n_head = 4, .n_head_kv = 2, .head_dim = 64, .block_size = 32, .window = 0, .q_scale = 4.0f,
+                           .seqs = {{4000, 1}, {300, 50}}, .softcap = 5.0f};
+    run_case(gpu, long_decode, seed++);
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -269,7 +269,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/gemma3.gguf",  dir + "/hf/gemma3",
                                           dir + "/hf/qwen3moe",       dir + "/hf/mistral",
                                           dir + "/gguf/phi3.gguf",    dir + "/hf/phi3",
-                                          dir + "/gguf/granite.gguf", dir + "/gguf/phi3_longrope.gguf"};
+                                          dir + "/gguf/granite.gguf", dir + "/gguf/phi3_longrope.gguf",
+                                          dir + "/gguf/gemma2.gguf",  dir + "/hf/gemma2"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

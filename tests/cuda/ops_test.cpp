@@ -131,6 +131,15 @@ TEST(CudaOps, ElementwiseOpsMatchTheCpu) {
   for (int64_t i = 0; i < n; ++i) want[i] = a[i] * 8.0f;
   EXPECT_LE(worst_ratio(dy.read(), want, 0.0, 0.0), 1.0) << "scale";
 
+  // Gemma 2's logit soft-cap, against its definition and the CPU backend.
+  dy.put(a);
+  gpu.soft_cap(dy.get(), 0.7f, n);
+  want = a;
+  cpu.soft_cap(want.data(), 0.7f, n);
+  for (int64_t i = 0; i < n; ++i) exact[i] = static_cast<float>(0.7 * std::tanh(double{a[i]} / 0.7));
+  EXPECT_LE(worst_ratio(dy.read(), exact, kAbs, kRel), 1.0) << "soft_cap vs definition";
+  EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "soft_cap vs cpu";
+
   dy.put(a);
   gpu.add(dy.get(), db.get(), n);
   for (int64_t i = 0; i < n; ++i) want[i] = a[i] + b[i];

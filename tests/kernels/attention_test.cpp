@@ -48,12 +48,14 @@ struct Case {
   int threads;
   float q_scale;  // larger values give sharper softmax rows
   std::vector<SeqSpec> seqs;
+  float softcap = 0.0f;  // Gemma 2's score cap; 0: off
 };
 
 std::string describe(const Case& c, Isa isa) {
   return std::string(isa_name(isa)) + " kv=" + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) +
          " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" + std::to_string(c.head_dim) + " block_size=" +
-         std::to_string(c.block_size) + " window=" + std::to_string(c.window) + " threads=" + std::to_string(c.threads);
+         std::to_string(c.block_size) + " window=" + std::to_string(c.window) + " threads=" + std::to_string(c.threads) +
+         " softcap=" + std::to_string(c.softcap);
 }
 
 void run_case(const Case& c, Isa isa, uint32_t seed) {
@@ -156,7 +158,7 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   std::vector<float> out(q.size(), 12345.0f);  // every row must be overwritten
   const float scale = 1.0f / std::sqrt(float(d));
   ThreadPool pool(c.threads);
-  kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window);
+  kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap);
 
   const int64_t group = c.n_head / c.n_head_kv;
   for (int i = 0; i < n_seqs; ++i) {
@@ -170,7 +172,8 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
         for (int64_t p = first; p <= pos; ++p) {
           double s = 0;
           for (int64_t e = 0; e < d; ++e) s += double(qr[e]) * keys[i][p * kv_row + kvh * d + e];
-          w.push_back(s * scale);
+          s *= scale;
+          w.push_back(c.softcap > 0 ? c.softcap * std::tanh(s / c.softcap) : s);
         }
         const double m = *std::max_element(w.begin(), w.end());
         double z = 0;
@@ -218,6 +221,32 @@ TEST(Attention, MatchesReferenceAcrossLayoutsRatiosWindowsAndIsas) {
             if (HasFatalFailure()) return;
           }
         }
+      }
+    }
+  }
+}
+
+// Gemma 2's soft-capping of the scores, on decode and prefill rows (the
+// tile kernels: the lane kernel steps aside), with sharp rows the cap flattens.
+TEST(Attention, SoftCappedScores) {
+  std::mt19937 rng(50);
+  uint32_t seed = 300;
+  for (Isa isa : test::runnable_isas()) {
+    test::ForcedIsa forced(isa);
+    for (KvType type : {KvType::f32, KvType::q8_0}) {
+      for (int32_t window : {0, 9}) {
+        const Case c{.type = type,
+                     .n_head = 8,
+                     .n_head_kv = 4,
+                     .head_dim = 64,
+                     .block_size = 16,
+                     .window = window,
+                     .threads = 2,
+                     .q_scale = 6.0f,
+                     .seqs = random_batch(rng),
+                     .softcap = 2.0f};
+        run_case(c, isa, seed++);
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -471,6 +500,8 @@ TEST(Attention, RejectsBadBlockTablesAndHeadCounts) {
   const PagedKvView view2{.k = k.data(), .v = v.data(), .n_blocks = 2, .block_size = 4, .n_head_kv = 2, .head_dim = 4};
   EXPECT_THROW(kernels::attention(out.data(), q.data(), view2, &good, 1, 3, 1.0f, pool), Error);
   EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, -1), Error);
+  EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, 0, -2.0f), Error);
+  EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, 0, kNan), Error);
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"qwen3", "qwen3", kernels::RopeLayout::neox},
                                          Case{"mixtral", "mixtral", kernels::RopeLayout::normal},
                                          Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox},
+                                         Case{"gemma2", "gemma2", kernels::RopeLayout::neox},
                                          Case{"gemma3", "gemma3", kernels::RopeLayout::neox},
                                          Case{"phi3", "phi3", kernels::RopeLayout::neox},
                                          Case{"granite", "granite", kernels::RopeLayout::normal}),
@@ -111,6 +112,20 @@ std::string with_bytes_replaced(const std::string& arch, const std::string& from
   return path;
 }
 
+// Gemma 2: every other layer local, one RoPE base, both caps from the file.
+TEST(GgufConversion, Gemma2LayerKindsAndSoftCaps) {
+  const auto model = Model::load(gguf_fixture("gemma2"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.local_layers, (std::vector<uint8_t>{1, 0, 1, 0}));
+  EXPECT_EQ(c.window(0), 4);
+  EXPECT_EQ(c.window(1), 0);
+  EXPECT_FLOAT_EQ(c.rope_local_theta, c.rope_theta);
+  EXPECT_FLOAT_EQ(c.attn_softcap, 2.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 3.0f);
+  EXPECT_FLOAT_EQ(c.embed_scale, 8.0f);  // sqrt(64)
+  EXPECT_EQ(model->weights().layers[0].q_norm, nullptr);
+}
+
 TEST(GgufConversion, GemmaLayerKindsAndScales) {
   const auto model = Model::load(gguf_fixture("gemma3"));
   const ModelConfig& c = model->config();
@@ -128,7 +143,7 @@ TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   // general.architecture is the file's first key, so its value is the first "qwen3".
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
   gguf::test::expect_error([&] { Model::load(path); }, Errc::unsupported,
-                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, granite"});
+                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

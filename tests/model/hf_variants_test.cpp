@@ -82,6 +82,41 @@ TEST(HfVariants, GemmaLegacyConfigKeys) {
   expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance);
 }
 
+// Gemma 2 as its published configs spell it (transformers 4.42): no
+// layer_types (every other layer local, the first one local), rope_theta at
+// the top level, "hidden_act". The same model, the same logits.
+TEST(HfVariants, Gemma2PublishedConfigKeys) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_gemma2_published");
+  const auto model = load_edited("gemma2", dir, [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c["rope_theta"] = c["rope_parameters"]["rope_theta"];
+    c.erase("rope_parameters");
+    c["hidden_act"] = c["hidden_activation"];
+    c.erase("hidden_activation");
+    c["cache_implementation"] = "hybrid";
+  });
+  EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 0, 1, 0}));
+  EXPECT_FLOAT_EQ(model->config().attn_softcap, 2.0f);
+  EXPECT_FLOAT_EQ(model->config().final_softcap, 3.0f);
+  expect_reference_batch(model, reference("gemma2"));
+}
+
+// Gemma 2 keeps one RoPE for both kinds of layers: a scaled one is refused
+// rather than applied to the global layers only.
+TEST(HfVariants, Gemma2WithRopeScalingIsRefused) {
+  st_test::TempDir dir("hf_gemma2_scaled");
+  try {
+    load_edited("gemma2", dir, [](nlohmann::json& c) {
+      c["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 10000.0}};
+    });
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("Gemma 2 with RoPE scaling is not supported"), std::string::npos) << e.what();
+  }
+}
+
 // LongRoPE as the published Phi-3.5 / Phi-4-mini configs spell it:
 // "rope_scaling" with "type": "longrope", rope_theta and
 // original_max_position_embeddings at the top level.
