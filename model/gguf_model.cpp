@@ -15,6 +15,7 @@
 #include "model/gguf_vocab.hpp"
 #include "model/model.hpp"
 #include "model/model_loaders.hpp"
+#include "model/rope_scaling.hpp"
 
 namespace troupe {
 namespace {
@@ -65,6 +66,7 @@ class GgufModel final : public Model {
   void bind_experts(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
   void read_gemma(const std::string& p, bool gemma2);
+  void read_yarn(const std::string& p);
   void read_phi3(const std::string& p);
   void read_granite(const std::string& p);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
@@ -136,6 +138,36 @@ void GgufModel::read_gemma(const std::string& p, bool gemma2) {
   const int64_t scalar = c.n_layer == (gemma2 ? 46 : 62) ? c.n_embd / c.n_head : c.head_dim;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
   c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
+}
+
+// YaRN as llama.cpp reads it: the factor, the original context (the
+// trained one when absent), beta_fast / beta_slow, yarn_ext_factor (1) and
+// an attention factor of 0.1 ln(factor) + 1 (over 0.1 m ln(factor) + 1 with
+// m = yarn_log_multiplier, DeepSeek's mscale_all_dim, when the file has it)
+// times rope.scaling.attn_factor. Needs n_rot and rope_theta.
+void GgufModel::read_yarn(const std::string& p) {
+  ModelConfig& c = config_;
+  YarnParams y;
+  y.factor = file_.get_f32(p + "rope.scaling.factor");
+  if (!(y.factor > 0.0) || !std::isfinite(y.factor)) fail("rope.scaling.factor must be positive");
+  y.original_ctx = file_.find_u32(p + "rope.scaling.original_context_length")
+                       .value_or(file_.find_u32(p + "context_length").value_or(0));
+  if (!(y.original_ctx > 0.0)) fail("yarn needs rope.scaling.original_context_length");
+  y.beta_fast = file_.find_f32(p + "rope.scaling.yarn_beta_fast").value_or(32.0f);
+  y.beta_slow = file_.find_f32(p + "rope.scaling.yarn_beta_slow").value_or(1.0f);
+  y.ext_factor = file_.find_f32(p + "rope.scaling.yarn_ext_factor").value_or(1.0f);
+  if (!(y.beta_fast > 0.0) || !(y.beta_slow > 0.0) || !(y.ext_factor >= 0.0 && y.ext_factor <= 1.0)) {
+    fail("yarn_beta_fast and yarn_beta_slow must be positive and yarn_ext_factor in [0, 1]");
+  }
+  c.rope_freq_factors = yarn_freq_factors(c.n_rot, c.rope_theta, y);
+  const double log_mul = file_.find_f32(p + "rope.scaling.yarn_log_multiplier").value_or(0.0f);
+  double mscale = 1.0;
+  if (y.ext_factor != 0.0) {
+    mscale = log_mul != 0.0 ? yarn_mscale(y.factor) / yarn_mscale(y.factor, log_mul) : yarn_mscale(y.factor);
+  }
+  mscale *= file_.find_f32(p + "rope.scaling.attn_factor").value_or(1.0f);
+  if (!(mscale > 0.0) || !std::isfinite(mscale)) fail("rope.scaling.attn_factor must be positive");
+  c.rope_mscale = static_cast<float>(mscale);
 }
 
 // attention.sliding_window, 0 when absent.
@@ -244,8 +276,11 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     const float factor = file_.get_f32(p + "rope.scaling.factor");
     if (!(factor > 0.0f)) fail("rope.scaling.factor must be positive");
     c.rope_freq_scale = 1.0f / factor;
+  } else if (type && *type == "yarn") {
+    read_yarn(p);
   } else if (type && *type != "none") {
-    throw Error(Errc::unsupported, file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear is)");
+    throw Error(Errc::unsupported,
+                file_.path() + ": rope.scaling.type '" + *type + "' is not supported (linear and yarn are)");
   }
   if (a.gemma) read_gemma(p, a.name == "gemma2");
   if (a.fused) read_phi3(p);

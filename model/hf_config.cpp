@@ -1,10 +1,11 @@
 // config.json access and the shared readers: Llama-family hyperparameters,
-// RoPE settings in both transformers spellings, Llama 3 frequency factors.
+// RoPE settings in both transformers spellings.
 #include "model/hf_config.hpp"
 
 #include <cmath>
 #include <fstream>
-#include <numbers>
+
+#include "model/rope_scaling.hpp"
 
 namespace troupe {
 
@@ -102,27 +103,6 @@ void check_config(const HfConfig& cfg, const ModelConfig& c) {
   }
 }
 
-std::vector<float> llama3_freq_factors(int64_t n_rot, double theta, double factor, double low_freq_factor,
-                                       double high_freq_factor, double original_max_position) {
-  const double low_freq_wavelen = original_max_position / low_freq_factor;
-  const double high_freq_wavelen = original_max_position / high_freq_factor;
-  std::vector<float> out(static_cast<size_t>(n_rot / 2));
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
-    const double wavelen = 2.0 * std::numbers::pi / inv_freq;
-    double divisor = 1.0;
-    if (wavelen > low_freq_wavelen) {
-      divisor = factor;
-    } else if (wavelen >= high_freq_wavelen) {
-      // new = (1 - s) * inv / factor + s * inv, so the divisor is inv / new.
-      const double s = (original_max_position / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
-      divisor = 1.0 / ((1.0 - s) / factor + s);
-    }
-    out[static_cast<size_t>(i)] = static_cast<float>(divisor);
-  }
-  return out;
-}
-
 namespace {
 
 // One LongRoPE factor list: n_rot / 2 positive numbers.
@@ -160,6 +140,33 @@ void read_longrope(const HfConfig& cfg, const HfConfig& rope, ModelConfig& c) {
   if (!(mscale > 0.0) || !std::isfinite(mscale)) rope.fail(Errc::bad_format, "attention_factor must be positive");
   c.rope_mscale = static_cast<float>(mscale);
   c.rope_freq_factors = c.rope_short_factors;  // until select_longrope knows the context
+}
+
+// YaRN, as transformers' _compute_yarn_parameters reads it: a static
+// blend of kept and divided frequencies, and the attention factor given or
+// derived from factor (and DeepSeek's mscale / mscale_all_dim).
+void read_yarn(const HfConfig& cfg, const HfConfig& rope, ModelConfig& c) {
+  YarnParams p;
+  p.original_ctx = static_cast<double>(rope.get_int(
+      "original_max_position_embeddings",
+      cfg.get_int("original_max_position_embeddings", cfg.get_int("max_position_embeddings", 0))));
+  if (!(p.original_ctx > 0.0)) rope.fail(Errc::bad_format, "yarn needs a positive original_max_position_embeddings");
+  p.factor = rope.get_float("factor", 0.0);
+  if (p.factor == 0.0) p.factor = static_cast<double>(cfg.get_int("max_position_embeddings")) / p.original_ctx;
+  if (!(p.factor > 0.0)) rope.fail(Errc::bad_format, "rope scaling factor must be positive");
+  // transformers reads these with `or`: null and 0 take the defaults.
+  if (const double v = rope.get_float("beta_fast", 0.0); v != 0.0) p.beta_fast = v;
+  if (const double v = rope.get_float("beta_slow", 0.0); v != 0.0) p.beta_slow = v;
+  if (!(p.beta_fast > 0.0) || !(p.beta_slow > 0.0)) rope.fail(Errc::bad_format, "beta_fast and beta_slow must be positive");
+  p.truncate = rope.get_bool("truncate", true);
+  c.rope_freq_factors = yarn_freq_factors(c.n_rot, c.rope_theta, p);
+  double mscale = rope.get_float("attention_factor", 0.0);
+  if (mscale == 0.0) {
+    const double m = rope.get_float("mscale", 0.0), m_all = rope.get_float("mscale_all_dim", 0.0);
+    mscale = m != 0.0 && m_all != 0.0 ? yarn_mscale(p.factor, m) / yarn_mscale(p.factor, m_all) : yarn_mscale(p.factor);
+  }
+  if (!(mscale > 0.0) || !std::isfinite(mscale)) rope.fail(Errc::bad_format, "attention_factor must be positive");
+  c.rope_mscale = static_cast<float>(mscale);
 }
 
 }  // namespace
@@ -201,6 +208,10 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
     read_longrope(cfg, rope, c);
     return;
   }
+  if (type == "yarn") {
+    read_yarn(cfg, rope, c);
+    return;
+  }
   const double factor = rope.get_float("factor");
   if (!(factor > 0.0)) rope.fail(Errc::bad_format, "rope scaling factor must be positive");
   if (type == "linear") {
@@ -216,7 +227,7 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c) {
     c.rope_freq_factors = llama3_freq_factors(c.n_rot, c.rope_theta, factor, low, high, original);
   } else {
     rope.fail(Errc::unsupported,
-              "rope type '" + type + "' is not supported; supported: default, linear, llama3, longrope");
+              "rope type '" + type + "' is not supported; supported: default, linear, llama3, longrope, yarn");
   }
 }
 

@@ -56,17 +56,9 @@ void read_llama_config(const HfConfig& cfg, ModelConfig& c);
 
 // RoPE from either spelling: transformers 5's "rope_parameters" object, or
 // "rope_theta" plus a "rope_scaling" object (type "default", "linear",
-// "llama3" or "longrope"; also "partial_rotary_factor"). Needs c.head_dim.
+// "llama3", "longrope" or "yarn"; also "partial_rotary_factor"). Needs c.head_dim.
 // Other scaling types throw Error(unsupported) naming them.
 void read_rope_config(const HfConfig& cfg, ModelConfig& c);
-
-// Llama 3.1's per-pair frequency divisors ([n_rot / 2]), as transformers'
-// _compute_llama3_parameters derives them: high frequencies (wavelength
-// below original_max_position / high_freq_factor) are kept, low ones
-// (above original_max_position / low_freq_factor) divided by `factor`, and
-// those in between interpolated smoothly.
-std::vector<float> llama3_freq_factors(int64_t n_rot, double theta, double factor, double low_freq_factor,
-                                       double high_freq_factor, double original_max_position);
 
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);

@@ -76,6 +76,7 @@ TEST_P(GgufConversion, GeneratorMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                          testing::Values(Case{"llama", "llama", kernels::RopeLayout::normal},
                                          Case{"qwen2", "qwen2", kernels::RopeLayout::neox},
+                                         Case{"qwen2_yarn", "qwen2", kernels::RopeLayout::neox},
                                          Case{"qwen3", "qwen3", kernels::RopeLayout::neox},
                                          Case{"mixtral", "mixtral", kernels::RopeLayout::normal},
                                          Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox},
@@ -160,6 +161,12 @@ TEST(GgufConversion, LongRopeWithoutItsShortFactorsOrOriginalContext) {
   path = with_bytes_replaced("phi3_longrope", "original_context_length", "original_context_lengtX");
   gguf::test::expect_error([&] { Model::load(path); }, Errc::bad_format,
                            {"phi3.rope.scaling.original_context_length"});
+}
+
+TEST(GgufConversion, UnknownRopeScalingIsRefused) {
+  const std::string path = with_bytes_replaced("qwen2_yarn", "yarn", "xarn");
+  gguf::test::expect_error([&] { Model::load(path); }, Errc::unsupported,
+                           {"rope.scaling.type 'xarn' is not supported (linear and yarn are)"});
 }
 
 TEST(GgufConversion, MissingQkNormIsNamed) {

@@ -22,6 +22,7 @@
 #include "model/hf_config.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
+#include "model/rope_scaling.hpp"
 #include "tests/model/hf_reference_run.hpp"
 #include "safetensors_test_util.hpp"
 #include "tests/exact_math.hpp"
@@ -86,8 +87,8 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
-                         testing::Values("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "gemma2",
-                                         "gemma3", "phi3", "granite", "gpt2", "llama_bf16"),
+                         testing::Values("llama", "mistral", "qwen2", "qwen2_yarn", "qwen3", "mixtral", "qwen3moe",
+                                         "gemma2", "gemma3", "phi3", "granite", "gpt2", "llama_bf16"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(HfModels, Bf16WeightsStayBf16) {
@@ -312,9 +313,9 @@ TEST(HfModels, ConfigErrorsNameTheKey) {
   st_test::write_safetensors(dir.file("model.safetensors"), {{"x", "F32", {1}, embd}});
   copy_config(dir, [](nlohmann::json& c) { c.erase("hidden_size"); });
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "'hidden_size'"});
-  copy_config(dir, [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  copy_config(dir, [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}}; });
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported,
-                        {"rope type 'yarn'", "default, linear, llama3"});
+                        {"rope type 'dynamic'", "default, linear, llama3, longrope, yarn"});
   copy_config(dir, [](nlohmann::json& c) { c["hidden_act"] = "gelu"; });
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::unsupported, {"hidden_act 'gelu'"});
   copy_config(dir, [](nlohmann::json& c) { c["num_key_value_heads"] = 3; });
@@ -333,6 +334,42 @@ TEST(HfModels, Llama3FactorsAtTheBandEdges) {
   EXPECT_FLOAT_EQ(f[1], static_cast<float>(1.0 / ((1.0 - s) / 8.0 + s)));
   EXPECT_FLOAT_EQ(f[2], 8.0f);
   EXPECT_FLOAT_EQ(f[3], 8.0f);
+}
+
+// YaRN by hand: base 100, 16 rotated dims, original context 32. Pair i turns
+// 32 / (2 pi 100^(i/8)) times over it, so beta_fast 32 puts the ramp's
+// start below pair 0 (floor, clamped: 0) and beta_slow 1 its end at
+// ceil(8 ln(32 / 2 pi) / ln 100) = 3: pair 0 keeps its frequency, pairs
+// 1 and 2 blend 2/3 and 1/3 of it with the divided one, 3 on are divided by 4.
+TEST(HfModels, YarnFactorsAtTheRampEnds) {
+  const std::vector<float> f = yarn_freq_factors(16, 100.0, {.factor = 4.0, .original_ctx = 32.0});
+  ASSERT_EQ(f.size(), 8u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[1], static_cast<float>(1.0 / (2.0 / 3.0 + 1.0 / 3.0 / 4.0)));
+  EXPECT_FLOAT_EQ(f[2], static_cast<float>(1.0 / (1.0 / 3.0 + 2.0 / 3.0 / 4.0)));
+  for (size_t i = 3; i < f.size(); ++i) EXPECT_FLOAT_EQ(f[i], 4.0f) << i;
+  EXPECT_DOUBLE_EQ(yarn_mscale(4.0), 0.1 * std::log(4.0) + 1.0);
+  EXPECT_DOUBLE_EQ(yarn_mscale(0.5), 1.0);
+}
+
+// The qwen2_yarn fixture's frequencies and attention factor, from its
+// config.json and from llama.cpp's conversion, are transformers' (its
+// logits are held to transformers by HfArch and GgufConversion).
+TEST(HfModels, YarnFromEitherFileIsTransformersRope) {
+  const auto ref = reference("qwen2_yarn");
+  const auto inv_freq = ref["inv_freq"].get<std::vector<double>>();
+  const std::string gguf = std::string(TROUPE_FIXTURES_DIR) + "/gguf/qwen2_yarn.gguf";
+  for (const std::string& path : {fixture_dir("qwen2_yarn"), gguf}) {
+    SCOPED_TRACE(path);
+    const auto model = Model::load(path);
+    const ModelConfig& c = model->config();
+    EXPECT_NEAR(c.rope_mscale, ref["attention_factor"].get<double>(), 1e-6);
+    ASSERT_EQ(c.rope_freq_factors.size(), inv_freq.size());
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+      const double got = std::pow(double(c.rope_theta), -2.0 * double(i) / double(c.n_rot)) / c.rope_freq_factors[i];
+      EXPECT_NEAR(got / inv_freq[i], 1.0, 1e-6) << "pair " << i;
+    }
+  }
 }
 
 }  // namespace
