@@ -21,7 +21,7 @@ namespace troupe {
 namespace {
 
 // What a GGUF architecture name means here. llama.cpp's converter permutes
-// the Q/K rows of "llama" and "granite" files (the adjacent-pair rotation
+// the Q/K rows of "llama", "smollm3" and "granite" files (the adjacent-pair rotation
 // then equals the checkpoint's rotate-half one); the others keep the
 // checkpoint's rows and are rotated in halves (llama.cpp's NEOX rope type).
 struct GgufArch {
@@ -42,6 +42,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"gemma2", kernels::RopeLayout::neox, false, false, true, false, false},
     {"gemma3", kernels::RopeLayout::neox, true, false, true, false, false},
     {"phi3", kernels::RopeLayout::neox, false, false, false, true, false},
+    {"smollm3", kernels::RopeLayout::normal, false, false, false, false, false},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
 };
 
@@ -285,6 +286,11 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.gemma) read_gemma(p, a.name == "gemma2");
   if (a.fused) read_phi3(p);
   if (a.scales) read_granite(p);
+  if (a.name == "smollm3") {
+    // llama.cpp's fixed step: every fourth layer has no RoPE.
+    c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t il = 0; il < c.n_layer; ++il) c.nope_layers[static_cast<size_t>(il)] = (il + 1) % 4 == 0;
+  }
 
   const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
   if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");

@@ -49,6 +49,9 @@ struct ModelConfig {
   // unscaled) with global ones (full attention, rope_theta and its scaling).
   // Empty: every layer is alike, and sliding_window applies to all.
   std::vector<uint8_t> local_layers;  // [n_layer], 1: local
+  // SmolLM3 leaves RoPE out of some layers (NoPE): [n_layer], 1: no RoPE.
+  // Empty: every layer ropes.
+  std::vector<uint8_t> nope_layers;
   float rope_local_theta = 10000.0f;
   float attn_scale = 0.0f;   // scale of QK^T; 0: 1/sqrt(head_dim)
   float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd); Granite)
@@ -59,6 +62,7 @@ struct ModelConfig {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
 
+  bool ropes(int64_t il) const { return nope_layers.empty() || nope_layers[static_cast<size_t>(il)] == 0; }
   bool is_local(int64_t il) const { return !local_layers.empty() && local_layers[static_cast<size_t>(il)] != 0; }
   int32_t window(int64_t il) const { return local_layers.empty() || is_local(il) ? sliding_window : 0; }
 

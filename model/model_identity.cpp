@@ -50,6 +50,7 @@ std::string model_identity(const Model& model) {
   f.value(c.tied_output);
   f.value(c.expert_weights_norm);
   for (const uint8_t l : c.local_layers) f.value(l);
+  for (const uint8_t l : c.nope_layers) f.value(l);
   f.value(c.rope_local_theta);
   f.value(c.attn_scale);
   f.value(c.embed_scale);

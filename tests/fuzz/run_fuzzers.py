@@ -33,6 +33,7 @@ SOURCES = [
     "model/architecture.cpp", "model/arch_*.cpp",
     "model/gguf.cpp", "model/gguf_metadata.cpp", "model/gguf_model.cpp", "model/gguf_vocab.cpp",
     "model/hf_config.cpp", "model/hf_model.cpp", "model/hf_weights.cpp", "model/model_load.cpp",
+    "model/rope_scaling.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
     "net/request_parser.cpp", "net/api_error.cpp", "net/server_config.cpp",

@@ -83,6 +83,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"gemma2", "gemma2", kernels::RopeLayout::neox},
                                          Case{"gemma3", "gemma3", kernels::RopeLayout::neox},
                                          Case{"phi3", "phi3", kernels::RopeLayout::neox},
+                                         Case{"smollm3", "smollm3", kernels::RopeLayout::normal},
                                          Case{"granite", "granite", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
@@ -127,6 +128,14 @@ TEST(GgufConversion, Gemma2LayerKindsAndSoftCaps) {
   EXPECT_EQ(model->weights().layers[0].q_norm, nullptr);
 }
 
+// SmolLM3: llama.cpp's fixed step, every fourth layer without RoPE.
+TEST(GgufConversion, SmolLM3LeavesRopeOutOfEveryFourthLayer) {
+  const auto model = Model::load(gguf_fixture("smollm3"));
+  EXPECT_EQ(model->config().nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_TRUE(model->config().ropes(2));
+  EXPECT_FALSE(model->config().ropes(3));
+}
+
 TEST(GgufConversion, GemmaLayerKindsAndScales) {
   const auto model = Model::load(gguf_fixture("gemma3"));
   const ModelConfig& c = model->config();
@@ -143,8 +152,9 @@ TEST(GgufConversion, GemmaLayerKindsAndScales) {
 TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   // general.architecture is the file's first key, so its value is the first "qwen3".
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
-  gguf::test::expect_error([&] { Model::load(path); }, Errc::unsupported,
-                           {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite"});
+  gguf::test::expect_error(
+      [&] { Model::load(path); }, Errc::unsupported,
+      {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, granite"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

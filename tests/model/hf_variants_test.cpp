@@ -117,6 +117,36 @@ TEST(HfVariants, Gemma2WithRopeScalingIsRefused) {
   }
 }
 
+// SmolLM3 with use_sliding_window: without layer_types, transformers slides
+// the NoPE layers (window 4 here), and so does the loader.
+TEST(HfVariants, SmolLM3SlidingWindowOnTheNopeLayers) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_smollm3_sliding");
+  const auto model = load_edited("smollm3", dir, [](nlohmann::json& c) {
+    c["use_sliding_window"] = true;
+    c["sliding_window"] = 4;
+    c.erase("layer_types");
+  });
+  EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(model->config().window(3), 4);
+  EXPECT_EQ(model->config().window(0), 0);
+  const auto ref = reference("smollm3");
+  expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance, "last_logits_sliding");
+}
+
+// A no_rope_layers list that does not fit the model is refused, naming it.
+TEST(HfVariants, SmolLM3NoRopeLayersMustFitTheModel) {
+  st_test::TempDir dir("hf_smollm3_bad");
+  try {
+    load_edited("smollm3", dir, [](nlohmann::json& c) { c["no_rope_layers"] = {1, 1, 0}; });
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format);
+    EXPECT_NE(std::string(e.what()).find("no_rope_layers must list num_hidden_layers entries"), std::string::npos)
+        << e.what();
+  }
+}
+
 // LongRoPE as the published Phi-3.5 / Phi-4-mini configs spell it:
 // "rope_scaling" with "type": "longrope", rope_theta and
 // original_max_position_embeddings at the top level.
