@@ -7,9 +7,10 @@
 namespace troupe {
 namespace {
 
-const Architecture* const kAll[] = {&arch::llama,  &arch::mistral,  &arch::qwen2, &arch::qwen3,
-                                    &arch::mixtral, &arch::qwen3moe, &arch::gemma2, &arch::gemma3,
-                                    &arch::phi3,   &arch::smollm3,  &arch::granite, &arch::gpt2};
+const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwen2,  &arch::qwen3,
+                                    &arch::mixtral,  &arch::qwen2moe, &arch::qwen3moe, &arch::gemma2,
+                                    &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::granite,
+                                    &arch::gpt2};
 
 }  // namespace
 

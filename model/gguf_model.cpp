@@ -38,6 +38,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"llama", kernels::RopeLayout::normal, false, false, false, false, false},
     {"qwen2", kernels::RopeLayout::neox, false, false, false, false, false},
     {"qwen3", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"qwen2moe", kernels::RopeLayout::neox, false, true, false, false, false},
     {"qwen3moe", kernels::RopeLayout::neox, true, true, false, false, false},
     {"gemma2", kernels::RopeLayout::neox, false, false, true, false, false},
     {"gemma3", kernels::RopeLayout::neox, true, false, true, false, false},
@@ -245,9 +246,16 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.moe && c.n_expert == 0) fail("expert_count is missing or 0");
   if (c.n_expert > 0) {
     if (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert) fail("expert_used_count must be in 1..expert_count");
-    // llama.cpp routes both by a softmax renormalized over the top k.
+    // llama.cpp routes Mixtral and Qwen3-MoE by a softmax renormalized over
+    // the top k, Qwen2-MoE by the top k's shares of the softmax over all.
     c.arch = arch == "llama" ? "mixtral" : arch;
-    c.expert_weights_norm = true;
+    c.expert_weights_norm = arch != "qwen2moe";
+  }
+  if (arch == "qwen2moe") {
+    // The shared expert's width, else the dense one (as llama.cpp reads it).
+    c.n_ff_shared = file_.find_u32(p + "expert_shared_feed_forward_length")
+                        .value_or(file_.find_u32(p + "feed_forward_length").value_or(0));
+    if (c.n_ff_shared <= 0) fail("expert_shared_feed_forward_length is missing or 0");
   }
   // An expert's width has a key of its own where the file also names a dense one.
   c.n_ff = a.moe ? file_.get_u32(p + "expert_feed_forward_length") : file_.get_u32(p + "feed_forward_length");
@@ -344,6 +352,17 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     }
     if (c.n_expert > 0) {
       bind_experts(b, l);
+      if (c.n_ff_shared > 0) {
+        l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
+        l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
+        l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
+        // [n_embd, 1] from today's converter, [n_embd] from older ones.
+        const std::string gate = b + "ffn_gate_inp_shexp.weight";
+        const gguf::TensorInfo* t = file_.find_tensor(gate);
+        l.shared_gate = t != nullptr && t->shape.size() == 1
+                            ? Weight{.data = vector(gate, c.n_embd), .type = DType::f32, .n_in = c.n_embd, .n_out = 1}
+                            : matrix(gate, c.n_embd, 1);
+      }
       continue;
     }
     if (a.fused) {

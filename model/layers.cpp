@@ -189,6 +189,24 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
       for (int64_t d = 0; d < e; ++d) dst[d] += g * src[d];
     }
   }
+  if (w.shared.w_gate.data != nullptr) {
+    // Qwen2-MoE's shared expert on every row, added after the routed sum
+    // (transformers' order), weighted by sigmoid(shared_gate · x).
+    float* gate = ctx.arena.floats(n);  // [n_tokens, 1]
+    swiglu_ffn(ctx, w.shared.w_gate, w.shared.w_up, w.shared.w_down, xb, rows_out, n);
+    be.matmul(gate, xb, w.shared_gate, n);
+    h.expert_out.resize(static_cast<size_t>(n * e));
+    h.row_gate.resize(static_cast<size_t>(n));
+    be.copy_to_host(h.expert_out.data(), rows_out, h.expert_out.size() * sizeof(float));
+    be.copy_to_host(h.row_gate.data(), gate, h.row_gate.size() * sizeof(float));
+    be.synchronize();
+    for (int64_t t = 0; t < n; ++t) {
+      const float g = 1.0f / (1.0f + std::exp(-h.row_gate[static_cast<size_t>(t)]));
+      float* dst = h.combined.data() + t * e;
+      const float* src = h.expert_out.data() + t * e;
+      for (int64_t d = 0; d < e; ++d) dst[d] += g * src[d];
+    }
+  }
   be.copy_from_host(out, h.combined.data(), h.combined.size() * sizeof(float));
   ctx.arena.rewind(mark);
 }

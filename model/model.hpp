@@ -48,6 +48,10 @@ struct LayerWeights {
   const float* b_down = nullptr;     // [n_embd] (GPT-2)
   Weight ffn_router;                 // [n_expert, n_embd] (mixture of experts)
   std::vector<ExpertWeights> experts;  // [n_expert]; empty for a dense FFN
+  // Qwen2-MoE's shared expert, run on every token beside the routed ones and
+  // weighted by sigmoid(shared_gate · x); empty (data null) elsewhere.
+  ExpertWeights shared;              // [n_ff_shared, n_embd] gate/up, [n_embd, n_ff_shared] down
+  Weight shared_gate;                // [1, n_embd]
 };
 
 struct ModelWeights {

@@ -41,6 +41,7 @@ struct ModelConfig {
   bool tied_output = false;              // output projection is the token embedding
   int64_t n_expert = 0;                  // mixture-of-experts FFN: experts per layer (0: dense FFN)
   int64_t n_expert_used = 0;             // experts each token is routed to (top-k)
+  int64_t n_ff_shared = 0;               // Qwen2-MoE's shared expert width (0: none)
   // The top-k gate weights: true, a softmax over the chosen experts' logits
   // (Mixtral; Qwen3-MoE's norm_topk_prob); false, the chosen experts' shares
   // of a softmax over all experts.

@@ -66,6 +66,10 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
       f(x + "ffn_up", l.experts[e].w_up);
       f(x + "ffn_down", l.experts[e].w_down);
     }
+    f(p + "ffn_gate_shexp", l.shared.w_gate);
+    f(p + "ffn_up_shexp", l.shared.w_up);
+    f(p + "ffn_down_shexp", l.shared.w_down);
+    f(p + "ffn_gate_inp_shexp", l.shared_gate);
   }
 }
 
@@ -212,6 +216,10 @@ void ModelStage::upload_layer(int64_t il) {
     d.experts[e].w_up = upload(backend_, h.experts[e].w_up, owned_);
     d.experts[e].w_down = upload(backend_, h.experts[e].w_down, owned_);
   }
+  d.shared.w_gate = upload(backend_, h.shared.w_gate, owned_);
+  d.shared.w_up = upload(backend_, h.shared.w_up, owned_);
+  d.shared.w_down = upload(backend_, h.shared.w_down, owned_);
+  d.shared_gate = upload(backend_, h.shared_gate, owned_);
 }
 
 ModelStage::~ModelStage() {

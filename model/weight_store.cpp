@@ -64,6 +64,12 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
       fn(b + "ffn_up" + x, l.experts[e].w_up, true);
       fn(b + "ffn_down" + x, l.experts[e].w_down, true);
     }
+    if (l.shared.w_gate.data != nullptr) {
+      fn(b + "ffn_gate_shexp", l.shared.w_gate, true);
+      fn(b + "ffn_up_shexp", l.shared.w_up, true);
+      fn(b + "ffn_down_shexp", l.shared.w_down, true);
+      fn(b + "ffn_gate_inp_shexp", l.shared_gate, false);
+    }
   }
   if (tied) w.output = w.tok_embd;  // follows a converted embedding
 }
@@ -103,7 +109,8 @@ int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c) {
   const bool tied = w.output.data == w.tok_embd.data;
   int64_t total = tied ? bytes(w.tok_embd) : bytes(w.output);
   for (const LayerWeights& l : w.layers) {
-    for (const Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router}) {
+    for (const Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
+                            &l.shared.w_up, &l.shared.w_down, &l.shared_gate}) {
       total += bytes(*m);
     }
     int64_t experts = 0;

@@ -270,7 +270,9 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/hf/qwen3moe",       dir + "/hf/mistral",
                                           dir + "/gguf/phi3.gguf",    dir + "/hf/phi3",
                                           dir + "/gguf/granite.gguf", dir + "/gguf/phi3_longrope.gguf",
-                                          dir + "/gguf/gemma2.gguf",  dir + "/hf/gemma2"};
+                                          dir + "/gguf/gemma2.gguf",  dir + "/hf/gemma2",
+                                          dir + "/gguf/qwen2moe.gguf", dir + "/gguf/qwen2_yarn.gguf",
+                                          dir + "/gguf/smollm3.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

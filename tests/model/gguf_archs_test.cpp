@@ -79,6 +79,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"qwen2_yarn", "qwen2", kernels::RopeLayout::neox},
                                          Case{"qwen3", "qwen3", kernels::RopeLayout::neox},
                                          Case{"mixtral", "mixtral", kernels::RopeLayout::normal},
+                                         Case{"qwen2moe", "qwen2moe", kernels::RopeLayout::neox},
                                          Case{"qwen3moe", "qwen3moe", kernels::RopeLayout::neox},
                                          Case{"gemma2", "gemma2", kernels::RopeLayout::neox},
                                          Case{"gemma3", "gemma3", kernels::RopeLayout::neox},
@@ -136,6 +137,20 @@ TEST(GgufConversion, SmolLM3LeavesRopeOutOfEveryFourthLayer) {
   EXPECT_FALSE(model->config().ropes(3));
 }
 
+// Qwen2-MoE: the shared expert beside the routed ones, and llama.cpp's
+// routing (the top k's shares of the softmax over all, not renormalized).
+TEST(GgufConversion, Qwen2MoeSharedExpert) {
+  const auto model = Model::load(gguf_fixture("qwen2moe"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.n_ff, 16);
+  EXPECT_EQ(c.n_ff_shared, 24);
+  EXPECT_FALSE(c.expert_weights_norm);
+  const LayerWeights& l = model->weights().layers[1];
+  EXPECT_EQ(l.shared.w_down.n_in, 24);
+  EXPECT_EQ(l.shared_gate.n_in, 64);
+  EXPECT_EQ(l.shared_gate.n_out, 1);
+}
+
 TEST(GgufConversion, GemmaLayerKindsAndScales) {
   const auto model = Model::load(gguf_fixture("gemma3"));
   const ModelConfig& c = model->config();
@@ -154,7 +169,7 @@ TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
   gguf::test::expect_error(
       [&] { Model::load(path); }, Errc::unsupported,
-      {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, granite"});
+      {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3, smollm3, granite"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

@@ -3,6 +3,10 @@
 // layer, a mixture of SwiGLU experts as Mixtral's, routed by a softmax over
 // all experts whose top-k shares are renormalized when norm_topk_prob is set
 // (as in every published Qwen3-MoE model).
+// Qwen2-MoE (Qwen2MoeForCausalLM, GGUF "qwen2moe": Qwen1.5-MoE-A2.7B,
+// Qwen2-57B-A14B): Qwen2's attention (q/k/v biases) and the same experts
+// (norm_topk_prob off in the published models) plus a shared expert that
+// every token runs, weighted by sigmoid(shared_expert_gate · x).
 #include <cstdint>
 #include <string>
 
@@ -14,8 +18,8 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  c.arch = "qwen3moe";
+// The expert keys both generations spell alike.
+void read_moe_config(const HfConfig& cfg, ModelConfig& c) {
   read_llama_config(cfg, c);
   c.n_ff = cfg.get_int("moe_intermediate_size");
   // Published configs say num_experts; transformers 5 writes num_local_experts.
@@ -37,21 +41,52 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
     cfg.fail(Errc::unsupported, "use_sliding_window (per-layer sliding windows) is not supported");
   }
   check_config(cfg, c);
+}
+
+constexpr ExpertTensorNames kExperts{.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"};
+
+void load_qwen3moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "qwen3moe";
+  read_moe_config(cfg, c);
   const bool bias = cfg.get_bool("attention_bias", false);
   bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias, .qk_norm = true, .dense_ffn = false}, w);
-  bind_experts(src, c, {.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"}, w);
+  bind_experts(src, c, kExperts, w);
+}
+
+void load_qwen2moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "qwen2moe";
+  read_moe_config(cfg, c);
+  c.n_ff_shared = cfg.get_int("shared_expert_intermediate_size");
+  if (c.n_ff_shared <= 0) cfg.fail(Errc::bad_format, "shared_expert_intermediate_size must be positive");
+  bind_llama_weights(src, c, {.qkv_bias = cfg.get_bool("qkv_bias", true), .dense_ffn = false}, w);
+  bind_experts(src, c, kExperts, w);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".mlp.shared_expert";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.shared.w_gate = src.matrix(p + ".gate_proj.weight", c.n_embd, c.n_ff_shared);
+    l.shared.w_up = src.matrix(p + ".up_proj.weight", c.n_embd, c.n_ff_shared);
+    l.shared.w_down = src.matrix(p + ".down_proj.weight", c.n_ff_shared, c.n_embd);
+    l.shared_gate = src.matrix(p + "_gate.weight", c.n_embd, 1);
+  }
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
-  layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // applies q_norm, k_norm
-  layers::moe_block(ctx, il, x);
+  layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // q_norm, k_norm, biases
+  layers::moe_block(ctx, il, x);                                              // and the shared expert
 }
 
 }  // namespace
 
+const Architecture arch::qwen2moe{.name = "qwen2moe",
+                                  .hf_class = "Qwen2MoeForCausalLM",
+                                  .load_hf = load_qwen2moe,
+                                  .embed = layers::embed_tokens,
+                                  .layer = layer,
+                                  .output_norm = arch::rms_output_norm};
+
 const Architecture arch::qwen3moe{.name = "qwen3moe",
                                   .hf_class = "Qwen3MoeForCausalLM",
-                                  .load_hf = load,
+                                  .load_hf = load_qwen3moe,
                                   .embed = layers::embed_tokens,
                                   .layer = layer,
                                   .output_norm = arch::rms_output_norm};
