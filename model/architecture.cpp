@@ -9,8 +9,8 @@ namespace {
 
 const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwen2,  &arch::qwen3,
                                     &arch::mixtral,  &arch::qwen2moe, &arch::qwen3moe, &arch::gemma2,
-                                    &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::granite,
-                                    &arch::gpt2};
+                                    &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::olmo2,
+                                    &arch::granite,  &arch::gpt2};
 
 }  // namespace
 

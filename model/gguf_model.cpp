@@ -44,6 +44,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"gemma3", kernels::RopeLayout::neox, true, false, true, false, false},
     {"phi3", kernels::RopeLayout::neox, false, false, false, true, false},
     {"smollm3", kernels::RopeLayout::normal, false, false, false, false, false},
+    {"olmo2", kernels::RopeLayout::neox, false, false, false, false, false},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
 };
 
@@ -294,6 +295,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.gemma) read_gemma(p, a.name == "gemma2");
   if (a.fused) read_phi3(p);
   if (a.scales) read_granite(p);
+  if (a.name == "olmo2") {
+    c.qk_norm_whole = true;
+    if (file_.find_u32(p + "attention.sliding_window")) {
+      throw Error(Errc::unsupported, file_.path() + ": OLMo 3's sliding window is not supported");
+    }
+  }
   if (a.name == "smollm3") {
     // llama.cpp's fixed step: every fourth layer has no RoPE.
     c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
@@ -326,7 +333,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
+    const bool post_norm_only = c.arch == "olmo2";  // norms after the blocks, none before
+    if (!post_norm_only) l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
     if (a.fused) {
       const Weight qkv = matrix(b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
       l.wq = weight_rows(qkv, 0, c.q_dim());
@@ -341,12 +349,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     l.bq = vector(b + "attn_q.bias", c.q_dim(), false);
     l.bk = vector(b + "attn_k.bias", c.kv_dim(), false);
     l.bv = vector(b + "attn_v.bias", c.kv_dim(), false);
-    if (a.qk_norm) {
-      l.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+    if (a.qk_norm || c.qk_norm_whole) {
+      l.q_norm = vector(b + "attn_q_norm.weight", c.qk_norm_whole ? c.q_dim() : c.head_dim);
+      l.k_norm = vector(b + "attn_k_norm.weight", c.qk_norm_whole ? c.kv_dim() : c.head_dim);
     }
-    l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
-    if (a.gemma) {
+    if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+    if (a.gemma || post_norm_only) {
       l.attn_post_norm = vector(b + "post_attention_norm.weight", c.n_embd);
       l.ffn_post_norm = vector(b + "post_ffw_norm.weight", c.n_embd);
     }

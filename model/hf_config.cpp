@@ -108,7 +108,9 @@ namespace {
 // One LongRoPE factor list: n_rot / 2 positive numbers.
 std::vector<float> longrope_factors(const HfConfig& rope, const ModelConfig& c, const char* key) {
   const Json* list = rope.has(key) ? &rope.json()[key] : nullptr;
-  if (list == nullptr || !list->is_array()) rope.fail(Errc::bad_format, std::string("longrope needs a list '") + key + "'");
+  if (list == nullptr || !list->is_array()) {
+    rope.fail(Errc::bad_format, std::string("longrope needs a list '") + key + "'");
+  }
   if (static_cast<int64_t>(list->size()) != c.n_rot / 2) {
     rope.fail(Errc::bad_format, std::string("'") + key + "' has " + std::to_string(list->size()) +
                                     " factors; the rotary dimensions need " + std::to_string(c.n_rot / 2));
@@ -129,7 +131,8 @@ std::vector<float> longrope_factors(const HfConfig& rope, const ModelConfig& c, 
 void read_longrope(const HfConfig& cfg, const HfConfig& rope, ModelConfig& c) {
   c.rope_long_factors = longrope_factors(rope, c, "long_factor");
   c.rope_short_factors = longrope_factors(rope, c, "short_factor");
-  c.rope_orig_ctx = rope.get_int("original_max_position_embeddings", cfg.get_int("original_max_position_embeddings", 0));
+  c.rope_orig_ctx =
+      rope.get_int("original_max_position_embeddings", cfg.get_int("original_max_position_embeddings", 0));
   if (c.rope_orig_ctx <= 0) rope.fail(Errc::bad_format, "longrope needs a positive original_max_position_embeddings");
   double factor = rope.get_float("factor", 0.0);
   if (factor == 0.0) factor = static_cast<double>(cfg.get_int("max_position_embeddings")) / c.rope_orig_ctx;
@@ -157,7 +160,9 @@ void read_yarn(const HfConfig& cfg, const HfConfig& rope, ModelConfig& c) {
   // transformers reads these with `or`: null and 0 take the defaults.
   if (const double v = rope.get_float("beta_fast", 0.0); v != 0.0) p.beta_fast = v;
   if (const double v = rope.get_float("beta_slow", 0.0); v != 0.0) p.beta_slow = v;
-  if (!(p.beta_fast > 0.0) || !(p.beta_slow > 0.0)) rope.fail(Errc::bad_format, "beta_fast and beta_slow must be positive");
+  if (!(p.beta_fast > 0.0) || !(p.beta_slow > 0.0)) {
+    rope.fail(Errc::bad_format, "beta_fast and beta_slow must be positive");
+  }
   p.truncate = rope.get_bool("truncate", true);
   c.rope_freq_factors = yarn_freq_factors(c.n_rot, c.rope_theta, p);
   double mscale = rope.get_float("attention_factor", 0.0);

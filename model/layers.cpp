@@ -45,9 +45,15 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
   if (w.bq != nullptr) be.add_bias(q, w.bq, n, c.q_dim());
   if (w.bk != nullptr) be.add_bias(k, w.bk, n, c.kv_dim());
   if (w.bv != nullptr) be.add_bias(v, w.bv, n, c.kv_dim());
-  // Per-head norms: every head's head_dim values are one row.
-  if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n * c.n_head, c.head_dim, c.norm_eps);
-  if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n * c.n_head_kv, c.head_dim, c.norm_eps);
+  // Per-head norms: every head's head_dim values are one row; OLMo 2's
+  // whole-projection norms: every token's.
+  if (c.qk_norm_whole) {
+    if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n, c.q_dim(), c.norm_eps);
+    if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n, c.kv_dim(), c.norm_eps);
+  } else {
+    if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n * c.n_head, c.head_dim, c.norm_eps);
+    if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n * c.n_head_kv, c.head_dim, c.norm_eps);
+  }
 
   if (rope) {
     const bool local = c.is_local(il);  // Gemma 3's local layers: their own base, unscaled
@@ -231,7 +237,32 @@ void residual(const StepContext& ctx, float* x, Norm kind, const float* weight, 
   ctx.arena.rewind(mark);
 }
 
+// x += post_norm(body(x)): OLMo 2's residual, normed after the block only.
+template <class Body>
+void post_norm_residual(const StepContext& ctx, float* x, const float* post_weight, Body&& body) {
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd] block output
+  body(x, proj);
+  norm(ctx, Norm::rms, proj, proj, post_weight, nullptr, ctx.n_tokens);
+  ctx.backend.add(x, proj, n);
+  ctx.arena.rewind(mark);
+}
+
 }  // namespace
+
+void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  post_norm_residual(ctx, x, w.attn_post_norm,
+                     [&](const float* in, float* proj) { self_attention(ctx, il, kv, in, proj, /*rope=*/true); });
+}
+
+void post_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  post_norm_residual(ctx, x, w.ffn_post_norm, [&](const float* in, float* proj) {
+    swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, in, proj, ctx.n_tokens);
+  });
+}
 
 void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];

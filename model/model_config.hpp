@@ -53,6 +53,9 @@ struct ModelConfig {
   // SmolLM3 leaves RoPE out of some layers (NoPE): [n_layer], 1: no RoPE.
   // Empty: every layer ropes.
   std::vector<uint8_t> nope_layers;
+  // OLMo 2 normalizes each token's whole q and k projections ([q_dim],
+  // [kv_dim] weights); others with q/k norms normalize each head.
+  bool qk_norm_whole = false;
   float rope_local_theta = 10000.0f;
   float attn_scale = 0.0f;   // scale of QK^T; 0: 1/sqrt(head_dim)
   float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd); Granite)

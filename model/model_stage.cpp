@@ -198,8 +198,8 @@ void ModelStage::upload_layer(int64_t il) {
   d.bk = upload_vector(backend_, h.bk, c.kv_dim(), owned_);
   d.bv = upload_vector(backend_, h.bv, c.kv_dim(), owned_);
   d.bo = upload_vector(backend_, h.bo, c.n_embd, owned_);
-  d.q_norm = upload_vector(backend_, h.q_norm, c.head_dim, owned_);
-  d.k_norm = upload_vector(backend_, h.k_norm, c.head_dim, owned_);
+  d.q_norm = upload_vector(backend_, h.q_norm, c.qk_norm_whole ? c.q_dim() : c.head_dim, owned_);
+  d.k_norm = upload_vector(backend_, h.k_norm, c.qk_norm_whole ? c.kv_dim() : c.head_dim, owned_);
   d.attn_post_norm = upload_vector(backend_, h.attn_post_norm, c.n_embd, owned_);
   d.ffn_post_norm = upload_vector(backend_, h.ffn_post_norm, c.n_embd, owned_);
   d.ffn_norm = upload_vector(backend_, h.ffn_norm, c.n_embd, owned_);

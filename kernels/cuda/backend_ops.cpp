@@ -279,7 +279,8 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
   }
   if (window < 0) throw Error(Errc::invalid_argument, "cuda attention: negative window " + std::to_string(window));
   if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
-    throw Error(Errc::invalid_argument, "cuda attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
+    throw Error(Errc::invalid_argument,
+                "cuda attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
   }
   cuda::check_attn_seqs("attention", kv, seqs, n_seqs, true);
   Impl& m = *impl_;

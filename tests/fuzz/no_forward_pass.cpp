@@ -23,6 +23,8 @@ void gelu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void moe_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void sandwich_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void sandwich_geglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void post_norm_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
+void post_norm_swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void embed_tokens(const StepContext&, float*) { __builtin_trap(); }
 void output_rms_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
 

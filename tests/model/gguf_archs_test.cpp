@@ -85,6 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"gemma3", "gemma3", kernels::RopeLayout::neox},
                                          Case{"phi3", "phi3", kernels::RopeLayout::neox},
                                          Case{"smollm3", "smollm3", kernels::RopeLayout::normal},
+                                         Case{"olmo2", "olmo2", kernels::RopeLayout::neox},
                                          Case{"granite", "granite", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
@@ -169,7 +170,8 @@ TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
   gguf::test::expect_error(
       [&] { Model::load(path); }, Errc::unsupported,
-      {"architecture 'gemma'", "supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3, smollm3, granite"});
+      {"architecture 'gemma'",
+       "supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2, granite"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

@@ -1,0 +1,59 @@
+// OLMo 2 (Olmo2ForCausalLM, and GGUF "olmo2" files: OLMo-2 1B-32B): the
+// Llama layer with its norms moved after each block (x += norm(f(x)), no
+// norm before) and RMSNorms over each token's whole q and k projections
+// before RoPE.
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "model/architecture.hpp"
+#include "model/hf_config.hpp"
+#include "model/hf_weights.hpp"
+
+namespace troupe {
+namespace {
+
+void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "olmo2";
+  read_llama_config(cfg, c);
+  check_config(cfg, c);
+  c.qk_norm_whole = true;
+  if (cfg.get_bool("attention_bias", false)) cfg.fail(Errc::unsupported, "attention_bias is not supported");
+  // OLMo 3 (Olmo3ForCausalLM) adds sliding layers; OLMo 2 has none.
+  if (cfg.has("sliding_window")) cfg.fail(Errc::unsupported, "sliding_window (OLMo 3) is not supported");
+  w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
+  w.output_norm = src.vector("model.norm.weight", c.n_embd);
+  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
+  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
+    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
+    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
+    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
+    l.q_norm = src.vector(p + "self_attn.q_norm.weight", c.q_dim());
+    l.k_norm = src.vector(p + "self_attn.k_norm.weight", c.kv_dim());
+    l.attn_post_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
+    l.ffn_post_norm = src.vector(p + "post_feedforward_layernorm.weight", c.n_embd);
+    l.w_gate = src.matrix(p + "mlp.gate_proj.weight", c.n_embd, c.n_ff);
+    l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
+    l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
+  }
+}
+
+void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  layers::post_norm_attention_block(ctx, il, kv, x);
+  layers::post_norm_swiglu_block(ctx, il, x);
+}
+
+}  // namespace
+
+const Architecture arch::olmo2{.name = "olmo2",
+                               .hf_class = "Olmo2ForCausalLM",
+                               .load_hf = load,
+                               .embed = layers::embed_tokens,
+                               .layer = layer,
+                               .output_norm = arch::rms_output_norm};
+
+}  // namespace troupe
