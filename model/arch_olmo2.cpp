@@ -21,10 +21,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   if (cfg.get_bool("attention_bias", false)) cfg.fail(Errc::unsupported, "attention_bias is not supported");
   // OLMo 3 (Olmo3ForCausalLM) adds sliding layers; OLMo 2 has none.
   if (cfg.has("sliding_window")) cfg.fail(Errc::unsupported, "sliding_window (OLMo 3) is not supported");
-  w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
-  w.output_norm = src.vector("model.norm.weight", c.n_embd);
-  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
-  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  bind_model_ends(src, c, w);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];

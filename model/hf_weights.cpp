@@ -87,11 +87,15 @@ Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
   return Weight{.data = base + row0 * row_bytes(w.type, w.n_in), .type = w.type, .n_in = w.n_in, .n_out = n_rows};
 }
 
-void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors& t, ModelWeights& w) {
+void bind_model_ends(HfWeights& src, const ModelConfig& c, ModelWeights& w) {
   w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
   w.output_norm = src.vector("model.norm.weight", c.n_embd);
   w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+}
+
+void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors& t, ModelWeights& w) {
+  bind_model_ends(src, c, w);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];

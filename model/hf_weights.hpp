@@ -50,6 +50,10 @@ struct LlamaTensors {
   bool fused = false;     // self_attn.qkv_proj and mlp.gate_up_proj, used as row slices (Phi-3)
 };
 
+// model.embed_tokens, model.norm and lm_head (unless tied), and
+// w.layers sized to n_layer, empty: what every decoder but Gemma names alike.
+void bind_model_ends(HfWeights& src, const ModelConfig& c, ModelWeights& w);
+
 // Binds the tensors Llama, Mistral, Qwen2, Qwen3, Mixtral, Phi-3 and Granite name alike:
 // model.embed_tokens, model.norm, lm_head (unless tied) and, per layer,
 // input_layernorm, self_attn.*, post_attention_layernorm and (dense_ffn) mlp.*.
