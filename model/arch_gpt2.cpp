@@ -83,10 +83,6 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
   layers::gelu_block(ctx, il, x);
 }
 
-void output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
-  layers::norm(ctx, layers::Norm::layer, x, x, ctx.weights.output_norm, ctx.weights.output_norm_b, n_rows);
-}
-
 }  // namespace
 
 const Architecture arch::gpt2{.name = "gpt2",
@@ -94,6 +90,6 @@ const Architecture arch::gpt2{.name = "gpt2",
                               .load_hf = load,
                               .embed = layers::embed_tokens,
                               .layer = layer,
-                              .output_norm = output_norm};
+                              .output_norm = arch::layer_output_norm};
 
 }  // namespace troupe

@@ -10,7 +10,7 @@ namespace {
 const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwen2,  &arch::qwen3,
                                     &arch::mixtral,  &arch::qwen2moe, &arch::qwen3moe, &arch::gemma2,
                                     &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::olmo2,
-                                    &arch::granite,  &arch::gpt2};
+                                    &arch::granite,  &arch::starcoder2, &arch::gpt2};
 
 }  // namespace
 
@@ -41,6 +41,10 @@ std::string supported_hf_architectures() {
 
 void arch::rms_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
   layers::output_rms_norm(ctx, x, n_rows);
+}
+
+void arch::layer_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
+  layers::norm(ctx, layers::Norm::layer, x, x, ctx.weights.output_norm, ctx.weights.output_norm_b, n_rows);
 }
 
 }  // namespace troupe

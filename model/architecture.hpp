@@ -53,11 +53,14 @@ extern const Architecture phi3;      // arch_phi3.cpp (also GGUF "phi3" files)
 extern const Architecture olmo2;     // arch_olmo2.cpp (also GGUF "olmo2" files)
 extern const Architecture smollm3;   // arch_smollm3.cpp (also GGUF "smollm3" files)
 extern const Architecture granite;   // arch_granite.cpp (also GGUF "granite" files)
+extern const Architecture starcoder2;  // arch_starcoder2.cpp (also GGUF "starcoder2" files)
 extern const Architecture gpt2;      // arch_gpt2.cpp
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).
 void rms_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows);
+// The final LayerNorm with its bias (GPT-2, StarCoder2).
+void layer_output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows);
 }  // namespace arch
 
 }  // namespace troupe

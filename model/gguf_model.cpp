@@ -45,6 +45,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"phi3", kernels::RopeLayout::neox, false, false, false, true, false},
     {"smollm3", kernels::RopeLayout::normal, false, false, false, false, false},
     {"olmo2", kernels::RopeLayout::neox, false, false, false, false, false},
+    {"starcoder2", kernels::RopeLayout::neox, false, false, false, false, false},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
 };
 
@@ -261,7 +262,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   // An expert's width has a key of its own where the file also names a dense one.
   c.n_ff = a.moe ? file_.get_u32(p + "expert_feed_forward_length") : file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
-  c.norm_eps = file_.get_f32(p + "attention.layer_norm_rms_epsilon");
+  // StarCoder2's LayerNorms (with biases, and a GELU MLP: bind below).
+  const bool layer_norm = arch == "starcoder2";
+  c.norm_eps =
+      file_.get_f32(p + (layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"));
   if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0) {
     fail("hyperparameters must be positive");
   }
@@ -321,6 +325,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   ModelWeights& w = weights_;
   w.tok_embd = matrix("token_embd.weight", c.n_embd, c.n_vocab);
   w.output_norm = vector("output_norm.weight", c.n_embd);
+  if (layer_norm) w.output_norm_b = vector("output_norm.bias", c.n_embd);
   c.tied_output = file_.find_tensor("output.weight") == nullptr;
   w.output = c.tied_output ? w.tok_embd : matrix("output.weight", c.n_embd, c.n_vocab);
   // Every layer has tensors of its own: a block_count beyond the tensor
@@ -371,6 +376,16 @@ void GgufModel::bind(const ModelLoadOptions& options) {
                             ? Weight{.data = vector(gate, c.n_embd), .type = DType::f32, .n_in = c.n_embd, .n_out = 1}
                             : matrix(gate, c.n_embd, 1);
       }
+      continue;
+    }
+    if (layer_norm) {
+      l.attn_norm_b = vector(b + "attn_norm.bias", c.n_embd);
+      l.bo = vector(b + "attn_output.bias", c.n_embd);
+      l.ffn_norm_b = vector(b + "ffn_norm.bias", c.n_embd);
+      l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);  // no gate: GELU(up x + b) -> down
+      l.b_up = vector(b + "ffn_up.bias", c.n_ff);
+      l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
+      l.b_down = vector(b + "ffn_down.bias", c.n_embd);
       continue;
     }
     if (a.fused) {

@@ -86,6 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"phi3", "phi3", kernels::RopeLayout::neox},
                                          Case{"smollm3", "smollm3", kernels::RopeLayout::normal},
                                          Case{"olmo2", "olmo2", kernels::RopeLayout::neox},
+                                         Case{"starcoder2", "starcoder2", kernels::RopeLayout::neox},
                                          Case{"granite", "granite", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
@@ -171,7 +172,8 @@ TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   gguf::test::expect_error(
       [&] { Model::load(path); }, Errc::unsupported,
       {"architecture 'gemma'",
-       "supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2, granite"});
+       "supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2, starcoder2, "
+       "granite"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

@@ -88,8 +88,8 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                          testing::Values("llama", "mistral", "qwen2", "qwen2_yarn", "qwen3", "mixtral", "qwen2moe",
-                                         "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3", "olmo2", "granite",
-                                         "gpt2", "llama_bf16"),
+                                         "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3", "olmo2", "starcoder2",
+                                         "granite", "gpt2", "llama_bf16"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(HfModels, Bf16WeightsStayBf16) {
