@@ -164,17 +164,6 @@ Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Pipeline::~Pipeline() = default;
 
-ModelLoadOptions pipeline_load_options(const PipelineConfig& config) {
-  ModelLoadOptions load = config.load;
-  if (load.context_length == 0) {
-    load.context_length = config.scheduler.context_length;
-    if (config.kv_memory_bytes == 0 && config.n_kv_blocks >= 1 && config.kv_block_size >= 1) {
-      load.context_length = std::min<int64_t>(load.context_length, int64_t{config.n_kv_blocks} * config.kv_block_size);
-    }
-  }
-  return load;
-}
-
 std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config) {
   return start(std::move(config), PipelineExtensions{});
 }

@@ -20,9 +20,14 @@
 namespace troupe {
 namespace {
 
+// Where a layer's norms sit and what they are: RMSNorms before each block
+// (most), RMSNorms after each block and none before (OLMo 2), LayerNorms
+// with biases before each block, and a GELU MLP without a gate (StarCoder2).
+enum class GgufNorms { rms_before, rms_after, layer_before };
+
 // What a GGUF architecture name means here. llama.cpp's converter permutes
-// the Q/K rows of "llama", "smollm3" and "granite" files (the adjacent-pair rotation
-// then equals the checkpoint's rotate-half one); the others keep the
+// the Q/K rows of "llama", "smollm3" and "granite" files (the adjacent-pair
+// rotation then equals the checkpoint's rotate-half one); the others keep the
 // checkpoint's rows and are rotated in halves (llama.cpp's NEOX rope type).
 struct GgufArch {
   std::string_view name;
@@ -32,6 +37,7 @@ struct GgufArch {
   bool gemma;    // Gemma 2 and 3's sandwich norms, local layers and scales
   bool fused;    // attn_qkv, and ffn_up holding gate then up (Phi-3)
   bool scales;   // Granite's embedding, residual, attention and logit scales
+  GgufNorms norms = GgufNorms::rms_before;
 };
 
 constexpr GgufArch kGgufArchs[] = {
@@ -44,8 +50,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"gemma3", kernels::RopeLayout::neox, true, false, true, false, false},
     {"phi3", kernels::RopeLayout::neox, false, false, false, true, false},
     {"smollm3", kernels::RopeLayout::normal, false, false, false, false, false},
-    {"olmo2", kernels::RopeLayout::neox, false, false, false, false, false},
-    {"starcoder2", kernels::RopeLayout::neox, false, false, false, false, false},
+    {"olmo2", kernels::RopeLayout::neox, false, false, false, false, false, GgufNorms::rms_after},
+    {"starcoder2", kernels::RopeLayout::neox, false, false, false, false, false, GgufNorms::layer_before},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
 };
 
@@ -262,8 +268,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   // An expert's width has a key of its own where the file also names a dense one.
   c.n_ff = a.moe ? file_.get_u32(p + "expert_feed_forward_length") : file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
-  // StarCoder2's LayerNorms (with biases, and a GELU MLP: bind below).
-  const bool layer_norm = arch == "starcoder2";
+  const bool layer_norm = a.norms == GgufNorms::layer_before;
   c.norm_eps =
       file_.get_f32(p + (layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"));
   if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0) {
@@ -338,7 +343,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    const bool post_norm_only = c.arch == "olmo2";  // norms after the blocks, none before
+    const bool post_norm_only = a.norms == GgufNorms::rms_after;
     if (!post_norm_only) l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
     if (a.fused) {
       const Weight qkv = matrix(b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());

@@ -167,6 +167,10 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
   // Experts in index order, each on the rows routed to it; the weighted
   // outputs are summed on the host in that order (as transformers adds them).
   h.combined.assign(static_cast<size_t>(n * e), 0.0f);
+  auto add_weighted = [&](int64_t row, const float* src, float g) {  // combined[row] += g * src
+    float* dst = h.combined.data() + row * e;
+    for (int64_t d = 0; d < e; ++d) dst[d] += g * src[d];
+  };
   float* rows_in = ctx.arena.floats(n * e);   // [rows of one expert, n_embd]
   float* rows_out = ctx.arena.floats(n * e);  // [rows of one expert, n_embd]
   for (int64_t x = 0; x < n_expert; ++x) {
@@ -189,10 +193,7 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
     be.copy_to_host(h.expert_out.data(), rows_out, h.expert_out.size() * sizeof(float));
     be.synchronize();
     for (int64_t i = 0; i < m; ++i) {
-      float* dst = h.combined.data() + static_cast<int64_t>(h.rows[static_cast<size_t>(i)]) * e;
-      const float* src = h.expert_out.data() + i * e;
-      const float g = h.row_gate[static_cast<size_t>(i)];
-      for (int64_t d = 0; d < e; ++d) dst[d] += g * src[d];
+      add_weighted(h.rows[static_cast<size_t>(i)], h.expert_out.data() + i * e, h.row_gate[static_cast<size_t>(i)]);
     }
   }
   if (w.shared.w_gate.data != nullptr) {
@@ -207,10 +208,7 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
     be.copy_to_host(h.row_gate.data(), gate, h.row_gate.size() * sizeof(float));
     be.synchronize();
     for (int64_t t = 0; t < n; ++t) {
-      const float g = 1.0f / (1.0f + std::exp(-h.row_gate[static_cast<size_t>(t)]));
-      float* dst = h.combined.data() + t * e;
-      const float* src = h.expert_out.data() + t * e;
-      for (int64_t d = 0; d < e; ++d) dst[d] += g * src[d];
+      add_weighted(t, h.expert_out.data() + t * e, 1.0f / (1.0f + std::exp(-h.row_gate[static_cast<size_t>(t)])));
     }
   }
   be.copy_from_host(out, h.combined.data(), h.combined.size() * sizeof(float));
