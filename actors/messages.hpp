@@ -234,7 +234,17 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
            x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.n_logprobs,
-           x.logprobs);
+           x.logprobs, x.logit_bias);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TokenBias& x) {
+  return f(caf::meta::type_name("TokenBias"), x.token, x.bias);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, OutputFormat& x) {
+  return f(caf::meta::type_name("OutputFormat"), x.kind, x.schema);
 }
 
 template <class Inspector>
@@ -245,7 +255,7 @@ typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
   return f(caf::meta::type_name("GenerateParams"), x.max_new_tokens, x.sampling, x.stop, x.priority,
-           x.ignore_eos, x.speculative, x.prompt_logprobs);
+           x.ignore_eos, x.speculative, x.prompt_logprobs, x.format);
 }
 
 template <class Inspector>

@@ -20,6 +20,25 @@ void check_generate_params(const GenerateParams& p) {
   check_sampling(p.sampling);
 }
 
+void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab) {
+  for (const TokenBias& b : bias) {
+    if (b.token < 0 || b.token >= n_vocab) {
+      throw RequestError(Errc::invalid_argument, "logit_bias",
+                         "logit_bias names token " + std::to_string(b.token) + ", outside the vocabulary [0, " +
+                             std::to_string(n_vocab) + ")");
+    }
+  }
+}
+
+void check_output_format(const OutputFormat& format) {
+  if (!format.constrained()) return;
+  try {
+    (void)output_grammar(format);
+  } catch (const Error& e) {
+    throw RequestError(Errc::invalid_argument, "response_format", e.what());
+  }
+}
+
 void check_prompt_tokens(std::span<const int32_t> ids, int32_t n_vocab, std::string_view param) {
   for (size_t j = 0; j < ids.size(); ++j) {
     if (ids[j] < 0 || ids[j] >= n_vocab) {

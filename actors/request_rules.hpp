@@ -19,6 +19,13 @@ namespace troupe {
 // max_new_tokens >= 1, no empty stop string, sampling in range.
 void check_generate_params(const GenerateParams& params);
 
+// Every logit_bias token in [0, n_vocab).
+void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab);
+
+// A constrained format compiles (the grammar is cached for the sampler);
+// the compiler's error is given as a RequestError naming response_format.
+void check_output_format(const OutputFormat& format);
+
 // Every id in [0, n_vocab). param: the field holding the prompt; the error
 // names the position ("prompt[3]").
 void check_prompt_tokens(std::span<const int32_t> ids, int32_t n_vocab, std::string_view param);

@@ -10,6 +10,7 @@
 
 #include "actors/scheduler_policy.hpp"
 #include "core/error.hpp"
+#include "grammar/output_format.hpp"
 #include "model/sampler.hpp"
 
 namespace troupe {
@@ -33,6 +34,11 @@ struct GenerateParams {
   // token after the first, given those before it: the first TokenEvent's
   // prompt_scores. The prompt is then computed in full (no prefix reuse).
   bool prompt_logprobs = false;
+  // A constraint on the output (OpenAI's response_format): JSON mode or a
+  // JSON schema. The sampler only picks tokens that keep the output a
+  // prefix of a document the format accepts, and ends the request when
+  // the document is complete.
+  OutputFormat format;
 };
 
 // A prompt given as text: rendered chat text or plain text.

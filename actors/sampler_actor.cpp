@@ -1,7 +1,9 @@
-// Sampler actor: SeqOpen builds a request's Sampler, StepLogits samples,
-// verifies proposed tokens or scores prompt tokens row by row, SeqClose
-// forgets. Rows of requests it does not know (cancelled while
-// the step ran) are answered "finished, no token".
+// Sampler actor: SeqOpen builds a request's Sampler (and, for a
+// constrained output, its token grammar over the vocabulary trie, built
+// on the first such request), StepLogits samples, verifies proposed tokens
+// or scores prompt tokens row by row, SeqClose forgets. Rows of requests
+// it does not know (cancelled while the step ran) are answered "finished,
+// no token".
 #include "actors/sampler_actor.hpp"
 
 #include <caf/actor_system.hpp>
@@ -10,21 +12,27 @@
 #include <unordered_map>
 
 #include "actors/actor_meter.hpp"
+#include "grammar/token_grammar.hpp"
 #include "model/sampler.hpp"
+#include "model/vocab_trie.hpp"
 
 namespace troupe {
 namespace {
 
 struct SamplerState {
   struct Seq {
-    explicit Seq(const SeqOpen& open)
+    Seq(const SeqOpen& open, const std::shared_ptr<const grammar::TokenTrie>& trie)
         : sampler(open.params.sampling),
+          grammar(open.params.format.constrained()
+                      ? std::make_unique<grammar::TokenGrammar>(output_grammar(open.params.format), trie)
+                      : nullptr),
           history(open.prompt),
           n_prompt(static_cast<int32_t>(open.prompt.size())),
           ignore_eos(open.params.ignore_eos),
           logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0),
           score_prompt(open.params.prompt_logprobs) {}
     Sampler sampler;
+    std::unique_ptr<grammar::TokenGrammar> grammar;  // null: unconstrained
     std::vector<int32_t> history;  // prompt + generated
     int32_t n_prompt = 0;
     int32_t scored = 0;  // prompt tokens 1 .. scored - 1 were scored (recomputed rows are not again)
@@ -33,6 +41,7 @@ struct SamplerState {
     bool score_prompt;
   };
   std::shared_ptr<const Tokenizer> tokenizer;
+  std::shared_ptr<const grammar::TokenTrie> trie;  // built on the first constrained request
   std::unordered_map<RequestId, Seq> seqs;
 };
 
@@ -74,11 +83,19 @@ void sample_row(SamplerState::Seq& seq, const Tokenizer& tokenizer, std::span<fl
     record_logprobs(seq.sampler, out);
     return;
   }
-  const int32_t token = next >= 0 ? seq.sampler.verify(logits, seq.history, next) : seq.sampler.sample(logits, seq.history);
+  grammar::TokenGrammar* g = seq.grammar.get();
+  const int32_t token =
+      next >= 0 ? seq.sampler.verify(logits, seq.history, next, g) : seq.sampler.sample(logits, seq.history, g);
   seq.history.push_back(token);
   out.status = SampleStatus::token;
   out.token = token;
   out.finished = !seq.ignore_eos && tokenizer.is_eog(token);
+  if (g != nullptr) {
+    // A constrained output ends with its document: at an end token the
+    // grammar allowed, or when nothing may follow.
+    g->accept(token);
+    out.finished = out.finished || tokenizer.is_eog(token) || g->done();
+  }
   if (seq.logprobs) record_logprobs(seq.sampler, out);
   closed = out.finished || (next >= 0 && token != next) || next < 0;
 }
@@ -96,7 +113,8 @@ class SamplerImpl : public sampler_actor::base {
           // refuses them leaves the request unknown, so its rows end it.
           try {
             state_.seqs.erase(open.id);
-            state_.seqs.emplace(open.id, SamplerState::Seq(open));
+            if (open.params.format.constrained() && !state_.trie) state_.trie = vocab_trie(*state_.tokenizer);
+            state_.seqs.try_emplace(open.id, open, state_.trie);
           } catch (const std::exception&) {
             state_.seqs.erase(open.id);
           }

@@ -20,7 +20,7 @@ endif()
 
 set(_troupe_libs)
 set(_troupe_header_dirs)
-foreach(layer core telemetry memory kernels tokenizer model cuda actors net experiments)
+foreach(layer core telemetry memory kernels tokenizer grammar model cuda actors net experiments)
   if(TARGET troupe_${layer})
     list(APPEND _troupe_libs troupe_${layer})
     list(APPEND _troupe_header_dirs ${layer})

@@ -141,10 +141,12 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, const 
   if (stops.empty()) stops.push_back(model_->vocab().eos_id);
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < request.max_new_tokens; ++i) {
-    const int32_t token = sampler.sample(logits_, history);
+    const int32_t token = sampler.sample(logits_, history, request.constraint);
     out.push_back(token);
     history.push_back(token);
+    if (request.constraint != nullptr) request.constraint->accept(token);
     if (on_token && !on_token(token)) break;
+    if (request.constraint != nullptr && request.constraint->done()) break;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) break;
     if (static_cast<int64_t>(history.size()) >= n_ctx_) break;
     if (i + 1 == request.max_new_tokens) break;

@@ -28,6 +28,10 @@ struct GenerateRequest {
   int64_t max_new_tokens = 128;
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // end generation after one of these; empty: the vocab's EOS
+  // An output constraint (a grammar::TokenGrammar for a JSON schema): only
+  // tokens it allows are sampled, and generation ends when it is done.
+  // Not owned; it moves with the generation, so one serves one request.
+  TokenConstraint* constraint = nullptr;
 };
 
 struct GenerateStats {

@@ -205,6 +205,13 @@ void check_sampling(const SamplingParams& p) {
   if (!std::isfinite(p.presence_penalty)) fail("presence_penalty", "finite", p.presence_penalty);
   if (!std::isfinite(p.frequency_penalty)) fail("frequency_penalty", "finite", p.frequency_penalty);
   if (p.n_logprobs < 0 || p.n_logprobs > 20) fail("top_logprobs", "in 0..20", p.n_logprobs);
+  if (p.logit_bias.size() > kMaxLogitBias) {
+    throw RequestError(Errc::invalid_argument, "logit_bias",
+                       "logit_bias holds more than " + std::to_string(kMaxLogitBias) + " tokens");
+  }
+  for (const TokenBias& b : p.logit_bias) {
+    if (!(b.bias >= -100.0f && b.bias <= 100.0f)) fail("logit_bias", "in [-100, 100] for every token", b.bias);
+  }
 }
 
 Sampler::Sampler(const SamplingParams& p)
@@ -212,8 +219,27 @@ Sampler::Sampler(const SamplingParams& p)
   check_sampling(p);
 }
 
+void Sampler::apply_bias(std::span<float> logits) {
+  for (const TokenBias& b : params_.logit_bias) {
+    if (b.token < 0 || static_cast<size_t>(b.token) >= logits.size()) {
+      throw Error(Errc::invalid_argument, "sampler: logit_bias token " + std::to_string(b.token) +
+                                              " is outside the vocab of " + std::to_string(logits.size()));
+    }
+    saved_.emplace_back(b.token, logits[b.token]);
+    logits[b.token] += b.bias;
+  }
+}
+
+// saved_ by token, each token once with its first (raw) value: bias
+// entries come before the penalties' and a stable sort keeps them first.
+static void settle_saved(std::vector<std::pair<int32_t, float>>& saved) {
+  std::stable_sort(saved.begin(), saved.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  saved.erase(std::unique(saved.begin(), saved.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+              saved.end());
+}
+
+// Appends to saved_ (the caller clears it and settles it after).
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
-  saved_.clear();
   const SamplingParams& p = params_;
   if (history.empty() || (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f)) {
     return;
@@ -374,7 +400,10 @@ bool Sampler::filter(std::span<const float> logits) {
 
 std::span<const SampleCandidate> Sampler::candidates(std::span<float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
+  saved_.clear();
+  apply_bias(logits);
   apply_penalties(logits, history);
+  settle_saved(saved_);
   if (params_.temperature == 0.0f) {
     const int32_t best = argmax(logits);
     if (best < 0) throw_no_finite();
@@ -393,15 +422,16 @@ std::span<const SampleCandidate> Sampler::candidates(std::span<float> logits, st
   return cand_;
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  return choose(logits, history, -1);
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, TokenConstraint* constraint) {
+  return choose(logits, history, -1, constraint);
 }
 
-int32_t Sampler::verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft) {
+int32_t Sampler::verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft,
+                        TokenConstraint* constraint) {
   if (draft < 0 || static_cast<size_t>(draft) >= logits.size()) {
     throw Error(Errc::invalid_argument, "sampler: proposed token " + std::to_string(draft) + " outside the vocabulary");
   }
-  return choose(logits, history, draft);
+  return choose(logits, history, draft, constraint);
 }
 
 double Sampler::uniform() {
@@ -410,16 +440,32 @@ double Sampler::uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::choose(std::span<float> logits, std::span<const int32_t> history, int32_t draft) {
+int32_t Sampler::choose(std::span<float> logits, std::span<const int32_t> history, int32_t draft,
+                        TokenConstraint* constraint) {
   if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits");
   const bool want_logprobs = params_.logprobs || params_.n_logprobs > 0;
   if (want_logprobs) record_logprobs(logits);
+  saved_.clear();
+  apply_bias(logits);
   apply_penalties(logits, history);
+  settle_saved(saved_);
+  auto refused_all = [] {
+    return Error(Errc::invalid_argument, "the output format allows no token of the vocabulary here");
+  };
 
   int32_t token = -1;
   if (params_.temperature == 0.0f) {
     token = argmax(logits);  // a proposal is accepted exactly when it is this
     if (token < 0) throw_no_finite();
+    // The argmax of the allowed tokens is the argmax itself when allowed:
+    // the whole-vocab mask is needed only when it is refused.
+    if (constraint != nullptr && !constraint->allows(token)) {
+      constraint->mask(logits);
+      token = argmax(logits);
+      if (token < 0) throw refused_all();
+    }
+  } else if (constraint != nullptr && (constraint->mask(logits), argmax(logits) < 0)) {
+    throw refused_all();
   } else if (filter(logits)) {
     token = draw_token(
         probs_.size(), [&](size_t i) { return double(probs_[i]); }, [](size_t i) { return static_cast<int32_t>(i); },

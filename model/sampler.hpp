@@ -9,7 +9,15 @@
 #include <span>
 #include <vector>
 
+#include "grammar/token_constraint.hpp"
+
 namespace troupe {
+
+// OpenAI's logit_bias: added to a token's logit before sampling.
+struct TokenBias {
+  int32_t token = 0;
+  float bias = 0.0f;  // in [-100, 100]
+};
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0: greedy (lowest id on ties)
@@ -22,11 +30,15 @@ struct SamplingParams {
   uint64_t seed = 0;
   int32_t n_logprobs = 0;  // alternatives reported by top_logprobs(), 0..20
   bool logprobs = false;   // report the chosen token's logprob (implied by n_logprobs > 0)
+  std::vector<TokenBias> logit_bias;  // at most kMaxLogitBias entries; a token given twice adds both
 };
+
+constexpr size_t kMaxLogitBias = 1024;
 
 // Throws RequestError(invalid_argument) naming the parameter (as the
 // OpenAI API calls it) that is out of range. The one check of these rules:
-// the API parser, the engine and Sampler all call it.
+// the API parser, the engine and Sampler all call it. (logit_bias token
+// ids need the vocabulary: check_generate_params checks them.)
 void check_sampling(const SamplingParams& params);
 
 struct TokenLogprob {
@@ -43,8 +55,11 @@ struct SampleCandidate {
 };
 
 // Order of operations (that of Hugging Face's and vLLM's samplers):
+//   0. logit_bias;
 //   1. repetition, presence, frequency penalties over every token in history
 //      (the caller chooses how much history to pass);
+//   1b. an output constraint (a grammar): tokens it refuses drop to -inf;
+//      greedy checks the argmax first and masks only when it is refused;
 //   2. temperature 0 -> argmax, done;
 //   3. logits / temperature; top_k; top_p over the top-k set; min_p relative
 //      to the most likely token; a draw from what is left.
@@ -57,7 +72,9 @@ class Sampler {
 
   // Returns the chosen token id. logits: [n_vocab], modified in place (the
   // penalties). history: earlier tokens of the sequence, each in [0, n_vocab).
-  int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+  // constraint: the tokens it refuses are never chosen; when it refuses
+  // every token, throws Error(invalid_argument) saying so.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history, TokenConstraint* constraint = nullptr);
 
   // Steps 1-3 without the draw: the tokens sample() could return and their
   // probabilities, most likely first; greedy gives one token with prob 1.
@@ -72,7 +89,8 @@ class Sampler {
   // the argmax either way. Returns the token (== draft when accepted);
   // logprobs as sample(). Throws Error(invalid_argument) for a draft outside
   // the vocabulary.
-  int32_t verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft);
+  int32_t verify(std::span<float> logits, std::span<const int32_t> history, int32_t draft,
+                 TokenConstraint* constraint = nullptr);
 
   // Prompt logprobs: records `token`'s logprob and the n_logprobs best
   // alternatives (chosen_logprob(), top_logprobs()) without drawing.
@@ -88,7 +106,8 @@ class Sampler {
 
  private:
   // sample() (draft -1) and verify(): penalties, filters, the draw.
-  int32_t choose(std::span<float> logits, std::span<const int32_t> history, int32_t draft);
+  int32_t choose(std::span<float> logits, std::span<const int32_t> history, int32_t draft, TokenConstraint* constraint);
+  void apply_bias(std::span<float> logits);
   double uniform();  // the next draw in [0, 1)
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
   // Returns true when the draw is over the whole vocab (probs_), false when
@@ -105,7 +124,7 @@ class Sampler {
   std::vector<float> probs_;                      // [n_vocab] softmax of logits / temperature
   std::vector<SampleCandidate> cand_;             // tokens still possible
   std::vector<int32_t> seen_;                     // sorted copy of the history
-  std::vector<std::pair<int32_t, float>> saved_;  // (token, raw logit) of penalised tokens, by token
+  std::vector<std::pair<int32_t, float>> saved_;  // (token, raw logit) of penalised or biased tokens, by token
   std::vector<TokenLogprob> top_;
   float log_norm_ = 0.0f;  // log-sum-exp of the raw logits
   float chosen_logprob_;

@@ -295,6 +295,87 @@ void read_stop(const json::object& o, const RequestLimits& limits, ParsedRequest
   for (size_t i = 0; i < a.size(); ++i) add(a[i], "stop[" + std::to_string(i) + "]");
 }
 
+// "logit_bias": {"<token id>": bias in [-100, 100], ...}, as OpenAI's API.
+// The ids' vocabulary bound is the engine's rule (check_logit_bias).
+void read_logit_bias(const json::object& o, ParsedRequest& r) {
+  const json::value* lb = field(o, "logit_bias");
+  if (lb == nullptr) return;
+  if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
+  if (lb->as_object().size() > kMaxLogitBias) {
+    out_of_range("logit_bias", "an object of at most " + std::to_string(kMaxLogitBias) + " tokens");
+  }
+  for (const auto& [key, value] : lb->as_object()) {
+    const std::string param = "logit_bias." + std::string(key);
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(std::string(key));
+    if (!digits || id > std::numeric_limits<int32_t>::max()) {
+      throw invalid_field("logit_bias", "'logit_bias' keys must be token ids, got '" + std::string(key) + "'",
+                          "invalid_value");
+    }
+    if (!value.is_number()) wrong_type(param, "a number", value);
+    const double b = value.to_number<double>();
+    if (!(b >= -100.0 && b <= 100.0)) out_of_range(param, "a number in [-100, 100]");
+    r.params.sampling.logit_bias.push_back({.token = static_cast<int32_t>(id), .bias = static_cast<float>(b)});
+  }
+}
+
+// A schema given as an object (or, for vLLM's guided_json, a JSON string),
+// kept as text: the engine compiles it (check_output_format).
+std::string schema_text(const json::value& v, const std::string& param) {
+  if (v.is_object() || v.is_bool()) return json::serialize(v);
+  if (v.is_string()) return std::string(v.as_string().data(), v.as_string().size());
+  wrong_type(param, "an object", v);
+}
+
+// "response_format": OpenAI's {"type": "text" | "json_object" |
+// "json_schema", "json_schema": {"name", "schema", "strict"}}; llama.cpp's
+// {"type": "json_object", "schema": {...}}; and vLLM's "guided_json".
+void read_response_format(const json::object& o, ParsedRequest& r) {
+  OutputFormat& f = r.params.format;
+  if (const json::value* rf = field(o, "response_format")) {
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    const json::object& ro = rf->as_object();
+    const json::value* type = field(ro, "type");
+    if (type == nullptr) throw invalid_field("response_format.type", "'response_format.type' is required", "missing_field");
+    if (!type->is_string()) wrong_type("response_format.type", "a string", *type);
+    const std::string_view t(type->as_string().data(), type->as_string().size());
+    if (t == "json_object") {
+      f.kind = OutputFormat::Kind::json_object;
+      if (const json::value* schema = field(ro, "schema")) {
+        f.kind = OutputFormat::Kind::json_schema;
+        f.schema = schema_text(*schema, "response_format.schema");
+      }
+    } else if (t == "json_schema") {
+      const json::value* js = field(ro, "json_schema");
+      if (js == nullptr) {
+        throw invalid_field("response_format.json_schema", "'response_format.json_schema' is required", "missing_field");
+      }
+      if (!js->is_object()) wrong_type("response_format.json_schema", "an object", *js);
+      const json::value* schema = field(js->as_object(), "schema");
+      if (schema == nullptr) {
+        throw invalid_field("response_format.json_schema.schema", "'response_format.json_schema.schema' is required",
+                            "missing_field");
+      }
+      f.kind = OutputFormat::Kind::json_schema;
+      f.schema = schema_text(*schema, "response_format.json_schema.schema");
+    } else if (t != "text") {
+      throw invalid_field("response_format.type",
+                          "'response_format.type' must be 'text', 'json_object' or 'json_schema', got '" +
+                              std::string(t) + "'",
+                          "invalid_value");
+    }
+  }
+  if (const json::value* gj = field(o, "guided_json")) {
+    if (f.constrained()) {
+      throw invalid_field("guided_json", "'guided_json' and a JSON response_format cannot both be given");
+    }
+    f.kind = OutputFormat::Kind::json_schema;
+    f.schema = schema_text(*gj, "guided_json");
+  }
+}
+
 // Fields shared by both endpoints and the WebSocket: length, sampling,
 // stop strings, seed, n.
 void read_common(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
@@ -335,19 +416,8 @@ void read_common(const json::object& o, const RequestLimits& limits, ParsedReque
   // runs speculative decoding.
   r.params.speculative = get_bool(o, "speculative").value_or(true);
   read_priority(o, r);
-  if (const json::value* lb = field(o, "logit_bias")) {
-    if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
-    if (!lb->as_object().empty()) {
-      throw invalid_field("logit_bias", "'logit_bias' is not supported", "unsupported_value");
-    }
-  }
-  if (const json::value* rf = field(o, "response_format")) {
-    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
-    const json::value* type = field(rf->as_object(), "type");
-    if (type != nullptr && !(type->is_string() && type->as_string() == "text")) {
-      throw invalid_field("response_format.type", "only the 'text' response format is supported", "unsupported_value");
-    }
-  }
+  read_logit_bias(o, r);
+  read_response_format(o, r);
 }
 
 void read_chat_fields(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {

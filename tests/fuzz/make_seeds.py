@@ -11,6 +11,7 @@ start from inputs that get past the first checks:
   jinja_template     the interpreter cases of tests/fixtures/chat_templates.json
                      and a ChatML, a Llama 3 and a tool-calling template
   config_readers     the topologies and workloads in configs/
+  json_schema        the schemas of tests/fixtures/json_schema_cases.json, each with a document
   request_parser, ws_message: hand-written request bodies (already there)
 
   make_seeds.py --source-dir=. --make-model=build/release/troupe-make-model
@@ -213,6 +214,14 @@ def config_seeds(src, out):
         shutil.copy(path, out / "config_readers" / path.name)
 
 
+def schema_seeds(src, out):
+    # Each fixture schema with one of its documents after the separator.
+    cases = json.loads((src / "tests/fixtures/json_schema_cases.json").read_text())["cases"]
+    for case in cases:
+        for i, doc in enumerate(case["documents"][:3]):
+            write(out / "json_schema" / f"{case['name']}_{i}.txt", json.dumps(case["schema"]) + "\n---\n" + doc["text"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source-dir", default=".")
@@ -220,7 +229,7 @@ def main():
     args = ap.parse_args()
     src = pathlib.Path(args.source_dir).resolve()
     out = src / "tests/fuzz/corpus"
-    for name in ("gguf_model", "safetensors_model", "tokenizer_json", "jinja_template", "config_readers"):
+    for name in ("gguf_model", "safetensors_model", "tokenizer_json", "jinja_template", "config_readers", "json_schema"):
         shutil.rmtree(out / name, ignore_errors=True)
         (out / name).mkdir(parents=True)
     gguf_seeds(out, args.make_model)
@@ -228,6 +237,7 @@ def main():
     tokenizer_seeds(out)
     jinja_seeds(src, out)
     config_seeds(src, out)
+    schema_seeds(src, out)
 
 
 if __name__ == "__main__":

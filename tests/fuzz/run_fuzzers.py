@@ -38,7 +38,7 @@ SOURCES = [
     "tokenizer/*.cpp",
     "net/request_parser.cpp", "net/api_error.cpp", "net/server_config.cpp",
     "actors/pipeline_config.cpp", "actors/replica_config.cpp", "actors/request_types.cpp", "model/sampler.cpp",
-    "experiments/workload.cpp",
+    "experiments/workload.cpp", "grammar/*.cpp",
     "tests/fuzz/no_forward_pass.cpp",
 ]
 LIBS = ["-lboost_json", "-lpcre2-8", "-lutf8proc", "-lpthread"]
@@ -53,6 +53,7 @@ TARGETS = {
     "gguf_model": (65536, ["-malloc_limit_mb=512"]),
     "safetensors_model": (16384, ["-malloc_limit_mb=512"]),
     "config_readers": (8192, []),
+    "json_schema": (8192, []),
 }
 
 

@@ -146,6 +146,78 @@ TEST_F(PipelineRoutes, GreedyTextAndLogprobsMatchTheReference) {
   }
 }
 
+TEST_F(PipelineRoutes, ResponseFormatJsonSchemaOverHttpAndWebSocket) {
+  const json schema = {{"type", "object"},
+                       {"properties",
+                        {{"title", {{"type", "string"}, {"maxLength", 20}}},
+                         {"year", {{"type", "integer"}, {"minimum", 1900}, {"maximum", 2100}}}}},
+                       {"required", {"title", "year"}}};
+  const json chat = {{"model", "stories260K"},
+                     {"messages", {{{"role", "user"}, {"content", "Tell me about a book."}}}},
+                     {"max_tokens", 800},
+                     {"temperature", 0},
+                     {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "book"}, {"schema", schema}}}}}};
+  RouteResult r = core_->handle({.method = "POST", .target = "/v1/chat/completions", .body = chat.dump()});
+  ASSERT_TRUE(r.async) << r.reply.body;
+  auto w = std::make_shared<RecordingWriter>();
+  r.async->start(w);
+  ASSERT_TRUE(w->wait(std::chrono::seconds(60)));
+  ASSERT_EQ(w->reply.status, 200) << w->reply.body;
+  const json out = json::parse(w->reply.body);
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
+  const std::string content = out["choices"][0]["message"]["content"].get<std::string>();
+  const json doc = json::parse(content);
+  ASSERT_TRUE(doc.is_object()) << content;
+  EXPECT_EQ(doc.size(), 2u) << content;
+  EXPECT_TRUE(doc["title"].is_string()) << content;
+  ASSERT_TRUE(doc["year"].is_number_integer()) << content;
+  EXPECT_GE(doc["year"].get<int>(), 1900);
+  EXPECT_LE(doc["year"].get<int>(), 2100);
+
+  // A schema the compiler refuses is a 400 naming response_format, before
+  // the request takes a queue slot.
+  json bad = chat;
+  bad["response_format"]["json_schema"]["schema"] = {{"type", "string"}, {"pattern", "^x$"}};
+  RouteResult e = core_->handle({.method = "POST", .target = "/v1/chat/completions", .body = bad.dump()});
+  auto we = std::make_shared<RecordingWriter>();
+  if (e.async) {
+    e.async->start(we);
+    ASSERT_TRUE(we->wait(std::chrono::seconds(30)));
+  } else {
+    we->reply = e.reply;
+  }
+  EXPECT_EQ(we->reply.status, 400) << we->reply.body;
+  const json err = json::parse(we->reply.body);
+  EXPECT_EQ(err["error"]["param"], "response_format") << we->reply.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("pattern"), std::string::npos) << we->reply.body;
+
+  // The WebSocket takes the same field.
+  auto ws_out = std::make_shared<test::RecordingWsOutput>();
+  auto conn = WsConnection::create(*core_, ws_out);
+  conn->on_message(R"({"type": "generate", "id": "j", "prompt": "Once upon a time", "max_tokens": 800,
+                       "temperature": 0, "response_format": {"type": "json_schema", "json_schema":
+                       {"name": "t", "schema": {"type": "object", "properties": {"ok": {"type": "boolean"},
+                       "n": {"enum": [1, 2, 3]}}, "required": ["ok", "n"]}}}})");
+  const bool ended = ws_out->wait_for([](const std::vector<std::string>& frames) {
+    return std::any_of(frames.begin(), frames.end(),
+                       [](const std::string& f) { return f.find(R"("type":"final")") != std::string::npos; });
+  }, std::chrono::seconds(60));
+  ASSERT_TRUE(ended);
+  std::string text;
+  for (const std::string& f : ws_out->snapshot()) {
+    const json frame = json::parse(f);
+    if (frame["type"] == "token") text += frame["text"].get<std::string>();
+    if (frame["type"] == "final") {
+      EXPECT_EQ(frame["finish_reason"], "stop") << f;
+      text += frame["text"].get<std::string>();
+    }
+  }
+  conn->on_closed();
+  const json streamed = json::parse(text);
+  EXPECT_TRUE(streamed["ok"].is_boolean()) << text;
+  EXPECT_TRUE(streamed["n"] == 1 || streamed["n"] == 2 || streamed["n"] == 3) << text;
+}
+
 TEST_F(PipelineRoutes, ActorLoadsReachTheMetrics) {
   // After the requests above (or this one), every metered actor has run.
   const json body = {{"model", "stories260K"}, {"prompt", "Hi"}, {"max_tokens", 4}};

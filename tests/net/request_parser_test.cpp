@@ -196,17 +196,67 @@ TEST(RequestParser, OutOfRangeValuesAreNamed) {
 }
 
 TEST(RequestParser, UnsupportedFeaturesAreRefusedNotIgnored) {
-  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": {"5": 10}})").param(), "logit_bias");
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "suffix": "end"})").param(), "suffix");
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "best_of": 3})").param(), "best_of");
   EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}],
-                          "response_format": {"type": "json_object"}})")
+                          "response_format": {"type": "xml"}})")
                 .param(),
             "response_format.type");
   EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content":
                           [{"type": "image_url", "image_url": {"url": "x"}}]}]})")
                 .param(),
             "messages[0].content[0].type");
+}
+
+TEST(RequestParser, LogitBias) {
+  const ParsedRequest r = parse_completion_request(
+      R"({"model": "m", "prompt": "x", "logit_bias": {"5": 10, "70000": -100, "9": 0.5}})", kLimits);
+  ASSERT_EQ(r.params.sampling.logit_bias.size(), 3u);
+  float sum = 0;
+  for (const TokenBias& b : r.params.sampling.logit_bias) {
+    sum += b.bias;
+    if (b.token == 70000) {
+      EXPECT_EQ(b.bias, -100.0f);
+    }
+  }
+  EXPECT_FLOAT_EQ(sum, -89.5f);
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": {"a": 1}})").param(), "logit_bias");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": {"-1": 1}})").param(), "logit_bias");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": {"3": 101}})").param(), "logit_bias.3");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": {"3": "up"}})").param(), "logit_bias.3");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "logit_bias": [1]})").param(), "logit_bias");
+}
+
+TEST(RequestParser, ResponseFormats) {
+  const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "a"}], )";
+  EXPECT_FALSE(parse_chat_request(chat + R"("response_format": {"type": "text"}})", kLimits).params.format.constrained());
+  const ParsedRequest j = parse_chat_request(chat + R"("response_format": {"type": "json_object"}})", kLimits);
+  EXPECT_EQ(j.params.format.kind, OutputFormat::Kind::json_object);
+  const ParsedRequest s = parse_chat_request(
+      chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+                "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})",
+      kLimits);
+  EXPECT_EQ(s.params.format.kind, OutputFormat::Kind::json_schema);
+  EXPECT_EQ(s.params.format.schema, R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  // llama.cpp's spelling and vLLM's guided_json.
+  const ParsedRequest l = parse_chat_request(chat + R"("response_format": {"type": "json_object",
+                                                      "schema": {"type": "array"}}})",
+                                             kLimits);
+  EXPECT_EQ(l.params.format.kind, OutputFormat::Kind::json_schema);
+  EXPECT_EQ(l.params.format.schema, R"({"type":"array"})");
+  const ParsedRequest v = parse_completion_request(R"({"model": "m", "prompt": "x", "guided_json": {"type": "string"}})",
+                                                   kLimits);
+  EXPECT_EQ(v.params.format.schema, R"({"type":"string"})");
+  // Errors name the field.
+  EXPECT_EQ(chat_error(chat + R"("response_format": {"type": "json_schema"}})").param(), "response_format.json_schema");
+  EXPECT_EQ(chat_error(chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})").param(),
+            "response_format.json_schema.schema");
+  EXPECT_EQ(chat_error(chat + R"("response_format": {"type": "json_schema", "json_schema": {"schema": 3}}})").param(),
+            "response_format.json_schema.schema");
+  EXPECT_EQ(chat_error(chat + R"("response_format": {}})").param(), "response_format.type");
+  EXPECT_EQ(chat_error(chat + R"("response_format": "json"})").param(), "response_format");
+  EXPECT_EQ(chat_error(chat + R"("response_format": {"type": "json_object"}, "guided_json": {}})").param(),
+            "guided_json");
 }
 
 TEST(RequestParser, PriorityByNameOrVllmInteger) {

@@ -3,17 +3,22 @@
 // timing goes to stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "grammar/output_format.hpp"
+#include "grammar/token_grammar.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/device.hpp"
 #include "model/generator.hpp"
 #include "model/stage_plan.hpp"
 #include "model/model.hpp"
 #include "model/model_tokenizer.hpp"
+#include "model/vocab_trie.hpp"
 #include "tokenizer/incremental_decoder.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tools/cli/commands.hpp"
@@ -44,7 +49,29 @@ struct GenerateArgs {
   int64_t gpu_layers = -1;  // -1: not given
   bool no_bos = false;
   bool stats = true;
+  bool json = false;         // JSON mode: the output is a JSON object
+  std::string json_schema;   // a JSON schema, or @FILE holding one
 };
+
+// The output constraint the options ask for, or null.
+std::unique_ptr<grammar::TokenGrammar> output_constraint(const GenerateArgs& a, const Tokenizer& tokenizer) {
+  if (!a.json && a.json_schema.empty()) return nullptr;
+  OutputFormat format{.kind = OutputFormat::Kind::json_object, .schema = {}};
+  if (!a.json_schema.empty()) {
+    format.kind = OutputFormat::Kind::json_schema;
+    format.schema = a.json_schema;
+    if (a.json_schema[0] == '@') {
+      std::ifstream in(a.json_schema.substr(1));
+      if (!in) throw Error(Errc::io, "--json-schema: cannot read " + a.json_schema.substr(1));
+      format.schema.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  try {
+    return std::make_unique<grammar::TokenGrammar>(output_grammar(format), vocab_trie(tokenizer));
+  } catch (const Error& e) {
+    throw Error(Errc::invalid_argument, std::string("--json-schema: ") + e.what());
+  }
+}
 
 Isa isa_option(const std::string& s) {
   if (const auto isa = parse_isa(s)) return *isa;
@@ -66,6 +93,7 @@ void run_generate(const GenerateArgs& a) {
   auto model = Model::load(path, load_options);
   auto tokenizer = load_model_tokenizer(*model);
 
+  const std::unique_ptr<grammar::TokenGrammar> constraint = output_constraint(a, *tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt, !a.no_bos, true);
   if (prompt.empty()) prompt.push_back(tokenizer->bos());
 
@@ -106,6 +134,7 @@ void run_generate(const GenerateArgs& a) {
   for (int32_t id = 0; id < tokenizer->n_vocab(); ++id) {
     if (tokenizer->is_eog(id)) req.stop_tokens.push_back(id);
   }
+  req.constraint = constraint.get();
 
   std::fputs(a.prompt.c_str(), stdout);
   IncrementalDecoder decoder(*tokenizer);
@@ -168,6 +197,9 @@ void add_generate_command(CLI::App& app) {
                   "Put the last N layers (and the output head) on the GPU, the rest on the CPU")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-bos", args->no_bos, "Do not add BOS before the prompt");
+  cmd->add_flag("--json", args->json, "Constrain the output to a JSON object");
+  cmd->add_option("--json-schema", args->json_schema,
+                  "Constrain the output to a JSON schema, given inline or as @FILE");
   cmd->add_flag("!--no-stats", args->stats, "Do not print timing to stderr");
   cmd->callback([args] { run_generate(*args); });
 }

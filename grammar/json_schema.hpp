@@ -1,0 +1,28 @@
+// JSON Schema to grammar: the output constraint behind OpenAI's
+// response_format {"type": "json_schema"} and JSON mode. Objects keep the
+// schema's property order (as OpenAI's structured outputs and llama.cpp
+// write them); a keyword that asserts something this compiler cannot
+// enforce (pattern, multipleOf, ...) is refused by name rather than
+// silently ignored, while annotations (title, description, format, ...)
+// and unknown keywords are ignored as the JSON Schema spec says.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "grammar/grammar.hpp"
+
+namespace troupe::grammar {
+
+// A grammar for the JSON documents `schema` (JSON text) accepts, with
+// bounded whitespace around them. additionalProperties absent means none
+// (strict, as OpenAI's structured outputs require it); `true` or a schema
+// allows members after the listed ones. Throws Error(invalid_argument)
+// saying which keyword, at which path ("#/properties/age"), is malformed or
+// not supported.
+std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema);
+
+// JSON mode: any JSON object.
+std::shared_ptr<const Grammar> json_object_grammar();
+
+}  // namespace troupe::grammar

@@ -1,0 +1,47 @@
+// The compile cache: a few dozen grammars by (kind, text), dropped
+// wholesale when full (a server sees few distinct schemas at a time).
+#include "grammar/output_format.hpp"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "core/error.hpp"
+#include "grammar/json_schema.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr size_t kMaxCached = 64;
+
+std::shared_ptr<const grammar::Grammar> compile(const OutputFormat& f) {
+  switch (f.kind) {
+    case OutputFormat::Kind::json_object:
+      return grammar::json_object_grammar();
+    case OutputFormat::Kind::json_schema:
+      return grammar::json_schema_grammar(f.schema);
+    case OutputFormat::Kind::text:
+      break;
+  }
+  throw Error(Errc::invalid_argument, "output format: plain text has no grammar");
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::Grammar> output_grammar(const OutputFormat& format) {
+  static std::mutex mu;
+  static std::map<std::pair<OutputFormat::Kind, std::string>, std::shared_ptr<const grammar::Grammar>> cache;
+  auto key = std::make_pair(format.kind, format.schema);
+  {
+    std::lock_guard lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  // Compiled outside the lock: a large schema must not stall other requests.
+  std::shared_ptr<const grammar::Grammar> g = compile(format);
+  std::lock_guard lock(mu);
+  if (cache.size() >= kMaxCached) cache.clear();
+  cache.emplace(std::move(key), g);
+  return g;
+}
+
+}  // namespace troupe

@@ -1,0 +1,32 @@
+// What a request asks its output to be (OpenAI's response_format), as
+// plain data that travels with the request, and the grammar it compiles
+// to. Compiled grammars are cached by their text: the request rules
+// compile a format to check it, the sampler takes the same grammar, and
+// clients that send one schema with every request compile it once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "grammar/grammar.hpp"
+
+namespace troupe {
+
+struct OutputFormat {
+  enum class Kind : uint8_t {
+    text,         // no constraint
+    json_object,  // JSON mode: any JSON object
+    json_schema,  // a document `schema` accepts
+  };
+  Kind kind = Kind::text;
+  std::string schema;  // json_schema: the JSON Schema as JSON text
+
+  bool constrained() const { return kind != Kind::text; }
+};
+
+// The grammar of a constrained format; throws Error(invalid_argument)
+// saying what in the schema is wrong or not supported.
+std::shared_ptr<const grammar::Grammar> output_grammar(const OutputFormat& format);
+
+}  // namespace troupe

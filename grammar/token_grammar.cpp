@@ -1,0 +1,114 @@
+// Token-level grammar checks: one token by its bytes, or every token by a
+// preorder walk of the vocabulary trie that prunes refused subtrees.
+#include "grammar/token_grammar.hpp"
+
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace troupe::grammar {
+
+size_t TokenGrammar::KeyHash::operator()(const std::vector<int32_t>& k) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the 32-bit words
+  for (int32_t v : k) {
+    h ^= static_cast<uint32_t>(v);
+    h *= 1099511628211ull;
+  }
+  return static_cast<size_t>(h);
+}
+
+TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
+    : matcher_(std::move(grammar)), trie_(std::move(trie)) {
+  if (!trie_) throw Error(Errc::invalid_argument, "token grammar: no vocabulary trie");
+  states_.resize(static_cast<size_t>(trie_->max_depth()) + 1);
+  next_.resize(states_.size());
+}
+
+bool TokenGrammar::allows(int32_t token) {
+  if (trie_->is_end(token)) return matcher_.can_end();
+  if (!trie_->is_text(token)) return false;
+  const size_t mark = matcher_.mark();
+  Matcher::Stacks cur = matcher_.stacks(), next;
+  bool ok = true;
+  for (char c : trie_->bytes(token)) {
+    matcher_.advance(cur, static_cast<uint8_t>(c), next);
+    if (next.empty()) {
+      ok = false;
+      break;
+    }
+    cur.swap(next);
+  }
+  matcher_.release(mark);
+  return ok;
+}
+
+void TokenGrammar::walk(Bits& allowed) {
+  ++stats_.walks;
+  const size_t mark = matcher_.mark();
+  states_[0] = matcher_.stacks();
+  next_[0] = matcher_.next_bytes(states_[0]);
+  const size_t n = trie_->n_nodes();
+  for (size_t i = 1; i < n;) {
+    ++stats_.nodes;
+    const auto d = static_cast<size_t>(trie_->depth(i));
+    const uint8_t b = trie_->byte(i);
+    if (!next_[d - 1].has(b)) {
+      i = trie_->subtree_end(i);
+      continue;
+    }
+    matcher_.advance(states_[d - 1], b, states_[d]);
+    if (states_[d].empty()) {
+      i = trie_->subtree_end(i);
+      continue;
+    }
+    for (const int32_t* t = trie_->tokens_begin(i); t != trie_->tokens_end(i); ++t) {
+      allowed[static_cast<size_t>(*t) >> 6] |= uint64_t{1} << (*t & 63);
+    }
+    if (trie_->subtree_end(i) > i + 1) next_[d] = matcher_.next_bytes(states_[d]);
+    ++i;
+  }
+  matcher_.release(mark);
+  if (matcher_.can_end()) {
+    for (int32_t t : trie_->end_tokens()) allowed[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  }
+}
+
+void TokenGrammar::mask(std::span<float> logits) {
+  if (logits.size() != static_cast<size_t>(trie_->n_vocab())) {
+    throw Error(Errc::internal, "token grammar: logits of " + std::to_string(logits.size()) +
+                                    " entries for a vocabulary of " + std::to_string(trie_->n_vocab()));
+  }
+  matcher_.key(matcher_.stacks(), key_);
+  std::shared_ptr<const Bits> bits;
+  if (auto it = cache_.find(key_); it != cache_.end()) {
+    ++stats_.cache_hits;
+    bits = it->second;
+  } else {
+    auto fresh = std::make_shared<Bits>((logits.size() + 63) / 64, 0);
+    walk(*fresh);
+    if (cache_.size() >= kMaxCachedMasks) cache_.clear();
+    cache_.emplace(key_, fresh);
+    bits = std::move(fresh);
+  }
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w < bits->size(); ++w) {
+    const uint64_t word = (*bits)[w];
+    if (word == ~uint64_t{0}) continue;
+    const size_t end = std::min(logits.size(), (w + 1) * 64);
+    for (size_t t = w * 64; t < end; ++t) {
+      if (!((word >> (t & 63)) & 1u)) logits[t] = kNegInf;
+    }
+  }
+}
+
+void TokenGrammar::accept(int32_t token) {
+  if (trie_->is_end(token)) {
+    if (!matcher_.can_end()) throw Error(Errc::internal, "token grammar: an end token before the output is complete");
+    return;
+  }
+  if (!trie_->is_text(token) || !matcher_.accept(trie_->bytes(token))) {
+    throw Error(Errc::internal, "token grammar: token " + std::to_string(token) + " does not continue the output");
+  }
+}
+
+}  // namespace troupe::grammar

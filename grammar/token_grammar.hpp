@@ -1,0 +1,59 @@
+// A grammar applied to tokens: the sampler's TokenConstraint for one
+// request. allows() walks one token's bytes; mask() walks the vocabulary
+// trie from the current state. Masks are cached by the state's canonical
+// key, so the long stretches where the state repeats (inside a string,
+// between members) cost one walk.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/matcher.hpp"
+#include "grammar/token_constraint.hpp"
+#include "grammar/token_trie.hpp"
+
+namespace troupe::grammar {
+
+class TokenGrammar final : public TokenConstraint {
+ public:
+  // Masks kept per request; each is n_vocab bits.
+  static constexpr size_t kMaxCachedMasks = 64;
+
+  TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
+
+  bool allows(int32_t token) override;
+  void mask(std::span<float> logits) override;
+
+  // Moves the state past a chosen token. Throws Error(internal) when the
+  // grammar does not allow it (the sampler only picks allowed tokens).
+  void accept(int32_t token) override;
+  // The output so far is complete and nothing may follow: the request ends.
+  bool done() const override { return matcher_.done(); }
+  bool can_end() const { return matcher_.can_end(); }
+
+  struct Stats {
+    uint64_t walks = 0;       // masks computed by a trie walk
+    uint64_t cache_hits = 0;  // masks taken from the cache
+    uint64_t nodes = 0;       // trie nodes visited by the walks
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const std::vector<int32_t>& k) const;
+  };
+  using Bits = std::vector<uint64_t>;
+  void walk(Bits& allowed);
+
+  Matcher matcher_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::unordered_map<std::vector<int32_t>, std::shared_ptr<const Bits>, KeyHash> cache_;
+  std::vector<int32_t> key_;
+  std::vector<Matcher::Stacks> states_;  // [trie depth] the state after each byte of the walk's path
+  std::vector<ByteSet> next_;            // [trie depth] the bytes each of those states takes
+  Stats stats_;
+};
+
+}  // namespace troupe::grammar
