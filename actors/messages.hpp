@@ -244,7 +244,7 @@ typename Inspector::result_type inspect(Inspector& f, TokenBias& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, OutputFormat& x) {
-  return f(caf::meta::type_name("OutputFormat"), x.kind, x.schema);
+  return f(caf::meta::type_name("OutputFormat"), x.kind, x.schema, x.param);
 }
 
 template <class Inspector>

@@ -35,7 +35,7 @@ void check_output_format(const OutputFormat& format) {
   try {
     (void)output_grammar(format);
   } catch (const Error& e) {
-    throw RequestError(Errc::invalid_argument, "response_format", e.what());
+    throw RequestError(Errc::invalid_argument, format.param.empty() ? "response_format" : format.param, e.what());
   }
 }
 

@@ -23,7 +23,8 @@ void check_generate_params(const GenerateParams& params);
 void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab);
 
 // A constrained format compiles (the grammar is cached for the sampler);
-// the compiler's error is given as a RequestError naming response_format.
+// the compiler's error is given as a RequestError naming the field that
+// gave the format (response_format unless another).
 void check_output_format(const OutputFormat& format);
 
 // Every id in [0, n_vocab). param: the field holding the prompt; the error

@@ -58,7 +58,7 @@ const char* kDocument = R"({
 })";
 
 struct Row {
-  double trie_ms = 0, walk_us = 0, lookup_us = 0, check_us = 0, sample_us = 0, greedy_us = 0;
+  double trie_ms = 0, walk_us = 0, walk_max_us = 0, lookup_us = 0, check_us = 0, sample_us = 0, greedy_us = 0;
   size_t walks = 0, steps = 0;
 };
 
@@ -120,6 +120,7 @@ Row measure(const troupe::Tokenizer& tok, int rounds) {
     greedy.push_back(us_since(s0));
   }
   row.walk_us = median(walk);
+  row.walk_max_us = walk.empty() ? 0.0 : *std::max_element(walk.begin(), walk.end());
   row.lookup_us = median(lookup);
   row.check_us = median(check);
   row.sample_us = median(sample);
@@ -144,14 +145,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_grammar [--rounds N] TOKENIZER_DIR...\n");
     return 2;
   }
-  std::printf("| tokenizer | n_vocab | doc tokens | walks | trie build ms | mask walk us | cached mask us | "
+  std::printf("| tokenizer | n_vocab | doc tokens | walks | trie build ms | mask walk us (median, max) | cached mask us | "
               "check one token us | sample step us (T=1, top_p .95) | walk / sample step | greedy step us | "
               "check / greedy step |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& dir : dirs) {
     const auto tok = troupe::load_hf_tokenizer(dir);
     const Row r = measure(*tok, rounds);
-    std::printf("| %s | %d | %zu | %zu | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f | %.1f | %.3f |\n",
+    std::printf("| %s | %d | %zu | %zu | %.1f | %.1f, %.0f | %.1f | %.2f | %.1f | %.2f | %.1f | %.3f |\n",
                 dir.substr(dir.find_last_of('/') + 1).c_str(), tok->n_vocab(), r.steps, r.walks, r.trie_ms, r.walk_us,
+                r.walk_max_us,
                 r.lookup_us, r.check_us, r.sample_us, r.walk_us / r.sample_us, r.greedy_us, r.check_us / r.greedy_us);
   }
   return 0;

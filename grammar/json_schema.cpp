@@ -422,6 +422,24 @@ std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema) {
   return SchemaCompiler(root).run();
 }
 
+std::shared_ptr<const Grammar> choice_grammar(std::string_view choices) {
+  json list;
+  try {
+    list = json::parse(choices);
+  } catch (const json::exception& e) {
+    throw Error(Errc::invalid_argument, std::string("choices: not valid JSON: ") + e.what());
+  }
+  if (!list.is_array() || list.empty()) throw Error(Errc::invalid_argument, "choices: must be a non-empty array of strings");
+  Grammar g;
+  std::vector<Alternative> alts;
+  for (const json& c : list) {
+    if (!c.is_string()) throw Error(Errc::invalid_argument, "choices: must be a non-empty array of strings");
+    alts.push_back(Grammar::literal(c.get<std::string>()));
+  }
+  g.finish(g.add("choice", std::move(alts)));
+  return std::make_shared<const Grammar>(std::move(g));
+}
+
 std::shared_ptr<const Grammar> json_object_grammar() {
   Grammar g;
   JsonRules rules(g);

@@ -25,4 +25,9 @@ std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema);
 // JSON mode: any JSON object.
 std::shared_ptr<const Grammar> json_object_grammar();
 
+// One of the strings of `choices` (a JSON array of strings), exactly, as
+// raw text (vLLM's guided_choice). Throws Error(invalid_argument) for
+// anything but a non-empty array of strings.
+std::shared_ptr<const Grammar> choice_grammar(std::string_view choices);
+
 }  // namespace troupe::grammar

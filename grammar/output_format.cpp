@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "grammar/gbnf.hpp"
 #include "grammar/json_schema.hpp"
 
 namespace troupe {
@@ -20,6 +21,10 @@ std::shared_ptr<const grammar::Grammar> compile(const OutputFormat& f) {
       return grammar::json_object_grammar();
     case OutputFormat::Kind::json_schema:
       return grammar::json_schema_grammar(f.schema);
+    case OutputFormat::Kind::gbnf:
+      return grammar::gbnf_grammar(f.schema);
+    case OutputFormat::Kind::choice:
+      return grammar::choice_grammar(f.schema);
     case OutputFormat::Kind::text:
       break;
   }

@@ -18,9 +18,12 @@ struct OutputFormat {
     text,         // no constraint
     json_object,  // JSON mode: any JSON object
     json_schema,  // a document `schema` accepts
+    gbnf,         // a sentence of the GBNF grammar in `schema` (llama.cpp's `grammar`)
+    choice,       // exactly one of the strings of the JSON array in `schema` (vLLM's guided_choice)
   };
   Kind kind = Kind::text;
-  std::string schema;  // json_schema: the JSON Schema as JSON text
+  std::string schema;  // the schema, grammar or choices as text
+  std::string param;   // the request field that gave it, for errors; empty: response_format
 
   bool constrained() const { return kind != Kind::text; }
 };

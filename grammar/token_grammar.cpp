@@ -20,8 +20,7 @@ size_t TokenGrammar::KeyHash::operator()(const std::vector<int32_t>& k) const {
 TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
     : matcher_(std::move(grammar)), trie_(std::move(trie)) {
   if (!trie_) throw Error(Errc::invalid_argument, "token grammar: no vocabulary trie");
-  states_.resize(static_cast<size_t>(trie_->max_depth()) + 1);
-  next_.resize(states_.size());
+  path_.resize(static_cast<size_t>(trie_->max_depth()) + 1);
 }
 
 bool TokenGrammar::allows(int32_t token) {
@@ -42,31 +41,53 @@ bool TokenGrammar::allows(int32_t token) {
   return ok;
 }
 
+int32_t TokenGrammar::intern(const Matcher::Stacks& stacks) {
+  std::vector<int32_t> key;
+  matcher_.key(stacks, key);
+  if (auto it = walk_ids_.find(key); it != walk_ids_.end()) return it->second;
+  const auto id = static_cast<int32_t>(walk_states_.size());
+  WalkState& w = walk_states_.emplace_back();
+  w.stacks = stacks;
+  w.next = matcher_.next_bytes(stacks);
+  w.to.fill(kUnknown);
+  walk_ids_.emplace(std::move(key), id);
+  return id;
+}
+
 void TokenGrammar::walk(Bits& allowed) {
   ++stats_.walks;
   const size_t mark = matcher_.mark();
-  states_[0] = matcher_.stacks();
-  next_[0] = matcher_.next_bytes(states_[0]);
+  walk_states_.clear();
+  walk_ids_.clear();
+  path_[0] = intern(matcher_.stacks());
   const size_t n = trie_->n_nodes();
   for (size_t i = 1; i < n;) {
     ++stats_.nodes;
     const auto d = static_cast<size_t>(trie_->depth(i));
     const uint8_t b = trie_->byte(i);
-    if (!next_[d - 1].has(b)) {
-      i = trie_->subtree_end(i);
-      continue;
+    const int32_t from = path_[d - 1];
+    int32_t to = walk_states_[static_cast<size_t>(from)].to[b];
+    if (to == kUnknown) {
+      if (!walk_states_[static_cast<size_t>(from)].next.has(b)) {
+        to = kDead;
+      } else {
+        matcher_.advance(walk_states_[static_cast<size_t>(from)].stacks, b, scratch_);
+        to = scratch_.empty() ? kDead : intern(scratch_);
+      }
+      walk_states_[static_cast<size_t>(from)].to[b] = to;  // after intern(): it may grow the vector
     }
-    matcher_.advance(states_[d - 1], b, states_[d]);
-    if (states_[d].empty()) {
+    if (to == kDead) {
       i = trie_->subtree_end(i);
       continue;
     }
     for (const int32_t* t = trie_->tokens_begin(i); t != trie_->tokens_end(i); ++t) {
       allowed[static_cast<size_t>(*t) >> 6] |= uint64_t{1} << (*t & 63);
     }
-    if (trie_->subtree_end(i) > i + 1) next_[d] = matcher_.next_bytes(states_[d]);
+    path_[d] = to;
     ++i;
   }
+  walk_states_.clear();
+  walk_ids_.clear();
   matcher_.release(mark);
   if (matcher_.can_end()) {
     for (int32_t t : trie_->end_tokens()) allowed[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
@@ -95,6 +116,10 @@ void TokenGrammar::mask(std::span<float> logits) {
     const uint64_t word = (*bits)[w];
     if (word == ~uint64_t{0}) continue;
     const size_t end = std::min(logits.size(), (w + 1) * 64);
+    if (word == 0) {  // most words in a state that allows few tokens
+      std::fill(logits.begin() + static_cast<ptrdiff_t>(w * 64), logits.begin() + static_cast<ptrdiff_t>(end), kNegInf);
+      continue;
+    }
     for (size_t t = w * 64; t < end; ++t) {
       if (!((word >> (t & 63)) & 1u)) logits[t] = kNegInf;
     }

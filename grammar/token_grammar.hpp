@@ -5,6 +5,7 @@
 // between members) cost one walk.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -18,8 +19,10 @@ namespace troupe::grammar {
 
 class TokenGrammar final : public TokenConstraint {
  public:
-  // Masks kept per request; each is n_vocab bits.
-  static constexpr size_t kMaxCachedMasks = 64;
+  // Masks kept per request, each n_vocab bits (19 KB at 150k tokens):
+  // enough for the states a document revisits (inside a string, between
+  // members), small beside the request's KV.
+  static constexpr size_t kMaxCachedMasks = 32;
 
   TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
 
@@ -46,13 +49,26 @@ class TokenGrammar final : public TokenConstraint {
   };
   using Bits = std::vector<uint64_t>;
   void walk(Bits& allowed);
+  // A walk's states, interned by content: the trie's paths reach the same
+  // few states over and over (inside a string every plain byte leads back
+  // to the same state), so each (state, byte) step is computed once a walk
+  // and then looked up.
+  int32_t intern(const Matcher::Stacks& stacks);
+  struct WalkState {
+    Matcher::Stacks stacks;
+    ByteSet next;                      // the bytes it takes
+    std::array<int32_t, 256> to;       // by byte: the next state; kUnknown, kDead
+  };
+  static constexpr int32_t kUnknown = -2, kDead = -1;
 
   Matcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
   std::unordered_map<std::vector<int32_t>, std::shared_ptr<const Bits>, KeyHash> cache_;
   std::vector<int32_t> key_;
-  std::vector<Matcher::Stacks> states_;  // [trie depth] the state after each byte of the walk's path
-  std::vector<ByteSet> next_;            // [trie depth] the bytes each of those states takes
+  std::vector<WalkState> walk_states_;
+  std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> walk_ids_;
+  std::vector<int32_t> path_;  // [trie depth] the state after each byte of the walk's path
+  Matcher::Stacks scratch_;
   Stats stats_;
 };
 

@@ -331,7 +331,8 @@ std::string schema_text(const json::value& v, const std::string& param) {
 
 // "response_format": OpenAI's {"type": "text" | "json_object" |
 // "json_schema", "json_schema": {"name", "schema", "strict"}}; llama.cpp's
-// {"type": "json_object", "schema": {...}}; and vLLM's "guided_json".
+// {"type": "json_object", "schema": {...}}, "json_schema" and "grammar"
+// (GBNF); vLLM's "guided_json", "guided_grammar" and "guided_choice".
 void read_response_format(const json::object& o, ParsedRequest& r) {
   OutputFormat& f = r.params.format;
   if (const json::value* rf = field(o, "response_format")) {
@@ -367,13 +368,31 @@ void read_response_format(const json::object& o, ParsedRequest& r) {
                           "invalid_value");
     }
   }
-  if (const json::value* gj = field(o, "guided_json")) {
+  // The other servers' spellings, each a constraint of its own: at most
+  // one constraint a request.
+  auto other = [&](const char* key, OutputFormat::Kind kind) {
+    const json::value* v = field(o, key);
+    if (v == nullptr) return;
     if (f.constrained()) {
-      throw invalid_field("guided_json", "'guided_json' and a JSON response_format cannot both be given");
+      throw invalid_field(key, std::string("'") + key + "' and another output constraint cannot both be given");
     }
-    f.kind = OutputFormat::Kind::json_schema;
-    f.schema = schema_text(*gj, "guided_json");
-  }
+    f.kind = kind;
+    f.param = key;
+    if (kind == OutputFormat::Kind::choice) {
+      if (!v->is_array()) wrong_type(key, "an array of strings", *v);
+      f.schema = json::serialize(*v);
+    } else if (kind == OutputFormat::Kind::gbnf) {
+      if (!v->is_string()) wrong_type(key, "a string", *v);
+      f.schema = std::string(v->as_string().data(), v->as_string().size());
+    } else {
+      f.schema = schema_text(*v, key);
+    }
+  };
+  other("guided_json", OutputFormat::Kind::json_schema);  // vLLM
+  other("json_schema", OutputFormat::Kind::json_schema);  // llama.cpp's server
+  other("grammar", OutputFormat::Kind::gbnf);             // llama.cpp's server
+  other("guided_grammar", OutputFormat::Kind::gbnf);      // vLLM (its EBNF is GBNF's)
+  other("guided_choice", OutputFormat::Kind::choice);     // vLLM
 }
 
 // Fields shared by both endpoints and the WebSocket: length, sampling,

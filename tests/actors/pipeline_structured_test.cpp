@@ -92,6 +92,39 @@ TEST(PipelineStructured, SpeculativeDecodingKeepsTheSchema) {
   expect_person(test::wait_for(sampled, std::chrono::seconds(60)));
 }
 
+TEST(PipelineStructured, GbnfGrammarsAndChoices) {
+  auto p = Pipeline::start(test::stories_config(test::split(2)));
+  const TextPrompt prompt{.text = "Once upon a time"};
+  GenerateParams g = greedy(200);
+  g.format = OutputFormat{.kind = OutputFormat::Kind::gbnf,
+                          .schema = "root ::= \"Moves: \" move (\", \" move){2}\nmove ::= [a-h] [1-8]\n",
+                          .param = "grammar"};
+  GenerateParams c{.max_new_tokens = 50};
+  c.sampling.temperature = 1.0f;
+  c.sampling.seed = 4;
+  c.format = OutputFormat{.kind = OutputFormat::Kind::choice, .schema = R"(["Lily", "Tom", "the big dog"])"};
+  GenerateParams bad = greedy(8);
+  bad.format = OutputFormat{.kind = OutputFormat::Kind::gbnf, .schema = "root ::= item\n", .param = "grammar"};
+  auto moves = p->generate(prompt, g);
+  auto pick = p->generate(prompt, c);
+  auto refused = p->generate(prompt, bad);
+  const Completion m = test::wait_for(moves);
+  ASSERT_EQ(m.final.reason, EndReason::stop) << m.text;
+  ASSERT_EQ(m.text.size(), std::string("Moves: a1, b2, c3").size()) << m.text;
+  EXPECT_EQ(m.text.substr(0, 7), "Moves: ");
+  for (size_t i : {7u, 11u, 15u}) {
+    EXPECT_TRUE(m.text[i] >= 'a' && m.text[i] <= 'h') << m.text;
+    EXPECT_TRUE(m.text[i + 1] >= '1' && m.text[i + 1] <= '8') << m.text;
+  }
+  const Completion k = test::wait_for(pick);
+  EXPECT_EQ(k.final.reason, EndReason::stop);
+  EXPECT_TRUE(k.text == "Lily" || k.text == "Tom" || k.text == "the big dog") << k.text;
+  const Completion r = test::wait_for(refused);
+  EXPECT_EQ(r.final.error_param, "grammar");
+  EXPECT_NE(r.final.error_message.find("rule 'item' is used but never defined"), std::string::npos)
+      << r.final.error_message;
+}
+
 TEST(PipelineStructured, LogitBiasMovesTheChoice) {
   auto p = Pipeline::start(test::stories_config(test::split(1)));
   const std::vector<int32_t> prompt = test::stories_tokenizer().encode("Once upon a time", true, false);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`troupe generate --json-schema` on stories260K (a story model that never
+"""`troupe generate --json-schema` (and --json, --grammar) on stories260K (a story model that never
 writes JSON by itself): the output is a document Python's jsonschema accepts,
 greedy and sampled, and a schema the compiler refuses is a clear error."""
 import json
@@ -43,6 +43,13 @@ for sampling in (["--temperature", "0"], ["--temperature", "1", "--seed", "7"], 
 r = generate("--json", "--temperature", "0", n=40)
 if r.returncode != 0 or not r.stdout.lstrip().startswith("{"):
     print("--json failed:", r.stdout, r.stderr)
+    sys.exit(1)
+
+# A GBNF grammar, as llama-cli's --grammar takes it.
+r = generate("--grammar", 'root ::= "The " animal " ate " [1-9] " " food "."\nanimal ::= "cat" | "dog"\n'
+             'food ::= "apples" | "fish"\n', "--temperature", "0.9", "--seed", "2")
+if r.returncode != 0 or not __import__("re").fullmatch(r"The (cat|dog) ate [1-9] (apples|fish)\.\n", r.stdout):
+    print("--grammar failed:", repr(r.stdout), r.stderr)
     sys.exit(1)
 
 r = generate("--json-schema", '{"type": "string", "pattern": "a+"}')

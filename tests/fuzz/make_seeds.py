@@ -12,6 +12,7 @@ start from inputs that get past the first checks:
                      and a ChatML, a Llama 3 and a tool-calling template
   config_readers     the topologies and workloads in configs/
   json_schema        the schemas of tests/fixtures/json_schema_cases.json, each with a document
+  gbnf               the grammars of tests/fixtures/gbnf_cases.json, each with a string
   request_parser, ws_message: hand-written request bodies (already there)
 
   make_seeds.py --source-dir=. --make-model=build/release/troupe-make-model
@@ -222,6 +223,13 @@ def schema_seeds(src, out):
             write(out / "json_schema" / f"{case['name']}_{i}.txt", json.dumps(case["schema"]) + "\n---\n" + doc["text"])
 
 
+def gbnf_seeds(src, out):
+    cases = json.loads((src / "tests/fixtures/gbnf_cases.json").read_text())["cases"]
+    for case in cases:
+        for i, doc in enumerate(case["documents"][:3]):
+            write(out / "gbnf" / f"{case['name']}_{i}.txt", case["gbnf"] + "\n---\n" + doc["text"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source-dir", default=".")
@@ -229,7 +237,8 @@ def main():
     args = ap.parse_args()
     src = pathlib.Path(args.source_dir).resolve()
     out = src / "tests/fuzz/corpus"
-    for name in ("gguf_model", "safetensors_model", "tokenizer_json", "jinja_template", "config_readers", "json_schema"):
+    for name in ("gguf_model", "safetensors_model", "tokenizer_json", "jinja_template", "config_readers", "json_schema",
+                 "gbnf"):
         shutil.rmtree(out / name, ignore_errors=True)
         (out / name).mkdir(parents=True)
     gguf_seeds(out, args.make_model)
@@ -238,6 +247,7 @@ def main():
     jinja_seeds(src, out)
     config_seeds(src, out)
     schema_seeds(src, out)
+    gbnf_seeds(src, out)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ TARGETS = {
     "safetensors_model": (16384, ["-malloc_limit_mb=512"]),
     "config_readers": (8192, []),
     "json_schema": (8192, []),
+    "gbnf": (8192, []),
 }
 
 

@@ -145,3 +145,42 @@ def test_errors_reach_the_client_typed(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=100000)
     assert e.value.body["param"] == "max_tokens"
+
+
+def test_structured_output_parses_into_a_pydantic_model(client):
+    """The openai package's own structured-output helper: it sends the
+    strict schema pydantic writes ($defs, titles, required, additionalProperties
+    false) and parses the reply into the model; jsonschema validates it too."""
+    pydantic = pytest.importorskip("pydantic")
+    jsonschema = pytest.importorskip("jsonschema")
+    from typing import Literal, Optional
+
+    class Pet(pydantic.BaseModel):
+        kind: Literal["cat", "dog", "fish"]
+        name: str = pydantic.Field(max_length=12)
+
+    class Story(pydantic.BaseModel):
+        hero: str = pydantic.Field(max_length=16)
+        age: int = pydantic.Field(ge=2, le=11)
+        pets: list[Pet] = pydantic.Field(max_length=2)
+        sequel: Optional[bool]
+
+    messages = [{"role": "user", "content": "Tell me about Lily and her pets."}]
+    for temperature in (0, 1):
+        r = client.beta.chat.completions.parse(model=MODEL, messages=messages, max_tokens=1500,
+                                               temperature=temperature, seed=5, response_format=Story)
+        choice = r.choices[0]
+        assert choice.finish_reason == "stop", choice.message.content
+        story = choice.message.parsed
+        assert isinstance(story, Story)
+        assert 2 <= story.age <= 11 and len(story.pets) <= 2
+        jsonschema.validate(json.loads(choice.message.content), Story.model_json_schema())
+
+    # A schema Troupe cannot enforce is refused, naming the field.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=10,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "p", "schema": {"type": "string", "pattern": "^a"}}})
+    assert e.value.body["param"] == "response_format"
+    assert "pattern" in e.value.body["message"]

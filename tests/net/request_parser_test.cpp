@@ -259,6 +259,26 @@ TEST(RequestParser, ResponseFormats) {
             "guided_json");
 }
 
+TEST(RequestParser, OtherServersConstraintFields) {
+  const std::string base = R"({"model": "m", "prompt": "x", )";
+  const ParsedRequest g = parse_completion_request(base + R"("grammar": "root ::= \"yes\" | \"no\""})", kLimits);
+  EXPECT_EQ(g.params.format.kind, OutputFormat::Kind::gbnf);
+  EXPECT_EQ(g.params.format.schema, R"(root ::= "yes" | "no")");
+  EXPECT_EQ(g.params.format.param, "grammar");
+  const ParsedRequest v = parse_completion_request(base + R"("guided_grammar": "root ::= [0-9]+"})", kLimits);
+  EXPECT_EQ(v.params.format.kind, OutputFormat::Kind::gbnf);
+  const ParsedRequest c = parse_completion_request(base + R"("guided_choice": ["red", "blue"]})", kLimits);
+  EXPECT_EQ(c.params.format.kind, OutputFormat::Kind::choice);
+  EXPECT_EQ(c.params.format.schema, R"(["red","blue"])");
+  const ParsedRequest j = parse_completion_request(base + R"("json_schema": {"type": "integer"}})", kLimits);
+  EXPECT_EQ(j.params.format.kind, OutputFormat::Kind::json_schema);
+  EXPECT_EQ(j.params.format.param, "json_schema");
+  EXPECT_EQ(completion_error(base + R"("grammar": {"root": 1}})").param(), "grammar");
+  EXPECT_EQ(completion_error(base + R"("guided_choice": "red"})").param(), "guided_choice");
+  EXPECT_EQ(completion_error(base + R"("grammar": "root ::= \"a\"", "guided_choice": ["a"]})").param(),
+            "guided_choice");
+}
+
 TEST(RequestParser, PriorityByNameOrVllmInteger) {
   auto priority_of = [](const std::string& value) {
     return parse_completion_request(R"({"model": "m", "prompt": "x", "priority": )" + value + "}", kLimits)

@@ -51,25 +51,35 @@ struct GenerateArgs {
   bool stats = true;
   bool json = false;         // JSON mode: the output is a JSON object
   std::string json_schema;   // a JSON schema, or @FILE holding one
+  std::string grammar;       // a GBNF grammar
+  std::string grammar_file;  // a file holding one
 };
+
+std::string read_text_file(const std::string& path, const char* option) {
+  std::ifstream in(path);
+  if (!in) throw Error(Errc::io, std::string(option) + ": cannot read " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 // The output constraint the options ask for, or null.
 std::unique_ptr<grammar::TokenGrammar> output_constraint(const GenerateArgs& a, const Tokenizer& tokenizer) {
-  if (!a.json && a.json_schema.empty()) return nullptr;
-  OutputFormat format{.kind = OutputFormat::Kind::json_object, .schema = {}};
+  const int given = int(a.json) + int(!a.json_schema.empty()) + int(!a.grammar.empty()) + int(!a.grammar_file.empty());
+  if (given == 0) return nullptr;
+  if (given > 1) throw Error(Errc::invalid_argument, "give one of --json, --json-schema, --grammar, --grammar-file");
+  OutputFormat format{.kind = OutputFormat::Kind::json_object, .schema = {}, .param = "--json"};
   if (!a.json_schema.empty()) {
-    format.kind = OutputFormat::Kind::json_schema;
-    format.schema = a.json_schema;
-    if (a.json_schema[0] == '@') {
-      std::ifstream in(a.json_schema.substr(1));
-      if (!in) throw Error(Errc::io, "--json-schema: cannot read " + a.json_schema.substr(1));
-      format.schema.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    format = {.kind = OutputFormat::Kind::json_schema, .schema = a.json_schema, .param = "--json-schema"};
+    if (a.json_schema[0] == '@') format.schema = read_text_file(a.json_schema.substr(1), "--json-schema");
+  } else if (!a.grammar.empty()) {
+    format = {.kind = OutputFormat::Kind::gbnf, .schema = a.grammar, .param = "--grammar"};
+  } else if (!a.grammar_file.empty()) {
+    format = {.kind = OutputFormat::Kind::gbnf, .schema = read_text_file(a.grammar_file, "--grammar-file"),
+              .param = "--grammar-file"};
   }
   try {
     return std::make_unique<grammar::TokenGrammar>(output_grammar(format), vocab_trie(tokenizer));
   } catch (const Error& e) {
-    throw Error(Errc::invalid_argument, std::string("--json-schema: ") + e.what());
+    throw Error(Errc::invalid_argument, format.param + ": " + e.what());
   }
 }
 
@@ -198,8 +208,10 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-bos", args->no_bos, "Do not add BOS before the prompt");
   cmd->add_flag("--json", args->json, "Constrain the output to a JSON object");
-  cmd->add_option("--json-schema", args->json_schema,
+  cmd->add_option("--json-schema,-j", args->json_schema,
                   "Constrain the output to a JSON schema, given inline or as @FILE");
+  cmd->add_option("--grammar", args->grammar, "Constrain the output to a GBNF grammar (llama.cpp's notation)");
+  cmd->add_option("--grammar-file", args->grammar_file, "Constrain the output to the GBNF grammar in a file");
   cmd->add_flag("!--no-stats", args->stats, "Do not print timing to stderr");
   cmd->callback([args] { run_generate(*args); });
 }
