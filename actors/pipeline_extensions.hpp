@@ -21,6 +21,9 @@ struct PipelineExtensions {
   // SampledToken per row in row order (SampledToken::chosen(...), or status
   // skipped for a request it does not know, failed with an error); SeqOpen precedes a request's first logits, SeqClose
   // follows its end. Keep no handle to it past the Pipeline's lifetime.
+  // SeqOpen's params carry the request's logit_bias and output format
+  // (response_format): enforcing them is this actor's job, as the built-in
+  // sampler does with grammar::TokenGrammar over vocab_trie(tokenizer).
   std::function<sampler_actor(caf::actor_system&, const std::shared_ptr<const Model>&)> make_sampler;
   // Each gets every TokenEvent and FinalEvent of every request, in order per
   // request, besides the request's own sink.

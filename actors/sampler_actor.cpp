@@ -21,11 +21,9 @@ namespace {
 
 struct SamplerState {
   struct Seq {
-    Seq(const SeqOpen& open, const std::shared_ptr<const grammar::TokenTrie>& trie)
+    Seq(const SeqOpen& open, std::unique_ptr<grammar::TokenGrammar> g)
         : sampler(open.params.sampling),
-          grammar(open.params.format.constrained()
-                      ? std::make_unique<grammar::TokenGrammar>(output_grammar(open.params.format), trie)
-                      : nullptr),
+          grammar(std::move(g)),
           history(open.prompt),
           n_prompt(static_cast<int32_t>(open.prompt.size())),
           ignore_eos(open.params.ignore_eos),
@@ -42,7 +40,27 @@ struct SamplerState {
   };
   std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const grammar::TokenTrie> trie;  // built on the first constrained request
+  // Masks by grammar (compiled grammars are shared by schema text), so
+  // requests with one schema share their walks. Dropped when many.
+  struct GrammarMasks {
+    std::shared_ptr<const grammar::Grammar> grammar;  // keeps the key's address unique
+    std::shared_ptr<grammar::MaskCache> masks;
+  };
+  static constexpr size_t kMaxGrammars = 32;
+  std::unordered_map<const grammar::Grammar*, GrammarMasks> masks;
   std::unordered_map<RequestId, Seq> seqs;
+
+  std::unique_ptr<grammar::TokenGrammar> token_grammar(const OutputFormat& format) {
+    if (!format.constrained()) return nullptr;
+    if (!trie) trie = vocab_trie(*tokenizer);
+    std::shared_ptr<const grammar::Grammar> g = output_grammar(format);
+    auto it = masks.find(g.get());
+    if (it == masks.end()) {
+      if (masks.size() >= kMaxGrammars) masks.clear();
+      it = masks.emplace(g.get(), GrammarMasks{g, std::make_shared<grammar::MaskCache>()}).first;
+    }
+    return std::make_unique<grammar::TokenGrammar>(std::move(g), trie, it->second.masks);
+  }
 };
 
 void fail_row(SampledToken& out, Errc code, std::string message) {
@@ -113,8 +131,7 @@ class SamplerImpl : public sampler_actor::base {
           // refuses them leaves the request unknown, so its rows end it.
           try {
             state_.seqs.erase(open.id);
-            if (open.params.format.constrained() && !state_.trie) state_.trie = vocab_trie(*state_.tokenizer);
-            state_.seqs.try_emplace(open.id, open, state_.trie);
+            state_.seqs.try_emplace(open.id, open, state_.token_grammar(open.params.format));
           } catch (const std::exception&) {
             state_.seqs.erase(open.id);
           }

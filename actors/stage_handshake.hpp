@@ -11,7 +11,9 @@
 namespace troupe {
 
 // Bumped whenever a message between head and worker changes shape.
-inline constexpr uint32_t kStageWireVersion = 4;  // 4: logits rows per sequence (speculative decoding, prompt logprobs)
+// 4: logits rows per sequence (speculative decoding, prompt logprobs);
+// 5: GenerateParams carries logit_bias and an output format (SeqOpen).
+inline constexpr uint32_t kStageWireVersion = 5;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {

@@ -8,7 +8,7 @@
 
 namespace troupe::grammar {
 
-size_t TokenGrammar::KeyHash::operator()(const std::vector<int32_t>& k) const {
+size_t MaskCache::KeyHash::operator()(const std::vector<int32_t>& k) const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the 32-bit words
   for (int32_t v : k) {
     h ^= static_cast<uint32_t>(v);
@@ -17,8 +17,19 @@ size_t TokenGrammar::KeyHash::operator()(const std::vector<int32_t>& k) const {
   return static_cast<size_t>(h);
 }
 
-TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
-    : matcher_(std::move(grammar)), trie_(std::move(trie)) {
+std::shared_ptr<const MaskCache::Bits> MaskCache::find(const std::vector<int32_t>& key) const {
+  const auto it = masks_.find(key);
+  return it == masks_.end() ? nullptr : it->second;
+}
+
+void MaskCache::put(const std::vector<int32_t>& key, std::shared_ptr<const Bits> bits) {
+  if (masks_.size() >= kMaxMasks) masks_.clear();
+  masks_.emplace(key, std::move(bits));
+}
+
+TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+                           std::shared_ptr<MaskCache> cache)
+    : matcher_(std::move(grammar)), trie_(std::move(trie)), cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {
   if (!trie_) throw Error(Errc::invalid_argument, "token grammar: no vocabulary trie");
   path_.resize(static_cast<size_t>(trie_->max_depth()) + 1);
 }
@@ -100,15 +111,13 @@ void TokenGrammar::mask(std::span<float> logits) {
                                     " entries for a vocabulary of " + std::to_string(trie_->n_vocab()));
   }
   matcher_.key(matcher_.stacks(), key_);
-  std::shared_ptr<const Bits> bits;
-  if (auto it = cache_.find(key_); it != cache_.end()) {
+  std::shared_ptr<const Bits> bits = cache_->find(key_);
+  if (bits) {
     ++stats_.cache_hits;
-    bits = it->second;
   } else {
     auto fresh = std::make_shared<Bits>((logits.size() + 63) / 64, 0);
     walk(*fresh);
-    if (cache_.size() >= kMaxCachedMasks) cache_.clear();
-    cache_.emplace(key_, fresh);
+    cache_->put(key_, fresh);
     bits = std::move(fresh);
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

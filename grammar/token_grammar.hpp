@@ -17,14 +17,32 @@
 
 namespace troupe::grammar {
 
+// Masks by parse state for one grammar over one vocabulary, shared by the
+// requests that use that grammar (a server sees the same schema again and
+// again): a state's walk is paid once, not once a request. Not
+// thread-safe: one owner (a sampler actor) at a time.
+class MaskCache {
+ public:
+  // Masks kept, each n_vocab bits (19 KB at 150k tokens); all are dropped
+  // when full.
+  static constexpr size_t kMaxMasks = 64;
+  using Bits = std::vector<uint64_t>;
+  struct KeyHash {
+    size_t operator()(const std::vector<int32_t>& k) const;
+  };
+  std::shared_ptr<const Bits> find(const std::vector<int32_t>& key) const;
+  void put(const std::vector<int32_t>& key, std::shared_ptr<const Bits> bits);
+
+ private:
+  std::unordered_map<std::vector<int32_t>, std::shared_ptr<const Bits>, KeyHash> masks_;
+};
+
 class TokenGrammar final : public TokenConstraint {
  public:
-  // Masks kept per request, each n_vocab bits (19 KB at 150k tokens):
-  // enough for the states a document revisits (inside a string, between
-  // members), small beside the request's KV.
-  static constexpr size_t kMaxCachedMasks = 32;
-
-  TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
+  // cache: shared with other requests of the same grammar and trie; null:
+  // a cache of this request's own.
+  TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+               std::shared_ptr<MaskCache> cache = nullptr);
 
   bool allows(int32_t token) override;
   void mask(std::span<float> logits) override;
@@ -44,10 +62,8 @@ class TokenGrammar final : public TokenConstraint {
   const Stats& stats() const { return stats_; }
 
  private:
-  struct KeyHash {
-    size_t operator()(const std::vector<int32_t>& k) const;
-  };
-  using Bits = std::vector<uint64_t>;
+  using Bits = MaskCache::Bits;
+  using KeyHash = MaskCache::KeyHash;
   void walk(Bits& allowed);
   // A walk's states, interned by content: the trie's paths reach the same
   // few states over and over (inside a string every plain byte leads back
@@ -63,7 +79,7 @@ class TokenGrammar final : public TokenConstraint {
 
   Matcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
-  std::unordered_map<std::vector<int32_t>, std::shared_ptr<const Bits>, KeyHash> cache_;
+  std::shared_ptr<MaskCache> cache_;
   std::vector<int32_t> key_;
   std::vector<WalkState> walk_states_;
   std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> walk_ids_;

@@ -8,6 +8,8 @@
 // After every fault, KV usage is back to zero on the head and the workers.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -129,6 +131,34 @@ TEST(RemoteStages, TwoProcessChainMatchesEachRunAlone) {
     const Completion got = test::wait_for(runs[i], 120s);
     EXPECT_EQ(test::ids_of(got), cases[i].expected) << "request " << i << ": " << got.final.error_message;
   }
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
+// The last stage's worker samples (its session's sampler): a request's
+// output format and logit_bias cross the process boundary in SeqOpen, and
+// the worker's sampler enforces them.
+TEST(RemoteStages, WorkerSamplerEnforcesTheOutputFormat) {
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5")));
+  auto p = Pipeline::start(stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                         {.first_layer = 2, .last_layer = -1, .remote = w.address()}}));
+  GenerateParams params = test::greedy(400);
+  params.format = OutputFormat{.kind = OutputFormat::Kind::json_schema,
+                               .schema = R"({"type":"object","properties":{"n":{"type":"integer","minimum":1,
+                                             "maximum":9},"ok":{"type":"boolean"}},"required":["n","ok"]})"};
+  GenerateParams choice = test::greedy(20);
+  choice.format = OutputFormat{.kind = OutputFormat::Kind::choice, .schema = R"(["alpha", "beta"])"};
+  choice.sampling.logit_bias = {{.token = test::stories_tokenizer().encode("beta", false, false)[0], .bias = 100.0f}};
+  const std::vector<int32_t> prompt = test::stories_tokenizer().encode("Once upon a time", true, false);
+  auto doc = p->generate(prompt, params);
+  auto pick = p->generate(prompt, choice);
+  const Completion d = test::wait_for(doc, 120s);
+  ASSERT_EQ(d.final.reason, EndReason::stop) << d.final.error_message << d.text;
+  const auto json = nlohmann::json::parse(d.text);
+  EXPECT_TRUE(json.at("n").is_number_integer()) << d.text;
+  EXPECT_TRUE(json.at("ok").is_boolean()) << d.text;
+  EXPECT_EQ(test::wait_for(pick, 120s).text, "beta");
   expect_head_idle(*p);
   Probe().expect_idle(w.port());
 }

@@ -120,6 +120,26 @@ TEST(TokenGrammar, CachedMasksEqualFreshOnes) {
   EXPECT_EQ(cached.stats().cache_hits, 19u);
 }
 
+TEST(TokenGrammar, RequestsOfOneGrammarShareTheirWalks) {
+  const Vocab v = make_vocab();
+  auto trie = std::make_shared<const TokenTrie>(v.bytes, v.text, std::vector<int32_t>{v.eos});
+  const auto g = json_schema_grammar(R"({"type":"object","properties":{"s":{"type":"string"}},"required":["s"]})");
+  auto shared = std::make_shared<MaskCache>();
+  std::vector<float> a(v.bytes.size()), b(v.bytes.size());
+  TokenGrammar first(g, trie, shared), second(g, trie, shared);
+  for (int32_t t : {1 + '{', 1 + '"', 1 + 's', 1 + '"', 1 + ':', 1 + '"', 1 + 'x'}) {
+    std::fill(a.begin(), a.end(), 0.0f);
+    std::fill(b.begin(), b.end(), 0.0f);
+    first.mask(a);
+    second.mask(b);
+    ASSERT_EQ(a, b);
+    first.accept(t);
+    second.accept(t);
+  }
+  EXPECT_EQ(second.stats().walks, 0u);  // every state was walked by the first already
+  EXPECT_EQ(second.stats().cache_hits, 7u);
+}
+
 TEST(TokenGrammar, EndTokensOnlyWhereTheDocumentEnds) {
   const Vocab v = make_vocab();
   auto trie = std::make_shared<const TokenTrie>(v.bytes, v.text, std::vector<int32_t>{v.eos});
