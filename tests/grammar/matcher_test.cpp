@@ -8,15 +8,12 @@
 
 #include "core/error.hpp"
 #include "grammar/json_rules.hpp"
+#include "tests/grammar/grammar_test_util.hpp"
 
 namespace troupe::grammar {
 namespace {
 
-// Whether `text` is a whole sentence of g.
-bool sentence(const std::shared_ptr<const Grammar>& g, const std::string& text) {
-  Matcher m(g);
-  return m.accept(text) && m.can_end();
-}
+using test::accepts;
 
 // S ::= "a" S "b" | ""   (a^n b^n: needs the stack, not just states)
 std::shared_ptr<const Grammar> anbn() {
@@ -32,12 +29,12 @@ std::shared_ptr<const Grammar> anbn() {
 
 TEST(GrammarMatcher, NestedRuleNeedsItsStack) {
   const auto g = anbn();
-  EXPECT_TRUE(sentence(g, ""));
-  EXPECT_TRUE(sentence(g, "ab"));
-  EXPECT_TRUE(sentence(g, "aaabbb"));
-  EXPECT_FALSE(sentence(g, "aab"));
-  EXPECT_FALSE(sentence(g, "abb"));
-  EXPECT_FALSE(sentence(g, "ba"));
+  EXPECT_TRUE(accepts(g, ""));
+  EXPECT_TRUE(accepts(g, "ab"));
+  EXPECT_TRUE(accepts(g, "aaabbb"));
+  EXPECT_FALSE(accepts(g, "aab"));
+  EXPECT_FALSE(accepts(g, "abb"));
+  EXPECT_FALSE(accepts(g, "ba"));
   Matcher m(g);
   EXPECT_TRUE(m.accept("aa"));
   EXPECT_FALSE(m.can_end());
@@ -98,12 +95,12 @@ TEST(GrammarMatcher, RepetitionBounds) {
   const Symbol r = g->rep(Grammar::literal("ab"), 2, 4, "ab");
   const int32_t root = g->add("root", {{r}});
   g->finish(root);
-  EXPECT_FALSE(sentence(g, "ab"));
-  EXPECT_TRUE(sentence(g, "abab"));
-  EXPECT_TRUE(sentence(g, "ababab"));
-  EXPECT_TRUE(sentence(g, "abababab"));
-  EXPECT_FALSE(sentence(g, "ababababab"));
-  EXPECT_FALSE(sentence(g, "aba"));
+  EXPECT_FALSE(accepts(g, "ab"));
+  EXPECT_TRUE(accepts(g, "abab"));
+  EXPECT_TRUE(accepts(g, "ababab"));
+  EXPECT_TRUE(accepts(g, "abababab"));
+  EXPECT_FALSE(accepts(g, "ababababab"));
+  EXPECT_FALSE(accepts(g, "aba"));
 }
 
 TEST(GrammarMatcher, RightRecursionKeepsTheStackFlat) {
@@ -138,12 +135,12 @@ TEST(GrammarMatcher, IntegerRangesExactly) {
     g->finish(g->add("root", {{Grammar::ref(v)}}));
     for (int64_t n = -1500; n <= 1500; ++n) {
       const bool in = (!r.lo || n >= *r.lo) && (!r.hi || n <= *r.hi);
-      ASSERT_EQ(sentence(g, std::to_string(n)), in)
+      ASSERT_EQ(accepts(g, std::to_string(n)), in)
           << n << " in [" << (r.lo ? std::to_string(*r.lo) : "-inf") << ", " << (r.hi ? std::to_string(*r.hi) : "inf")
           << "]";
     }
-    EXPECT_FALSE(sentence(g, "007"));
-    EXPECT_FALSE(sentence(g, "+7"));
+    EXPECT_FALSE(accepts(g, "007"));
+    EXPECT_FALSE(accepts(g, "+7"));
   }
 }
 
@@ -151,9 +148,9 @@ TEST(GrammarMatcher, UnboundedIntegersStopAtSixteenDigits) {
   auto g = std::make_shared<Grammar>();
   JsonRules json(*g);
   g->finish(g->add("root", {{Grammar::ref(json.integer())}}));
-  EXPECT_TRUE(sentence(g, "1234567890123456"));
-  EXPECT_FALSE(sentence(g, "12345678901234567"));
-  EXPECT_TRUE(sentence(g, "-0"));
+  EXPECT_TRUE(accepts(g, "1234567890123456"));
+  EXPECT_FALSE(accepts(g, "12345678901234567"));
+  EXPECT_TRUE(accepts(g, "-0"));
 }
 
 }  // namespace

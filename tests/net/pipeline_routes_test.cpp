@@ -45,6 +45,16 @@ class PipelineRoutes : public ::testing::Test {
     return json::parse(in);
   }
 
+  // The reply to one request, async or not (an error may come at once).
+  static auto post(const std::string& target, const std::string& body, std::chrono::seconds limit) {
+    RouteResult r = core_->handle({.method = "POST", .target = target, .body = body});
+    if (!r.async) return r.reply;
+    auto w = std::make_shared<RecordingWriter>();
+    r.async->start(w);
+    EXPECT_TRUE(w->wait(limit)) << target << " did not answer within " << limit.count() << " s";
+    return w->reply;
+  }
+
   static PipelineClient* backend_;
   static ServerCore* core_;
 };
@@ -157,13 +167,9 @@ TEST_F(PipelineRoutes, ResponseFormatJsonSchemaOverHttpAndWebSocket) {
                      {"max_tokens", 800},
                      {"temperature", 0},
                      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "book"}, {"schema", schema}}}}}};
-  RouteResult r = core_->handle({.method = "POST", .target = "/v1/chat/completions", .body = chat.dump()});
-  ASSERT_TRUE(r.async) << r.reply.body;
-  auto w = std::make_shared<RecordingWriter>();
-  r.async->start(w);
-  ASSERT_TRUE(w->wait(std::chrono::seconds(60)));
-  ASSERT_EQ(w->reply.status, 200) << w->reply.body;
-  const json out = json::parse(w->reply.body);
+  const auto reply = post("/v1/chat/completions", chat.dump(), std::chrono::seconds(60));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json out = json::parse(reply.body);
   EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
   const std::string content = out["choices"][0]["message"]["content"].get<std::string>();
   const json doc = json::parse(content);
@@ -178,18 +184,11 @@ TEST_F(PipelineRoutes, ResponseFormatJsonSchemaOverHttpAndWebSocket) {
   // the request takes a queue slot.
   json bad = chat;
   bad["response_format"]["json_schema"]["schema"] = {{"type", "string"}, {"pattern", "^x$"}};
-  RouteResult e = core_->handle({.method = "POST", .target = "/v1/chat/completions", .body = bad.dump()});
-  auto we = std::make_shared<RecordingWriter>();
-  if (e.async) {
-    e.async->start(we);
-    ASSERT_TRUE(we->wait(std::chrono::seconds(30)));
-  } else {
-    we->reply = e.reply;
-  }
-  EXPECT_EQ(we->reply.status, 400) << we->reply.body;
-  const json err = json::parse(we->reply.body);
-  EXPECT_EQ(err["error"]["param"], "response_format") << we->reply.body;
-  EXPECT_NE(err["error"]["message"].get<std::string>().find("pattern"), std::string::npos) << we->reply.body;
+  const auto refused = post("/v1/chat/completions", bad.dump(), std::chrono::seconds(30));
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  const json err = json::parse(refused.body);
+  EXPECT_EQ(err["error"]["param"], "response_format") << refused.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("pattern"), std::string::npos) << refused.body;
 
   // The WebSocket takes the same field.
   auto ws_out = std::make_shared<test::RecordingWsOutput>();
