@@ -149,7 +149,16 @@ TEST(RemoteStages, WorkerSamplerEnforcesTheOutputFormat) {
                                              "maximum":9},"ok":{"type":"boolean"}},"required":["n","ok"]})"};
   GenerateParams choice = test::greedy(20);
   choice.format = OutputFormat{.kind = OutputFormat::Kind::choice, .schema = R"(["alpha", "beta"])"};
-  choice.sampling.logit_bias = {{.token = test::stories_tokenizer().encode("beta", false, false)[0], .bias = 100.0f}};
+  // +100 on every token that can start "beta" (its bytes a prefix of it):
+  // the grammar allows only those and "alpha"'s, so the bias decides.
+  const Tokenizer& tok = test::stories_tokenizer();
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    const std::string bytes = tok.is_special(id) ? std::string() : tok.token_to_bytes(id);
+    if (!bytes.empty() && std::string_view("beta").starts_with(bytes)) {
+      choice.sampling.logit_bias.push_back({.token = id, .bias = 100.0f});
+    }
+  }
+  ASSERT_FALSE(choice.sampling.logit_bias.empty());
   const std::vector<int32_t> prompt = test::stories_tokenizer().encode("Once upon a time", true, false);
   auto doc = p->generate(prompt, params);
   auto pick = p->generate(prompt, choice);
