@@ -37,16 +37,18 @@ TokenGrammar::TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_p
 bool TokenGrammar::allows(int32_t token) {
   if (trie_->is_end(token)) return matcher_.can_end();
   if (!trie_->is_text(token)) return false;
+  // Greedy decoding calls this every token: the two state vectors are
+  // members, so a steady decode allocates nothing here.
   const size_t mark = matcher_.mark();
-  Matcher::Stacks cur = matcher_.stacks(), next;
+  check_cur_ = matcher_.stacks();
   bool ok = true;
   for (char c : trie_->bytes(token)) {
-    matcher_.advance(cur, static_cast<uint8_t>(c), next);
-    if (next.empty()) {
+    matcher_.advance(check_cur_, static_cast<uint8_t>(c), check_next_);
+    if (check_next_.empty()) {
       ok = false;
       break;
     }
-    cur.swap(next);
+    check_cur_.swap(check_next_);
   }
   matcher_.release(mark);
   return ok;

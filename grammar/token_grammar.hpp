@@ -85,6 +85,7 @@ class TokenGrammar final : public TokenConstraint {
   std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> walk_ids_;
   std::vector<int32_t> path_;  // [trie depth] the state after each byte of the walk's path
   Matcher::Stacks scratch_;
+  Matcher::Stacks check_cur_, check_next_;  // allows()'s walk
   Stats stats_;
 };
 
