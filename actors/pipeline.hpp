@@ -99,6 +99,10 @@ struct PipelineConfig {
   // Jinja source of a chat template that replaces the model's (`troupe serve
   // --chat-template`); empty: the model's own, else a plain built-in one.
   std::string chat_template;
+  // How the model writes tool calls (grammar/tool_calls.hpp: hermes,
+  // llama3_json, mistral, json; `troupe serve --tool-call-parser`); empty:
+  // what the chat template teaches it.
+  std::string tool_call_parser;
   int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
   TraceOptions trace;
   // TTFT and step-time excursions: counted (Pipeline::anomaly_counts), kept

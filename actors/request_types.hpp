@@ -11,6 +11,7 @@
 #include "actors/scheduler_policy.hpp"
 #include "core/error.hpp"
 #include "grammar/output_format.hpp"
+#include "grammar/tool_calls.hpp"
 #include "model/sampler.hpp"
 
 namespace troupe {
@@ -115,6 +116,7 @@ struct ModelInfo {
   std::string eos_text;
   bool has_chat_template = false;     // the model file carries one
   std::string chat_template_origin;   // which one renders chat: "config", "model" or "builtin"
+  grammar::ToolCallSyntax tool_call_syntax = grammar::ToolCallSyntax::json;  // how the model writes tool calls
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

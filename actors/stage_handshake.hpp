@@ -12,8 +12,9 @@ namespace troupe {
 
 // Bumped whenever a message between head and worker changes shape.
 // 4: logits rows per sequence (speculative decoding, prompt logprobs);
-// 5: GenerateParams carries logit_bias and an output format (SeqOpen).
-inline constexpr uint32_t kStageWireVersion = 5;
+// 5: GenerateParams carries logit_bias and an output format (SeqOpen);
+// 6: an output format may be a tool choice (OutputFormat::Kind::tool_calls).
+inline constexpr uint32_t kStageWireVersion = 6;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {

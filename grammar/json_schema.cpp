@@ -60,6 +60,24 @@ class SchemaCompiler {
     return std::make_shared<const Grammar>(std::move(g_));
   }
 
+  std::shared_ptr<const Grammar> run(const JsonFrame& frame) {
+    const int32_t value = compile(root_, "#", 0);
+    Alternative item = Grammar::literal(frame.item_open);
+    item.push_back(Grammar::ref(value));
+    Grammar::append_literal(item, frame.item_close);
+    const int32_t one = g_.add("item", {std::move(item)});
+    Alternative all = Grammar::literal(frame.open);
+    all.push_back(Grammar::ref(one));
+    if (frame.max_values != 1) {
+      Alternative more = Grammar::literal(frame.separator);
+      more.push_back(Grammar::ref(one));
+      all.push_back(g_.rep(more, 0, frame.max_values < 0 ? -1 : frame.max_values - 1, "more"));
+    }
+    Grammar::append_literal(all, frame.close);
+    g_.finish(g_.add("framed", {std::move(all)}));
+    return std::make_shared<const Grammar>(std::move(g_));
+  }
+
  private:
   [[noreturn]] static void fail(const std::string& path, const std::string& what) {
     throw Error(Errc::invalid_argument, "json_schema " + path + ": " + what);
@@ -420,6 +438,11 @@ json parse_schema(std::string_view text) {
 std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema) {
   const json root = parse_schema(schema);
   return SchemaCompiler(root).run();
+}
+
+std::shared_ptr<const Grammar> framed_json_grammar(std::string_view schema, const JsonFrame& frame) {
+  const json root = parse_schema(schema);
+  return SchemaCompiler(root).run(frame);
 }
 
 std::shared_ptr<const Grammar> choice_grammar(std::string_view choices) {

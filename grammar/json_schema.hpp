@@ -7,7 +7,9 @@
 // and unknown keywords are ignored as the JSON Schema spec says.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "grammar/grammar.hpp"
@@ -21,6 +23,17 @@ namespace troupe::grammar {
 // saying which keyword, at which path ("#/properties/age"), is malformed or
 // not supported.
 std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema);
+
+// Values the schema accepts inside fixed text: `open`, then one to
+// `max_values` (< 0: any number of) values, each between `item_open` and
+// `item_close`, joined by `separator`, then `close`. No whitespace around
+// the values: the text fixes it. This is the shape of a model's tool calls
+// (<tool_call>\n{...}\n</tool_call>, or {...}; {...}).
+struct JsonFrame {
+  std::string open, item_open, item_close, separator, close;
+  int32_t max_values = 1;
+};
+std::shared_ptr<const Grammar> framed_json_grammar(std::string_view schema, const JsonFrame& frame);
 
 // JSON mode: any JSON object.
 std::shared_ptr<const Grammar> json_object_grammar();

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "grammar/gbnf.hpp"
 #include "grammar/json_schema.hpp"
+#include "grammar/tool_call_grammar.hpp"
 
 namespace troupe {
 namespace {
@@ -25,6 +26,8 @@ std::shared_ptr<const grammar::Grammar> compile(const OutputFormat& f) {
       return grammar::gbnf_grammar(f.schema);
     case OutputFormat::Kind::choice:
       return grammar::choice_grammar(f.schema);
+    case OutputFormat::Kind::tool_calls:
+      return grammar::tool_call_grammar(f.schema);
     case OutputFormat::Kind::text:
       break;
   }

@@ -20,6 +20,7 @@ struct OutputFormat {
     json_schema,  // a document `schema` accepts
     gbnf,         // a sentence of the GBNF grammar in `schema` (llama.cpp's `grammar`)
     choice,       // exactly one of the strings of the JSON array in `schema` (vLLM's guided_choice)
+    tool_calls,   // calls of the tools in `schema` (grammar/tool_call_grammar.hpp): tool_choice required or named
   };
   Kind kind = Kind::text;
   std::string schema;  // the schema, grammar or choices as text

@@ -38,6 +38,13 @@ struct JobSpec {
   std::string endpoint_label;  // completions, chat, websocket (metrics)
   std::vector<PreparedChoice> choices;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprob tokens as "token_id:N"
+  // Chat with tools the model may call (tool_choice not "none"): how its
+  // calls are found in the output, and the functions they may name.
+  struct ToolParsing {
+    grammar::ToolCallSyntax syntax = grammar::ToolCallSyntax::json;
+    std::vector<std::string> names;
+  };
+  std::optional<ToolParsing> tools;
 };
 
 // The job calls these serially (never two at once), from pipeline threads:

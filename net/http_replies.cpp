@@ -23,6 +23,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       outputs_[i].index = static_cast<int32_t>(i);
       const SamplingParams& s = spec_.choices[i].request.params.sampling;
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
+      if (spec_.tools) tool_streams_.emplace_back(spec_.tools->syntax, spec_.tools->names);
     }
   }
 
@@ -46,6 +47,12 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       return true;
     }
     if (failed_) return false;
+    // With tools, text that may be a call waits for the end of the output.
+    std::string passed;
+    if (spec_.tools) {
+      passed = tool_streams_[static_cast<size_t>(choice)].push(text);
+      text = passed;
+    }
     if (text.empty() && lps == nullptr) return true;
     return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lps != nullptr, .logprobs = lps});
   }
@@ -84,10 +91,23 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     if (!stream_) {
       out.text += text;
       out.finish_reason = finish_reason(f.reason);
+      if (spec_.tools) {
+        grammar::ToolCallOutput parsed = grammar::parse_tool_calls(spec_.tools->syntax, out.text, spec_.tools->names);
+        take_calls(out, std::move(parsed), f.reason);
+      }
       return true;
     }
     if (failed_) return false;
-    return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
+    if (!spec_.tools) return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
+    grammar::ToolCallStream& ts = tool_streams_[static_cast<size_t>(choice)];
+    std::string rest = ts.push(text);
+    grammar::ToolCallOutput parsed = ts.finish();
+    rest += parsed.content;
+    take_calls(out, std::move(parsed), f.reason);
+    if (!rest.empty() && !send_event(ChunkInput{.index = choice, .text = rest})) return false;
+    return send_event(ChunkInput{.index = choice,
+                                 .finish_reason = out.finish_reason,
+                                 .tool_calls = out.tool_calls.empty() ? nullptr : &out.tool_calls});
   }
 
   void on_job_end(int32_t prompt_tokens) override {
@@ -108,6 +128,17 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   }
 
  private:
+  // The calls of a finished choice, each with an id; content is the text
+  // around them. An output that calls ends with finish_reason "tool_calls"
+  // (OpenAI's), unless max_tokens cut it.
+  static void take_calls(ChoiceOutput& out, grammar::ToolCallOutput parsed, EndReason reason) {
+    out.finish_reason = finish_reason(reason);
+    if (parsed.calls.empty()) return;
+    out.text = std::move(parsed.content);
+    for (grammar::ToolCall& c : parsed.calls) out.tool_calls.push_back({.id = new_response_id("call_"), .call = std::move(c)});
+    if (reason != EndReason::length) out.finish_reason = "tool_calls";
+  }
+
   void ensure_head() {
     if (head_sent_) return;
     head_sent_ = true;
@@ -136,6 +167,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   // Touched only from the job's serialised listener calls.
   std::vector<ChoiceOutput> outputs_;
   std::vector<bool> role_sent_;
+  std::vector<grammar::ToolCallStream> tool_streams_;  // with tools: one per choice
   int32_t completion_tokens_ = 0;
   std::optional<ApiError> error_;
   bool head_sent_ = false;

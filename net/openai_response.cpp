@@ -90,6 +90,24 @@ json::value logprobs_json(Endpoint e, bool with, const std::vector<TokenLogprobs
   return e == Endpoint::chat ? chat_logprobs(*lps) : completion_logprobs(*lps);
 }
 
+// [{"index"?, "id", "type": "function", "function": {"name", "arguments"}}]:
+// streamed deltas carry each call's index.
+json::array tool_calls_json(const std::vector<OutputToolCall>& calls, bool indexed) {
+  json::array a;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json::object c;
+    if (indexed) c["index"] = k;
+    c["id"] = sv(calls[k].id);
+    c["type"] = "function";
+    json::object fn;
+    fn["name"] = sv(calls[k].call.name);
+    fn["arguments"] = sv(calls[k].call.arguments);
+    c["function"] = std::move(fn);
+    a.emplace_back(std::move(c));
+  }
+  return a;
+}
+
 json::object head(const ResponseMeta& meta, bool chunk) {
   json::object o;
   o["id"] = sv(meta.id);
@@ -110,7 +128,12 @@ std::string response_body(const ResponseMeta& meta, const std::vector<ChoiceOutp
     if (meta.endpoint == Endpoint::chat) {
       json::object msg;
       msg["role"] = "assistant";
-      msg["content"] = sv(c.text);
+      if (c.text.empty() && !c.tool_calls.empty()) {
+        msg["content"] = nullptr;
+      } else {
+        msg["content"] = sv(c.text);
+      }
+      if (!c.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(c.tool_calls, false);
       ch["message"] = std::move(msg);
     } else {
       ch["text"] = sv(c.text);
@@ -132,6 +155,7 @@ std::string chunk_json(const ResponseMeta& meta, const ChunkInput& in) {
     json::object delta;
     if (in.role_first) delta["role"] = "assistant";
     if (in.role_first || !in.text.empty()) delta["content"] = sv(in.text);
+    if (in.tool_calls != nullptr) delta["tool_calls"] = tool_calls_json(*in.tool_calls, true);
     ch["delta"] = std::move(delta);
   } else {
     ch["text"] = sv(in.text);
@@ -219,6 +243,7 @@ std::string ws_final(const WsFinal& f) {
   o["id"] = sv(f.id);
   o["finish_reason"] = sv(f.finish_reason);
   o["text"] = sv(f.text);
+  if (!f.tool_calls.empty()) o["tool_calls"] = tool_calls_json(f.tool_calls, false);
   o["usage"] = usage_json(f.usage);
   json::object t;
   t["queue_ms"] = f.queue_seconds * 1000.0;

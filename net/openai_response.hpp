@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/tool_calls.hpp"
 #include "net/api_error.hpp"
 #include "net/request_parser.hpp"
 
@@ -42,10 +43,18 @@ struct ResponseMeta {
   std::string model;
 };
 
+// A tool call as the API returns it: OpenAI's {"id", "type": "function",
+// "function": {"name", "arguments"}}.
+struct OutputToolCall {
+  std::string id;  // call_...
+  grammar::ToolCall call;
+};
+
 struct ChoiceOutput {
   int32_t index = 0;
-  std::string text;
-  std::string finish_reason;  // stop, length
+  std::string text;           // chat: null content when empty and there are tool calls
+  std::vector<OutputToolCall> tool_calls;
+  std::string finish_reason;  // stop, length, tool_calls
   bool with_logprobs = false;
   std::vector<TokenLogprobs> logprobs;
 };
@@ -61,6 +70,7 @@ struct ChunkInput {
   std::string_view text;
   bool role_first = false;
   std::string_view finish_reason;
+  const std::vector<OutputToolCall>* tool_calls = nullptr;  // chat: the calls, whole, in this chunk's delta
   bool with_logprobs = false;
   const std::vector<TokenLogprobs>* logprobs = nullptr;
   bool usage_null = false;
@@ -83,8 +93,9 @@ std::string ws_token(const std::string& id, int32_t index, int32_t token, std::s
                      const TokenLogprobs* logprobs);
 struct WsFinal {
   std::string id;
-  std::string finish_reason;  // stop, length, cancelled
+  std::string finish_reason;  // stop, length, cancelled, tool_calls
   std::string text;           // held-back text released at the end
+  std::vector<OutputToolCall> tool_calls;  // chat with tools: the calls in the whole output
   Usage usage;
   double queue_seconds = 0;
   double first_token_seconds = 0;

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "net/api_error.hpp"
+#include "net/request_tools.hpp"
 
 namespace troupe::net {
 namespace {
@@ -243,10 +244,7 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
     if (!fields.empty()) turn.fields_json = json::serialize(fields);
     r.chat.messages.push_back(std::move(turn));
   }
-  if (const json::value* tools = field(o, "tools")) {
-    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
-    if (!tools->as_array().empty()) r.chat.tools_json = json::serialize(*tools);
-  }
+  read_tools(o, r);
   if (auto g = get_bool(o, "add_generation_prompt")) r.chat.add_generation_prompt = *g;
 }
 

@@ -28,6 +28,22 @@ struct RequestLimits {
   int32_t max_messages = 512;  // chat messages
 };
 
+// What a chat request lets the model do with its tools.
+struct ToolChoice {
+  enum class Mode : uint8_t {
+    none,       // no tools, or "none": the output is text
+    automatic,  // "auto" (the default with tools): calls the output makes are parsed out of it
+    required,   // the output is one call or more
+    function,   // the output is one call of `function`
+  };
+  Mode mode = Mode::none;
+  std::string function;            // Mode::function
+  bool parallel = true;            // parallel_tool_calls: more than one call allowed
+  std::vector<std::string> names;  // the tools' function names, in order
+
+  bool forces() const { return mode == Mode::required || mode == Mode::function; }
+};
+
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::completions;
   std::string model;  // empty over the WebSocket, where there is one model
@@ -36,6 +52,7 @@ struct ParsedRequest {
   std::vector<std::string> prompts;
   std::vector<std::vector<int32_t>> token_prompts;
   ChatPrompt chat;  // chat: messages (their other fields as JSON), tools, add_generation_prompt
+  ToolChoice tool_choice;  // chat: tools, tool_choice, parallel_tool_calls
   std::optional<int32_t> max_tokens;  // absent: the endpoint's default
   int32_t n = 1;
   bool stream = false;

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <random>
 
+#include "grammar/tool_call_grammar.hpp"
 #include "net/api_error.hpp"
 #include "net/http_replies.hpp"
 #include "net/openai_response.hpp"
@@ -214,8 +215,20 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
   // actor renders, encodes and checks it (context, vocab, empty prompt).
   std::vector<PreparedChoice> prompts;
   const bool many = r.prompts.size() + r.token_prompts.size() > 1;
+  GenerateParams params = r.params;
   if (chat) {
     prompts.push_back({.request = EngineRequest::from_chat(r.chat)});
+    const ToolChoice& tc = r.tool_choice;
+    if (tc.mode != ToolChoice::Mode::none) {
+      const grammar::ToolCallSyntax syntax = model.engine.tool_call_syntax;
+      spec.tools = JobSpec::ToolParsing{.syntax = syntax, .names = tc.names};
+      if (tc.forces()) {
+        params.format = OutputFormat{.kind = OutputFormat::Kind::tool_calls,
+                                     .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, tc.function,
+                                                                           tc.parallel),
+                                     .param = "tools"};
+      }
+    }
   } else if (!r.prompts.empty()) {
     for (size_t p = 0; p < r.prompts.size(); ++p) {
       PreparedChoice c{.request = EngineRequest::from_text({.text = r.prompts[p], .parse_special = true})};
@@ -243,7 +256,7 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
   for (PreparedChoice& prompt : prompts) {
     for (int32_t k = 0; k < r.n; ++k) {
       PreparedChoice c = prompt;
-      c.request.params = r.params;
+      c.request.params = params;
       c.request.params.max_new_tokens = max_tokens;
       c.request.fit_max_tokens = fit;
       // Choices must differ: each gets its own seed, derived from the request's.

@@ -10,11 +10,13 @@ namespace troupe::net {
 
 class WsConnection::RequestListener : public JobListener {
  public:
-  RequestListener(std::weak_ptr<WsConnection> conn, std::shared_ptr<WsOutput> out, std::string id)
-      : conn_(std::move(conn)), out_(std::move(out)), id_(std::move(id)) {}
+  RequestListener(std::weak_ptr<WsConnection> conn, std::shared_ptr<WsOutput> out, std::string id,
+                  std::optional<JobSpec::ToolParsing> tools)
+      : conn_(std::move(conn)), out_(std::move(out)), id_(std::move(id)), tools_(std::move(tools)) {}
 
   bool on_token(int32_t, const TokenEvent& ev, std::string_view text,
                 const std::vector<TokenLogprobs>* lps) override {
+    if (tools_) output_ += text;
     // WebSocket requests have no echo: the token's own entry is the last.
     const TokenLogprobs* lp = lps != nullptr && !lps->empty() ? &lps->back() : nullptr;
     return out_->send_text(ws_token(id_, ev.index, ev.token, text, lp));
@@ -24,14 +26,24 @@ class WsConnection::RequestListener : public JobListener {
     if (f.reason == EndReason::error) {
       return out_->send_text(ws_error(id_, api_error_from(f.error_code, f.error_message, f.error_param)));
     }
-    return out_->send_text(
-        ws_final(WsFinal{.id = id_,
-                         .finish_reason = to_string(f.reason),
-                         .text = std::string(text),
-                         .usage = {.prompt_tokens = f.prompt_tokens, .completion_tokens = f.completion_tokens},
-                         .queue_seconds = f.queue_seconds,
-                         .first_token_seconds = f.first_token_seconds,
-                         .total_seconds = f.total_seconds}));
+    WsFinal final{.id = id_,
+                  .finish_reason = to_string(f.reason),
+                  .text = std::string(text),
+                  .usage = {.prompt_tokens = f.prompt_tokens, .completion_tokens = f.completion_tokens},
+                  .queue_seconds = f.queue_seconds,
+                  .first_token_seconds = f.first_token_seconds,
+                  .total_seconds = f.total_seconds};
+    // The token frames carried the output as text; the final frame adds
+    // the calls found in it.
+    if (tools_ && f.reason != EndReason::cancelled) {
+      output_ += text;
+      grammar::ToolCallOutput parsed = grammar::parse_tool_calls(tools_->syntax, output_, tools_->names);
+      for (grammar::ToolCall& c : parsed.calls) {
+        final.tool_calls.push_back({.id = new_response_id("call_"), .call = std::move(c)});
+      }
+      if (!final.tool_calls.empty() && f.reason == EndReason::stop) final.finish_reason = "tool_calls";
+    }
+    return out_->send_text(ws_final(final));
   }
 
   void on_job_end(int32_t) override {
@@ -42,6 +54,8 @@ class WsConnection::RequestListener : public JobListener {
   std::weak_ptr<WsConnection> conn_;
   std::shared_ptr<WsOutput> out_;
   std::string id_;
+  std::optional<JobSpec::ToolParsing> tools_;
+  std::string output_;  // with tools: the whole output, parsed at the end
 };
 
 std::shared_ptr<WsConnection> WsConnection::create(ServerCore& core, std::shared_ptr<WsOutput> out) {
@@ -90,7 +104,7 @@ void WsConnection::generate(const std::string& id, const ParsedRequest& r) {
   }
   JobSpec spec = core_.prepare(r, "websocket", /*check_model_name=*/!r.model.empty());
   core_.admit(spec);
-  auto listener = std::make_shared<RequestListener>(weak_from_this(), out_, id);
+  auto listener = std::make_shared<RequestListener>(weak_from_this(), out_, id, spec.tools);
   auto job = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), std::move(spec), listener);
   core_.jobs().add(job);
   {

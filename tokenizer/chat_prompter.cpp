@@ -30,7 +30,8 @@ ChatPrompter::ChatPrompter(const std::string& override_source, const std::string
     source = &model_source;
     origin_ = "model";
   }
-  tpl_ = std::make_unique<ChatTemplate>(ChatTemplate::parse(*source));
+  source_ = *source;
+  tpl_ = std::make_unique<ChatTemplate>(ChatTemplate::parse(source_));
 }
 
 std::string ChatPrompter::render(ChatRenderInput input) const {

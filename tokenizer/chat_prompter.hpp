@@ -33,10 +33,13 @@ class ChatPrompter {
 
   // Which template is in use: "config", "model" or "builtin".
   const std::string& origin() const { return origin_; }
+  // Its source text.
+  const std::string& source() const { return source_; }
 
  private:
   std::unique_ptr<ChatTemplate> tpl_;
   std::string origin_;
+  std::string source_;
   std::string bos_, eos_;
 };
 

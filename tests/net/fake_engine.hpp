@@ -52,7 +52,8 @@ class FakeEngine : public net::EngineClient {
                      .bos = tokenizer_->bos(),
                      .eos = tokenizer_->eos(),
                      .bos_text = "<s>",
-                     .eos_text = "</s>"};
+                     .eos_text = "</s>",
+                     .tool_call_syntax = tool_call_syntax};
   }
   ~FakeEngine() override { drain(); }
 
@@ -167,6 +168,7 @@ class FakeEngine : public net::EngineClient {
 
   std::atomic<bool> ready{true};
   std::atomic<int32_t> context_length{64};
+  grammar::ToolCallSyntax tool_call_syntax = grammar::ToolCallSyntax::json;
   Script script;
   std::vector<Submitted> submitted;
   std::map<RequestId, bool> cancelled_ids;

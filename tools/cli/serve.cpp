@@ -39,6 +39,7 @@ struct ServeArgs {
   std::string api_key_file;
   std::string model_name;
   std::string chat_template;
+  std::string tool_call_parser;
   int64_t max_body = -1;
   int max_queue = -1;
   int max_running = -1;
@@ -112,12 +113,14 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!s.chat_template_file.empty()) {
     c.pipeline.chat_template = read_file(s.chat_template_file, "--chat-template");
   }
+  if (!a.tool_call_parser.empty()) c.pipeline.tool_call_parser = a.tool_call_parser;
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
   for (PipelineConfig& r : c.replicas) {
     r.model_path = c.pipeline.model_path;
     r.load = c.pipeline.load;
     r.chat_template = c.pipeline.chat_template;
+    r.tool_call_parser = c.pipeline.tool_call_parser;
     chains.push_back(&r);
   }
   // The remote stages' shared secret may come from the environment, out of
@@ -288,6 +291,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--model-name", a->model_name, "The model id clients send (default: the file's name)");
   cmd->add_option("--chat-template", a->chat_template,
                   "Jinja chat template file (default: the model's, else a plain built-in one)");
+  cmd->add_option("--tool-call-parser", a->tool_call_parser,
+                  "How the model writes tool calls: hermes, llama3_json, mistral or json (default: what its chat "
+                  "template teaches)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral", "json"}));
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (default 1 MiB; larger: 413)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", a->max_queue, "Requests queued beyond those running (default 64; more: 429)")

@@ -1,0 +1,27 @@
+// The output a request's tool_choice forces: "required" (one call or more,
+// of any of the tools) or a named function (one call of it), written in
+// the model's own tool-call syntax, each call's arguments held to its
+// function's parameters schema. The request travels with the choice as
+// text (OutputFormat::Kind::tool_calls), compiled here like any format.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "grammar/grammar.hpp"
+#include "grammar/tool_calls.hpp"
+
+namespace troupe::grammar {
+
+// The format text for a tool choice. tools_json: OpenAI's "tools" array;
+// function: the named function, empty for any of them; parallel: more than
+// one call allowed (OpenAI's parallel_tool_calls; a named choice makes one).
+std::string tool_choice_format(ToolCallSyntax syntax, std::string_view tools_json, std::string_view function,
+                               bool parallel);
+
+// Compiles tool_choice_format's text. Throws Error(invalid_argument) naming
+// the tool whose parameters schema cannot be enforced.
+std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format);
+
+}  // namespace troupe::grammar

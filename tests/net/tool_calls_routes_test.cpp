@@ -1,0 +1,173 @@
+// Function calling through the chat endpoint over a scripted engine: the
+// calls a model writes come back as OpenAI's message.tool_calls (whole
+// replies and streams, where no byte of a call leaks into the content), a
+// forcing tool_choice reaches the engine as an output constraint, and bad
+// tools or choices are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "grammar/output_format.hpp"
+#include "tests/grammar/grammar_test_util.hpp"
+#include "tests/net/route_env.hpp"
+
+namespace troupe::net {
+namespace {
+
+using nlohmann::json;
+using test::Env;
+using test::error_of;
+using test::sse_data;
+
+constexpr const char* kTools = R"([{"type": "function", "function": {"name": "get_weather",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "now"}}])";
+
+std::string chat(const std::string& extra) {
+  return R"({"model": "fake", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": )" +
+         std::string(kTools) + extra + "}";
+}
+
+// A Qwen-style answer that thinks aloud, then calls, cut across tokens
+// mid-marker.
+void script_a_call(Env& env) {
+  env.backend.tool_call_syntax = grammar::ToolCallSyntax::hermes;
+  env.backend.script = {.texts = {"Let me check.", "\n<tool_", "call>\n{\"name\": \"get_weather\", ",
+                                  "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"}};
+}
+
+void expect_the_call(const json& calls) {
+  ASSERT_EQ(calls.size(), 1u) << calls;
+  EXPECT_EQ(calls[0]["type"], "function");
+  EXPECT_EQ(std::string(calls[0]["id"]).rfind("call_", 0), 0u);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(std::string(calls[0]["function"]["arguments"])), json({{"city", "Paris"}}));
+}
+
+TEST(ToolCallRoutes, AWholeReplyCarriesTheCalls) {
+  Env env;
+  script_a_call(env);
+  const HttpReply r = env.call("POST", "/v1/chat/completions", chat(""));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Let me check.");
+  expect_the_call(choice["message"]["tool_calls"]);
+  // The tools reached the engine for the chat template.
+  ASSERT_EQ(env.backend.submitted.size(), 1u);
+  EXPECT_FALSE(env.backend.submitted[0].params.format.constrained());  // "auto" does not force
+}
+
+TEST(ToolCallRoutes, AStreamHoldsTheCallAndSendsItWhole) {
+  Env env;
+  script_a_call(env);
+  const HttpReply r = env.call("POST", "/v1/chat/completions", chat(R"(, "stream": true)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string content, finish;
+  json calls = json::array();
+  for (const std::string& d : sse_data(r.body)) {
+    if (d == "[DONE]") continue;
+    const json c = json::parse(d);
+    const json& delta = c["choices"][0]["delta"];
+    if (delta.contains("content") && delta["content"].is_string()) content += delta["content"];
+    if (delta.contains("tool_calls")) {
+      for (const json& call : delta["tool_calls"]) {
+        EXPECT_EQ(call["index"], calls.size());
+        calls.push_back(call);
+      }
+    }
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(content, "Let me check.");
+  EXPECT_EQ(finish, "tool_calls");
+  expect_the_call(calls);
+}
+
+TEST(ToolCallRoutes, NoneAndNoToolsLeaveTheTextAlone) {
+  for (const std::string& body : {chat(R"(, "tool_choice": "none")"),
+                                 std::string(R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}]})")}) {
+    Env env;
+    script_a_call(env);
+    const HttpReply r = env.call("POST", "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json choice = json::parse(r.body)["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "stop");
+    EXPECT_FALSE(choice["message"].contains("tool_calls"));
+    EXPECT_EQ(std::string(choice["message"]["content"]).find("<tool_call>"), std::string("Let me check.\n").size());
+  }
+}
+
+TEST(ToolCallRoutes, AMalformedCallStaysText) {
+  Env env;
+  env.backend.tool_call_syntax = grammar::ToolCallSyntax::hermes;
+  env.backend.script = {.texts = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>"}};
+  const HttpReply r = env.call("POST", "/v1/chat/completions", chat(""));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  EXPECT_EQ(choice["message"]["content"], env.backend.script.texts[0]);
+}
+
+// "required" and a named function constrain the output in the model's
+// syntax: the engine gets a format whose grammar takes only such calls.
+TEST(ToolCallRoutes, AForcingChoiceConstrainsTheOutput) {
+  Env env;
+  script_a_call(env);
+  ASSERT_EQ(env.call("POST", "/v1/chat/completions",
+                     chat(R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})"))
+                .status,
+            200);
+  ASSERT_EQ(env.call("POST", "/v1/chat/completions", chat(R"(, "tool_choice": "required", "parallel_tool_calls": false)"))
+                .status,
+            200);
+  ASSERT_EQ(env.backend.submitted.size(), 2u);
+  const OutputFormat& named = env.backend.submitted[0].params.format;
+  const OutputFormat& required = env.backend.submitted[1].params.format;
+  ASSERT_EQ(named.kind, OutputFormat::Kind::tool_calls);
+  ASSERT_EQ(required.kind, OutputFormat::Kind::tool_calls);
+  const std::string now = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  const std::string paris = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  using grammar::test::accepts;
+  EXPECT_TRUE(accepts(output_grammar(named), now));
+  EXPECT_FALSE(accepts(output_grammar(named), paris));
+  EXPECT_TRUE(accepts(output_grammar(required), paris));
+  EXPECT_FALSE(accepts(output_grammar(required), paris + "\n" + now));  // parallel_tool_calls: false
+}
+
+TEST(ToolCallRoutes, BadToolsAndChoicesAre400NamingTheField) {
+  Env env;
+  struct Case {
+    std::string body;
+    std::string param;
+  };
+  const std::string msgs = R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}])";
+  const std::vector<Case> cases{
+      {chat(R"(, "tool_choice": {"type": "function", "function": {"name": "later"}})"), "tool_choice.function.name"},
+      {chat(R"(, "tool_choice": "sometimes")"), "tool_choice"},
+      {msgs + R"(, "tool_choice": "required"})", "tool_choice"},
+      {chat(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"), "tool_choice"},
+      {msgs + R"(, "tools": {"name": "f"}})", "tools"},
+      {msgs + R"(, "tools": [{"type": "function", "function": {"name": ""}}]})", "tools[0].function.name"},
+      {msgs + R"(, "tools": [{"type": "retrieval"}]})", "tools[0].type"},
+      {msgs + R"(, "tools": [{"function": {"name": "f"}}, {"function": {"name": "f"}}]})", "tools[1].function.name"},
+      {msgs + R"(, "tools": [{"function": {"name": "f", "parameters": "none"}}]})", "tools[0].function.parameters"},
+      // A schema the grammar cannot enforce, refused by the engine when the
+      // choice forces calls.
+      {msgs + R"(, "tools": [{"function": {"name": "f", "parameters": {"type": "object", "properties":
+           {"zip": {"type": "string", "pattern": "[0-9]+"}}}}}], "tool_choice": "required"})",
+       "tools"},
+  };
+  for (const Case& c : cases) {
+    const HttpReply r = env.call("POST", "/v1/chat/completions", c.body);
+    EXPECT_EQ(r.status, 400) << c.body << "\n" << r.body;
+    if (r.status == 400) {
+      EXPECT_EQ(error_of(r)["param"], c.param) << r.body;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe::net
