@@ -19,6 +19,23 @@ nlohmann::ordered_json parse_json_field(const std::string& text, const std::stri
   }
 }
 
+// OpenAI's clients send a call's arguments back as the JSON text the API
+// returned; templates that write them with `| tojson` (Llama 3.1, Mistral)
+// would quote that text again. As vLLM and llama.cpp do, arguments that
+// are the text of a JSON object become the object; Qwen's templates, which
+// take either, render the same.
+void arguments_as_objects(nlohmann::ordered_json& tool_calls) {
+  if (!tool_calls.is_array()) return;
+  for (auto& call : tool_calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    auto& fn = call["function"];
+    if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+    nlohmann::ordered_json args =
+        nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (args.is_object()) fn["arguments"] = std::move(args);
+  }
+}
+
 ChatRenderInput render_input(const ChatPrompt& chat) {
   if (chat.messages.empty()) {
     throw RequestError(Errc::invalid_argument, "messages", "'messages' must hold at least one message");
@@ -37,6 +54,7 @@ ChatRenderInput render_input(const ChatPrompt& chat) {
       for (auto& [key, value] : fields.items()) {
         if (key == "tool_calls") {
           m.tool_calls = value;
+          arguments_as_objects(m.tool_calls);
         } else if (key != "role" && !value.is_null()) {
           m.extra[key] = value;
         }

@@ -184,3 +184,62 @@ def test_structured_output_parses_into_a_pydantic_model(client):
                              "json_schema": {"name": "p", "schema": {"type": "string", "pattern": "^a"}}})
     assert e.value.body["param"] == "response_format"
     assert "pattern" in e.value.body["message"]
+
+
+def test_tool_calls_parse_into_pydantic_models(client):
+    """Function calling through the openai package's helpers: tools written
+    by pydantic_function_tool (strict schemas), a named tool_choice parsed
+    into the pydantic model, and tool_choice "required" streamed and
+    accumulated by the stream helper; jsonschema validates every call.
+    stories260K never calls a tool by itself: "auto" is covered by the
+    parser's tests (tests/grammar/tool_calls_test.cpp)."""
+    pydantic = pytest.importorskip("pydantic")
+    jsonschema = pytest.importorskip("jsonschema")
+    from typing import Literal
+
+    class GetWeather(pydantic.BaseModel):
+        city: str = pydantic.Field(max_length=12)
+        unit: Literal["c", "f"]
+
+    class GetTime(pydantic.BaseModel):
+        zone: int = pydantic.Field(ge=-12, le=14)
+
+    models = {"GetWeather": GetWeather, "GetTime": GetTime}
+    tools = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(GetTime)]
+    messages = [{"role": "user", "content": "What is the weather in Oslo?"}]
+
+    def check(call):
+        assert call.type == "function" and call.id.startswith("call_")
+        model = models[call.function.name]
+        jsonschema.validate(json.loads(call.function.arguments), model.model_json_schema())
+        if call.function.parsed_arguments is not None:
+            assert isinstance(call.function.parsed_arguments, model)
+
+    r = client.beta.chat.completions.parse(
+        model=MODEL, messages=messages, max_tokens=400, temperature=0, tools=tools,
+        tool_choice={"type": "function", "function": {"name": "GetWeather"}})
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    [call] = choice.message.tool_calls
+    assert call.function.name == "GetWeather"
+    assert isinstance(call.function.parsed_arguments, GetWeather)
+    check(call)
+
+    with client.beta.chat.completions.stream(
+            model=MODEL, messages=messages, max_tokens=400, temperature=1, seed=3, tools=tools,
+            tool_choice="required", parallel_tool_calls=False) as stream:
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    # (With parallel calls allowed, a story model, sampled, keeps adding
+    # calls until max_tokens: nothing in it knows when to stop.)
+    assert choice.finish_reason == "tool_calls", choice
+    assert len(choice.message.tool_calls) == 1
+    for call in choice.message.tool_calls:
+        check(call)
+
+    # A tool_choice naming no tool is refused, naming the field.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=messages, max_tokens=10, tools=tools,
+                                       tool_choice={"type": "function", "function": {"name": "Nope"}})
+    assert e.value.body["param"] == "tool_choice.function.name"

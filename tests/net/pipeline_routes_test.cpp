@@ -217,6 +217,89 @@ TEST_F(PipelineRoutes, ResponseFormatJsonSchemaOverHttpAndWebSocket) {
   EXPECT_TRUE(streamed["n"] == 1 || streamed["n"] == 2 || streamed["n"] == 3) << text;
 }
 
+TEST_F(PipelineRoutes, ForcedToolCallsOverHttpAndWebSocket) {
+  // stories260K's template (the built-in one) teaches no tool syntax: calls
+  // are a JSON array of {"name", "arguments"}.
+  EXPECT_EQ(backend_->served_model().engine.tool_call_syntax, grammar::ToolCallSyntax::json);
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+      "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+      "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}}, "required": ["zone"]}}}])");
+  auto check_call = [](const json& call) {
+    EXPECT_EQ(call["type"], "function");
+    const json args = json::parse(call["function"]["arguments"].get<std::string>());
+    if (call["function"]["name"] == "get_weather") {
+      ASSERT_TRUE(args["city"].is_string()) << args;
+      EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
+      EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
+    } else {
+      EXPECT_EQ(call["function"]["name"], "get_time");
+      ASSERT_TRUE(args["zone"].is_number_integer()) << args;
+      EXPECT_GE(args["zone"].get<int>(), -12);
+      EXPECT_LE(args["zone"].get<int>(), 14);
+    }
+  };
+  json chat = {{"model", "stories260K"},
+               {"messages", {{{"role", "user"}, {"content", "What is the weather in Oslo?"}}}},
+               {"max_tokens", 600},
+               {"temperature", 0},
+               {"tools", tools},
+               {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}};
+  const auto named = post("/v1/chat/completions", chat.dump(), std::chrono::seconds(60));
+  ASSERT_EQ(named.status, 200) << named.body;
+  const json msg = json::parse(named.body)["choices"][0];
+  EXPECT_EQ(msg["finish_reason"], "tool_calls") << named.body;
+  EXPECT_TRUE(msg["message"]["content"].is_null()) << named.body;
+  ASSERT_EQ(msg["message"]["tool_calls"].size(), 1u) << named.body;
+  EXPECT_EQ(msg["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  check_call(msg["message"]["tool_calls"][0]);
+
+  // "required", sampled, one call (a story model allowed parallel calls
+  // keeps adding them until max_tokens): any of the tools, each valid.
+  chat["tool_choice"] = "required";
+  chat["parallel_tool_calls"] = false;
+  chat["temperature"] = 1.0;
+  std::set<std::string> called;
+  for (int seed = 1; seed <= 4; ++seed) {
+    chat["seed"] = seed;
+    const auto required = post("/v1/chat/completions", chat.dump(), std::chrono::seconds(60));
+    ASSERT_EQ(required.status, 200) << required.body;
+    const json choice = json::parse(required.body)["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << required.body;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << required.body;
+    check_call(choice["message"]["tool_calls"][0]);
+    called.insert(choice["message"]["tool_calls"][0]["function"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(called.size(), 2u);  // sampling reaches both tools
+
+  // The WebSocket's final frame carries the calls.
+  auto ws_out = std::make_shared<test::RecordingWsOutput>();
+  auto conn = WsConnection::create(*core_, ws_out);
+  json ws = chat;
+  ws.erase("model");
+  ws["type"] = "generate";
+  ws["id"] = "t";
+  ws["temperature"] = 0;
+  ws["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  conn->on_message(ws.dump());
+  const bool ended = ws_out->wait_for([](const std::vector<std::string>& frames) {
+    return std::any_of(frames.begin(), frames.end(),
+                       [](const std::string& f) { return f.find(R"("type":"final")") != std::string::npos; });
+  }, std::chrono::seconds(60));
+  ASSERT_TRUE(ended);
+  for (const std::string& f : ws_out->snapshot()) {
+    const json frame = json::parse(f);
+    if (frame["type"] != "final") continue;
+    EXPECT_EQ(frame["finish_reason"], "tool_calls") << f;
+    ASSERT_EQ(frame["tool_calls"].size(), 1u) << f;
+    EXPECT_EQ(frame["tool_calls"][0]["function"]["name"], "get_time");
+    check_call(frame["tool_calls"][0]);
+  }
+  conn->on_closed();
+}
+
 TEST_F(PipelineRoutes, ActorLoadsReachTheMetrics) {
   // After the requests above (or this one), every metered actor has run.
   const json body = {{"model", "stories260K"}, {"prompt", "Hi"}, {"max_tokens", 4}};

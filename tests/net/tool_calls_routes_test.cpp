@@ -169,5 +169,32 @@ TEST(ToolCallRoutes, BadToolsAndChoicesAre400NamingTheField) {
   }
 }
 
+// A conversation that goes on after a call: OpenAI's clients send the
+// arguments back as text, and a template that writes them with `| tojson`
+// (Llama 3.1's way) must see the object, not quote the text again.
+TEST(ToolCallRoutes, ArgumentsSentBackAsTextReachTheTemplateAsObjects) {
+  Env env;
+  env.backend.context_length = 256;
+  env.backend.chat_template =
+      "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+      "{\"name\": \"{{ c.function.name }}\", \"parameters\": {{ c.function.arguments | tojson }}}\n"
+      "{% endfor %}{% else %}{{ m.content }}\n{% endif %}{% endfor %}";
+  const std::string body = R"({"model": "fake", "messages": [
+    {"role": "user", "content": "Oslo?"},
+    {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}},
+      {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": "not json"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})";
+  const HttpReply ids = env.call("POST", "/tokenize", body);
+  ASSERT_EQ(ids.status, 200) << ids.body;
+  const json tokens = {{"tokens", json::parse(ids.body)["tokens"]}};
+  const HttpReply text = env.call("POST", "/detokenize", tokens.dump());
+  ASSERT_EQ(text.status, 200) << text.body;
+  const std::string prompt = json::parse(text.body)["prompt"];
+  EXPECT_NE(prompt.find(R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"), std::string::npos) << prompt;
+  // Text that is no JSON object stays text.
+  EXPECT_NE(prompt.find(R"({"name": "now", "parameters": "not json"})"), std::string::npos) << prompt;
+}
+
 }  // namespace
 }  // namespace troupe::net
