@@ -11,6 +11,7 @@
 
 #include "actors/json_reader.hpp"
 #include "core/error.hpp"
+#include "grammar/tool_calls.hpp"
 
 namespace troupe {
 namespace {
@@ -106,7 +107,7 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   }
   r.only_keys(root, "",
               {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
-                "server", "quantize"});
+                "server", "quantize", "tool_call_parser"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (root.contains("quantize")) {
@@ -133,6 +134,10 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
     if (c.remote.hello_timeout_ms < 1) r.fail("remote.hello_timeout_ms", "must be at least 1");
   }
   r.get(root, "micro_batches", "", c.micro_batches);
+  r.get(root, "tool_call_parser", "", c.tool_call_parser);
+  if (!c.tool_call_parser.empty() && !grammar::tool_call_syntax_named(c.tool_call_parser)) {
+    r.fail("tool_call_parser", "must be one of hermes, llama3_json, mistral, json");
+  }
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);
   if (const auto it = root.find("kv"); it != root.end()) {

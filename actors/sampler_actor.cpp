@@ -21,7 +21,7 @@ namespace {
 
 struct SamplerState {
   struct Seq {
-    Seq(const SeqOpen& open, std::unique_ptr<grammar::TokenGrammar> g)
+    Seq(const SeqOpen& open, std::unique_ptr<TokenConstraint> g)
         : sampler(open.params.sampling),
           grammar(std::move(g)),
           history(open.prompt),
@@ -30,7 +30,7 @@ struct SamplerState {
           logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0),
           score_prompt(open.params.prompt_logprobs) {}
     Sampler sampler;
-    std::unique_ptr<grammar::TokenGrammar> grammar;  // null: unconstrained
+    std::unique_ptr<TokenConstraint> grammar;  // null: unconstrained
     std::vector<int32_t> history;  // prompt + generated
     int32_t n_prompt = 0;
     int32_t scored = 0;  // prompt tokens 1 .. scored - 1 were scored (recomputed rows are not again)
@@ -50,7 +50,7 @@ struct SamplerState {
   std::unordered_map<const grammar::Grammar*, GrammarMasks> masks;
   std::unordered_map<RequestId, Seq> seqs;
 
-  std::unique_ptr<grammar::TokenGrammar> token_grammar(const OutputFormat& format) {
+  std::unique_ptr<TokenConstraint> token_grammar(const OutputFormat& format) {
     if (!format.constrained()) return nullptr;
     if (!trie) trie = vocab_trie(*tokenizer);
     std::shared_ptr<const grammar::Grammar> g = output_grammar(format);
@@ -59,7 +59,7 @@ struct SamplerState {
       if (masks.size() >= kMaxGrammars) masks.clear();
       it = masks.emplace(g.get(), GrammarMasks{g, std::make_shared<grammar::MaskCache>()}).first;
     }
-    return std::make_unique<grammar::TokenGrammar>(std::move(g), trie, it->second.masks);
+    return token_constraint(format, trie, it->second.masks);
   }
 };
 
@@ -101,7 +101,7 @@ void sample_row(SamplerState::Seq& seq, const Tokenizer& tokenizer, std::span<fl
     record_logprobs(seq.sampler, out);
     return;
   }
-  grammar::TokenGrammar* g = seq.grammar.get();
+  TokenConstraint* g = seq.grammar.get();
   const int32_t token =
       next >= 0 ? seq.sampler.verify(logits, seq.history, next, g) : seq.sampler.sample(logits, seq.history, g);
   seq.history.push_back(token);

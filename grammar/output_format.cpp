@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "grammar/gbnf.hpp"
 #include "grammar/json_schema.hpp"
+#include "grammar/lazy_token_grammar.hpp"
 #include "grammar/tool_call_grammar.hpp"
 
 namespace troupe {
@@ -50,6 +51,20 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const OutputFormat& forma
   if (cache.size() >= kMaxCached) cache.clear();
   cache.emplace(std::move(key), g);
   return g;
+}
+
+std::unique_ptr<TokenConstraint> token_constraint(const OutputFormat& format,
+                                                  std::shared_ptr<const grammar::TokenTrie> trie,
+                                                  std::shared_ptr<grammar::MaskCache> cache) {
+  std::shared_ptr<const grammar::Grammar> g = output_grammar(format);
+  if (format.kind == OutputFormat::Kind::tool_calls) {
+    std::string trigger = grammar::tool_call_format_trigger(format.schema);
+    if (!trigger.empty()) {
+      return std::make_unique<grammar::LazyTokenGrammar>(std::move(trigger), std::move(g), std::move(trie),
+                                                         std::move(cache));
+    }
+  }
+  return std::make_unique<grammar::TokenGrammar>(std::move(g), std::move(trie), std::move(cache));
 }
 
 }  // namespace troupe

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "grammar/grammar.hpp"
+#include "grammar/token_constraint.hpp"
+#include "grammar/token_grammar.hpp"
 
 namespace troupe {
 
@@ -32,5 +34,13 @@ struct OutputFormat {
 // The grammar of a constrained format; throws Error(invalid_argument)
 // saying what in the schema is wrong or not supported.
 std::shared_ptr<const grammar::Grammar> output_grammar(const OutputFormat& format);
+
+// What a sampler applies for a constrained format: its grammar over the
+// vocabulary, from the first token on, or (tool_choice "auto") from the
+// trigger that opens a call on. cache: masks shared by the requests of
+// the same grammar.
+std::unique_ptr<TokenConstraint> token_constraint(const OutputFormat& format,
+                                                  std::shared_ptr<const grammar::TokenTrie> trie,
+                                                  std::shared_ptr<grammar::MaskCache> cache);
 
 }  // namespace troupe

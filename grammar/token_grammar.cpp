@@ -147,4 +147,8 @@ void TokenGrammar::accept(int32_t token) {
   }
 }
 
+void TokenGrammar::accept_bytes(std::string_view bytes) {
+  if (!matcher_.accept(bytes)) throw Error(Errc::internal, "token grammar: bytes that do not continue the output");
+}
+
 }  // namespace troupe::grammar

@@ -8,6 +8,7 @@
 #include <array>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -50,6 +51,9 @@ class TokenGrammar final : public TokenConstraint {
   // Moves the state past a chosen token. Throws Error(internal) when the
   // grammar does not allow it (the sampler only picks allowed tokens).
   void accept(int32_t token) override;
+  // Moves the state past raw bytes (the part of a token after a lazy
+  // grammar's trigger). Throws Error(internal) when the grammar refuses them.
+  void accept_bytes(std::string_view bytes);
   // The output so far is complete and nothing may follow: the request ends.
   bool done() const override { return matcher_.done(); }
   bool can_end() const { return matcher_.can_end(); }

@@ -21,8 +21,13 @@ const char* arguments_key(ToolCallSyntax syntax) {
   return syntax == ToolCallSyntax::llama3_json ? "parameters" : "arguments";
 }
 
-JsonFrame frame_of(ToolCallSyntax syntax, bool parallel) {
+JsonFrame frame_of(ToolCallSyntax syntax, bool parallel, bool lazy) {
   const int32_t max = parallel ? -1 : 1;
+  if (lazy) {
+    // After "<tool_call>": the rest of the first call, then more calls.
+    return {.open = "", .item_open = "\n", .item_close = "\n</tool_call>", .separator = "\n<tool_call>",
+            .close = "", .max_values = max};
+  }
   switch (syntax) {
     case ToolCallSyntax::hermes:
       return {.open = "", .item_open = "<tool_call>\n", .item_close = "\n</tool_call>", .separator = "\n",
@@ -40,12 +45,17 @@ JsonFrame frame_of(ToolCallSyntax syntax, bool parallel) {
 
 }  // namespace
 
+std::string_view tool_call_trigger(ToolCallSyntax syntax) {
+  return syntax == ToolCallSyntax::hermes ? "<tool_call>" : "";
+}
+
 std::string tool_choice_format(ToolCallSyntax syntax, std::string_view tools_json, std::string_view function,
-                               bool parallel) {
+                               bool parallel, bool lazy) {
   json spec = json::object();
   spec["syntax"] = std::string(to_string(syntax));
   spec["function"] = std::string(function);
   spec["parallel"] = parallel && function.empty();
+  if (lazy) spec["trigger"] = std::string(tool_call_trigger(syntax));
   spec["tools"] = json::parse(tools_json.begin(), tools_json.end(), nullptr, false);
   return spec.dump();
 }
@@ -57,6 +67,8 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
   if (!syntax) fail("unknown tool-call syntax");
   const std::string function = spec.value("function", std::string());
   const bool parallel = spec.value("parallel", false);
+  const bool lazy = !spec.value("trigger", std::string()).empty();
+  if (lazy && *syntax != ToolCallSyntax::hermes) fail("a lazy tool choice needs a syntax whose calls open with a marker");
 
   json calls = json::array();
   const json& tools = spec["tools"];
@@ -73,7 +85,8 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
     try {
       (void)json_schema_grammar(params.dump());
     } catch (const Error& e) {
-      fail(at + " ('" + name + "') parameters: " + e.what());
+      if (!lazy) fail(at + " ('" + name + "') parameters: " + e.what());
+      params = json{{"type", "object"}};
     }
     json call = {{"type", "object"},
                  {"properties", {{"name", {{"const", name}}}, {arguments_key(*syntax), std::move(params)}}},
@@ -82,7 +95,13 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
   }
   if (calls.empty()) fail(function.empty() ? "no tools to call" : "no function named '" + function + "'");
   const json one = calls.size() == 1 ? calls[0] : json{{"anyOf", std::move(calls)}};
-  return framed_json_grammar(one.dump(), frame_of(*syntax, parallel));
+  return framed_json_grammar(one.dump(), frame_of(*syntax, parallel, lazy));
+}
+
+std::string tool_call_format_trigger(std::string_view format) {
+  const json spec = json::parse(format.begin(), format.end(), nullptr, false);
+  if (!spec.is_object()) return {};
+  return spec.value("trigger", std::string());
 }
 
 }  // namespace troupe::grammar

@@ -17,11 +17,24 @@ namespace troupe::grammar {
 // The format text for a tool choice. tools_json: OpenAI's "tools" array;
 // function: the named function, empty for any of them; parallel: more than
 // one call allowed (OpenAI's parallel_tool_calls; a named choice makes one).
+// lazy: tool_choice "auto", where the model may answer in text or call:
+// the grammar takes over only once the output opens a call (llama.cpp's
+// lazy grammars), for the syntaxes whose calls open with a marker written
+// as text (tool_call_trigger).
 std::string tool_choice_format(ToolCallSyntax syntax, std::string_view tools_json, std::string_view function,
-                               bool parallel);
+                               bool parallel, bool lazy = false);
 
-// Compiles tool_choice_format's text. Throws Error(invalid_argument) naming
-// the tool whose parameters schema cannot be enforced.
+// The marker a syntax's calls open with, as text a model writes; empty
+// when its calls open with a control token or a bare value.
+std::string_view tool_call_trigger(ToolCallSyntax syntax);
+
+// Compiles tool_choice_format's text: the calls, or for a lazy format what
+// follows the trigger. Throws Error(invalid_argument) naming the tool whose
+// parameters schema cannot be enforced (a lazy format lets such a tool's
+// arguments be any object instead: "auto" must not refuse a request).
 std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format);
+
+// The trigger of a lazy format; empty for a forcing one.
+std::string tool_call_format_trigger(std::string_view format);
 
 }  // namespace troupe::grammar

@@ -227,6 +227,13 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
                                      .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, tc.function,
                                                                            tc.parallel),
                                      .param = "tools"};
+      } else if (!params.format.constrained() && !grammar::tool_call_trigger(syntax).empty()) {
+        // "auto": the model may answer in text; a call it opens is held to
+        // the tools' schemas from its marker on.
+        params.format = OutputFormat{.kind = OutputFormat::Kind::tool_calls,
+                                     .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, "", tc.parallel,
+                                                                           /*lazy=*/true),
+                                     .param = "tools"};
       }
     }
   } else if (!r.prompts.empty()) {

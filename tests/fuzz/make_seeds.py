@@ -13,6 +13,7 @@ start from inputs that get past the first checks:
   config_readers     the topologies and workloads in configs/
   json_schema        the schemas of tests/fixtures/json_schema_cases.json, each with a document
   gbnf               the grammars of tests/fixtures/gbnf_cases.json, each with a string
+  tool_calls         a syntax byte, a cut byte, then an output with calls in that syntax
   request_parser, ws_message: hand-written request bodies (already there)
 
   make_seeds.py --source-dir=. --make-model=build/release/troupe-make-model
@@ -230,6 +231,20 @@ def gbnf_seeds(src, out):
             write(out / "gbnf" / f"{case['name']}_{i}.txt", case["gbnf"] + "\n---\n" + doc["text"])
 
 
+def tool_call_seeds(out):
+    call = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    outputs = [
+        (1, "Let me check.\n<tool_call>\n" + call + "\n</tool_call>"),
+        (1, "<tool_call>\n" + call + "\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"{}\"}\n</tool_call>"),
+        (2, '<|python_tag|>{"name": "f", "parameters": {"a": [1, "}"]}}; {"name": "get_weather", "parameters": {}}'),
+        (3, "[TOOL_CALLS][" + call + "]"),
+        (0, "[" + call + ', {"name": "f"}]'),
+        (0, "Plain text with a { brace."),
+    ]
+    for i, (syntax, text) in enumerate(outputs):
+        write(out / "tool_calls" / f"output_{i}.txt", bytes([syntax, 7]).decode("latin-1") + text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source-dir", default=".")
@@ -238,7 +253,7 @@ def main():
     src = pathlib.Path(args.source_dir).resolve()
     out = src / "tests/fuzz/corpus"
     for name in ("gguf_model", "safetensors_model", "tokenizer_json", "jinja_template", "config_readers", "json_schema",
-                 "gbnf"):
+                 "gbnf", "tool_calls"):
         shutil.rmtree(out / name, ignore_errors=True)
         (out / name).mkdir(parents=True)
     gguf_seeds(out, args.make_model)
@@ -248,6 +263,7 @@ def main():
     config_seeds(src, out)
     schema_seeds(src, out)
     gbnf_seeds(src, out)
+    tool_call_seeds(out)
 
 
 if __name__ == "__main__":

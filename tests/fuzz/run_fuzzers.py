@@ -36,7 +36,7 @@ SOURCES = [
     "model/rope_scaling.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
-    "net/request_parser.cpp", "net/api_error.cpp", "net/server_config.cpp",
+    "net/request_parser.cpp", "net/request_tools.cpp", "net/api_error.cpp", "net/server_config.cpp",
     "actors/pipeline_config.cpp", "actors/replica_config.cpp", "actors/request_types.cpp", "model/sampler.cpp",
     "experiments/workload.cpp", "grammar/*.cpp",
     "tests/fuzz/no_forward_pass.cpp",
@@ -55,6 +55,7 @@ TARGETS = {
     "config_readers": (8192, []),
     "json_schema": (8192, []),
     "gbnf": (8192, []),
+    "tool_calls": (4096, []),
 }
 
 

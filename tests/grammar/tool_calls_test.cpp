@@ -9,11 +9,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "grammar/lazy_token_grammar.hpp"
 #include "grammar/tool_call_grammar.hpp"
 #include "tests/grammar/grammar_test_util.hpp"
 
@@ -255,6 +258,91 @@ TEST(ToolCallStream, AgreesWithTheWholeParseWhereverPiecesAreCut) {
   const ToolCallOutput end = s.finish();
   EXPECT_EQ(end.calls.size(), 1u);
   EXPECT_EQ(end.content, "");
+}
+
+}  // namespace
+}  // namespace troupe::grammar
+
+namespace troupe::grammar {
+namespace {
+
+// tool_choice "auto" with a trigger: free text, then from "<tool_call>" on
+// only what the tools allow, found across token boundaries and inside one.
+class LazyToolCalls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::vector<std::string> pieces{"<s>", "Hi", " there", "<tool", "_call", ">", "<tool_call>",
+                                          "<tool_call>\n", ">oops", "\n", "{\"name\": \"now\", \"arguments\": {}}",
+                                          "\n</tool_call>", "oops", "{", "</s>"};
+    for (const std::string& p : pieces) {
+      ids_[p] = static_cast<int32_t>(bytes_.size());
+      bytes_.push_back(p);
+      text_.push_back(p != "<s>" && p != "</s>");
+    }
+    trie_ = std::make_shared<const TokenTrie>(bytes_, text_, std::vector<int32_t>{ids_.at("</s>")});
+    const std::string tools = R"([{"type": "function", "function": {"name": "now"}},
+      {"type": "function", "function": {"name": "zip", "parameters": {"type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[0-9]+$"}}}}}])";
+    format_ = tool_choice_format(ToolCallSyntax::hermes, tools, "", true, /*lazy=*/true);
+  }
+
+  std::unique_ptr<LazyTokenGrammar> make() const {
+    return std::make_unique<LazyTokenGrammar>(tool_call_format_trigger(format_), tool_call_grammar(format_), trie_);
+  }
+  int32_t id(const std::string& p) const { return ids_.at(p); }
+
+  // mask() agrees with allows() on every token.
+  void expect_mask_agrees(LazyTokenGrammar& g) const {
+    std::vector<float> logits(bytes_.size(), 0.0f);
+    g.mask(logits);
+    for (size_t t = 0; t < bytes_.size(); ++t) {
+      EXPECT_EQ(std::isfinite(logits[t]), g.allows(static_cast<int32_t>(t))) << "'" << bytes_[t] << "'";
+    }
+  }
+
+  std::vector<std::string> bytes_;
+  std::vector<bool> text_;
+  std::map<std::string, int32_t> ids_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::string format_;
+};
+
+TEST_F(LazyToolCalls, TextIsFreeUntilTheTriggerThenTheCallIsHeld) {
+  // A schema the grammar cannot enforce does not refuse "auto": that tool's
+  // arguments may be any object.
+  EXPECT_EQ(tool_call_format_trigger(format_), "<tool_call>");
+  auto g = make();
+  for (const char* p : {"Hi", " there", "oops", "{", "</s>", "<s>"}) EXPECT_TRUE(g->allows(id(p))) << p;
+  EXPECT_TRUE(g->allows(id(">oops")));  // no trigger before it
+  for (const char* p : {"Hi", " there"}) g->accept(id(p));
+  g->accept(id("<tool"));
+  g->accept(id("_call"));
+  EXPECT_FALSE(g->active());
+  // ">oops" would complete the trigger, then write what no call starts with.
+  EXPECT_FALSE(g->allows(id(">oops")));
+  EXPECT_TRUE(g->allows(id("Hi")));
+  expect_mask_agrees(*g);
+  g->accept(id(">"));  // the trigger, across three tokens
+  ASSERT_TRUE(g->active());
+  EXPECT_FALSE(g->allows(id("oops")));
+  EXPECT_FALSE(g->allows(id("</s>")));  // a call cannot stop half-way
+  EXPECT_TRUE(g->allows(id("\n")));
+  expect_mask_agrees(*g);
+  for (const char* p : {"\n", "{\"name\": \"now\", \"arguments\": {}}", "\n</tool_call>"}) {
+    ASSERT_TRUE(g->allows(id(p))) << p;
+    g->accept(id(p));
+  }
+  EXPECT_TRUE(g->allows(id("</s>")));  // the call is whole: the output may end
+  EXPECT_FALSE(g->allows(id("oops")));
+  expect_mask_agrees(*g);
+}
+
+TEST_F(LazyToolCalls, ATriggerInsideOneTokenStartsTheGrammarOnTheRestOfIt) {
+  auto g = make();
+  g->accept(id("<tool_call>\n"));
+  ASSERT_TRUE(g->active());
+  EXPECT_FALSE(g->allows(id("\n")));  // the token's own "\n" was the grammar's first byte
+  EXPECT_TRUE(g->allows(id("{\"name\": \"now\", \"arguments\": {}}")));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "grammar/output_format.hpp"
+#include "grammar/tool_call_grammar.hpp"
 #include "tests/grammar/grammar_test_util.hpp"
 #include "tests/net/route_env.hpp"
 
@@ -55,9 +56,24 @@ TEST(ToolCallRoutes, AWholeReplyCarriesTheCalls) {
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_EQ(choice["message"]["content"], "Let me check.");
   expect_the_call(choice["message"]["tool_calls"]);
-  // The tools reached the engine for the chat template.
+  // "auto" with a syntax whose calls open with a marker: the engine holds a
+  // call to the tools from that marker on (a lazy format), and the output
+  // is otherwise free.
   ASSERT_EQ(env.backend.submitted.size(), 1u);
-  EXPECT_FALSE(env.backend.submitted[0].params.format.constrained());  // "auto" does not force
+  const OutputFormat& format = env.backend.submitted[0].params.format;
+  EXPECT_EQ(format.kind, OutputFormat::Kind::tool_calls);
+  EXPECT_EQ(grammar::tool_call_format_trigger(format.schema), "<tool_call>");
+}
+
+TEST(ToolCallRoutes, AutoWithBareJsonCallsLeavesTheOutputFree) {
+  Env env;  // the json syntax: calls would open with a bare '[' or '{'
+  env.backend.script = {.texts = {"[{\"name\": \"now\", \"arguments\": {}}]"}};
+  const HttpReply r = env.call("POST", "/v1/chat/completions", chat(""));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(env.backend.submitted.at(0).params.format.constrained());
+  const json choice = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "now");
 }
 
 TEST(ToolCallRoutes, AStreamHoldsTheCallAndSendsItWhole) {
@@ -160,6 +176,12 @@ TEST(ToolCallRoutes, BadToolsAndChoicesAre400NamingTheField) {
            {"zip": {"type": "string", "pattern": "[0-9]+"}}}}}], "tool_choice": "required"})",
        "tools"},
   };
+  // "auto" never refuses a schema: a call to that tool is held to any object.
+  env.backend.tool_call_syntax = grammar::ToolCallSyntax::hermes;
+  env.backend.script = {.texts = {"ok"}};
+  const HttpReply fine = env.call("POST", "/v1/chat/completions", msgs + R"(, "tools": [{"function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "[0-9]+"}}}}}]})");
+  EXPECT_EQ(fine.status, 200) << fine.body;
   for (const Case& c : cases) {
     const HttpReply r = env.call("POST", "/v1/chat/completions", c.body);
     EXPECT_EQ(r.status, 400) << c.body << "\n" << r.body;

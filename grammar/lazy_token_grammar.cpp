@@ -1,0 +1,70 @@
+// The trigger is looked for in the output's bytes (the bytes of the tokens
+// accepted, so a trigger split across tokens is found); the grammar starts
+// on the bytes that follow it in the same token.
+#include "grammar/lazy_token_grammar.hpp"
+
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace troupe::grammar {
+
+LazyTokenGrammar::LazyTokenGrammar(std::string trigger, std::shared_ptr<const Grammar> after,
+                                   std::shared_ptr<const TokenTrie> trie, std::shared_ptr<MaskCache> cache)
+    : trigger_(std::move(trigger)),
+      after_(std::move(after)),
+      trie_(std::move(trie)),
+      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {
+  if (trigger_.empty() || !trie_) throw Error(Errc::invalid_argument, "lazy grammar: no trigger or no vocabulary trie");
+  for (int32_t t = 0; t < trie_->n_vocab(); ++t) {
+    if (trie_->is_text(t) && trie_->bytes(t).find(trigger_.back()) != std::string::npos) closers_.push_back(t);
+  }
+}
+
+size_t LazyTokenGrammar::trigger_end(std::string_view bytes) const {
+  std::string s = tail_;
+  s.append(bytes);
+  const size_t at = s.find(trigger_);
+  if (at == std::string::npos) return std::string::npos;
+  return at + trigger_.size() - tail_.size();
+}
+
+bool LazyTokenGrammar::allows(int32_t token) {
+  if (inner_) return inner_->allows(token);
+  if (!trie_->is_text(token)) return true;
+  const std::string& bytes = trie_->bytes(token);
+  const size_t end = trigger_end(bytes);
+  if (end == std::string::npos) return true;
+  Matcher m(after_);
+  return m.accept(std::string_view(bytes).substr(end));
+}
+
+void LazyTokenGrammar::mask(std::span<float> logits) {
+  if (inner_) {
+    inner_->mask(logits);
+    return;
+  }
+  for (int32_t t : closers_) {
+    if (!allows(t)) logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+void LazyTokenGrammar::accept(int32_t token) {
+  if (inner_) {
+    inner_->accept(token);
+    return;
+  }
+  if (!trie_->is_text(token)) return;  // control and end tokens write no text
+  const std::string& bytes = trie_->bytes(token);
+  const size_t end = trigger_end(bytes);
+  if (end != std::string::npos) {
+    inner_ = std::make_unique<TokenGrammar>(after_, trie_, cache_);
+    inner_->accept_bytes(std::string_view(bytes).substr(end));
+    return;
+  }
+  tail_.append(bytes);
+  const size_t keep = trigger_.size() - 1;
+  if (tail_.size() > keep) tail_.erase(0, tail_.size() - keep);
+}
+
+}  // namespace troupe::grammar

@@ -1,0 +1,49 @@
+// A grammar that applies only from where the output writes a trigger (the
+// "<tool_call>" that opens a call): before it the model writes freely; once
+// the trigger is out, every token must continue what the grammar allows
+// after it. This is how tool_choice "auto" gets well-formed calls without
+// forcing one (llama.cpp calls these lazy grammars).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/token_constraint.hpp"
+#include "grammar/token_grammar.hpp"
+
+namespace troupe::grammar {
+
+class LazyTokenGrammar final : public TokenConstraint {
+ public:
+  // after: what may follow the trigger. The tokens that can complete the
+  // trigger (those holding its last byte) are found once here.
+  LazyTokenGrammar(std::string trigger, std::shared_ptr<const Grammar> after, std::shared_ptr<const TokenTrie> trie,
+                   std::shared_ptr<MaskCache> cache = nullptr);
+
+  // Before the trigger every token is allowed, except one that completes
+  // the trigger and goes on with bytes the grammar refuses.
+  bool allows(int32_t token) override;
+  void mask(std::span<float> logits) override;
+  void accept(int32_t token) override;
+  bool done() const override { return inner_ != nullptr && inner_->done(); }
+  // The trigger was written: the grammar applies.
+  bool active() const { return inner_ != nullptr; }
+
+ private:
+  // Where the trigger ends inside `bytes` (the output's last bytes before
+  // them are tail_); npos: it does not end there.
+  size_t trigger_end(std::string_view bytes) const;
+
+  std::string trigger_;
+  std::shared_ptr<const Grammar> after_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::shared_ptr<MaskCache> cache_;
+  std::vector<int32_t> closers_;  // tokens whose bytes hold the trigger's last byte
+  std::string tail_;              // the output's last trigger_.size() - 1 bytes
+  std::unique_ptr<TokenGrammar> inner_;
+};
+
+}  // namespace troupe::grammar

@@ -1,0 +1,64 @@
+// libFuzzer target for tool calls found in model output
+// (grammar/tool_calls.cpp), the one parser that reads what a model wrote:
+// the first byte picks the syntax, the second where the output is cut in
+// two pieces, the rest is the output. Streamed in those pieces, and byte by
+// byte, it must give the content and calls of the whole parse, and every
+// call's arguments must be a JSON object naming a known function.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "grammar/tool_calls.hpp"
+#include "tests/fuzz/fuzz_util.hpp"
+
+using namespace troupe::fuzz;
+using troupe::grammar::ToolCallOutput;
+using troupe::grammar::ToolCallStream;
+using troupe::grammar::ToolCallSyntax;
+
+namespace {
+
+const std::vector<std::string> kNames{"f", "get_weather"};
+
+bool same(const ToolCallOutput& a, const ToolCallOutput& b) {
+  if (a.content != b.content || a.calls.size() != b.calls.size()) return false;
+  for (size_t k = 0; k < a.calls.size(); ++k) {
+    if (a.calls[k].name != b.calls[k].name || a.calls[k].arguments != b.calls[k].arguments) return false;
+  }
+  return true;
+}
+
+ToolCallOutput streamed(ToolCallSyntax syntax, std::string_view text, const std::vector<size_t>& cuts) {
+  ToolCallStream stream(syntax, kNames);
+  std::string content;
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    content += stream.push(text.substr(from, cut - from));
+    from = cut;
+  }
+  content += stream.push(text.substr(from));
+  ToolCallOutput end = stream.finish();
+  end.content = content + end.content;
+  return end;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  const auto syntax = static_cast<ToolCallSyntax>(data[0] % 4);
+  const std::string_view text = as_text(data + 2, size - 2);
+  const ToolCallOutput whole = troupe::grammar::parse_tool_calls(syntax, text, kNames);
+  if (whole.calls.empty()) check(whole.content == text);
+  for (const auto& call : whole.calls) {
+    check(call.name == kNames[0] || call.name == kNames[1]);
+    check(nlohmann::json::parse(call.arguments, nullptr, false).is_object());
+  }
+  check(same(streamed(syntax, text, {std::min<size_t>(data[1], text.size())}), whole));
+  std::vector<size_t> bytes;
+  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+  check(same(streamed(syntax, text, bytes), whole));
+  return 0;
+}
