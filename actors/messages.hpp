@@ -335,7 +335,8 @@ typename Inspector::result_type inspect(Inspector& f, ChatTurn& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ChatPrompt& x) {
-  return f(caf::meta::type_name("ChatPrompt"), x.messages, x.tools_json, x.add_generation_prompt);
+  return f(caf::meta::type_name("ChatPrompt"), x.messages, x.tools_json, x.add_generation_prompt,
+           x.template_kwargs_json);
 }
 
 template <class Inspector>

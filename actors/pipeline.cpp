@@ -228,7 +228,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   const auto prompter = std::make_shared<const ChatPrompter>(config.chat_template, impl->model->chat_template(),
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
-  impl->info.tool_call_syntax = grammar::detect_tool_call_syntax(prompter->source());
+  set_answer_syntax(impl->info, *prompter, config);
   if (!config.tool_call_parser.empty()) {
     const std::optional<grammar::ToolCallSyntax> named = grammar::tool_call_syntax_named(config.tool_call_parser);
     if (!named) {

@@ -103,6 +103,10 @@ struct PipelineConfig {
   // llama3_json, mistral, json; `troupe serve --tool-call-parser`); empty:
   // what the chat template teaches it.
   std::string tool_call_parser;
+  // Whether a chat answer's <think>...</think> block is returned apart, as
+  // reasoning_content (llama.cpp's --reasoning-format): "auto" (empty; when
+  // the chat template speaks of </think>), "deepseek" (always), "none".
+  std::string reasoning_format;
   int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
   TraceOptions trace;
   // TTFT and step-time excursions: counted (Pipeline::anomaly_counts), kept

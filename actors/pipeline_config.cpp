@@ -107,7 +107,7 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   }
   r.only_keys(root, "",
               {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
-                "server", "quantize", "tool_call_parser"});
+                "server", "quantize", "tool_call_parser", "reasoning_format"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (root.contains("quantize")) {
@@ -137,6 +137,11 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   r.get(root, "tool_call_parser", "", c.tool_call_parser);
   if (!c.tool_call_parser.empty() && !grammar::tool_call_syntax_named(c.tool_call_parser)) {
     r.fail("tool_call_parser", "must be one of hermes, llama3_json, mistral, json");
+  }
+  r.get(root, "reasoning_format", "", c.reasoning_format);
+  if (!c.reasoning_format.empty() && c.reasoning_format != "auto" && c.reasoning_format != "deepseek" &&
+      c.reasoning_format != "none") {
+    r.fail("reasoning_format", "must be one of auto, deepseek, none");
   }
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);

@@ -1,6 +1,8 @@
 // ModelInfo from the model, its tokenizer and the stage plan.
 #include "actors/pipeline_model_info.hpp"
 
+#include "core/error.hpp"
+#include "grammar/tool_calls.hpp"
 #include "model/model_identity.hpp"
 
 namespace troupe {
@@ -41,5 +43,38 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
   return info;
 }
 
+
+void set_answer_syntax(ModelInfo& info, const ChatPrompter& prompter, const PipelineConfig& config) {
+  info.tool_call_syntax = grammar::detect_tool_call_syntax(prompter.source());
+  if (!config.tool_call_parser.empty()) {
+    const std::optional<grammar::ToolCallSyntax> named = grammar::tool_call_syntax_named(config.tool_call_parser);
+    if (!named) {
+      throw Error(Errc::invalid_argument, "PipelineConfig: tool_call_parser '" + config.tool_call_parser +
+                                              "' is not one of hermes, llama3_json, mistral, json");
+    }
+    info.tool_call_syntax = *named;
+  }
+  const std::string& rf = config.reasoning_format;
+  if (!rf.empty() && rf != "auto" && rf != "deepseek" && rf != "none") {
+    throw Error(Errc::invalid_argument,
+                "PipelineConfig: reasoning_format '" + rf + "' is not one of auto, deepseek, none");
+  }
+  info.reasoning_tags =
+      rf == "deepseek" || ((rf.empty() || rf == "auto") && prompter.source().find("</think>") != std::string::npos);
+  if (!info.reasoning_tags) return;
+  // Does the template open the block itself? Its generation prompt for a
+  // one-line conversation says so.
+  try {
+    ChatRenderInput probe;
+    probe.messages.push_back(ChatMessage{.role = "user", .content = "Hi", .tool_calls = {}, .extra = nlohmann::ordered_json::object()});
+    probe.add_generation_prompt = true;
+    std::string text = prompter.render(std::move(probe));
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    info.reasoning_starts_open = text.ends_with("<think>");
+  } catch (const Error&) {
+    // A template that refuses so small a conversation: the output is read
+    // as it comes (a block it opens itself).
+  }
+}
 
 }  // namespace troupe

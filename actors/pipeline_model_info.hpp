@@ -6,6 +6,7 @@
 
 #include "actors/pipeline.hpp"
 #include "model/stage_plan.hpp"
+#include "tokenizer/chat_prompter.hpp"
 
 namespace troupe {
 
@@ -13,5 +14,11 @@ namespace troupe {
 // and at the KV pool.
 ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const std::vector<PlannedStage>& plan,
                               int32_t context_length, const PipelineConfig& config);
+
+// How the model's chat answers are read: its tool-call syntax and its
+// <think> blocks, from the chat template in use unless the config names
+// them (tool_call_parser, reasoning_format). Throws Error(invalid_argument)
+// for a name that is none of the known ones.
+void set_answer_syntax(ModelInfo& info, const ChatPrompter& prompter, const PipelineConfig& config);
 
 }  // namespace troupe

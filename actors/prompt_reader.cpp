@@ -63,6 +63,18 @@ ChatRenderInput render_input(const ChatPrompt& chat) {
     in.messages.push_back(std::move(m));
   }
   if (!chat.tools_json.empty()) in.tools = parse_json_field(chat.tools_json, "tools");
+  if (!chat.template_kwargs_json.empty()) {
+    in.extra = parse_json_field(chat.template_kwargs_json, "chat_template_kwargs");
+    if (!in.extra.is_object()) {
+      throw RequestError(Errc::invalid_argument, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    }
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
+      if (in.extra.contains(reserved)) {
+        throw RequestError(Errc::invalid_argument, "chat_template_kwargs",
+                           std::string("'chat_template_kwargs' may not set '") + reserved + "'; it is a field of its own");
+      }
+    }
+  }
   return in;
 }
 

@@ -65,6 +65,9 @@ struct ChatPrompt {
   std::vector<ChatTurn> messages;  // at least one
   std::string tools_json;          // a JSON array of tool schemas; empty: none
   bool add_generation_prompt = true;
+  // More template variables (chat_template_kwargs, e.g. {"enable_thinking":
+  // false}), a JSON object; empty: none.
+  std::string template_kwargs_json;
 };
 
 // Everything one request asks of the engine: the prompt (text, chat, or
@@ -117,6 +120,12 @@ struct ModelInfo {
   bool has_chat_template = false;     // the model file carries one
   std::string chat_template_origin;   // which one renders chat: "config", "model" or "builtin"
   grammar::ToolCallSyntax tool_call_syntax = grammar::ToolCallSyntax::json;  // how the model writes tool calls
+  // The model thinks in <think>...</think> before it answers (its chat
+  // template speaks of them, or the deployment says so); starts_open: the
+  // template opens the block itself, so the output begins inside it
+  // (DeepSeek-R1, Qwen3 Thinking).
+  bool reasoning_tags = false;
+  bool reasoning_starts_open = false;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

@@ -10,11 +10,13 @@
 namespace troupe::grammar {
 
 LazyTokenGrammar::LazyTokenGrammar(std::string trigger, std::shared_ptr<const Grammar> after,
-                                   std::shared_ptr<const TokenTrie> trie, std::shared_ptr<MaskCache> cache)
+                                   std::shared_ptr<const TokenTrie> trie, std::shared_ptr<MaskCache> cache,
+                                   bool think_open)
     : trigger_(std::move(trigger)),
       after_(std::move(after)),
       trie_(std::move(trie)),
-      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {
+      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()),
+      think_open_(think_open) {
   if (trigger_.empty() || !trie_) throw Error(Errc::invalid_argument, "lazy grammar: no trigger or no vocabulary trie");
   for (int32_t t = 0; t < trie_->n_vocab(); ++t) {
     if (trie_->is_text(t) && trie_->bytes(t).find(trigger_.back()) != std::string::npos) closers_.push_back(t);
@@ -22,11 +24,23 @@ LazyTokenGrammar::LazyTokenGrammar(std::string trigger, std::shared_ptr<const Gr
 }
 
 size_t LazyTokenGrammar::trigger_end(std::string_view bytes) const {
-  std::string s = tail_;
-  s.append(bytes);
-  const size_t at = s.find(trigger_);
-  if (at == std::string::npos) return std::string::npos;
-  return at + trigger_.size() - tail_.size();
+  // Only a trigger that ends in the new bytes is new: look in the last
+  // bytes of the output and the new ones (the whole output is read only
+  // when a trigger is there, to see whether a <think> block holds it).
+  const size_t from = text_.size() >= trigger_.size() ? text_.size() - (trigger_.size() - 1) : 0;
+  std::string window = text_.substr(from);
+  window.append(bytes);
+  for (size_t w = window.find(trigger_); w != std::string::npos; w = window.find(trigger_, w + 1)) {
+    std::string before = text_;
+    before.append(bytes);
+    before.resize(from + w);
+    const size_t open = before.rfind("<think>");
+    const size_t close = before.rfind("</think>");
+    const bool thinking = close == std::string::npos ? (open != std::string::npos || think_open_)
+                                                     : (open != std::string::npos && open > close);
+    if (!thinking) return from + w + trigger_.size() - text_.size();
+  }
+  return std::string::npos;
 }
 
 bool LazyTokenGrammar::allows(int32_t token) {
@@ -62,9 +76,7 @@ void LazyTokenGrammar::accept(int32_t token) {
     inner_->accept_bytes(std::string_view(bytes).substr(end));
     return;
   }
-  tail_.append(bytes);
-  const size_t keep = trigger_.size() - 1;
-  if (tail_.size() > keep) tail_.erase(0, tail_.size() - keep);
+  text_.append(bytes);
 }
 
 }  // namespace troupe::grammar

@@ -19,9 +19,12 @@ namespace troupe::grammar {
 class LazyTokenGrammar final : public TokenConstraint {
  public:
   // after: what may follow the trigger. The tokens that can complete the
-  // trigger (those holding its last byte) are found once here.
+  // trigger (those holding its last byte) are found once here. A trigger
+  // inside a <think> block is the model thinking aloud, not a call: it is
+  // passed over; think_open: the output begins inside such a block (the
+  // chat template opened it).
   LazyTokenGrammar(std::string trigger, std::shared_ptr<const Grammar> after, std::shared_ptr<const TokenTrie> trie,
-                   std::shared_ptr<MaskCache> cache = nullptr);
+                   std::shared_ptr<MaskCache> cache = nullptr, bool think_open = false);
 
   // Before the trigger every token is allowed, except one that completes
   // the trigger and goes on with bytes the grammar refuses.
@@ -33,8 +36,8 @@ class LazyTokenGrammar final : public TokenConstraint {
   bool active() const { return inner_ != nullptr; }
 
  private:
-  // Where the trigger ends inside `bytes` (the output's last bytes before
-  // them are tail_); npos: it does not end there.
+  // Where a trigger outside a <think> block ends inside `bytes`, were they
+  // the next bytes of the output; npos: none does.
   size_t trigger_end(std::string_view bytes) const;
 
   std::string trigger_;
@@ -42,7 +45,8 @@ class LazyTokenGrammar final : public TokenConstraint {
   std::shared_ptr<const TokenTrie> trie_;
   std::shared_ptr<MaskCache> cache_;
   std::vector<int32_t> closers_;  // tokens whose bytes hold the trigger's last byte
-  std::string tail_;              // the output's last trigger_.size() - 1 bytes
+  std::string text_;              // the output so far (while the grammar waits)
+  bool think_open_ = false;
   std::unique_ptr<TokenGrammar> inner_;
 };
 

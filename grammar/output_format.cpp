@@ -58,10 +58,10 @@ std::unique_ptr<TokenConstraint> token_constraint(const OutputFormat& format,
                                                   std::shared_ptr<grammar::MaskCache> cache) {
   std::shared_ptr<const grammar::Grammar> g = output_grammar(format);
   if (format.kind == OutputFormat::Kind::tool_calls) {
-    std::string trigger = grammar::tool_call_format_trigger(format.schema);
-    if (!trigger.empty()) {
-      return std::make_unique<grammar::LazyTokenGrammar>(std::move(trigger), std::move(g), std::move(trie),
-                                                         std::move(cache));
+    grammar::LazyTrigger trigger = grammar::tool_call_format_trigger(format.schema);
+    if (!trigger.text.empty()) {
+      return std::make_unique<grammar::LazyTokenGrammar>(std::move(trigger.text), std::move(g), std::move(trie),
+                                                         std::move(cache), trigger.think_open);
     }
   }
   return std::make_unique<grammar::TokenGrammar>(std::move(g), std::move(trie), std::move(cache));

@@ -50,12 +50,15 @@ std::string_view tool_call_trigger(ToolCallSyntax syntax) {
 }
 
 std::string tool_choice_format(ToolCallSyntax syntax, std::string_view tools_json, std::string_view function,
-                               bool parallel, bool lazy) {
+                               bool parallel, bool lazy, bool think_open) {
   json spec = json::object();
   spec["syntax"] = std::string(to_string(syntax));
   spec["function"] = std::string(function);
   spec["parallel"] = parallel && function.empty();
-  if (lazy) spec["trigger"] = std::string(tool_call_trigger(syntax));
+  if (lazy) {
+    spec["trigger"] = std::string(tool_call_trigger(syntax));
+    spec["think_open"] = think_open;
+  }
   spec["tools"] = json::parse(tools_json.begin(), tools_json.end(), nullptr, false);
   return spec.dump();
 }
@@ -98,10 +101,10 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
   return framed_json_grammar(one.dump(), frame_of(*syntax, parallel, lazy));
 }
 
-std::string tool_call_format_trigger(std::string_view format) {
+LazyTrigger tool_call_format_trigger(std::string_view format) {
   const json spec = json::parse(format.begin(), format.end(), nullptr, false);
   if (!spec.is_object()) return {};
-  return spec.value("trigger", std::string());
+  return {.text = spec.value("trigger", std::string()), .think_open = spec.value("think_open", false)};
 }
 
 }  // namespace troupe::grammar

@@ -21,8 +21,10 @@ namespace troupe::grammar {
 // the grammar takes over only once the output opens a call (llama.cpp's
 // lazy grammars), for the syntaxes whose calls open with a marker written
 // as text (tool_call_trigger).
+// think_open (lazy): the output begins inside a <think> block, where a
+// trigger does not count (see LazyTokenGrammar).
 std::string tool_choice_format(ToolCallSyntax syntax, std::string_view tools_json, std::string_view function,
-                               bool parallel, bool lazy = false);
+                               bool parallel, bool lazy = false, bool think_open = false);
 
 // The marker a syntax's calls open with, as text a model writes; empty
 // when its calls open with a control token or a bare value.
@@ -34,7 +36,12 @@ std::string_view tool_call_trigger(ToolCallSyntax syntax);
 // arguments be any object instead: "auto" must not refuse a request).
 std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format);
 
-// The trigger of a lazy format; empty for a forcing one.
-std::string tool_call_format_trigger(std::string_view format);
+// The trigger of a lazy format (empty for a forcing one), and whether its
+// output begins inside a <think> block.
+struct LazyTrigger {
+  std::string text;
+  bool think_open = false;
+};
+LazyTrigger tool_call_format_trigger(std::string_view format);
 
 }  // namespace troupe::grammar

@@ -45,6 +45,12 @@ struct JobSpec {
     std::vector<std::string> names;
   };
   std::optional<ToolParsing> tools;
+  // Chat from a model that thinks in <think> blocks (ModelInfo::reasoning_tags):
+  // the block is returned apart, as reasoning_content.
+  struct ReasoningParsing {
+    bool starts_open = false;  // the output begins inside the block (the template opened it)
+  };
+  std::optional<ReasoningParsing> reasoning;
 };
 
 // The job calls these serially (never two at once), from pipeline threads:

@@ -5,6 +5,7 @@
 #include "net/http_replies.hpp"
 
 #include "net/api_error.hpp"
+#include "net/reasoning_split.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
@@ -24,6 +25,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       const SamplingParams& s = spec_.choices[i].request.params.sampling;
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
       if (spec_.tools) tool_streams_.emplace_back(spec_.tools->syntax, spec_.tools->names);
+      if (spec_.reasoning) reasoning_streams_.emplace_back(spec_.reasoning->starts_open);
     }
   }
 
@@ -47,14 +49,19 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       return true;
     }
     if (failed_) return false;
-    // With tools, text that may be a call waits for the end of the output.
-    std::string passed;
-    if (spec_.tools) {
-      passed = tool_streams_[static_cast<size_t>(choice)].push(text);
-      text = passed;
+    if (!spec_.reasoning && !spec_.tools) {
+      if (text.empty() && lps == nullptr) return true;
+      return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lps != nullptr, .logprobs = lps});
     }
-    if (text.empty() && lps == nullptr) return true;
-    return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lps != nullptr, .logprobs = lps});
+    // A <think> block goes out as reasoning_content; text that may be a
+    // call waits for the end of the output.
+    ReasoningParts parts = answer_parts(choice, text, false);
+    if (parts.content.empty() && parts.reasoning.empty() && lps == nullptr) return true;
+    return send_event(ChunkInput{.index = choice,
+                                 .text = parts.content,
+                                 .reasoning = parts.reasoning,
+                                 .with_logprobs = lps != nullptr,
+                                 .logprobs = lps});
   }
 
   bool on_choice_end(int32_t choice, const FinalEvent& f, std::string_view text) override {
@@ -91,6 +98,11 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     if (!stream_) {
       out.text += text;
       out.finish_reason = finish_reason(f.reason);
+      if (spec_.reasoning) {
+        ReasoningParts parts = split_reasoning(out.text, spec_.reasoning->starts_open);
+        out.reasoning = std::move(parts.reasoning);
+        out.text = std::move(parts.content);
+      }
       if (spec_.tools) {
         grammar::ToolCallOutput parsed = grammar::parse_tool_calls(spec_.tools->syntax, out.text, spec_.tools->names);
         take_calls(out, std::move(parsed), f.reason);
@@ -98,13 +110,20 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       return true;
     }
     if (failed_) return false;
-    if (!spec_.tools) return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
-    grammar::ToolCallStream& ts = tool_streams_[static_cast<size_t>(choice)];
-    std::string rest = ts.push(text);
-    grammar::ToolCallOutput parsed = ts.finish();
-    rest += parsed.content;
-    take_calls(out, std::move(parsed), f.reason);
-    if (!rest.empty() && !send_event(ChunkInput{.index = choice, .text = rest})) return false;
+    if (!spec_.reasoning && !spec_.tools) {
+      return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
+    }
+    ReasoningParts parts = answer_parts(choice, text, true);
+    out.finish_reason = finish_reason(f.reason);
+    if (spec_.tools) {
+      grammar::ToolCallOutput parsed = tool_streams_[static_cast<size_t>(choice)].finish();
+      parts.content += parsed.content;
+      take_calls(out, std::move(parsed), f.reason);
+    }
+    if ((!parts.content.empty() || !parts.reasoning.empty()) &&
+        !send_event(ChunkInput{.index = choice, .text = parts.content, .reasoning = parts.reasoning})) {
+      return false;
+    }
     return send_event(ChunkInput{.index = choice,
                                  .finish_reason = out.finish_reason,
                                  .tool_calls = out.tool_calls.empty() ? nullptr : &out.tool_calls});
@@ -128,6 +147,25 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   }
 
  private:
+  // A streamed choice's text through its reasoning split, then (the
+  // answer) its tool-call stream; last: the output ended, the reasoning
+  // split gives out what it held (the tool-call stream's finish() is the
+  // caller's).
+  ReasoningParts answer_parts(int32_t choice, std::string_view text, bool last) {
+    const auto i = static_cast<size_t>(choice);
+    ReasoningParts parts{.reasoning = {}, .content = std::string(text)};
+    if (spec_.reasoning) {
+      parts = reasoning_streams_[i].push(text);
+      if (last) {
+        ReasoningParts rest = reasoning_streams_[i].finish();
+        parts.reasoning += rest.reasoning;
+        parts.content += rest.content;
+      }
+    }
+    if (spec_.tools) parts.content = tool_streams_[i].push(parts.content);
+    return parts;
+  }
+
   // The calls of a finished choice, each with an id; content is the text
   // around them. An output that calls ends with finish_reason "tool_calls"
   // (OpenAI's), unless max_tokens cut it.
@@ -168,6 +206,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   std::vector<ChoiceOutput> outputs_;
   std::vector<bool> role_sent_;
   std::vector<grammar::ToolCallStream> tool_streams_;  // with tools: one per choice
+  std::vector<ReasoningStream> reasoning_streams_;     // from a model that thinks: one per choice
   int32_t completion_tokens_ = 0;
   std::optional<ApiError> error_;
   bool head_sent_ = false;

@@ -133,6 +133,7 @@ std::string response_body(const ResponseMeta& meta, const std::vector<ChoiceOutp
       } else {
         msg["content"] = sv(c.text);
       }
+      if (!c.reasoning.empty()) msg["reasoning_content"] = sv(c.reasoning);
       if (!c.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(c.tool_calls, false);
       ch["message"] = std::move(msg);
     } else {
@@ -155,6 +156,7 @@ std::string chunk_json(const ResponseMeta& meta, const ChunkInput& in) {
     json::object delta;
     if (in.role_first) delta["role"] = "assistant";
     if (in.role_first || !in.text.empty()) delta["content"] = sv(in.text);
+    if (!in.reasoning.empty()) delta["reasoning_content"] = sv(in.reasoning);
     if (in.tool_calls != nullptr) delta["tool_calls"] = tool_calls_json(*in.tool_calls, true);
     ch["delta"] = std::move(delta);
   } else {

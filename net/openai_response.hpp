@@ -53,6 +53,7 @@ struct OutputToolCall {
 struct ChoiceOutput {
   int32_t index = 0;
   std::string text;           // chat: null content when empty and there are tool calls
+  std::string reasoning;      // chat: the <think> block, as reasoning_content; empty: none
   std::vector<OutputToolCall> tool_calls;
   std::string finish_reason;  // stop, length, tool_calls
   bool with_logprobs = false;
@@ -68,6 +69,7 @@ std::string response_body(const ResponseMeta& meta, const std::vector<ChoiceOutp
 struct ChunkInput {
   int32_t index = 0;
   std::string_view text;
+  std::string_view reasoning;  // chat: reasoning_content in the delta
   bool role_first = false;
   std::string_view finish_reason;
   const std::vector<OutputToolCall>* tool_calls = nullptr;  // chat: the calls, whole, in this chunk's delta

@@ -246,6 +246,12 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
   }
   read_tools(o, r);
   if (auto g = get_bool(o, "add_generation_prompt")) r.chat.add_generation_prompt = *g;
+  // vLLM's, SGLang's and llama.cpp's way to set template variables
+  // (Qwen3's enable_thinking).
+  if (const json::value* kw = field(o, "chat_template_kwargs")) {
+    if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
+    if (!kw->as_object().empty()) r.chat.template_kwargs_json = json::serialize(*kw);
+  }
 }
 
 // "priority": "interactive" | "batch", or vLLM's integer, where smaller is

@@ -218,6 +218,9 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
   GenerateParams params = r.params;
   if (chat) {
     prompts.push_back({.request = EngineRequest::from_chat(r.chat)});
+    if (model.engine.reasoning_tags) {
+      spec.reasoning = JobSpec::ReasoningParsing{.starts_open = model.engine.reasoning_starts_open};
+    }
     const ToolChoice& tc = r.tool_choice;
     if (tc.mode != ToolChoice::Mode::none) {
       const grammar::ToolCallSyntax syntax = model.engine.tool_call_syntax;
@@ -232,7 +235,8 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
         // the tools' schemas from its marker on.
         params.format = OutputFormat{.kind = OutputFormat::Kind::tool_calls,
                                      .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, "", tc.parallel,
-                                                                           /*lazy=*/true),
+                                                                           /*lazy=*/true,
+                                                                           model.engine.reasoning_starts_open),
                                      .param = "tools"};
       }
     }

@@ -23,7 +23,7 @@ TEST(PipelineConfigJson, ReadsEveryField) {
     // comments are allowed
     "model": "/models/m.gguf",
     "stages": [{"layers": [0, 3], "threads": 2}, {"layers": [3, -1]}],
-    "micro_batches": 3, "tokenizers": 2, "actor_threads": 4, "tool_call_parser": "hermes",
+    "micro_batches": 3, "tokenizers": 2, "actor_threads": 4, "tool_call_parser": "hermes", "reasoning_format": "none",
     "kv": {"blocks": 100, "block_size": 32, "prefix_caching": false},
     "scheduler": {"max_batch_size": 8, "max_tokens_per_step": 256, "chunked_prefill": false,
                   "prefill_chunk": 64, "min_batch_size": 2, "max_wait_ms": 2.5, "max_waiting": 10,
@@ -42,6 +42,7 @@ TEST(PipelineConfigJson, ReadsEveryField) {
   EXPECT_EQ(c.tokenizer_pool, 2);
   EXPECT_EQ(c.actor_threads, 4);
   EXPECT_EQ(c.tool_call_parser, "hermes");
+  EXPECT_EQ(c.reasoning_format, "none");
   EXPECT_EQ(c.n_kv_blocks, 100);
   EXPECT_EQ(c.kv_block_size, 32);
   EXPECT_FALSE(c.prefix_caching);
@@ -88,6 +89,7 @@ TEST(PipelineConfigJson, ErrorsNameTheKey) {
   expect_error("{\"scheduler\": {\"level_bounds\": [1, \"x\"]}}", "scheduler.level_bounds");
   expect_error("{\"micro_batches\": 1.5}", "micro_batches");
   expect_error("{\"tool_call_parser\": \"pythonic\"}", "tool_call_parser: must be one of");
+  expect_error("{\"reasoning_format\": \"hidden\"}", "reasoning_format: must be one of");
   expect_error("{\"tokenizers\": 99999999999}", "out of range");
   expect_error("[1, 2]", "must be an object");
   expect_error("{\"model\": ", "not valid JSON");

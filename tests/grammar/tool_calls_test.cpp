@@ -273,7 +273,7 @@ class LazyToolCalls : public ::testing::Test {
   void SetUp() override {
     const std::vector<std::string> pieces{"<s>", "Hi", " there", "<tool", "_call", ">", "<tool_call>",
                                           "<tool_call>\n", ">oops", "\n", "{\"name\": \"now\", \"arguments\": {}}",
-                                          "\n</tool_call>", "oops", "{", "</s>"};
+                                          "\n</tool_call>", "oops", "{", "<think>", "</think>", "</s>"};
     for (const std::string& p : pieces) {
       ids_[p] = static_cast<int32_t>(bytes_.size());
       bytes_.push_back(p);
@@ -287,7 +287,7 @@ class LazyToolCalls : public ::testing::Test {
   }
 
   std::unique_ptr<LazyTokenGrammar> make() const {
-    return std::make_unique<LazyTokenGrammar>(tool_call_format_trigger(format_), tool_call_grammar(format_), trie_);
+    return std::make_unique<LazyTokenGrammar>(tool_call_format_trigger(format_).text, tool_call_grammar(format_), trie_);
   }
   int32_t id(const std::string& p) const { return ids_.at(p); }
 
@@ -310,7 +310,7 @@ class LazyToolCalls : public ::testing::Test {
 TEST_F(LazyToolCalls, TextIsFreeUntilTheTriggerThenTheCallIsHeld) {
   // A schema the grammar cannot enforce does not refuse "auto": that tool's
   // arguments may be any object.
-  EXPECT_EQ(tool_call_format_trigger(format_), "<tool_call>");
+  EXPECT_EQ(tool_call_format_trigger(format_).text, "<tool_call>");
   auto g = make();
   for (const char* p : {"Hi", " there", "oops", "{", "</s>", "<s>"}) EXPECT_TRUE(g->allows(id(p))) << p;
   EXPECT_TRUE(g->allows(id(">oops")));  // no trigger before it
@@ -335,6 +335,25 @@ TEST_F(LazyToolCalls, TextIsFreeUntilTheTriggerThenTheCallIsHeld) {
   EXPECT_TRUE(g->allows(id("</s>")));  // the call is whole: the output may end
   EXPECT_FALSE(g->allows(id("oops")));
   expect_mask_agrees(*g);
+}
+
+TEST_F(LazyToolCalls, ATriggerInsideAThinkBlockIsThinkingAloud) {
+  auto g = make();
+  for (const char* p : {"<think>", "<tool_call>\n", "oops", "</think>", "Hi"}) {
+    ASSERT_TRUE(g->allows(id(p))) << p;
+    g->accept(id(p));
+    EXPECT_FALSE(g->active()) << p;
+  }
+  g->accept(id("<tool_call>"));
+  EXPECT_TRUE(g->active());  // after the block, a trigger opens a call
+  // A template that opened the block: the output begins inside it.
+  auto open = std::make_unique<LazyTokenGrammar>("<tool_call>", tool_call_grammar(format_), trie_, nullptr,
+                                                 /*think_open=*/true);
+  open->accept(id("<tool_call>"));
+  EXPECT_FALSE(open->active());
+  open->accept(id("</think>"));
+  open->accept(id("<tool_call>\n"));
+  EXPECT_TRUE(open->active());
 }
 
 TEST_F(LazyToolCalls, ATriggerInsideOneTokenStartsTheGrammarOnTheRestOfIt) {

@@ -53,7 +53,9 @@ class FakeEngine : public net::EngineClient {
                      .eos = tokenizer_->eos(),
                      .bos_text = "<s>",
                      .eos_text = "</s>",
-                     .tool_call_syntax = tool_call_syntax};
+                     .tool_call_syntax = tool_call_syntax,
+                     .reasoning_tags = reasoning_tags,
+                     .reasoning_starts_open = reasoning_starts_open};
   }
   ~FakeEngine() override { drain(); }
 
@@ -169,6 +171,8 @@ class FakeEngine : public net::EngineClient {
   std::atomic<bool> ready{true};
   std::atomic<int32_t> context_length{64};
   grammar::ToolCallSyntax tool_call_syntax = grammar::ToolCallSyntax::json;
+  bool reasoning_tags = false;
+  bool reasoning_starts_open = false;
   Script script;
   std::vector<Submitted> submitted;
   std::map<RequestId, bool> cancelled_ids;

@@ -62,7 +62,7 @@ TEST(ToolCallRoutes, AWholeReplyCarriesTheCalls) {
   ASSERT_EQ(env.backend.submitted.size(), 1u);
   const OutputFormat& format = env.backend.submitted[0].params.format;
   EXPECT_EQ(format.kind, OutputFormat::Kind::tool_calls);
-  EXPECT_EQ(grammar::tool_call_format_trigger(format.schema), "<tool_call>");
+  EXPECT_EQ(grammar::tool_call_format_trigger(format.schema).text, "<tool_call>");
 }
 
 TEST(ToolCallRoutes, AutoWithBareJsonCallsLeavesTheOutputFree) {

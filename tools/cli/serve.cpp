@@ -40,6 +40,7 @@ struct ServeArgs {
   std::string model_name;
   std::string chat_template;
   std::string tool_call_parser;
+  std::string reasoning_format;
   int64_t max_body = -1;
   int max_queue = -1;
   int max_running = -1;
@@ -114,6 +115,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
     c.pipeline.chat_template = read_file(s.chat_template_file, "--chat-template");
   }
   if (!a.tool_call_parser.empty()) c.pipeline.tool_call_parser = a.tool_call_parser;
+  if (!a.reasoning_format.empty()) c.pipeline.reasoning_format = a.reasoning_format;
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
   for (PipelineConfig& r : c.replicas) {
@@ -121,6 +123,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
     r.load = c.pipeline.load;
     r.chat_template = c.pipeline.chat_template;
     r.tool_call_parser = c.pipeline.tool_call_parser;
+    r.reasoning_format = c.pipeline.reasoning_format;
     chains.push_back(&r);
   }
   // The remote stages' shared secret may come from the environment, out of
@@ -295,6 +298,10 @@ void add_serve_command(CLI::App& app) {
                   "How the model writes tool calls: hermes, llama3_json, mistral or json (default: what its chat "
                   "template teaches)")
       ->check(CLI::IsMember({"hermes", "llama3_json", "mistral", "json"}));
+  cmd->add_option("--reasoning-format", a->reasoning_format,
+                  "A chat answer's <think> block: auto (apart, as reasoning_content, when the chat template "
+                  "speaks of </think>), deepseek (always apart), none (left in the content)")
+      ->check(CLI::IsMember({"auto", "deepseek", "none"}));
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (default 1 MiB; larger: 413)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", a->max_queue, "Requests queued beyond those running (default 64; more: 429)")
