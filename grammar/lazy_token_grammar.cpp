@@ -3,6 +3,7 @@
 // on the bytes that follow it in the same token.
 #include "grammar/lazy_token_grammar.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.hpp"
@@ -19,7 +20,10 @@ LazyTokenGrammar::LazyTokenGrammar(std::string trigger, std::shared_ptr<const Gr
       think_open_(think_open) {
   if (trigger_.empty() || !trie_) throw Error(Errc::invalid_argument, "lazy grammar: no trigger or no vocabulary trie");
   for (int32_t t = 0; t < trie_->n_vocab(); ++t) {
-    if (trie_->is_text(t) && trie_->bytes(t).find(trigger_.back()) != std::string::npos) closers_.push_back(t);
+    if (!trie_->is_text(t)) continue;
+    const std::string& b = trie_->bytes(t);
+    if (b.find(trigger_.back()) != std::string::npos) closers_.push_back(t);
+    if (b.find(trigger_) != std::string::npos) holders_.push_back(t);
   }
 }
 
@@ -58,7 +62,14 @@ void LazyTokenGrammar::mask(std::span<float> logits) {
     inner_->mask(logits);
     return;
   }
-  for (int32_t t : closers_) {
+  // Unless the output ends in the trigger's first bytes, only a token that
+  // holds the whole trigger can complete it: a sampled step checks a
+  // handful of tokens, not every token with a '>'.
+  bool partial = false;
+  for (size_t k = std::min(trigger_.size() - 1, text_.size()); k > 0 && !partial; --k) {
+    partial = std::string_view(text_).substr(text_.size() - k) == std::string_view(trigger_).substr(0, k);
+  }
+  for (int32_t t : partial ? closers_ : holders_) {
     if (!allows(t)) logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
   }
 }

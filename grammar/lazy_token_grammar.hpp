@@ -45,6 +45,7 @@ class LazyTokenGrammar final : public TokenConstraint {
   std::shared_ptr<const TokenTrie> trie_;
   std::shared_ptr<MaskCache> cache_;
   std::vector<int32_t> closers_;  // tokens whose bytes hold the trigger's last byte
+  std::vector<int32_t> holders_;  // tokens whose bytes hold the whole trigger
   std::string text_;              // the output so far (while the grammar waits)
   bool think_open_ = false;
   std::unique_ptr<TokenGrammar> inner_;
