@@ -38,7 +38,9 @@ struct ToolChoice {
   };
   Mode mode = Mode::none;
   std::string function;            // Mode::function
-  bool parallel = true;            // parallel_tool_calls: more than one call allowed
+  // parallel_tool_calls: more than one call allowed; absent: yes for a
+  // model its template teaches to call, no for others (see routes).
+  std::optional<bool> parallel;
   std::vector<std::string> names;  // the tools' function names, in order
 
   bool forces() const { return mode == Mode::required || mode == Mode::function; }

@@ -225,16 +225,20 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
     if (tc.mode != ToolChoice::Mode::none) {
       const grammar::ToolCallSyntax syntax = model.engine.tool_call_syntax;
       spec.tools = JobSpec::ToolParsing{.syntax = syntax, .names = tc.names};
+      // A model that no template taught to call tools (the json syntax)
+      // does not know when its calls are done: unless the client asks for
+      // parallel calls, a forced choice makes one (llama.cpp's default).
+      const bool parallel = tc.parallel.value_or(syntax != grammar::ToolCallSyntax::json);
       if (tc.forces()) {
         params.format = OutputFormat{.kind = OutputFormat::Kind::tool_calls,
                                      .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, tc.function,
-                                                                           tc.parallel),
+                                                                           parallel),
                                      .param = "tools"};
       } else if (!params.format.constrained() && !grammar::tool_call_trigger(syntax).empty()) {
         // "auto": the model may answer in text; a call it opens is held to
         // the tools' schemas from its marker on.
         params.format = OutputFormat{.kind = OutputFormat::Kind::tool_calls,
-                                     .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, "", tc.parallel,
+                                     .schema = grammar::tool_choice_format(syntax, r.chat.tools_json, "", parallel,
                                                                            /*lazy=*/true,
                                                                            model.engine.reasoning_starts_open),
                                      .param = "tools"};

@@ -153,6 +153,29 @@ TEST(ToolCallRoutes, AForcingChoiceConstrainsTheOutput) {
   EXPECT_FALSE(accepts(output_grammar(required), paris + "\n" + now));  // parallel_tool_calls: false
 }
 
+// A model no template taught to call (the json syntax) makes one call
+// unless the client asks for parallel calls; one that was taught, many.
+TEST(ToolCallRoutes, ParallelCallsByDefaultOnlyForModelsTaughtToCall) {
+  const std::string two = R"([{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}])";
+  const std::string two_hermes = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+                                 "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  struct Case {
+    grammar::ToolCallSyntax syntax;
+    std::string extra, text;
+    bool many;
+  };
+  for (const Case& c : {Case{grammar::ToolCallSyntax::json, "", two, false},
+                        Case{grammar::ToolCallSyntax::json, R"(, "parallel_tool_calls": true)", two, true},
+                        Case{grammar::ToolCallSyntax::hermes, "", two_hermes, true}}) {
+    Env env;
+    env.backend.tool_call_syntax = c.syntax;
+    env.backend.script = {.texts = {"x"}};
+    ASSERT_EQ(env.call("POST", "/v1/chat/completions", chat(R"(, "tool_choice": "required")" + c.extra)).status, 200);
+    EXPECT_EQ(grammar::test::accepts(output_grammar(env.backend.submitted.at(0).params.format), c.text), c.many)
+        << c.extra << c.text;
+  }
+}
+
 TEST(ToolCallRoutes, BadToolsAndChoicesAre400NamingTheField) {
   Env env;
   struct Case {
