@@ -4,6 +4,9 @@
 // each set beside Sampler::sample over the same vocabulary (temperature 1,
 // top_p 0.95: what a sampled request pays anyway; temperature 0: greedy).
 //
+// Also tool_choice "auto" with the hermes syntax: the lazy grammar's mask
+// while the output is still text (before any "<tool_call>").
+//
 // The document is a fixed JSON value the schema below accepts, tokenized by
 // each tokenizer; every one of its tokens is one step: mask, check, accept.
 //   bench_grammar [--rounds 3] TOKENIZER_DIR...   (folders with tokenizer.json)
@@ -16,6 +19,8 @@
 #include <vector>
 
 #include "grammar/json_schema.hpp"
+#include "grammar/lazy_token_grammar.hpp"
+#include "grammar/tool_call_grammar.hpp"
 #include "grammar/token_grammar.hpp"
 #include "model/sampler.hpp"
 #include "model/vocab_trie.hpp"
@@ -57,7 +62,15 @@ const char* kDocument = R"({
   "active": false
 })";
 
+const char* kProse =
+    "Let me check the weather for you. Paris is usually mild in spring, with rain now and then; "
+    "I will look up the current conditions <b>before</b> answering, so the figures are today's.";
+
+const char* kTools = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+  "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}}])";
+
 struct Row {
+  double lazy_us = 0;
   double trie_ms = 0, walk_us = 0, walk_max_us = 0, lookup_us = 0, check_us = 0, sample_us = 0, greedy_us = 0;
   size_t walks = 0, steps = 0;
 };
@@ -101,6 +114,20 @@ Row measure(const troupe::Tokenizer& tok, int rounds) {
       row.steps = doc.size();
     }
   }
+  std::vector<double> lazy;
+  const std::string format = troupe::grammar::tool_choice_format(troupe::grammar::ToolCallSyntax::hermes, kTools, "",
+                                                                 true, /*lazy=*/true);
+  for (int r = 0; r < rounds; ++r) {
+    troupe::grammar::LazyTokenGrammar g("<tool_call>", troupe::grammar::tool_call_grammar(format), trie);
+    for (int32_t t : tok.encode(kProse, false, false)) {
+      std::fill(logits.begin(), logits.end(), 0.0f);
+      const auto m0 = Clock::now();
+      g.mask(logits);
+      lazy.push_back(us_since(m0));
+      g.accept(t);
+    }
+  }
+  row.lazy_us = median(lazy);
   // The baselines: one sampling step over the same vocabulary.
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -147,14 +174,15 @@ int main(int argc, char** argv) {
   }
   std::printf("| tokenizer | n_vocab | doc tokens | walks | trie build ms | mask walk us (median, max) | cached mask us | "
               "check one token us | sample step us (T=1, top_p .95) | walk / sample step | greedy step us | "
-              "check / greedy step |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "check / greedy step | auto tools: waiting mask us |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& dir : dirs) {
     const auto tok = troupe::load_hf_tokenizer(dir);
     const Row r = measure(*tok, rounds);
-    std::printf("| %s | %d | %zu | %zu | %.1f | %.1f, %.0f | %.1f | %.2f | %.1f | %.2f | %.1f | %.3f |\n",
+    std::printf("| %s | %d | %zu | %zu | %.1f | %.1f, %.0f | %.1f | %.2f | %.1f | %.2f | %.1f | %.3f | %.2f |\n",
                 dir.substr(dir.find_last_of('/') + 1).c_str(), tok->n_vocab(), r.steps, r.walks, r.trie_ms, r.walk_us,
                 r.walk_max_us,
-                r.lookup_us, r.check_us, r.sample_us, r.walk_us / r.sample_us, r.greedy_us, r.check_us / r.greedy_us);
+                r.lookup_us, r.check_us, r.sample_us, r.walk_us / r.sample_us, r.greedy_us, r.check_us / r.greedy_us,
+                r.lazy_us);
   }
   return 0;
 }
