@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "actors/request_rules.hpp"
 #include "core/error.hpp"
 
@@ -78,6 +80,27 @@ ChatRenderInput render_input(const ChatPrompt& chat) {
   return in;
 }
 
+// The conversation rendered as Hugging Face would render it. A template
+// that cannot take a turn without content (SmolLM2's adds the content to a
+// string) fails on the assistant turn that only called tools, which every
+// tool-calling client sends back: then, as llama.cpp does for such
+// templates, those turns are rendered again with empty content.
+std::string render_chat(const ChatPrompter& prompter, const ChatPrompt& chat) {
+  ChatRenderInput in = render_input(chat);
+  const bool contentless =
+      std::any_of(in.messages.begin(), in.messages.end(), [](const ChatMessage& m) { return !m.content; });
+  if (!contentless) return prompter.render(std::move(in));
+  ChatRenderInput retry = in;
+  try {
+    return prompter.render(std::move(in));
+  } catch (const Error&) {
+    for (ChatMessage& m : retry.messages) {
+      if (!m.content && !m.extra.contains("content")) m.content = "";
+    }
+    return prompter.render(std::move(retry));
+  }
+}
+
 std::string prompt_field(const EngineRequest& r) {
   if (!r.prompt_field.empty()) return r.prompt_field;
   return r.kind == EngineRequest::Kind::chat ? "messages" : "prompt";
@@ -103,7 +126,7 @@ std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r) const {
     case EngineRequest::Kind::chat: {
       std::string text;
       try {
-        text = prompter_->render(render_input(r.chat));
+        text = render_chat(*prompter_, r.chat);
       } catch (const RequestError&) {
         throw;
       } catch (const Error& e) {

@@ -238,6 +238,13 @@ def test_tool_calls_parse_into_pydantic_models(client):
     for call in choice.message.tool_calls:
         check(call)
 
+    # The loop's second request: the assistant turn that called (content
+    # null) and the tool's answer go back; the model answers in text.
+    messages += [choice.message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": choice.message.tool_calls[0].id, "content": "Sunny, 18 C"}]
+    r = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=20, temperature=0, tools=tools)
+    assert r.choices[0].finish_reason in ("stop", "length")
+
     # A tool_choice naming no tool is refused, naming the field.
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=MODEL, messages=messages, max_tokens=10, tools=tools,

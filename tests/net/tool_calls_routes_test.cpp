@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <string>
 
 #include "grammar/output_format.hpp"
@@ -239,6 +240,29 @@ TEST(ToolCallRoutes, ArgumentsSentBackAsTextReachTheTemplateAsObjects) {
   EXPECT_NE(prompt.find(R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"), std::string::npos) << prompt;
   // Text that is no JSON object stays text.
   EXPECT_NE(prompt.find(R"({"name": "now", "parameters": "not json"})"), std::string::npos) << prompt;
+}
+
+// The tool loop's second request on a template that cannot take a turn
+// without content (SmolLM2's, the default model's): the assistant turn
+// that only called tools renders with empty content instead of failing.
+TEST(ToolCallRoutes, TheTurnThatOnlyCalledRendersOnTemplatesThatNeedContent) {
+  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/chat_templates.json");
+  const json fixture = json::parse(in);
+  Env env;
+  env.backend.context_length = 512;
+  env.backend.chat_template = fixture["templates"]["smollm2"]["source"].get<std::string>();
+  for (const std::string content : {"", R"("content": null, )"}) {
+    const std::string body = R"({"messages": [{"role": "user", "content": "Oslo?"},
+      {"role": "assistant", )" + content + R"("tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})";
+    const HttpReply ids = env.call("POST", "/tokenize", body);
+    ASSERT_EQ(ids.status, 200) << ids.body;
+    const json tokens = {{"tokens", json::parse(ids.body)["tokens"]}};
+    const std::string prompt = json::parse(env.call("POST", "/detokenize", tokens.dump()).body)["prompt"];
+    EXPECT_NE(prompt.find("<|im_start|>assistant\n<|im_end|>"), std::string::npos) << prompt;
+    EXPECT_NE(prompt.find("sunny"), std::string::npos) << prompt;
+  }
 }
 
 }  // namespace
