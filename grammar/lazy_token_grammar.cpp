@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -19,12 +22,30 @@ LazyTokenGrammar::LazyTokenGrammar(std::string trigger, std::shared_ptr<const Gr
       cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()),
       think_open_(think_open) {
   if (trigger_.empty() || !trie_) throw Error(Errc::invalid_argument, "lazy grammar: no trigger or no vocabulary trie");
-  for (int32_t t = 0; t < trie_->n_vocab(); ++t) {
-    if (!trie_->is_text(t)) continue;
-    const std::string& b = trie_->bytes(t);
-    if (b.find(trigger_.back()) != std::string::npos) closers_.push_back(t);
-    if (b.find(trigger_) != std::string::npos) holders_.push_back(t);
+  completers_ = completers(trie_, trigger_);
+}
+
+std::shared_ptr<const LazyTokenGrammar::Completers> LazyTokenGrammar::completers(
+    const std::shared_ptr<const TokenTrie>& trie, const std::string& trigger) {
+  // Few vocabularies and triggers per process; the entries keep their trie
+  // alive, so a key's address is never reused while it is cached.
+  static std::mutex mu;
+  static std::map<std::pair<const TokenTrie*, std::string>,
+                  std::pair<std::shared_ptr<const TokenTrie>, std::shared_ptr<const Completers>>>
+      cache;
+  const auto key = std::make_pair(trie.get(), trigger);
+  std::lock_guard lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second.second;
+  auto c = std::make_shared<Completers>();
+  for (int32_t t = 0; t < trie->n_vocab(); ++t) {
+    if (!trie->is_text(t)) continue;
+    const std::string& b = trie->bytes(t);
+    if (b.find(trigger.back()) != std::string::npos) c->closers.push_back(t);
+    if (b.find(trigger) != std::string::npos) c->holders.push_back(t);
   }
+  if (cache.size() >= 8) cache.clear();
+  cache.emplace(key, std::make_pair(trie, c));
+  return c;
 }
 
 size_t LazyTokenGrammar::trigger_end(std::string_view bytes) const {
@@ -69,7 +90,7 @@ void LazyTokenGrammar::mask(std::span<float> logits) {
   for (size_t k = std::min(trigger_.size() - 1, text_.size()); k > 0 && !partial; --k) {
     partial = std::string_view(text_).substr(text_.size() - k) == std::string_view(trigger_).substr(0, k);
   }
-  for (int32_t t : partial ? closers_ : holders_) {
+  for (int32_t t : partial ? completers_->closers : completers_->holders) {
     if (!allows(t)) logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
   }
 }

@@ -18,8 +18,7 @@ namespace troupe::grammar {
 
 class LazyTokenGrammar final : public TokenConstraint {
  public:
-  // after: what may follow the trigger. The tokens that can complete the
-  // trigger (those holding its last byte) are found once here. A trigger
+  // after: what may follow the trigger. A trigger
   // inside a <think> block is the model thinking aloud, not a call: it is
   // passed over; think_open: the output begins inside such a block (the
   // chat template opened it).
@@ -44,8 +43,15 @@ class LazyTokenGrammar final : public TokenConstraint {
   std::shared_ptr<const Grammar> after_;
   std::shared_ptr<const TokenTrie> trie_;
   std::shared_ptr<MaskCache> cache_;
-  std::vector<int32_t> closers_;  // tokens whose bytes hold the trigger's last byte
-  std::vector<int32_t> holders_;  // tokens whose bytes hold the whole trigger
+  // The tokens that can complete the trigger, found once per vocabulary
+  // and trigger (a pass over the vocabulary costs milliseconds).
+  struct Completers {
+    std::vector<int32_t> closers;  // tokens whose bytes hold the trigger's last byte
+    std::vector<int32_t> holders;  // tokens whose bytes hold the whole trigger
+  };
+  static std::shared_ptr<const Completers> completers(const std::shared_ptr<const TokenTrie>& trie,
+                                                      const std::string& trigger);
+  std::shared_ptr<const Completers> completers_;
   std::string text_;              // the output so far (while the grammar waits)
   bool think_open_ = false;
   std::unique_ptr<TokenGrammar> inner_;
