@@ -66,7 +66,8 @@ void set_answer_syntax(ModelInfo& info, const ChatPrompter& prompter, const Pipe
   // one-line conversation says so.
   try {
     ChatRenderInput probe;
-    probe.messages.push_back(ChatMessage{.role = "user", .content = "Hi", .tool_calls = {}, .extra = nlohmann::ordered_json::object()});
+    probe.messages.push_back(
+        ChatMessage{.role = "user", .content = "Hi", .tool_calls = {}, .extra = nlohmann::ordered_json::object()});
     probe.add_generation_prompt = true;
     std::string text = prompter.render(std::move(probe));
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();

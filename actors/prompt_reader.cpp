@@ -72,8 +72,9 @@ ChatRenderInput render_input(const ChatPrompt& chat) {
     }
     for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
       if (in.extra.contains(reserved)) {
-        throw RequestError(Errc::invalid_argument, "chat_template_kwargs",
-                           std::string("'chat_template_kwargs' may not set '") + reserved + "'; it is a field of its own");
+        throw RequestError(
+            Errc::invalid_argument, "chat_template_kwargs",
+            std::string("'chat_template_kwargs' may not set '") + reserved + "'; it is a field of its own");
       }
     }
   }

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
       {"type": "function", "function": {"name": "get_time"}}])";
     const troupe::grammar::ToolCallSyntax syntax = pipeline->model_info().tool_call_syntax;
 
-    troupe::ChatPrompt chat{.messages = {{.role = "user", .content = "What is the weather in Oslo?"}}, .tools_json = tools};
+    troupe::ChatPrompt chat{.messages = {{.role = "user", .content = "What is the weather in Oslo?"}},
+                            .tools_json = tools};
     troupe::GenerateParams params{.max_new_tokens = 200};
     params.sampling.temperature = 0.0f;
     params.format = {.kind = troupe::OutputFormat::Kind::tool_calls,

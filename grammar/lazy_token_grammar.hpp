@@ -52,7 +52,7 @@ class LazyTokenGrammar final : public TokenConstraint {
   static std::shared_ptr<const Completers> completers(const std::shared_ptr<const TokenTrie>& trie,
                                                       const std::string& trigger);
   std::shared_ptr<const Completers> completers_;
-  std::string text_;              // the output so far (while the grammar waits)
+  std::string text_;  // the output so far (while the grammar waits)
   bool think_open_ = false;
   std::unique_ptr<TokenGrammar> inner_;
 };

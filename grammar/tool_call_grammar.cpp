@@ -25,13 +25,21 @@ JsonFrame frame_of(ToolCallSyntax syntax, bool parallel, bool lazy) {
   const int32_t max = parallel ? -1 : 1;
   if (lazy) {
     // After "<tool_call>": the rest of the first call, then more calls.
-    return {.open = "", .item_open = "\n", .item_close = "\n</tool_call>", .separator = "\n<tool_call>",
-            .close = "", .max_values = max};
+    return {.open = "",
+            .item_open = "\n",
+            .item_close = "\n</tool_call>",
+            .separator = "\n<tool_call>",
+            .close = "",
+            .max_values = max};
   }
   switch (syntax) {
     case ToolCallSyntax::hermes:
-      return {.open = "", .item_open = "<tool_call>\n", .item_close = "\n</tool_call>", .separator = "\n",
-              .close = "", .max_values = max};
+      return {.open = "",
+              .item_open = "<tool_call>\n",
+              .item_close = "\n</tool_call>",
+              .separator = "\n",
+              .close = "",
+              .max_values = max};
     case ToolCallSyntax::llama3_json:
       return {.open = "", .item_open = "", .item_close = "", .separator = "; ", .close = "", .max_values = max};
     case ToolCallSyntax::mistral:
@@ -71,7 +79,8 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
   const std::string function = spec.value("function", std::string());
   const bool parallel = spec.value("parallel", false);
   const bool lazy = !spec.value("trigger", std::string()).empty();
-  if (lazy && *syntax != ToolCallSyntax::hermes) fail("a lazy tool choice needs a syntax whose calls open with a marker");
+  if (lazy && *syntax != ToolCallSyntax::hermes)
+    fail("a lazy tool choice needs a syntax whose calls open with a marker");
 
   json calls = json::array();
   const json& tools = spec["tools"];
@@ -84,7 +93,8 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
     const json& fn = tool["function"];
     const std::string name = fn.value("name", std::string());
     if (!function.empty() && name != function) continue;
-    json params = fn.contains("parameters") ? fn["parameters"] : json{{"type", "object"}, {"properties", json::object()}};
+    json params =
+        fn.contains("parameters") ? fn["parameters"] : json{{"type", "object"}, {"properties", json::object()}};
     try {
       (void)json_schema_grammar(params.dump());
     } catch (const Error& e) {

@@ -233,8 +233,8 @@ std::string_view to_string(ToolCallSyntax syntax) {
 }
 
 std::optional<ToolCallSyntax> tool_call_syntax_named(std::string_view name) {
-  for (ToolCallSyntax s : {ToolCallSyntax::json, ToolCallSyntax::hermes, ToolCallSyntax::llama3_json,
-                           ToolCallSyntax::mistral}) {
+  for (ToolCallSyntax s :
+       {ToolCallSyntax::json, ToolCallSyntax::hermes, ToolCallSyntax::llama3_json, ToolCallSyntax::mistral}) {
     if (to_string(s) == name) return s;
   }
   return std::nullopt;

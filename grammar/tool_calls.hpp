@@ -59,10 +59,10 @@ class ToolCallStream {
  private:
   ToolCallSyntax syntax_;
   std::vector<std::string> names_;
-  std::string text_;     // the whole output so far
-  size_t passed_ = 0;    // bytes of text_ returned by push()
-  bool holding_ = false; // a call may have begun: hold everything
-  bool led_ = false;     // the first non-space byte was seen and was not a call's
+  std::string text_;      // the whole output so far
+  size_t passed_ = 0;     // bytes of text_ returned by push()
+  bool holding_ = false;  // a call may have begun: hold everything
+  bool led_ = false;      // the first non-space byte was seen and was not a call's
 };
 
 }  // namespace troupe::grammar

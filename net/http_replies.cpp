@@ -173,7 +173,9 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     out.finish_reason = finish_reason(reason);
     if (parsed.calls.empty()) return;
     out.text = std::move(parsed.content);
-    for (grammar::ToolCall& c : parsed.calls) out.tool_calls.push_back({.id = new_response_id("call_"), .call = std::move(c)});
+    for (grammar::ToolCall& c : parsed.calls) {
+      out.tool_calls.push_back({.id = new_response_id("call_"), .call = std::move(c)});
+    }
     if (reason != EndReason::length) out.finish_reason = "tool_calls";
   }
 

@@ -31,7 +31,7 @@ class ReasoningStream {
   ReasoningParts step(bool last);
 
   State state_;
-  std::string held_;            // bytes not yet given out
+  std::string held_;              // bytes not yet given out
   bool reasoning_began_ = false;  // a non-space byte of reasoning was given out
 };
 

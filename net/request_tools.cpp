@@ -32,7 +32,8 @@ std::vector<std::string> tool_names(const json::array& tools) {
     const std::string p = "tools[" + std::to_string(i) + "]";
     if (!tools[i].is_object()) invalid(p, "'" + p + "' must be an object");
     const json::object& t = tools[i].as_object();
-    if (const json::value* type = field(t, "type"); type != nullptr && !(type->is_string() && type->as_string() == "function")) {
+    if (const json::value* type = field(t, "type");
+        type != nullptr && !(type->is_string() && type->as_string() == "function")) {
       invalid(p + ".type", "'" + p + ".type' must be 'function'");
     }
     const json::value* fn = field(t, "function");
@@ -87,20 +88,23 @@ void read_tools(const json::object& o, ParsedRequest& r) {
     const json::value* fn = field(v->as_object(), "function");
     const json::value* name = fn != nullptr && fn->is_object() ? field(fn->as_object(), "name") : nullptr;
     if (name == nullptr || !name->is_string()) {
-      invalid("tool_choice.function.name", "'tool_choice' names a function as {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      invalid("tool_choice.function.name",
+              "'tool_choice' names a function as {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     c.mode = ToolChoice::Mode::function;
     c.function = text(name->as_string());
     if (std::find(c.names.begin(), c.names.end(), c.function) == c.names.end()) {
-      invalid("tool_choice.function.name", "'tool_choice' names the function '" + c.function + "', which is not in 'tools'");
+      invalid("tool_choice.function.name",
+              "'tool_choice' names the function '" + c.function + "', which is not in 'tools'");
     }
   } else {
     invalid("tool_choice", "'tool_choice' must be a string or an object");
   }
   if (c.forces() && c.names.empty()) invalid("tool_choice", "'tool_choice' 'required' needs 'tools'");
   if (c.forces() && r.params.format.constrained()) {
-    invalid("tool_choice", "'tool_choice' forces tool calls; it cannot be combined with another output constraint (" +
-                               (r.params.format.param.empty() ? std::string("response_format") : r.params.format.param) + ")");
+    invalid("tool_choice",
+            "'tool_choice' forces tool calls; it cannot be combined with another output constraint (" +
+                (r.params.format.param.empty() ? std::string("response_format") : r.params.format.param) + ")");
   }
 }
 

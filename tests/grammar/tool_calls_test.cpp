@@ -58,11 +58,13 @@ TEST(ToolCallSyntax, FollowsTheChatTemplate) {
   EXPECT_EQ(detect_tool_call_syntax(fixture().at("templates").at("smollm2").at("source").get<std::string>()),
             ToolCallSyntax::json);
   // The sentences Llama 3.1's and Mistral's templates carry.
-  EXPECT_EQ(detect_tool_call_syntax(R"({{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }})"),
-            ToolCallSyntax::llama3_json);
+  EXPECT_EQ(
+      detect_tool_call_syntax(
+          R"({{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }})"),
+      ToolCallSyntax::llama3_json);
   EXPECT_EQ(detect_tool_call_syntax("{{- '[TOOL_CALLS]' + tool_calls|tojson }}"), ToolCallSyntax::mistral);
-  for (ToolCallSyntax s : {ToolCallSyntax::json, ToolCallSyntax::hermes, ToolCallSyntax::llama3_json,
-                           ToolCallSyntax::mistral}) {
+  for (ToolCallSyntax s :
+       {ToolCallSyntax::json, ToolCallSyntax::hermes, ToolCallSyntax::llama3_json, ToolCallSyntax::mistral}) {
     EXPECT_EQ(tool_call_syntax_named(to_string(s)), s);
   }
   EXPECT_FALSE(tool_call_syntax_named("pythonic").has_value());
@@ -105,8 +107,8 @@ TEST(ToolCalls, ReadsBackWhatQwen3sTemplateWrites) {
     for (size_t k = 0; k < calls.size(); ++k) {
       const json& fn = calls[k].at("function");
       EXPECT_EQ(out.calls[k].name, fn.at("name").get<std::string>());
-      const json args = fn.at("arguments").is_string() ? json::parse(fn.at("arguments").get<std::string>())
-                                                       : fn.at("arguments");
+      const json args =
+          fn.at("arguments").is_string() ? json::parse(fn.at("arguments").get<std::string>()) : fn.at("arguments");
       EXPECT_EQ(json::parse(out.calls[k].arguments), args) << t.text;
     }
     EXPECT_EQ(out.content, t.message.value("content", std::string())) << t.text;
@@ -142,17 +144,20 @@ TEST(ToolCallGrammar, HoldsCallsToTheirFunctionsAndSyntax) {
     {"type": "function", "function": {"name": "now"}}])";
   const auto hermes = tool_call_grammar(tool_choice_format(ToolCallSyntax::hermes, tools, "", true));
   EXPECT_TRUE(accepts(hermes, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_TRUE(accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
-                              "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_TRUE(accepts(hermes,
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+                      "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
   // A required argument missing, a value outside its enum, an unknown function.
   EXPECT_FALSE(accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_FALSE(accepts(hermes,
-                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"k\"}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(
+      hermes,
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"k\"}}\n</tool_call>"));
   EXPECT_FALSE(accepts(hermes, "<tool_call>\n{\"name\": \"later\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(accepts(hermes, ""));  // a forced choice calls at least once
 
   const auto llama = tool_call_grammar(tool_choice_format(ToolCallSyntax::llama3_json, tools, "", true));
-  EXPECT_TRUE(accepts(llama, R"({"name": "now", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Rome"}})"));
+  EXPECT_TRUE(
+      accepts(llama, R"({"name": "now", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Rome"}})"));
   EXPECT_FALSE(accepts(llama, R"({"name": "now", "arguments": {}})"));
 
   const auto named = tool_call_grammar(tool_choice_format(ToolCallSyntax::json, tools, "now", true));
@@ -162,8 +167,9 @@ TEST(ToolCallGrammar, HoldsCallsToTheirFunctionsAndSyntax) {
 
   // What each grammar accepts, the parser of its syntax reads back.
   const std::vector<std::string> names{"get_weather", "now"};
-  const ToolCallOutput read =
-      parse_tool_calls(ToolCallSyntax::llama3_json, R"({"name": "now", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Rome"}})", names);
+  const ToolCallOutput read = parse_tool_calls(
+      ToolCallSyntax::llama3_json,
+      R"({"name": "now", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Rome"}})", names);
   ASSERT_EQ(read.calls.size(), 2u);
   EXPECT_EQ(read.calls[1].arguments, R"({"city":"Rome"})");
 }
@@ -172,8 +178,9 @@ TEST(ToolCallGrammar, NamesTheToolWhoseSchemaItCannotEnforce) {
   const std::string tools = R"([{"type": "function", "function": {"name": "ok"}},
     {"type": "function", "function": {"name": "zip", "parameters": {"type": "object",
       "properties": {"code": {"type": "string", "pattern": "^[0-9]{5}$"}}}}}])";
-  test::expect_refused([&](const std::string& t) { (void)tool_call_grammar(tool_choice_format(ToolCallSyntax::hermes, t, "", true)); },
-                       tools, "tools[1] ('zip') parameters: json_schema #/properties/code: the keyword 'pattern'");
+  test::expect_refused(
+      [&](const std::string& t) { (void)tool_call_grammar(tool_choice_format(ToolCallSyntax::hermes, t, "", true)); },
+      tools, "tools[1] ('zip') parameters: json_schema #/properties/code: the keyword 'pattern'");
   // Named: only that function's schema is compiled.
   EXPECT_NO_THROW((void)tool_call_grammar(tool_choice_format(ToolCallSyntax::hermes, tools, "ok", true)));
 }
@@ -190,7 +197,8 @@ TEST(ToolCalls, EachSyntaxParsesItsCallsAndKeepsTheRestAsText) {
   // The last call may lack its close (the model ended there).
   EXPECT_EQ(parse(ToolCallSyntax::hermes, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}").calls.size(), 1u);
   // Unknown function, broken JSON, arguments that are no object: plain text.
-  for (const std::string& bad : std::vector<std::string>{"<tool_call>{\"name\": \"later\", \"arguments\": {}}</tool_call>",
+  for (const std::string& bad :
+       std::vector<std::string>{"<tool_call>{\"name\": \"later\", \"arguments\": {}}</tool_call>",
                                 "<tool_call>{\"name\": \"now\", \"arguments\": {</tool_call>",
                                 "<tool_call>{\"name\": \"now\", \"arguments\": [1]}</tool_call>"}) {
     const ToolCallOutput out = parse(ToolCallSyntax::hermes, bad);
@@ -207,7 +215,8 @@ TEST(ToolCalls, EachSyntaxParsesItsCallsAndKeepsTheRestAsText) {
   EXPECT_TRUE(parse(ToolCallSyntax::llama3_json, "{\"name\": \"now\", \"parameters\": {}} and more").calls.empty());
 
   ToolCallOutput m = parse(ToolCallSyntax::mistral,
-                           "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}]");
+                           "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"get_weather\", "
+                           "\"arguments\": {\"city\": \"x\"}}]");
   ASSERT_EQ(m.calls.size(), 2u);
   EXPECT_EQ(m.calls[1].name, "get_weather");
   EXPECT_EQ(parse(ToolCallSyntax::mistral, " [{\"name\": \"now\", \"arguments\": {}}]").calls.size(), 1u);
@@ -271,9 +280,23 @@ namespace {
 class LazyToolCalls : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::vector<std::string> pieces{"<s>", "Hi", " there", "<tool", "_call", ">", "<tool_call>",
-                                          "<tool_call>\n", ">oops", "\n", "{\"name\": \"now\", \"arguments\": {}}",
-                                          "\n</tool_call>", "oops", "{", "<think>", "</think>", "</s>"};
+    const std::vector<std::string> pieces{"<s>",
+                                          "Hi",
+                                          " there",
+                                          "<tool",
+                                          "_call",
+                                          ">",
+                                          "<tool_call>",
+                                          "<tool_call>\n",
+                                          ">oops",
+                                          "\n",
+                                          "{\"name\": \"now\", \"arguments\": {}}",
+                                          "\n</tool_call>",
+                                          "oops",
+                                          "{",
+                                          "<think>",
+                                          "</think>",
+                                          "</s>"};
     for (const std::string& p : pieces) {
       ids_[p] = static_cast<int32_t>(bytes_.size());
       bytes_.push_back(p);
@@ -287,7 +310,8 @@ class LazyToolCalls : public ::testing::Test {
   }
 
   std::unique_ptr<LazyTokenGrammar> make() const {
-    return std::make_unique<LazyTokenGrammar>(tool_call_format_trigger(format_).text, tool_call_grammar(format_), trie_);
+    return std::make_unique<LazyTokenGrammar>(tool_call_format_trigger(format_).text, tool_call_grammar(format_),
+                                              trie_);
   }
   int32_t id(const std::string& p) const { return ids_.at(p); }
 

@@ -140,8 +140,8 @@ TEST(ReasoningRoutes, ChatTemplateKwargsReachTheTemplate) {
       "{% for m in messages %}{{ m.content }}\n{% endfor %}"
       "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}";
   auto prompt_of = [&](const std::string& extra) {
-    const HttpReply ids = env.call("POST", "/tokenize",
-                                   R"({"messages": [{"role": "user", "content": "Hi"}])" + extra + "}");
+    const HttpReply ids =
+        env.call("POST", "/tokenize", R"({"messages": [{"role": "user", "content": "Hi"}])" + extra + "}");
     EXPECT_EQ(ids.status, 200) << ids.body;
     const json tokens = {{"tokens", json::parse(ids.body)["tokens"]}};
     return json::parse(env.call("POST", "/detokenize", tokens.dump()).body)["prompt"].get<std::string>();
@@ -149,7 +149,8 @@ TEST(ReasoningRoutes, ChatTemplateKwargsReachTheTemplate) {
   EXPECT_EQ(prompt_of("").find("</think>"), std::string::npos);
   EXPECT_NE(prompt_of(R"(, "chat_template_kwargs": {"enable_thinking": false})").find("</think>"), std::string::npos);
 
-  const std::string hi = R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": )";
+  const std::string hi =
+      R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": )";
   for (const std::string bad : {"[1]", R"({"messages": []})", R"({"add_generation_prompt": false})"}) {
     const HttpReply r = env.call("POST", "/v1/chat/completions", hi + bad + "}");
     EXPECT_EQ(r.status, 400) << bad;

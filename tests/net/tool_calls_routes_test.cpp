@@ -103,8 +103,9 @@ TEST(ToolCallRoutes, AStreamHoldsTheCallAndSendsItWhole) {
 }
 
 TEST(ToolCallRoutes, NoneAndNoToolsLeaveTheTextAlone) {
-  for (const std::string& body : {chat(R"(, "tool_choice": "none")"),
-                                 std::string(R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}]})")}) {
+  for (const std::string& body :
+       {chat(R"(, "tool_choice": "none")"),
+        std::string(R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}]})")}) {
     Env env;
     script_a_call(env);
     const HttpReply r = env.call("POST", "/v1/chat/completions", body);
@@ -119,7 +120,8 @@ TEST(ToolCallRoutes, NoneAndNoToolsLeaveTheTextAlone) {
 TEST(ToolCallRoutes, AMalformedCallStaysText) {
   Env env;
   env.backend.tool_call_syntax = grammar::ToolCallSyntax::hermes;
-  env.backend.script = {.texts = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>"}};
+  env.backend.script = {
+      .texts = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>"}};
   const HttpReply r = env.call("POST", "/v1/chat/completions", chat(""));
   ASSERT_EQ(r.status, 200) << r.body;
   const json choice = json::parse(r.body)["choices"][0];
@@ -137,16 +139,18 @@ TEST(ToolCallRoutes, AForcingChoiceConstrainsTheOutput) {
                      chat(R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})"))
                 .status,
             200);
-  ASSERT_EQ(env.call("POST", "/v1/chat/completions", chat(R"(, "tool_choice": "required", "parallel_tool_calls": false)"))
-                .status,
-            200);
+  ASSERT_EQ(
+      env.call("POST", "/v1/chat/completions", chat(R"(, "tool_choice": "required", "parallel_tool_calls": false)"))
+          .status,
+      200);
   ASSERT_EQ(env.backend.submitted.size(), 2u);
   const OutputFormat& named = env.backend.submitted[0].params.format;
   const OutputFormat& required = env.backend.submitted[1].params.format;
   ASSERT_EQ(named.kind, OutputFormat::Kind::tool_calls);
   ASSERT_EQ(required.kind, OutputFormat::Kind::tool_calls);
   const std::string now = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
-  const std::string paris = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  const std::string paris =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
   using grammar::test::accepts;
   EXPECT_TRUE(accepts(output_grammar(named), now));
   EXPECT_FALSE(accepts(output_grammar(named), paris));
@@ -158,8 +162,9 @@ TEST(ToolCallRoutes, AForcingChoiceConstrainsTheOutput) {
 // unless the client asks for parallel calls; one that was taught, many.
 TEST(ToolCallRoutes, ParallelCallsByDefaultOnlyForModelsTaughtToCall) {
   const std::string two = R"([{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}])";
-  const std::string two_hermes = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
-                                 "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  const std::string two_hermes =
+      "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
   struct Case {
     grammar::ToolCallSyntax syntax;
     std::string extra, text;
@@ -253,7 +258,8 @@ TEST(ToolCallRoutes, TheTurnThatOnlyCalledRendersOnTemplatesThatNeedContent) {
   env.backend.chat_template = fixture["templates"]["smollm2"]["source"].get<std::string>();
   for (const std::string content : {"", R"("content": null, )"}) {
     const std::string body = R"({"messages": [{"role": "user", "content": "Oslo?"},
-      {"role": "assistant", )" + content + R"("tool_calls": [{"id": "call_1", "type": "function",
+      {"role": "assistant", )" +
+                             content + R"("tool_calls": [{"id": "call_1", "type": "function",
         "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
       {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})";
     const HttpReply ids = env.call("POST", "/tokenize", body);
