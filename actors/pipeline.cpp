@@ -229,14 +229,6 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
   set_answer_syntax(impl->info, *prompter, config);
-  if (!config.tool_call_parser.empty()) {
-    const std::optional<grammar::ToolCallSyntax> named = grammar::tool_call_syntax_named(config.tool_call_parser);
-    if (!named) {
-      throw Error(Errc::invalid_argument, "PipelineConfig: tool_call_parser '" + config.tool_call_parser +
-                                              "' is not one of hermes, llama3_json, mistral, json");
-    }
-    impl->info.tool_call_syntax = *named;
-  }
   const int32_t n_engines =
       config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(plan.size());
   const KvCacheOptions kv{.n_blocks = config.n_kv_blocks,

@@ -23,14 +23,14 @@ struct SamplerState {
   struct Seq {
     Seq(const SeqOpen& open, std::unique_ptr<TokenConstraint> g)
         : sampler(open.params.sampling),
-          grammar(std::move(g)),
+          constraint(std::move(g)),
           history(open.prompt),
           n_prompt(static_cast<int32_t>(open.prompt.size())),
           ignore_eos(open.params.ignore_eos),
           logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0),
           score_prompt(open.params.prompt_logprobs) {}
     Sampler sampler;
-    std::unique_ptr<TokenConstraint> grammar;  // null: unconstrained
+    std::unique_ptr<TokenConstraint> constraint;  // the output format's; null: unconstrained
     std::vector<int32_t> history;  // prompt + generated
     int32_t n_prompt = 0;
     int32_t scored = 0;  // prompt tokens 1 .. scored - 1 were scored (recomputed rows are not again)
@@ -50,7 +50,7 @@ struct SamplerState {
   std::unordered_map<const grammar::Grammar*, GrammarMasks> masks;
   std::unordered_map<RequestId, Seq> seqs;
 
-  std::unique_ptr<TokenConstraint> token_grammar(const OutputFormat& format) {
+  std::unique_ptr<TokenConstraint> constraint_for(const OutputFormat& format) {
     if (!format.constrained()) return nullptr;
     if (!trie) trie = vocab_trie(*tokenizer);
     std::shared_ptr<const grammar::Grammar> g = output_grammar(format);
@@ -101,7 +101,7 @@ void sample_row(SamplerState::Seq& seq, const Tokenizer& tokenizer, std::span<fl
     record_logprobs(seq.sampler, out);
     return;
   }
-  TokenConstraint* g = seq.grammar.get();
+  TokenConstraint* g = seq.constraint.get();
   const int32_t token =
       next >= 0 ? seq.sampler.verify(logits, seq.history, next, g) : seq.sampler.sample(logits, seq.history, g);
   seq.history.push_back(token);
@@ -131,7 +131,7 @@ class SamplerImpl : public sampler_actor::base {
           // refuses them leaves the request unknown, so its rows end it.
           try {
             state_.seqs.erase(open.id);
-            state_.seqs.try_emplace(open.id, open, state_.token_grammar(open.params.format));
+            state_.seqs.try_emplace(open.id, open, state_.constraint_for(open.params.format));
           } catch (const std::exception&) {
             state_.seqs.erase(open.id);
           }

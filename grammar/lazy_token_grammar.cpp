@@ -52,6 +52,8 @@ size_t LazyTokenGrammar::trigger_end(std::string_view bytes) const {
   // Only a trigger that ends in the new bytes is new: look in the last
   // bytes of the output and the new ones (the whole output is read only
   // when a trigger is there, to see whether a <think> block holds it).
+  // Greedy checks a token a step: most hold no byte that ends a trigger.
+  if (bytes.find(trigger_.back()) == std::string_view::npos) return std::string::npos;
   const size_t from = text_.size() >= trigger_.size() ? text_.size() - (trigger_.size() - 1) : 0;
   std::string window = text_.substr(from);
   window.append(bytes);

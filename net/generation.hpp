@@ -38,19 +38,23 @@ struct JobSpec {
   std::string endpoint_label;  // completions, chat, websocket (metrics)
   std::vector<PreparedChoice> choices;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprob tokens as "token_id:N"
-  // Chat with tools the model may call (tool_choice not "none"): how its
-  // calls are found in the output, and the functions they may name.
+  // How a chat output is read (net/chat_answer.hpp).
   struct ToolParsing {
     grammar::ToolCallSyntax syntax = grammar::ToolCallSyntax::json;
     std::vector<std::string> names;
   };
-  std::optional<ToolParsing> tools;
-  // Chat from a model that thinks in <think> blocks (ModelInfo::reasoning_tags):
-  // the block is returned apart, as reasoning_content.
   struct ReasoningParsing {
     bool starts_open = false;  // the output begins inside the block (the template opened it)
   };
-  std::optional<ReasoningParsing> reasoning;
+  struct AnswerReading {
+    // Tools the model may call (tool_choice not "none"): how its calls are
+    // found in the output, and the functions they may name.
+    std::optional<ToolParsing> tools;
+    // A model that thinks in <think> blocks (ModelInfo::reasoning_tags):
+    // the block is returned apart, as reasoning_content.
+    std::optional<ReasoningParsing> reasoning;
+  };
+  AnswerReading answer;
 };
 
 // The job calls these serially (never two at once), from pipeline threads:

@@ -5,6 +5,7 @@
 #include "net/http_replies.hpp"
 
 #include "net/api_error.hpp"
+#include "net/chat_answer.hpp"
 #include "net/reasoning_split.hpp"
 #include "net/routes.hpp"
 
@@ -24,8 +25,8 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       outputs_[i].index = static_cast<int32_t>(i);
       const SamplingParams& s = spec_.choices[i].request.params.sampling;
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
-      if (spec_.tools) tool_streams_.emplace_back(spec_.tools->syntax, spec_.tools->names);
-      if (spec_.reasoning) reasoning_streams_.emplace_back(spec_.reasoning->starts_open);
+      if (spec_.answer.tools) tool_streams_.emplace_back(spec_.answer.tools->syntax, spec_.answer.tools->names);
+      if (spec_.answer.reasoning) reasoning_streams_.emplace_back(spec_.answer.reasoning->starts_open);
     }
   }
 
@@ -49,7 +50,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       return true;
     }
     if (failed_) return false;
-    if (!spec_.reasoning && !spec_.tools) {
+    if (!spec_.answer.reasoning && !spec_.answer.tools) {
       if (text.empty() && lps == nullptr) return true;
       return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lps != nullptr, .logprobs = lps});
     }
@@ -97,29 +98,25 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     }
     if (!stream_) {
       out.text += text;
-      out.finish_reason = finish_reason(f.reason);
-      if (spec_.reasoning) {
-        ReasoningParts parts = split_reasoning(out.text, spec_.reasoning->starts_open);
-        out.reasoning = std::move(parts.reasoning);
-        out.text = std::move(parts.content);
-      }
-      if (spec_.tools) {
-        grammar::ToolCallOutput parsed = grammar::parse_tool_calls(spec_.tools->syntax, out.text, spec_.tools->names);
-        take_calls(out, std::move(parsed), f.reason);
-      }
+      ChatAnswer a = read_chat_answer(spec_.answer, out.text, f.reason);
+      out.reasoning = std::move(a.reasoning);
+      out.text = std::move(a.content);
+      out.tool_calls = std::move(a.tool_calls);
+      out.finish_reason = std::move(a.finish_reason);
       return true;
     }
     if (failed_) return false;
-    if (!spec_.reasoning && !spec_.tools) {
+    if (!spec_.answer.reasoning && !spec_.answer.tools) {
       return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
     }
     ReasoningParts parts = answer_parts(choice, text, true);
-    out.finish_reason = finish_reason(f.reason);
-    if (spec_.tools) {
+    std::vector<grammar::ToolCall> calls;
+    if (spec_.answer.tools) {
       grammar::ToolCallOutput parsed = tool_streams_[static_cast<size_t>(choice)].finish();
       parts.content += parsed.content;
-      take_calls(out, std::move(parsed), f.reason);
+      calls = std::move(parsed.calls);
     }
+    out.finish_reason = take_tool_calls(std::move(calls), f.reason, out.tool_calls);
     if ((!parts.content.empty() || !parts.reasoning.empty()) &&
         !send_event(ChunkInput{.index = choice, .text = parts.content, .reasoning = parts.reasoning})) {
       return false;
@@ -154,7 +151,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   ReasoningParts answer_parts(int32_t choice, std::string_view text, bool last) {
     const auto i = static_cast<size_t>(choice);
     ReasoningParts parts{.reasoning = {}, .content = std::string(text)};
-    if (spec_.reasoning) {
+    if (spec_.answer.reasoning) {
       parts = reasoning_streams_[i].push(text);
       if (last) {
         ReasoningParts rest = reasoning_streams_[i].finish();
@@ -162,21 +159,8 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
         parts.content += rest.content;
       }
     }
-    if (spec_.tools) parts.content = tool_streams_[i].push(parts.content);
+    if (spec_.answer.tools) parts.content = tool_streams_[i].push(parts.content);
     return parts;
-  }
-
-  // The calls of a finished choice, each with an id; content is the text
-  // around them. An output that calls ends with finish_reason "tool_calls"
-  // (OpenAI's), unless max_tokens cut it.
-  static void take_calls(ChoiceOutput& out, grammar::ToolCallOutput parsed, EndReason reason) {
-    out.finish_reason = finish_reason(reason);
-    if (parsed.calls.empty()) return;
-    out.text = std::move(parsed.content);
-    for (grammar::ToolCall& c : parsed.calls) {
-      out.tool_calls.push_back({.id = new_response_id("call_"), .call = std::move(c)});
-    }
-    if (reason != EndReason::length) out.finish_reason = "tool_calls";
   }
 
   void ensure_head() {

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "net/api_error.hpp"
+#include "net/request_field.hpp"
 #include "net/request_tools.hpp"
 
 namespace troupe::net {
@@ -65,11 +66,6 @@ json::object parse_object(std::string_view body, const char* what) {
   return std::move(root.as_object());
 }
 
-// Absent and null are the same for optional fields, as in OpenAI's API.
-const json::value* field(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return (v == nullptr || v->is_null()) ? nullptr : v;
-}
 
 std::optional<bool> get_bool(const json::object& o, const char* key) {
   const json::value* v = field(o, key);

@@ -8,16 +8,12 @@
 #include <algorithm>
 
 #include "net/api_error.hpp"
+#include "net/request_field.hpp"
 
 namespace troupe::net {
 namespace {
 
 namespace json = boost::json;
-
-const json::value* field(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return (v == nullptr || v->is_null()) ? nullptr : v;
-}
 
 [[noreturn]] void invalid(const std::string& param, const std::string& what) {
   throw invalid_field(param, what, "invalid_value");

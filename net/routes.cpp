@@ -219,12 +219,12 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
   if (chat) {
     prompts.push_back({.request = EngineRequest::from_chat(r.chat)});
     if (model.engine.reasoning_tags) {
-      spec.reasoning = JobSpec::ReasoningParsing{.starts_open = model.engine.reasoning_starts_open};
+      spec.answer.reasoning = JobSpec::ReasoningParsing{.starts_open = model.engine.reasoning_starts_open};
     }
     const ToolChoice& tc = r.tool_choice;
     if (tc.mode != ToolChoice::Mode::none) {
       const grammar::ToolCallSyntax syntax = model.engine.tool_call_syntax;
-      spec.tools = JobSpec::ToolParsing{.syntax = syntax, .names = tc.names};
+      spec.answer.tools = JobSpec::ToolParsing{.syntax = syntax, .names = tc.names};
       // A model that no template taught to call tools (the json syntax)
       // does not know when its calls are done: unless the client asks for
       // parallel calls, a forced choice makes one (llama.cpp's default).

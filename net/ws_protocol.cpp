@@ -4,6 +4,7 @@
 #include "net/ws_protocol.hpp"
 
 #include "net/api_error.hpp"
+#include "net/chat_answer.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
@@ -11,12 +12,14 @@ namespace troupe::net {
 class WsConnection::RequestListener : public JobListener {
  public:
   RequestListener(std::weak_ptr<WsConnection> conn, std::shared_ptr<WsOutput> out, std::string id,
-                  std::optional<JobSpec::ToolParsing> tools)
-      : conn_(std::move(conn)), out_(std::move(out)), id_(std::move(id)), tools_(std::move(tools)) {}
+                  const JobSpec& spec)
+      : conn_(std::move(conn)), out_(std::move(out)), id_(std::move(id)) {
+    if (spec.answer.tools) answer_ = spec.answer;
+  }
 
   bool on_token(int32_t, const TokenEvent& ev, std::string_view text,
                 const std::vector<TokenLogprobs>* lps) override {
-    if (tools_) output_ += text;
+    if (answer_) output_ += text;
     // WebSocket requests have no echo: the token's own entry is the last.
     const TokenLogprobs* lp = lps != nullptr && !lps->empty() ? &lps->back() : nullptr;
     return out_->send_text(ws_token(id_, ev.index, ev.token, text, lp));
@@ -35,13 +38,11 @@ class WsConnection::RequestListener : public JobListener {
                   .total_seconds = f.total_seconds};
     // The token frames carried the output as text; the final frame adds
     // the calls found in it.
-    if (tools_ && f.reason != EndReason::cancelled) {
+    if (answer_ && f.reason != EndReason::cancelled) {
       output_ += text;
-      grammar::ToolCallOutput parsed = grammar::parse_tool_calls(tools_->syntax, output_, tools_->names);
-      for (grammar::ToolCall& c : parsed.calls) {
-        final.tool_calls.push_back({.id = new_response_id("call_"), .call = std::move(c)});
-      }
-      if (!final.tool_calls.empty() && f.reason == EndReason::stop) final.finish_reason = "tool_calls";
+      ChatAnswer a = read_chat_answer(*answer_, output_, f.reason);
+      final.tool_calls = std::move(a.tool_calls);
+      if (!final.tool_calls.empty()) final.finish_reason = std::move(a.finish_reason);
     }
     return out_->send_text(ws_final(final));
   }
@@ -54,8 +55,8 @@ class WsConnection::RequestListener : public JobListener {
   std::weak_ptr<WsConnection> conn_;
   std::shared_ptr<WsOutput> out_;
   std::string id_;
-  std::optional<JobSpec::ToolParsing> tools_;
-  std::string output_;  // with tools: the whole output, parsed at the end
+  std::optional<JobSpec::AnswerReading> answer_;  // with tools: how the output is read
+  std::string output_;             // with tools: the whole output, read at the end
 };
 
 std::shared_ptr<WsConnection> WsConnection::create(ServerCore& core, std::shared_ptr<WsOutput> out) {
@@ -104,7 +105,7 @@ void WsConnection::generate(const std::string& id, const ParsedRequest& r) {
   }
   JobSpec spec = core_.prepare(r, "websocket", /*check_model_name=*/!r.model.empty());
   core_.admit(spec);
-  auto listener = std::make_shared<RequestListener>(weak_from_this(), out_, id, spec.tools);
+  auto listener = std::make_shared<RequestListener>(weak_from_this(), out_, id, spec);
   auto job = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), std::move(spec), listener);
   core_.jobs().add(job);
   {
