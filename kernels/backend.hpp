@@ -83,6 +83,9 @@ class Backend {
   virtual void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim,
                     const kernels::RopeParams& p) = 0;
   virtual void swiglu(float* y, const float* gate, const float* up, int64_t n) = 0;
+  // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit,
+  // limit), y = (u + 1) * g * sigmoid(alpha * g). y may alias gate.
+  virtual void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) = 0;
   virtual void gelu(float* y, const float* x, int64_t n) = 0;
   // y = gelu(gate) * up (tanh GELU; Gemma's GeGLU). y may alias gate.
   virtual void geglu(float* y, const float* gate, const float* up, int64_t n) = 0;
@@ -94,9 +97,10 @@ class Backend {
   virtual void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) = 0;
   virtual void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs,
                         int n_seqs) = 0;
-  // See kernels::attention (cpu_kernels.hpp) for window and softcap.
+  // See kernels::attention (cpu_kernels.hpp) for window, softcap and sinks
+  // ([n_head] in backend memory, or null).
   virtual void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                         int64_t n_head, float scale, int32_t window, float softcap) = 0;
+                         int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) = 0;
 };
 
 }  // namespace troupe

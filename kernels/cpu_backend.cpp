@@ -254,6 +254,12 @@ void CpuBackend::swiglu(float* y, const float* gate, const float* up, int64_t n)
   split_elements(n, [&](int64_t i0, int64_t i1) { kernels::swiglu(y + i0, gate + i0, up + i0, i1 - i0); });
 }
 
+void CpuBackend::swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) {
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    kernels::swiglu_oai(y + i0, gate + i0, up + i0, i1 - i0, alpha, limit);
+  });
+}
+
 void CpuBackend::gelu(float* y, const float* x, int64_t n) { kernels::gelu(y, x, n); }
 
 void CpuBackend::geglu(float* y, const float* gate, const float* up, int64_t n) {
@@ -283,8 +289,8 @@ void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v,
 }
 
 void CpuBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                           int64_t n_head, float scale, int32_t window, float softcap) {
-  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window, softcap);
+                           int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
+  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window, softcap, sinks);
 }
 
 }  // namespace troupe

@@ -54,6 +54,7 @@ class CpuBackend : public Backend {
   void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim,
             const kernels::RopeParams& p) override;
   void swiglu(float* y, const float* gate, const float* up, int64_t n) override;
+  void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) override;
   void gelu(float* y, const float* x, int64_t n) override;
   void geglu(float* y, const float* gate, const float* up, int64_t n) override;
   void scale(float* x, float s, int64_t n) override;
@@ -61,7 +62,8 @@ class CpuBackend : public Backend {
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-                 float scale, int32_t window, float softcap) override;
+                 float scale, int32_t window, float softcap,
+                 const float* sinks) override;
 
  private:
   // fn(begin, end) over [0, n), split over the pool for a prefill's sizes.

@@ -48,6 +48,9 @@ void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_
 
 // y = silu(gate) * up, elementwise over n values. y may alias gate.
 void swiglu(float* y, const float* gate, const float* up, int64_t n);
+// y = (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate,
+// limit): gpt-oss's expert activation. y may alias gate.
+void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit);
 
 // y = gelu(x), tanh approximation (GPT-2's "gelu_new"). y may alias x.
 void gelu(float* y, const float* x, int64_t n);
@@ -68,8 +71,13 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 // query head h reads kv head h / (n_head / n_head_kv). window > 0 limits each
 // query to the last `window` positions (sliding-window attention). softcap >
 // 0 turns each scaled score s into softcap * tanh(s / softcap) before the
-// softmax (Gemma 2's attention logit soft-capping).
+// softmax (Gemma 2's attention logit soft-capping). sinks, when given
+// ([n_head]), are gpt-oss's attention sinks: a logit per head that joins
+// each row's softmax denominator and attends to nothing, so a row's
+// weights sum to less than 1: out = sum_j exp(s_j) v_j / (sum_j exp(s_j) +
+// exp(sink)).
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-               float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f);
+               float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f,
+               const float* sinks = nullptr);
 
 }  // namespace troupe::kernels

@@ -123,6 +123,7 @@ class CudaBackend final : public Backend {
   void rope(float* x, const int32_t* pos, int64_t n_tokens, int64_t n_head, int64_t head_dim,
             const kernels::RopeParams& p) override;
   void swiglu(float* y, const float* gate, const float* up, int64_t n) override;
+  void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) override;
   void gelu(float* y, const float* x, int64_t n) override;
   void geglu(float* y, const float* gate, const float* up, int64_t n) override;
   void scale(float* x, float s, int64_t n) override;
@@ -131,7 +132,8 @@ class CudaBackend final : public Backend {
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-                 float scale, int32_t window, float softcap) override;
+                 float scale, int32_t window, float softcap,
+                 const float* sinks) override;
 
   // Benchmarks build models directly on the device (no multi-GB host files):
   // an uninitialised-then-filled weight in the weight pool, values uniform in

@@ -26,34 +26,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Which layers are local: transformers 5's "layer_types", or the older
-// "sliding_window_pattern" (every pattern-th layer global; Gemma 2's
-// configs have neither and alternate, pattern 2).
-void read_layer_kinds(const HfConfig& cfg, ModelConfig& c, int64_t default_pattern) {
-  c.local_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  if (cfg.has("layer_types")) {
-    const Json& types = cfg.json()["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer) {
-      cfg.fail(Errc::bad_format, "layer_types must list num_hidden_layers layer types");
-    }
-    for (size_t i = 0; i < types.size(); ++i) {
-      const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
-      if (t != "sliding_attention" && t != "full_attention") {
-        cfg.fail(Errc::unsupported, "layer type '" + t + "' is not supported; supported: sliding_attention, "
-                                    "full_attention");
-      }
-      c.local_layers[i] = t == "sliding_attention" ? 1 : 0;
-    }
-  } else {
-    const int64_t pattern = cfg.get_int("sliding_window_pattern", default_pattern);
-    if (pattern <= 0) cfg.fail(Errc::bad_format, "sliding_window_pattern must be positive");
-    for (int64_t il = 0; il < c.n_layer; ++il) c.local_layers[static_cast<size_t>(il)] = (il + 1) % pattern != 0;
-  }
-  const int64_t window = cfg.get_int("sliding_window");
-  if (window <= 0 || window > INT32_MAX) cfg.fail(Errc::bad_format, "sliding_window must be positive");
-  c.sliding_window = static_cast<int32_t>(window);
-}
-
 // RoPE of the two kinds of layers: transformers 5 writes one settings object
 // per layer type under "rope_parameters"; older files have rope_theta and
 // rope_scaling (global) and rope_local_base_freq (local).

@@ -10,7 +10,8 @@ namespace {
 const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwen2,  &arch::qwen3,
                                     &arch::mixtral,  &arch::qwen2moe, &arch::qwen3moe, &arch::gemma2,
                                     &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::olmo2,
-                                    &arch::granite,  &arch::starcoder2, &arch::gpt2};
+                                    &arch::granite,  &arch::starcoder2, &arch::gpt2,
+                                    &arch::gpt_oss};
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // The GGUF loader behind Model::load, for the architectures llama.cpp names
 // "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM2, and Mixtral when the file
 // has experts), "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3" and
-// "granite": hyperparameters from metadata, weights bound in place to the
+// "granite" and "gpt-oss": hyperparameters from metadata, weights bound in place to the
 // mapped tensor data (no copy unless quantization is asked for).
 #include <cmath>
 #include <cstdint>
@@ -53,6 +53,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"olmo2", kernels::RopeLayout::neox, false, false, false, false, false, GgufNorms::rms_after},
     {"starcoder2", kernels::RopeLayout::neox, false, false, false, false, false, GgufNorms::layer_before},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
+    {"gpt-oss", kernels::RopeLayout::neox, false, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -74,6 +75,8 @@ class GgufModel final : public Model {
   // Expert e's [n_out, n_in] slice of a {n_in, n_out, n_expert} tensor.
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
+  void read_gpt_oss(const std::string& p);
+  void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
   void read_gemma(const std::string& p, bool gemma2);
   void read_yarn(const std::string& p);
@@ -113,6 +116,49 @@ void GgufModel::bind_experts(const std::string& b, LayerWeights& l) const {
     ex.w_gate = expert_matrix(b + "ffn_gate_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
     ex.w_up = expert_matrix(b + "ffn_up_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
     ex.w_down = expert_matrix(b + "ffn_down_exps.weight", c.n_ff, c.n_embd, c.n_expert, e);
+  }
+}
+
+// What llama.cpp reads or assumes for "gpt-oss": a sliding window on every
+// other layer (layer 0 first) with the same RoPE as the others, the softmax
+// over the chosen experts' logits, and the experts' clamped SwiGLU with
+// alpha 1.702 and limit 7 (the files carry neither).
+void GgufModel::read_gpt_oss(const std::string& p) {
+  ModelConfig& c = config_;
+  c.sliding_window = read_sliding_window(p);
+  if (c.sliding_window <= 0) fail("attention.sliding_window is missing or 0");
+  c.local_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t il = 0; il < c.n_layer; il += 2) c.local_layers[static_cast<size_t>(il)] = 1;
+  c.local_layers_share_rope = true;
+  c.expert_weights_norm = true;
+  c.expert_swiglu_alpha = 1.702f;
+  c.expert_swiglu_limit = 7.0f;
+}
+
+// gpt-oss's layer past the attention projections: the output bias, the
+// sinks, the norm before the experts (named post_attention_norm), and the
+// router's and experts' biases ({n_ff, n_expert} and {n_embd, n_expert}).
+void GgufModel::bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const {
+  const ModelConfig& c = config_;
+  l.bo = vector(b + "attn_output.bias", c.n_embd);
+  l.attn_sinks = vector(b + "attn_sinks.weight", c.n_head);
+  l.ffn_norm = vector(b + "post_attention_norm.weight", c.n_embd);
+  bind_experts(b, l);
+  l.ffn_router_b = vector(b + "ffn_gate_inp.bias", c.n_expert);
+  auto biases = [&](const std::string& name, int64_t n) {
+    const gguf::TensorInfo& t = file_.tensor(name);
+    file_.expect_shape(t, {n, c.n_expert});
+    if (t.type != DType::f32) fail("tensor '" + name + "' is " + std::string(dtype_name(t.type)) + ", expected f32");
+    return static_cast<const float*>(t.data);
+  };
+  const float* bg = biases(b + "ffn_gate_exps.bias", c.n_ff);
+  const float* bu = biases(b + "ffn_up_exps.bias", c.n_ff);
+  const float* bd = biases(b + "ffn_down_exps.bias", c.n_embd);
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+    ex.b_gate = bg + e * c.n_ff;
+    ex.b_up = bu + e * c.n_ff;
+    ex.b_down = bd + e * c.n_embd;
   }
 }
 
@@ -304,6 +350,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.gemma) read_gemma(p, a.name == "gemma2");
   if (a.fused) read_phi3(p);
   if (a.scales) read_granite(p);
+  if (a.name == "gpt-oss") read_gpt_oss(p);
   if (a.name == "olmo2") {
     c.qk_norm_whole = true;
     if (file_.find_u32(p + "attention.sliding_window")) {
@@ -362,6 +409,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     if (a.qk_norm || c.qk_norm_whole) {
       l.q_norm = vector(b + "attn_q_norm.weight", c.qk_norm_whole ? c.q_dim() : c.head_dim);
       l.k_norm = vector(b + "attn_k_norm.weight", c.qk_norm_whole ? c.kv_dim() : c.head_dim);
+    }
+    if (a.name == "gpt-oss") {
+      bind_gpt_oss_layer(b, l);
+      continue;
     }
     if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
     if (a.gemma || post_norm_only) {

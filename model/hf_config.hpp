@@ -60,6 +60,13 @@ void read_llama_config(const HfConfig& cfg, ModelConfig& c);
 // Other scaling types throw Error(unsupported) naming them.
 void read_rope_config(const HfConfig& cfg, ModelConfig& c);
 
+// Which layers are local (sliding-window attention), into c.local_layers,
+// and c.sliding_window: transformers 5's "layer_types", or the older
+// "sliding_window_pattern" (every pattern-th layer global; Gemma 2's and
+// gpt-oss's configs may have neither and alternate, default_pattern 2).
+// Needs c.n_layer.
+void read_layer_kinds(const HfConfig& cfg, ModelConfig& c, int64_t default_pattern);
+
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);
 

@@ -59,6 +59,11 @@ const float* HfWeights::vector(std::string_view name, int64_t n) {
   return store_f32(store_, *t.type, t.data, n);
 }
 
+const float* HfWeights::vector_rows(std::string_view name, int64_t n_rows, int64_t n_cols) {
+  const safetensors::TensorInfo& t = expect(name, {n_rows, n_cols});
+  return store_f32(store_, *t.type, t.data, n_rows * n_cols);
+}
+
 const float* HfWeights::vector_plus_one(std::string_view name, int64_t n) {
   const float* w = vector(name, n);
   float* out = store_.floats(n);

@@ -33,6 +33,10 @@ class HfWeights {
   // A 1-D tensor of n values, as an f32 copy (norms, biases).
   const float* vector(std::string_view name, int64_t n);
   const float* optional_vector(std::string_view name, int64_t n) { return has(name) ? vector(name, n) : nullptr; }
+  // A 2-D tensor [n_rows, n_cols] as an f32 copy, rows contiguous (per-expert biases).
+  const float* vector_rows(std::string_view name, int64_t n_rows, int64_t n_cols);
+  // Where weights made at load go (conversions the architecture does itself).
+  WeightStore& store() { return store_; }
   // 1 + the tensor's values (Gemma's RMSNorms scale by 1 + w), in f32.
   const float* vector_plus_one(std::string_view name, int64_t n);
 

@@ -56,7 +56,8 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
   }
 
   if (rope) {
-    const bool local = c.is_local(il);  // Gemma 3's local layers: their own base, unscaled
+    // Gemma 3's local layers: their own base, unscaled.
+    const bool local = c.is_local(il) && !c.local_layers_share_rope;
     const kernels::RopeParams p{
         .layout = c.rope_layout,
         .n_rot = c.n_rot,
@@ -70,7 +71,7 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il), c.attn_softcap);
+  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il), c.attn_softcap, w.attn_sinks);
   be.matmul(out, att, w.wo, n);
   if (w.bo != nullptr) be.add_bias(out, w.bo, n, c.n_embd);
   ctx.arena.rewind(mark);
@@ -103,6 +104,31 @@ void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, fl
   ctx.backend.gelu(h, h, n * n_ff);
   ctx.backend.matmul(out, h, w.w_down, n);
   if (w.b_down != nullptr) ctx.backend.add_bias(out, w.b_down, n, ctx.config.n_embd);
+  ctx.arena.rewind(mark);
+}
+
+void expert_ffn(const StepContext& ctx, const ExpertWeights& ex, const float* xb, float* out, int64_t n_rows) {
+  const ModelConfig& c = ctx.config;
+  if (c.expert_swiglu_limit <= 0.0f && ex.b_gate == nullptr && ex.b_up == nullptr && ex.b_down == nullptr) {
+    swiglu_ffn(ctx, ex.w_gate, ex.w_up, ex.w_down, xb, out, n_rows);
+    return;
+  }
+  Backend& be = ctx.backend;
+  const int64_t n_ff = ex.w_gate.n_out;
+  const size_t mark = ctx.arena.used();
+  float* g = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
+  float* u = ctx.arena.floats(n_rows * n_ff);  // [n_rows, n_ff]
+  const Backend::MatmulOut gate_up[] = {{g, &ex.w_gate}, {u, &ex.w_up}};
+  be.matmul_n(gate_up, xb, n_rows);
+  if (ex.b_gate != nullptr) be.add_bias(g, ex.b_gate, n_rows, n_ff);
+  if (ex.b_up != nullptr) be.add_bias(u, ex.b_up, n_rows, n_ff);
+  if (c.expert_swiglu_limit > 0.0f) {
+    be.swiglu_oai(g, g, u, n_rows * n_ff, c.expert_swiglu_alpha, c.expert_swiglu_limit);
+  } else {
+    be.swiglu(g, g, u, n_rows * n_ff);
+  }
+  be.matmul(out, g, ex.w_down, n_rows);
+  if (ex.b_down != nullptr) be.add_bias(out, ex.b_down, n_rows, c.n_embd);
   ctx.arena.rewind(mark);
 }
 
@@ -153,6 +179,7 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
   const size_t mark = ctx.arena.used();
   float* router = ctx.arena.floats(n * n_expert);  // [n_tokens, n_expert]
   be.matmul(router, xb, w.ffn_router, n);
+  if (w.ffn_router_b != nullptr) be.add_bias(router, w.ffn_router_b, n, n_expert);
   h.router.resize(static_cast<size_t>(n * n_expert));
   be.copy_to_host(h.router.data(), router, h.router.size() * sizeof(float));
   be.synchronize();
@@ -188,7 +215,7 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
     if (m == 0) continue;
     const ExpertWeights& ex = w.experts[static_cast<size_t>(x)];
     be.gather_rows(rows_in, xb, h.rows.data(), m, e);
-    swiglu_ffn(ctx, ex.w_gate, ex.w_up, ex.w_down, rows_in, rows_out, m);
+    expert_ffn(ctx, ex, rows_in, rows_out, m);
     h.expert_out.resize(static_cast<size_t>(m * e));
     be.copy_to_host(h.expert_out.data(), rows_out, h.expert_out.size() * sizeof(float));
     be.synchronize();

@@ -73,6 +73,11 @@ inline void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight&
 // out [n_tokens, n_embd] = down(gelu(up(xb) + b_up)) + b_down (GPT-2's MLP).
 void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out);
 
+// out [n_rows, n_embd] = one expert on its rows xb [n_rows, n_embd]: a
+// SwiGLU FFN, with gpt-oss's biases and clamped activation where the model
+// has them (ModelConfig::expert_swiglu_limit).
+void expert_ffn(const StepContext& ctx, const ExpertWeights& ex, const float* xb, float* out, int64_t n_rows);
+
 // out [n_tokens, n_embd] = sum over the n_expert_used experts with the
 // largest router logits of gate * expert(xb), gate the softmax of those
 // logits (Mixtral's top-k routing) or, without expert_weights_norm, their

@@ -22,6 +22,9 @@ struct ExpertWeights {
   Weight w_gate;  // [n_ff, n_embd]
   Weight w_up;    // [n_ff, n_embd]
   Weight w_down;  // [n_embd, n_ff]
+  const float* b_gate = nullptr;  // [n_ff] (gpt-oss)
+  const float* b_up = nullptr;    // [n_ff]
+  const float* b_down = nullptr;  // [n_embd]
 };
 
 struct LayerWeights {
@@ -37,6 +40,7 @@ struct LayerWeights {
   const float* bo = nullptr;         // [n_embd] (GPT-2)
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)
   const float* k_norm = nullptr;     // [head_dim] per-head RMSNorm of keys (Qwen3)
+  const float* attn_sinks = nullptr; // [n_head] a logit per head in the softmax's denominator (gpt-oss)
   const float* attn_post_norm = nullptr;  // [n_embd] RMSNorm of the attention output (Gemma)
   const float* ffn_norm = nullptr;   // [n_embd]
   const float* ffn_norm_b = nullptr; // [n_embd] (LayerNorm models)
@@ -47,6 +51,7 @@ struct LayerWeights {
   const float* b_up = nullptr;       // [n_ff] (GPT-2)
   const float* b_down = nullptr;     // [n_embd] (GPT-2)
   Weight ffn_router;                 // [n_expert, n_embd] (mixture of experts)
+  const float* ffn_router_b = nullptr;  // [n_expert] (gpt-oss)
   std::vector<ExpertWeights> experts;  // [n_expert]; empty for a dense FFN
   // Qwen2-MoE's shared expert, run on every token beside the routed ones and
   // weighted by sigmoid(shared_gate · x); empty (data null) elsewhere.

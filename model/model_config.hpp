@@ -46,10 +46,16 @@ struct ModelConfig {
   // (Mixtral; Qwen3-MoE's norm_topk_prob); false, the chosen experts' shares
   // of a softmax over all experts.
   bool expert_weights_norm = true;
+  // gpt-oss's experts: (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g),
+  // g = min(gate, limit), in place of silu(gate) * up. 0: plain SwiGLU.
+  float expert_swiglu_limit = 0.0f;
+  float expert_swiglu_alpha = 1.0f;
   // Gemma 3 interleaves local layers (a sliding_window, their own RoPE base,
   // unscaled) with global ones (full attention, rope_theta and its scaling).
   // Empty: every layer is alike, and sliding_window applies to all.
   std::vector<uint8_t> local_layers;  // [n_layer], 1: local
+  // gpt-oss's local layers rope as its global ones do (rope_theta, YaRN).
+  bool local_layers_share_rope = false;
   // SmolLM3 leaves RoPE out of some layers (NoPE): [n_layer], 1: no RoPE.
   // Empty: every layer ropes.
   std::vector<uint8_t> nope_layers;

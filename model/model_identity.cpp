@@ -49,8 +49,11 @@ std::string model_identity(const Model& model) {
   f.value(c.sliding_window);
   f.value(c.tied_output);
   f.value(c.expert_weights_norm);
+  f.value(c.expert_swiglu_limit);
+  f.value(c.expert_swiglu_alpha);
   f.value(c.qk_norm_whole);
   for (const uint8_t l : c.local_layers) f.value(l);
+  f.value(c.local_layers_share_rope);
   for (const uint8_t l : c.nope_layers) f.value(l);
   f.value(c.rope_local_theta);
   f.value(c.attn_scale);

@@ -200,6 +200,7 @@ void ModelStage::upload_layer(int64_t il) {
   d.bo = upload_vector(backend_, h.bo, c.n_embd, owned_);
   d.q_norm = upload_vector(backend_, h.q_norm, c.qk_norm_whole ? c.q_dim() : c.head_dim, owned_);
   d.k_norm = upload_vector(backend_, h.k_norm, c.qk_norm_whole ? c.kv_dim() : c.head_dim, owned_);
+  d.attn_sinks = upload_vector(backend_, h.attn_sinks, c.n_head, owned_);
   d.attn_post_norm = upload_vector(backend_, h.attn_post_norm, c.n_embd, owned_);
   d.ffn_post_norm = upload_vector(backend_, h.ffn_post_norm, c.n_embd, owned_);
   d.ffn_norm = upload_vector(backend_, h.ffn_norm, c.n_embd, owned_);
@@ -210,11 +211,15 @@ void ModelStage::upload_layer(int64_t il) {
   d.b_up = upload_vector(backend_, h.b_up, h.w_up.n_out, owned_);
   d.b_down = upload_vector(backend_, h.b_down, c.n_embd, owned_);
   d.ffn_router = upload(backend_, h.ffn_router, owned_);
+  d.ffn_router_b = upload_vector(backend_, h.ffn_router_b, c.n_expert, owned_);
   d.experts.resize(h.experts.size());
   for (size_t e = 0; e < h.experts.size(); ++e) {
     d.experts[e].w_gate = upload(backend_, h.experts[e].w_gate, owned_);
     d.experts[e].w_up = upload(backend_, h.experts[e].w_up, owned_);
     d.experts[e].w_down = upload(backend_, h.experts[e].w_down, owned_);
+    d.experts[e].b_gate = upload_vector(backend_, h.experts[e].b_gate, c.n_ff, owned_);
+    d.experts[e].b_up = upload_vector(backend_, h.experts[e].b_up, c.n_ff, owned_);
+    d.experts[e].b_down = upload_vector(backend_, h.experts[e].b_down, c.n_embd, owned_);
   }
   d.shared.w_gate = upload(backend_, h.shared.w_gate, owned_);
   d.shared.w_up = upload(backend_, h.shared.w_up, owned_);

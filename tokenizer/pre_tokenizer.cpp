@@ -1,6 +1,6 @@
 // The pre-tokenizer regexes, run with PCRE2 in UTF + Unicode-property mode.
 // Patterns are those the model families publish (GPT-2's encoder.py, Llama 3's
-// tiktoken pattern, Qwen2's tokenizer.json); SmolLM2 first isolates every
+// tiktoken pattern, Qwen2's tokenizer.json, o200k's tiktoken pattern); SmolLM2 first isolates every
 // digit (Hugging Face's Digits(individual_digits)) and then applies GPT-2's.
 #include "tokenizer/pre_tokenizer.hpp"
 
@@ -20,6 +20,13 @@ constexpr const char* kLlama3 =
 // Qwen2 / Qwen3: as Llama 3 but every digit on its own.
 constexpr const char* kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-4o and gpt-oss (tiktoken's o200k_base): a word splits before an upper-
+// case run that follows lower case ("camelCase" is "camel", "Case"), the
+// contraction stays with its word, and '/' and line ends join punctuation.
+constexpr const char* kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kDigit = R"(\p{N})";
 
 struct Named {
@@ -31,6 +38,7 @@ const std::vector<Named>& table() {
   static const std::vector<Named> t = {
       {"default", {kGpt2}},   {"gpt-2", {kGpt2}},   {"llama-bpe", {kLlama3}},
       {"llama3", {kLlama3}},  {"qwen2", {kQwen2}},  {"smollm", {kDigit, kGpt2}},
+      {"gpt-4o", {kGpt4o}},   {"llama4", {kGpt4o}},
   };
   return t;
 }

@@ -92,6 +92,19 @@ Tokenizer::Tokenizer(VocabData vocab) : vocab_(std::move(vocab)) {
           {text, id, t == TokenType::user_defined});
     }
   }
+  // gpt-oss's harmony format (o200k_harmony): <|end|> closes one message of
+  // the turn (the reasoning, a tool call's preamble) and the answer follows,
+  // so it must not stop generation; <|return|> ends the turn and <|call|>
+  // hands it to a tool. A vocabulary with both of those is taken as harmony,
+  // as llama.cpp does.
+  const auto control = [&](std::string_view text) {
+    const auto it = ids_.find(text);
+    return it != ids_.end() && type_of(it->second) == TokenType::control ? it->second : -1;
+  };
+  if (const int32_t ret = control("<|return|>"), call = control("<|call|>"); ret >= 0 && call >= 0) {
+    eog_[static_cast<size_t>(call)] = true;
+    if (const int32_t end = control("<|end|>"); end >= 0) eog_[static_cast<size_t>(end)] = false;
+  }
   for (auto& list : specials_by_first_byte_) {
     std::stable_sort(list.begin(), list.end(),
                      [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });

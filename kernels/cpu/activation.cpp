@@ -1,5 +1,7 @@
 // Elementwise activations (SwiGLU's silu(gate) * up, GPT-2's tanh GELU) and
 // the row softmax, on the active ISA's vector primitives.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.hpp"
@@ -18,6 +20,17 @@ void check_n(const char* name, int64_t n) {
 void swiglu(float* y, const float* gate, const float* up, int64_t n) {
   check_n("swiglu", n);
   cpu::vec_ops().swiglu(y, gate, up, n);
+}
+
+// Scalar: the experts' rows are narrow (gpt-oss: 2880 values a token), and
+// this runs once per expert on the rows routed to it.
+void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) {
+  check_n("swiglu_oai", n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    y[i] = (u + 1.0f) * (g / (1.0f + std::exp(-alpha * g)));
+  }
 }
 
 void gelu(float* y, const float* x, int64_t n) {

@@ -93,7 +93,8 @@ struct AttnJob {
   int64_t qc;     // queries per item
   float scale;
   int32_t window;
-  float softcap;  // 0: off
+  float softcap;        // 0: off
+  const float* sinks;   // [n_head] or null
   std::atomic<int64_t> next{0};
 };
 
@@ -106,6 +107,7 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
 
   cpu::LaneItem it;  // the rows, ordered by query
   it.n_rows = 0;
+  it.has_sinks = job.sinks != nullptr;
   for (int64_t qi = q0; qi < q1; ++qi) {
     const int64_t p = static_cast<int64_t>(s.n_past) + qi;
     const int64_t first = job.window > 0 ? std::max<int64_t>(0, p - job.window + 1) : 0;
@@ -115,6 +117,7 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
       it.hi[it.n_rows] = p + 1;
       it.out[it.n_rows] = job.out + row * d;
       it.q[it.n_rows] = job.q + row * d;
+      if (it.has_sinks) it.sink[it.n_rows] = job.sinks[h];
       ++it.n_rows;
     }
   }
@@ -177,8 +180,12 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
     }
     t = t_end;
   }
-  // Every row sees at least its own position, so l > 0.
-  for (int64_t r = 0; r < n_rows; ++r) ops.scale(o[r], 1.0f / l[r], d);
+  // Every row sees at least its own position, so l > 0 and m is finite. The
+  // sink joins the denominator only.
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float sink = it.has_sinks ? std::exp(it.sink[r] - m[r]) : 0.0f;
+    ops.scale(o[r], 1.0f / (l[r] + sink), d);
+  }
 }
 
 void run_items(AttnJob& job) {
@@ -242,7 +249,7 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 }
 
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-               float scale, ThreadPool& pool, int32_t window, float softcap) {
+               float scale, ThreadPool& pool, int32_t window, float softcap, const float* sinks) {
   check_view("attention", kv);
   if (n_head <= 0 || n_head % kv.n_head_kv != 0) {
     throw Error(Errc::invalid_argument, "attention: n_head " + std::to_string(n_head) +
@@ -309,7 +316,8 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
               .qc = qc,
               .scale = scale,
               .window = window,
-              .softcap = softcap};
+              .softcap = softcap,
+              .sinks = sinks};
   if (n_items == 1 || pool.size() == 1) {
     run_items(job);
     return;

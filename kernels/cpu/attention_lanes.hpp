@@ -33,6 +33,10 @@ struct LaneItem {
   float* out[kLaneRows];      // [head_dim] each
   int64_t lo[kLaneRows];
   int64_t hi[kLaneRows];
+  // Each row's attention sink (kernels::attention), read only when
+  // has_sinks: it joins the softmax's denominator at the end.
+  float sink[kLaneRows];
+  bool has_sinks = false;
   int n_rows;
 };
 

@@ -177,8 +177,18 @@ void attend(const LaneItem& it, const PagedKvView& kv, const int32_t* block_tabl
     acc_tile<V, D, R>(ot, corr, st, vp, n, d);
   }
 
-  // Every real row sees at least its own position, so its l > 0.
+  // Every real row sees at least its own position, so its l > 0. A sink
+  // adds exp(sink - m) to the denominator (lanes past n_rows get a sink of
+  // 0: finite, and never written out).
+  alignas(64) float sink_a[kRows] = {};
+  if (it.has_sinks) {
+    for (int r = 0; r < n_rows; ++r) sink_a[r] = it.sink[r];
+  }
   for (int h = 0; h < R; ++h) {
+    if (it.has_sinks) {
+      const Vec m_sub = V::finite_or_zero(m[h], neg_inf);
+      l[h] = V::add(l[h], V::exp(V::sub(V::load(sink_a + h * V::kRows), m_sub)));
+    }
     const Vec inv = V::div(V::set1(1.0f), l[h]);
     for (int64_t i = 0; i < d; ++i) {
       float* o = ot + (i * R + h) * V::kRows;

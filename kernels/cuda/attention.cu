@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(kThreads)
     attn_decode_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                        const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
                        int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window,
-                       float softcap, int32_t split_len, float* __restrict__ partials) {
+                       float softcap, const float* __restrict__ sinks, int32_t split_len,
+                       float* __restrict__ partials) {
   __shared__ float sm_m[kWarps];
   __shared__ float sm_l[kWarps];
   __shared__ float sm_acc[kWarps][kAttnMaxHeadDim];
@@ -173,7 +174,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) o += sm_acc[w][d] * f[w];
     if (n_splits == 1) {
-      out[row * head_dim + d] = o / sum;  // sum > 0: the query sees its own key
+      // sum > 0 and mx finite: the query sees its own key. A sink joins the denominator.
+      out[row * head_dim + d] = o / (sum + (sinks != nullptr ? expf(sinks[h] - mx) : 0.0f));
     } else {
       part[2 + d] = o;
     }
@@ -186,7 +188,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // One block per (decode sequence, head): rescales the splits to a common max.
 __global__ void attn_reduce_kernel(float* __restrict__ out, const float* __restrict__ partials, AttnMeta meta,
-                                   int64_t n_head, int64_t head_dim, int n_splits) {
+                                   int64_t n_head, int64_t head_dim, int n_splits, const float* __restrict__ sinks) {
   const DevSeq s = meta.seqs[meta.dec[blockIdx.x]];
   const int64_t h = blockIdx.y;
   const int64_t row = static_cast<int64_t>(s.q_begin) * n_head + h;
@@ -199,6 +201,7 @@ __global__ void attn_reduce_kernel(float* __restrict__ out, const float* __restr
     const float mz = p[z * stride];
     if (mz != -INFINITY) sum += p[z * stride + 1] * expf(mz - mx);
   }
+  if (sinks != nullptr) sum += expf(sinks[h] - mx);
   for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float o = 0.0f;
     for (int z = 0; z < n_splits; ++z) {
@@ -238,7 +241,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_prefill_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                         const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
                         int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window,
-                        float softcap) {
+                        float softcap, const float* __restrict__ sinks) {
   extern __shared__ float smem[];
   float* qs = smem;                                  // [kAttnTileQ][head_dim], pre-scaled
   float* kvs = qs + kAttnTileQ * head_dim;           // [kTileK][head_dim + 1]: K, then V
@@ -321,10 +324,12 @@ __global__ void __launch_bounds__(kThreads)
     const int r = warp * kRowsPerWarp + rr;
     if (r >= nr) continue;
     float* o = out + ((first_row + r) * n_head + h) * head_dim;
+    // l > 0 and m finite: every row sees its own key. A sink joins the denominator.
+    const float den = l[rr] + (sinks != nullptr ? expf(sinks[h] - m[rr]) : 0.0f);
 #pragma unroll
     for (int i = 0; i < NDC; ++i) {
       const int64_t d = lane + 32 * i;
-      if (d < head_dim) o[d] = acc[rr][i] / l[rr];  // l > 0: every row sees its own key
+      if (d < head_dim) o[d] = acc[rr][i] / den;
     }
   }
 }
@@ -351,12 +356,12 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
     attn_decode_kernel<NDC, KT><<<grid, kThreads, 0, stream>>>(out, q, kc, vc, kv.block_size, kv.n_head_kv,
                                                                kv.head_dim, kv.row_bytes(), meta, args.n_head,
                                                                args.scale, args.window, args.softcap,
-                                                               args.split_len, args.partials);
+                                                               args.sinks, args.split_len, args.partials);
     TROUPE_CUDA_CHECK_LAUNCH();
     if (args.n_splits > 1) {
       const dim3 rgrid(static_cast<unsigned>(meta.n_dec), static_cast<unsigned>(args.n_head));
       attn_reduce_kernel<<<rgrid, kThreads, 0, stream>>>(out, args.partials, meta, args.n_head, kv.head_dim,
-                                                         args.n_splits);
+                                                         args.n_splits, args.sinks);
       TROUPE_CUDA_CHECK_LAUNCH();
     }
   }
@@ -366,7 +371,7 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
     const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
     attn_prefill_kernel<NDC, KT><<<grid, kThreads, prefill_smem_bytes(kv.head_dim), stream>>>(
         out, q, kc, vc, kv.block_size, kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale,
-        args.window, args.softcap);
+        args.window, args.softcap, args.sinks);
     TROUPE_CUDA_CHECK_LAUNCH();
   }
 }

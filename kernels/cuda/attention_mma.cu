@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_prefill_mma_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                             const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
                             int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale,
-                            int32_t window, float softcap) {
+                            int32_t window, float softcap, const float* __restrict__ sinks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host never launches it below sm_80 (attention_prefill_mma_supported)
 #else
@@ -254,7 +254,9 @@ __global__ void __launch_bounds__(kThreads)
     const int r = warp * kRowsPerWarp + rr;
     if (r >= nr) continue;
     float* o = out + ((first_row + r) * n_head + h) * head_dim;
-    for (int64_t e = lane; e < head_dim; e += 32) o[e] = os[r * ldo + e] / l[rr];  // l > 0: own key visible
+    // l > 0 and m finite: the row sees its own key. A sink joins the denominator.
+    const float den = l[rr] + (sinks != nullptr ? expf(sinks[h] - m[rr]) : 0.0f);
+    for (int64_t e = lane; e < head_dim; e += 32) o[e] = os[r * ldo + e] / den;
   }
 #endif
 }
@@ -266,7 +268,8 @@ void launch_kernel(float* out, const float* q, const PagedKvView& kv, const Attn
   attn_prefill_mma_kernel<KT, T, Vec>
       <<<grid, kThreads, static_cast<size_t>(mma_layout(kv.head_dim).bytes), stream>>>(
           out, q, static_cast<const unsigned char*>(kv.k), static_cast<const unsigned char*>(kv.v), kv.block_size,
-          kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window, args.softcap);
+          kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window, args.softcap,
+          args.sinks);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

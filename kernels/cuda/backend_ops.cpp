@@ -203,6 +203,14 @@ void CudaBackend::swiglu(float* y, const float* gate, const float* up, int64_t n
   impl_->record(op);
 }
 
+void CudaBackend::swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) {
+  check_len("swiglu_oai", n);
+  if (n == 0) return;
+  Op op(OpKind::swiglu_oai);
+  op.element = {.y = y, .a = gate, .b = up, .n = n, .n_cols = 0, .s = alpha, .s2 = limit};
+  impl_->record(op);
+}
+
 void CudaBackend::gelu(float* y, const float* x, int64_t n) {
   check_len("gelu", n);
   if (n == 0) return;
@@ -270,7 +278,7 @@ void CudaBackend::kv_write(const PagedKvView& kv, const float* k, const float* v
 }
 
 void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                            int64_t n_head, float scale, int32_t window, float softcap) {
+                            int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
   check_view("attention", kv);
   if (n_head <= 0 || n_head % kv.n_head_kv != 0 || n_head > 65535) {
     throw Error(Errc::invalid_argument, "cuda attention: n_head " + std::to_string(n_head) +
@@ -302,6 +310,7 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
   op.attn.scale = scale;
   op.attn.window = window;
   op.attn.softcap = softcap;
+  op.attn.sinks = sinks;
   op.attn.n_splits = split.n_splits;
   op.attn.split_len = split.split_len;
   op.attn.prefill_mma =

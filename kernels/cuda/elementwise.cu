@@ -41,6 +41,15 @@ __global__ void swiglu_kernel(float* y, const float* gate, const float* up, int6
   }
 }
 
+// y may alias gate, as in swiglu_kernel.
+__global__ void swiglu_oai_kernel(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float g = fminf(gate[i], limit);
+    const float u = fminf(fmaxf(up[i], -limit), limit);
+    y[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+  }
+}
+
 __device__ float gelu_tanh(float v) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
@@ -188,6 +197,14 @@ void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t
   check_len("geglu", n);
   if (n == 0) return;
   geglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, gate, up, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit,
+                cudaStream_t stream) {
+  check_len("swiglu_oai", n);
+  if (n == 0) return;
+  swiglu_oai_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, gate, up, n, alpha, limit);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,6 +19,9 @@ void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols, cudaS
 void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // silu(gate) * up
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
 void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // gelu(gate) * up
+// (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
+void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit,
+                cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);                           // x *= s
 void soft_cap(float* x, float cap, int64_t n, cudaStream_t stream);                      // x = cap tanh(x / cap)
 // y[i] = x[rows[i]] for n_rows rows of n_cols floats; rows is device memory.
@@ -115,6 +118,7 @@ struct AttnArgs {
   float scale = 1.0f;
   int32_t window = 0;
   float softcap = 0.0f;  // > 0: scores become softcap * tanh(s / softcap) (Gemma 2)
+  const float* sinks = nullptr;  // [n_head]: a logit per head in each softmax's denominator (gpt-oss)
   // Decode: each (sequence, head) is split into n_splits ranges of split_len
   // keys (flash-decoding); partials holds their (max, sum, acc) when n_splits > 1.
   int32_t n_splits = 1;

@@ -26,6 +26,7 @@ enum class OpKind : int64_t {
   swiglu,
   gelu,
   geglu,
+  swiglu_oai,
   scale,
   soft_cap,
   gather_rows,
@@ -95,7 +96,8 @@ struct ElementOp {
   const void* b;
   int64_t n;
   int64_t n_cols;
-  double s = 0.0;  // scale or cap (8 bytes: records are padding-free)
+  double s = 0.0;   // scale or cap (8 bytes: records are padding-free); swiglu_oai's alpha
+  double s2 = 0.0;  // swiglu_oai's limit
 };
 
 struct RopeOp {
@@ -141,6 +143,7 @@ struct AttnOp {
   int64_t kv_type;      // KvType of the cache rows
   int64_t prefill_mma;  // 1: prefill tiles on tensor cores (attention_mma.cu)
   double softcap;       // 0: off
+  const float* sinks;   // [n_head] attention sinks (gpt-oss), or null
 };
 
 struct Op {

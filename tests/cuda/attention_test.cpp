@@ -63,6 +63,7 @@ struct Case {
   float q_scale;
   std::vector<SeqSpec> seqs;
   float softcap = 0.0f;  // Gemma 2's score cap; 0: off
+  bool sinks = false;    // gpt-oss's attention sinks: a random logit per head
 };
 
 // mma_vs_cpu, if given, gets the largest |GPU - CPU kernel| over the rows
@@ -71,6 +72,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   SCOPED_TRACE(std::string("kv=") + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" +
                std::to_string(c.head_dim) + " block_size=" + std::to_string(c.block_size) +
                " window=" + std::to_string(c.window) + " softcap=" + std::to_string(c.softcap) +
+               " sinks=" + (c.sinks ? "yes" : "no") +
                " seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   const int64_t d = c.head_dim;
@@ -123,6 +125,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   const auto v_new = test::random_floats(rng, n_tokens * kv_row, -1.0f, 1.0f);
   const auto q = test::random_floats(rng, std::max<int64_t>(1, n_tokens * c.n_head * d), -c.q_scale, c.q_scale);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const std::vector<float> sinks = c.sinks ? test::random_floats(rng, c.n_head, -2.0f, 4.0f) : std::vector<float>{};
 
   // GPU first (from the same initial cache), then the CPU reference.
   DeviceFloats dkc(gpu, kc), dvc(gpu, vc), dq(gpu, q), dout(gpu, q.size());
@@ -134,14 +137,17 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   const PagedKvView gview{.k = dkc.get(), .v = dvc.get(), .n_blocks = n_blocks, .block_size = c.block_size,
                           .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
   gpu.kv_write(gview, dk.get(), dv.get(), seqs.data(), n_seqs);
-  gpu.attention(dout.get(), dq.get(), gview, seqs.data(), n_seqs, c.n_head, scale, c.window, c.softcap);
+  DeviceFloats dsinks(gpu, c.sinks ? sinks : std::vector<float>(1, 0.0f));
+  gpu.attention(dout.get(), dq.get(), gview, seqs.data(), n_seqs, c.n_head, scale, c.window, c.softcap,
+                c.sinks ? dsinks.get() : nullptr);
 
   const PagedKvView cview{.k = kc.data(), .v = vc.data(), .n_blocks = n_blocks, .block_size = c.block_size,
                           .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
   kernels::kv_write(cview, k_new.data(), v_new.data(), seqs.data(), n_seqs);
   std::vector<float> want(q.size(), 0.0f);
   ThreadPool pool(2);
-  kernels::attention(want.data(), q.data(), cview, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap);
+  kernels::attention(want.data(), q.data(), cview, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap,
+                     c.sinks ? sinks.data() : nullptr);
 
   std::vector<float> gk = dkc.read(), gv = dvc.read();
   if (c.type != KvType::q8_0) {
@@ -240,7 +246,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
           w.push_back(c.softcap > 0 ? c.softcap * std::tanh(s / c.softcap) : s);  // |d/ds| <= 1: same bound
         }
         const double m = *std::max_element(w.begin(), w.end());
-        double z = 0;
+        double z = c.sinks ? std::exp(double(sinks[h]) - m) : 0.0;  // the sink's share of the denominator
         for (double& x : w) z += x = std::exp(x - m);
         const auto n_keys = static_cast<double>(pos - first + 1);
         const double trunc = std::ldexp(1.0, -23);
@@ -405,6 +411,31 @@ TEST(CudaAttention, SoftCappedScoresOnEveryKernel) {
     }
     const Case long_decode{.n_head = 4, .n_head_kv = 2, .head_dim = 64, .block_size = 32, .window = 0, .q_scale = 4.0f,
                            .seqs = {{4000, 1}, {300, 50}}, .softcap = 5.0f};
+    run_case(gpu, long_decode, seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// gpt-oss's sinks through the decode kernel (split and not, where the
+// reduce adds the sink), the fp32 prefill kernel and the tensor-core one.
+TEST(CudaAttention, SinksOnEveryKernel) {
+  TROUPE_REQUIRE_GPU();
+  for (PrefillAttention prefill : {PrefillAttention::scalar, PrefillAttention::tensor_cores}) {
+    CudaBackendOptions opt = test::small_options(true);
+    opt.prefill_attention = prefill;
+    CudaBackend gpu(opt);
+    std::mt19937 rng(909);
+    uint32_t seed = 900;
+    for (KvType type : {KvType::f32, KvType::f16}) {
+      for (int32_t window : {0, 9}) {
+        const Case c{.type = type, .n_head = 8, .n_head_kv = 2, .head_dim = 64, .block_size = 16, .window = window,
+                     .q_scale = 3.0f, .seqs = random_batch(rng), .sinks = true};
+        run_case(gpu, c, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+    const Case long_decode{.n_head = 4, .n_head_kv = 2, .head_dim = 64, .block_size = 32, .window = 128,
+                           .q_scale = 4.0f, .seqs = {{4000, 1}, {300, 50}}, .sinks = true};
     run_case(gpu, long_decode, seed++);
     if (HasFatalFailure()) return;
   }

@@ -49,13 +49,14 @@ struct Case {
   float q_scale;  // larger values give sharper softmax rows
   std::vector<SeqSpec> seqs;
   float softcap = 0.0f;  // Gemma 2's score cap; 0: off
+  bool sinks = false;    // gpt-oss's attention sinks: a random logit per head
 };
 
 std::string describe(const Case& c, Isa isa) {
   return std::string(isa_name(isa)) + " kv=" + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) +
          " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" + std::to_string(c.head_dim) + " block_size=" +
          std::to_string(c.block_size) + " window=" + std::to_string(c.window) + " threads=" + std::to_string(c.threads) +
-         " softcap=" + std::to_string(c.softcap);
+         " softcap=" + std::to_string(c.softcap) + " sinks=" + (c.sinks ? "yes" : "no");
 }
 
 void run_case(const Case& c, Isa isa, uint32_t seed) {
@@ -158,7 +159,11 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   std::vector<float> out(q.size(), 12345.0f);  // every row must be overwritten
   const float scale = 1.0f / std::sqrt(float(d));
   ThreadPool pool(c.threads);
-  kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap);
+  // Sinks from -2 to 4: some below every score, some above most (rows whose
+  // weights then sum to far less than 1).
+  const std::vector<float> sinks = c.sinks ? test::random_floats(rng, c.n_head, -2.0f, 4.0f) : std::vector<float>{};
+  kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap,
+                     c.sinks ? sinks.data() : nullptr);
 
   const int64_t group = c.n_head / c.n_head_kv;
   for (int i = 0; i < n_seqs; ++i) {
@@ -176,7 +181,7 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
           w.push_back(c.softcap > 0 ? c.softcap * std::tanh(s / c.softcap) : s);
         }
         const double m = *std::max_element(w.begin(), w.end());
-        double z = 0;
+        double z = c.sinks ? std::exp(double(sinks[h]) - m) : 0.0;  // the sink's share of the denominator
         for (double& x : w) z += x = std::exp(x - m);
         const float* o = out.data() + ((seqs[i].q_begin + qi) * c.n_head + h) * d;
         for (int64_t e = 0; e < d; ++e) {
@@ -245,6 +250,32 @@ TEST(Attention, SoftCappedScores) {
                      .q_scale = 6.0f,
                      .seqs = random_batch(rng),
                      .softcap = 2.0f};
+        run_case(c, isa, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// gpt-oss's sinks on decode rows (the tile kernels) and prefill rows (the
+// lane kernels), with windows, quantized caches and sharp rows.
+TEST(Attention, SinksJoinTheDenominator) {
+  std::mt19937 rng(51);
+  uint32_t seed = 400;
+  for (Isa isa : test::runnable_isas()) {
+    test::ForcedIsa forced(isa);
+    for (KvType type : {KvType::f32, KvType::f16, KvType::q8_0}) {
+      for (int32_t window : {0, 9}) {
+        const Case c{.type = type,
+                     .n_head = 8,
+                     .n_head_kv = 2,
+                     .head_dim = 64,
+                     .block_size = 16,
+                     .window = window,
+                     .threads = seed % 2 == 0 ? 1 : 3,
+                     .q_scale = seed % 3 == 0 ? 6.0f : 1.0f,
+                     .seqs = random_batch(rng),
+                     .sinks = true};
         run_case(c, isa, seed++);
         if (HasFatalFailure()) return;
       }

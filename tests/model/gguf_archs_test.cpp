@@ -166,6 +166,30 @@ TEST(GgufConversion, GemmaLayerKindsAndScales) {
   EXPECT_FLOAT_EQ(c.attn_scale, 0.25f);
 }
 
+// gpt-oss as llama.cpp's converter writes it: gate and up split out of the
+// interleaved gate_up_proj, biases as {n, n_expert} tensors, the sinks, the
+// norm before the experts named post_attention_norm. GGUF files carry no
+// YaRN 'truncate' and llama.cpp always rounds the ramp's ends out, so the
+// file is held to transformers run with truncate true (the fixture script
+// checks that this differs from the checkpoint's truncate false).
+TEST(GgufConversion, GptOssMatchesTransformersWithTruncatedYarn) {
+  const test::ExactMath exact;
+  nlohmann::json ref = reference("gpt_oss");
+  ASSERT_GT(ref["max_diff_yarn_truncated"].get<float>(), 1e-2f);
+  ref["last_logits"] = ref["last_logits_yarn_truncated"];
+  ref["greedy"] = ref["greedy_yarn_truncated"];
+  auto model = Model::load(gguf_fixture("gpt_oss"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, "gpt-oss");
+  EXPECT_EQ(c.rope_layout, kernels::RopeLayout::neox);
+  EXPECT_EQ(c.window(0), 4);
+  EXPECT_EQ(c.window(1), 0);
+  EXPECT_FLOAT_EQ(c.expert_swiglu_limit, 7.0f);
+  EXPECT_NE(model->weights().layers[1].attn_sinks, nullptr);
+  EXPECT_NE(model->weights().layers[1].experts[3].b_down, nullptr);
+  expect_reference_batch(model, ref);
+}
+
 TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
   // general.architecture is the file's first key, so its value is the first "qwen3".
   const std::string path = with_bytes_replaced("qwen3", "qwen3", "gemma");
@@ -173,7 +197,7 @@ TEST(GgufConversion, UnknownArchitectureListsTheSupportedOnes) {
       [&] { Model::load(path); }, Errc::unsupported,
       {"architecture 'gemma'",
        "supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3, smollm3, olmo2, starcoder2, "
-       "granite"});
+       "granite, gpt-oss"});
 }
 
 TEST(GgufConversion, MissingExpertTensorIsNamed) {

@@ -46,7 +46,7 @@ std::string test_name(const testing::TestParamInfo<std::string>& p) {
   return n;
 }
 
-INSTANTIATE_TEST_SUITE_P(Names, PreTokenizerVsHf, testing::Values("gpt-2", "llama3", "qwen2", "smollm"), test_name);
+INSTANTIATE_TEST_SUITE_P(Names, PreTokenizerVsHf, testing::Values("gpt-2", "llama3", "qwen2", "smollm", "gpt-4o"), test_name);
 
 TEST(PreTokenizer, AliasesShareTheirPattern) {
   const std::string text = "Hello  world's 12345\n\n  x";

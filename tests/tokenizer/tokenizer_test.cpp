@@ -112,6 +112,28 @@ TEST(BpeTokenizer, MergesByRank) {
   EXPECT_FALSE(t->strips_leading_space());
 }
 
+// gpt-oss's harmony turns: <|end|> closes the reasoning message and the
+// answer follows, so only <|return|> and <|call|> end generation there;
+// elsewhere (Phi-3) <|end|> ends the turn.
+TEST(BpeTokenizer, HarmonyEndsOnReturnAndCallNotEnd) {
+  auto with = [](const std::vector<std::string>& controls) {
+    VocabData v = testing_vocab::bpe({"h e"});
+    for (const std::string& c : controls) {
+      v.tokens.push_back(c);
+      v.token_types.push_back(static_cast<int32_t>(TokenType::control));
+    }
+    return v;
+  };
+  const VocabData harmony = with({"<|end|>", "<|return|>", "<|call|>", "<|channel|>"});
+  auto t = Tokenizer::create(harmony);
+  EXPECT_FALSE(t->is_eog(id_of(harmony, "<|end|>")));
+  EXPECT_TRUE(t->is_eog(id_of(harmony, "<|return|>")));
+  EXPECT_TRUE(t->is_eog(id_of(harmony, "<|call|>")));
+  EXPECT_FALSE(t->is_eog(id_of(harmony, "<|channel|>")));
+  const VocabData phi3 = with({"<|end|>"});
+  EXPECT_TRUE(Tokenizer::create(phi3)->is_eog(id_of(phi3, "<|end|>")));
+}
+
 TEST(BpeTokenizer, LowerRankWinsOverPosition) {
   // "b c" is ranked before "a b": in "abc" the right pair merges first.
   auto v = testing_vocab::bpe({"b c", "a b"});

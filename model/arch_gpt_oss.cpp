@@ -1,0 +1,135 @@
+// gpt-oss (GptOssForCausalLM, and GGUF "gpt-oss" files: gpt-oss-20b and
+// gpt-oss-120b). Against Llama:
+// - attention with biases on q, k, v and o, and a learned sink per head: a
+//   logit that joins each softmax's denominator and attends to nothing;
+// - every other layer local (a sliding window, layer 0 first), all layers
+//   with one RoPE (YaRN in the published models);
+// - in every layer a mixture of experts: a router with a bias, the top k by a
+//   softmax over the chosen logits, and experts with biases whose activation
+//   is the clamped SwiGLU (up + 1) * g * sigmoid(alpha g), g = min(gate,
+//   limit), up clamped to [-limit, limit].
+// Checkpoints store each layer's experts as one tensor per projection:
+// gate_up_proj [n_expert, n_embd, 2 n_ff] with gate and up interleaved by
+// column, and down_proj [n_expert, n_ff, n_embd], both transposed against
+// nn.Linear; the published ones hold them in MXFP4 (*_blocks, *_scales),
+// which only the GGUF path reads here.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "core/error.hpp"
+#include "model/architecture.hpp"
+#include "model/hf_config.hpp"
+#include "model/hf_weights.hpp"
+
+namespace troupe {
+namespace {
+
+// Expert e's matrices from the fused, transposed checkpoint tensors, copied
+// into [n_out, n_in] rows in the tensor's own type (f32, f16 or bf16).
+void bind_dense_experts(HfWeights& src, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const int64_t E = c.n_expert, H = c.n_embd, I = c.n_ff;
+  const safetensors::TensorInfo& gu = src.expect(p + "gate_up_proj", {E, H, 2 * I});
+  const safetensors::TensorInfo& dn = src.expect(p + "down_proj", {E, I, H});
+  const float* gu_bias = src.vector_rows(p + "gate_up_proj_bias", E, 2 * I);  // [E, 2I]
+  const float* dn_bias = src.vector_rows(p + "down_proj_bias", E, H);         // [E, H]
+  const auto elem = static_cast<size_t>(row_bytes(*gu.type, 1));
+  const auto dn_elem = static_cast<size_t>(row_bytes(*dn.type, 1));
+  WeightStore& store = src.store();
+  l.experts.resize(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+    auto* gate = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * H) * elem));
+    auto* up = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * H) * elem));
+    // gate_up[e][i][2j] -> gate[j][i], gate_up[e][i][2j + 1] -> up[j][i]
+    const uint8_t* base = gu.data + static_cast<size_t>(e * H * 2 * I) * elem;
+    for (int64_t i = 0; i < H; ++i) {
+      const uint8_t* row = base + static_cast<size_t>(i * 2 * I) * elem;
+      for (int64_t j = 0; j < I; ++j) {
+        std::memcpy(gate + static_cast<size_t>(j * H + i) * elem, row + static_cast<size_t>(2 * j) * elem, elem);
+        std::memcpy(up + static_cast<size_t>(j * H + i) * elem, row + static_cast<size_t>(2 * j + 1) * elem, elem);
+      }
+    }
+    // down[e][j][i] -> w_down[i][j]
+    auto* down = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(H * I) * dn_elem));
+    const uint8_t* dbase = dn.data + static_cast<size_t>(e * I * H) * dn_elem;
+    for (int64_t j = 0; j < I; ++j) {
+      for (int64_t i = 0; i < H; ++i) {
+        std::memcpy(down + static_cast<size_t>(i * I + j) * dn_elem, dbase + static_cast<size_t>(j * H + i) * dn_elem,
+                    dn_elem);
+      }
+    }
+    ex.w_gate = Weight{.data = gate, .type = *gu.type, .n_in = H, .n_out = I};
+    ex.w_up = Weight{.data = up, .type = *gu.type, .n_in = H, .n_out = I};
+    ex.w_down = Weight{.data = down, .type = *dn.type, .n_in = I, .n_out = H};
+    // The biases interleave as the columns do.
+    float* bg = store.floats(I);
+    float* bu = store.floats(I);
+    for (int64_t j = 0; j < I; ++j) {
+      bg[j] = gu_bias[e * 2 * I + 2 * j];
+      bu[j] = gu_bias[e * 2 * I + 2 * j + 1];
+    }
+    ex.b_gate = bg;
+    ex.b_up = bu;
+    ex.b_down = dn_bias + e * H;
+  }
+}
+
+// The published checkpoints' MXFP4 experts.
+void bind_mxfp4_experts(HfWeights& src, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  (void)src;
+  (void)c;
+  (void)l;
+  throw Error(Errc::unsupported, "'" + p + "gate_up_proj_blocks': MXFP4 experts are not supported yet");
+}
+
+void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  c.arch = "gpt-oss";
+  read_llama_config(cfg, c);
+  c.n_expert = cfg.has("num_local_experts") ? cfg.get_int("num_local_experts") : cfg.get_int("num_experts");
+  // Published configs say both num_experts_per_tok and experts_per_token.
+  c.n_expert_used = cfg.has("num_experts_per_tok") ? cfg.get_int("num_experts_per_tok")
+                                                    : cfg.get_int("experts_per_token");
+  if (c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert) {
+    cfg.fail(Errc::bad_format, "num_experts_per_tok must be in 1..num_local_experts");
+  }
+  c.expert_weights_norm = true;  // softmax over the chosen experts' logits
+  c.expert_swiglu_alpha = static_cast<float>(cfg.get_float("swiglu_alpha", 1.702));
+  c.expert_swiglu_limit = static_cast<float>(cfg.get_float("swiglu_limit", 7.0));
+  if (!(c.expert_swiglu_limit > 0.0f) || !(c.expert_swiglu_alpha > 0.0f)) {
+    cfg.fail(Errc::bad_format, "swiglu_limit and swiglu_alpha must be positive");
+  }
+  read_layer_kinds(cfg, c, 2);
+  c.local_layers_share_rope = true;
+  check_config(cfg, c);
+  const bool bias = cfg.get_bool("attention_bias", true);
+  bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias, .dense_ffn = false}, w);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.attn_sinks = src.vector(p + "self_attn.sinks", c.n_head);
+    l.ffn_router = src.matrix(p + "mlp.router.weight", c.n_embd, c.n_expert);
+    l.ffn_router_b = src.vector(p + "mlp.router.bias", c.n_expert);
+    if (src.has(p + "mlp.experts.gate_up_proj_blocks")) {
+      bind_mxfp4_experts(src, c, p + "mlp.experts.", l);
+    } else {
+      bind_dense_experts(src, c, p + "mlp.experts.", l);
+    }
+  }
+}
+
+void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // biases, sinks, window
+  layers::moe_block(ctx, il, x);                                              // biases, clamped SwiGLU
+}
+
+}  // namespace
+
+const Architecture arch::gpt_oss{.name = "gpt-oss",
+                                 .hf_class = "GptOssForCausalLM",
+                                 .load_hf = load,
+                                 .embed = layers::embed_tokens,
+                                 .layer = layer,
+                                 .output_norm = arch::rms_output_norm};
+
+}  // namespace troupe
