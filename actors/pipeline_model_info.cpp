@@ -54,13 +54,16 @@ void set_answer_syntax(ModelInfo& info, const ChatPrompter& prompter, const Pipe
     }
     info.tool_call_syntax = *named;
   }
+  // gpt-oss's template writes harmony messages; its reasoning is a channel.
+  const std::string& source = prompter.source();
+  info.harmony = source.find("<|channel|>") != std::string::npos && source.find("<|message|>") != std::string::npos;
   const std::string& rf = config.reasoning_format;
   if (!rf.empty() && rf != "auto" && rf != "deepseek" && rf != "none") {
     throw Error(Errc::invalid_argument,
                 "PipelineConfig: reasoning_format '" + rf + "' is not one of auto, deepseek, none");
   }
-  info.reasoning_tags =
-      rf == "deepseek" || ((rf.empty() || rf == "auto") && prompter.source().find("</think>") != std::string::npos);
+  info.reasoning_tags = !info.harmony && (rf == "deepseek" || ((rf.empty() || rf == "auto") &&
+                                                                source.find("</think>") != std::string::npos));
   if (!info.reasoning_tags) return;
   // Does the template open the block itself? Its generation prompt for a
   // one-line conversation says so.

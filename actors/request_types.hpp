@@ -126,6 +126,9 @@ struct ModelInfo {
   // (DeepSeek-R1, Qwen3 Thinking).
   bool reasoning_tags = false;
   bool reasoning_starts_open = false;
+  // The model answers in harmony messages (gpt-oss: its template writes
+  // <|channel|> and <|message|>): reasoning, answer and calls are channels.
+  bool harmony = false;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

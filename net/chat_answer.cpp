@@ -1,6 +1,8 @@
-// Reasoning first, so a call the model wrote while thinking is not a call.
+// Reasoning first, so a call the model wrote while thinking is not a call;
+// harmony output (gpt-oss) carries all three as channels.
 #include "net/chat_answer.hpp"
 
+#include "net/harmony_answer.hpp"
 #include "net/reasoning_split.hpp"
 #include "net/routes.hpp"
 
@@ -8,6 +10,14 @@ namespace troupe::net {
 
 ChatAnswer read_chat_answer(const JobSpec::AnswerReading& reading, std::string_view text, EndReason reason) {
   ChatAnswer a;
+  if (reading.harmony) {
+    std::vector<grammar::ToolCall> calls;
+    HarmonyParts parts = read_harmony(text, reading.tools ? reading.tools->names : std::vector<std::string>{}, calls);
+    a.reasoning = std::move(parts.reasoning);
+    a.content = std::move(parts.content);
+    a.finish_reason = take_tool_calls(std::move(calls), reason, a.tool_calls);
+    return a;
+  }
   if (reading.reasoning) {
     ReasoningParts parts = split_reasoning(text, reading.reasoning->starts_open);
     a.reasoning = std::move(parts.reasoning);

@@ -53,6 +53,10 @@ struct JobSpec {
     // A model that thinks in <think> blocks (ModelInfo::reasoning_tags):
     // the block is returned apart, as reasoning_content.
     std::optional<ReasoningParsing> reasoning;
+    // gpt-oss (ModelInfo::harmony): the output is harmony messages, read
+    // into reasoning, content and calls by net/harmony_answer (tools, if
+    // set, gives only the names a call may take).
+    bool harmony = false;
   };
   AnswerReading answer;
 };

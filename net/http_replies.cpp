@@ -6,6 +6,7 @@
 
 #include "net/api_error.hpp"
 #include "net/chat_answer.hpp"
+#include "net/harmony_answer.hpp"
 #include "net/reasoning_split.hpp"
 #include "net/routes.hpp"
 
@@ -25,7 +26,11 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       outputs_[i].index = static_cast<int32_t>(i);
       const SamplingParams& s = spec_.choices[i].request.params.sampling;
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
-      if (spec_.answer.tools) tool_streams_.emplace_back(spec_.answer.tools->syntax, spec_.answer.tools->names);
+      if (spec_.answer.harmony) {
+        harmony_streams_.emplace_back(spec_.answer.tools ? spec_.answer.tools->names : std::vector<std::string>{});
+      } else if (spec_.answer.tools) {
+        tool_streams_.emplace_back(spec_.answer.tools->syntax, spec_.answer.tools->names);
+      }
       if (spec_.answer.reasoning) reasoning_streams_.emplace_back(spec_.answer.reasoning->starts_open);
     }
   }
@@ -50,7 +55,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       return true;
     }
     if (failed_) return false;
-    if (!spec_.answer.reasoning && !spec_.answer.tools) {
+    if (plain_text()) {
       if (text.empty() && lps == nullptr) return true;
       return send_event(ChunkInput{.index = choice, .text = text, .with_logprobs = lps != nullptr, .logprobs = lps});
     }
@@ -106,12 +111,16 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       return true;
     }
     if (failed_) return false;
-    if (!spec_.answer.reasoning && !spec_.answer.tools) {
+    if (plain_text()) {
       return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
     }
     ReasoningParts parts = answer_parts(choice, text, true);
     std::vector<grammar::ToolCall> calls;
-    if (spec_.answer.tools) {
+    if (spec_.answer.harmony) {
+      const HarmonyParts rest = harmony_streams_[static_cast<size_t>(choice)].finish(calls);
+      parts.reasoning += rest.reasoning;
+      parts.content += rest.content;
+    } else if (spec_.answer.tools) {
       grammar::ToolCallOutput parsed = tool_streams_[static_cast<size_t>(choice)].finish();
       parts.content += parsed.content;
       calls = std::move(parsed.calls);
@@ -150,6 +159,10 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   // caller's).
   ReasoningParts answer_parts(int32_t choice, std::string_view text, bool last) {
     const auto i = static_cast<size_t>(choice);
+    if (spec_.answer.harmony) {  // finish() is the caller's, with the calls
+      HarmonyParts h = harmony_streams_[i].push(text);
+      return ReasoningParts{.reasoning = std::move(h.reasoning), .content = std::move(h.content)};
+    }
     ReasoningParts parts{.reasoning = {}, .content = std::string(text)};
     if (spec_.answer.reasoning) {
       parts = reasoning_streams_[i].push(text);
@@ -162,6 +175,9 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     if (spec_.answer.tools) parts.content = tool_streams_[i].push(parts.content);
     return parts;
   }
+
+  // The output goes out as it comes: nothing to split or parse.
+  bool plain_text() const { return !spec_.answer.reasoning && !spec_.answer.tools && !spec_.answer.harmony; }
 
   void ensure_head() {
     if (head_sent_) return;
@@ -193,6 +209,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   std::vector<bool> role_sent_;
   std::vector<grammar::ToolCallStream> tool_streams_;  // with tools: one per choice
   std::vector<ReasoningStream> reasoning_streams_;     // from a model that thinks: one per choice
+  std::vector<HarmonyStream> harmony_streams_;         // from a harmony model (gpt-oss): one per choice
   int32_t completion_tokens_ = 0;
   std::optional<ApiError> error_;
   bool head_sent_ = false;

@@ -244,10 +244,18 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
   if (auto g = get_bool(o, "add_generation_prompt")) r.chat.add_generation_prompt = *g;
   // vLLM's, SGLang's and llama.cpp's way to set template variables
   // (Qwen3's enable_thinking).
+  json::object kwargs;
   if (const json::value* kw = field(o, "chat_template_kwargs")) {
     if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
-    if (!kw->as_object().empty()) r.chat.template_kwargs_json = json::serialize(*kw);
+    kwargs = kw->as_object();
   }
+  // OpenAI's reasoning_effort ("low", "medium", "high"): gpt-oss's template
+  // reads it as a variable, as vLLM passes it; chat_template_kwargs wins.
+  if (const json::value* effort = field(o, "reasoning_effort")) {
+    if (!effort->is_string()) wrong_type("reasoning_effort", "a string", *effort);
+    if (!kwargs.contains("reasoning_effort")) kwargs.emplace("reasoning_effort", *effort);
+  }
+  if (!kwargs.empty()) r.chat.template_kwargs_json = json::serialize(kwargs);
 }
 
 // "priority": "interactive" | "batch", or vLLM's integer, where smaller is

@@ -221,8 +221,18 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
     if (model.engine.reasoning_tags) {
       spec.answer.reasoning = JobSpec::ReasoningParsing{.starts_open = model.engine.reasoning_starts_open};
     }
+    spec.answer.harmony = model.engine.harmony;
     const ToolChoice& tc = r.tool_choice;
-    if (tc.mode != ToolChoice::Mode::none) {
+    if (tc.mode != ToolChoice::Mode::none && model.engine.harmony) {
+      // Harmony calls are channels the reader finds; no grammar holds the
+      // model to one, so a forced choice cannot be kept.
+      if (tc.forces()) {
+        throw invalid_field("tool_choice",
+                            "this model answers in harmony messages (gpt-oss): tool_choice may be \"auto\" or "
+                            "\"none\", a call cannot be forced");
+      }
+      spec.answer.tools = JobSpec::ToolParsing{.syntax = model.engine.tool_call_syntax, .names = tc.names};
+    } else if (tc.mode != ToolChoice::Mode::none) {
       const grammar::ToolCallSyntax syntax = model.engine.tool_call_syntax;
       spec.answer.tools = JobSpec::ToolParsing{.syntax = syntax, .names = tc.names};
       // A model that no template taught to call tools (the json syntax)

@@ -14,7 +14,7 @@ class WsConnection::RequestListener : public JobListener {
   RequestListener(std::weak_ptr<WsConnection> conn, std::shared_ptr<WsOutput> out, std::string id,
                   const JobSpec& spec)
       : conn_(std::move(conn)), out_(std::move(out)), id_(std::move(id)) {
-    if (spec.answer.tools) answer_ = spec.answer;
+    if (spec.answer.tools || spec.answer.harmony) answer_ = spec.answer;
   }
 
   bool on_token(int32_t, const TokenEvent& ev, std::string_view text,

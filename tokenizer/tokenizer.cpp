@@ -104,6 +104,10 @@ Tokenizer::Tokenizer(VocabData vocab) : vocab_(std::move(vocab)) {
   if (const int32_t ret = control("<|return|>"), call = control("<|call|>"); ret >= 0 && call >= 0) {
     eog_[static_cast<size_t>(call)] = true;
     if (const int32_t end = control("<|end|>"); end >= 0) eog_[static_cast<size_t>(end)] = false;
+    always_rendered_.assign(static_cast<size_t>(n), false);
+    for (std::string_view text : {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"}) {
+      if (const int32_t id = control(text); id >= 0) always_rendered_[static_cast<size_t>(id)] = true;
+    }
   }
   for (auto& list : specials_by_first_byte_) {
     std::stable_sort(list.begin(), list.end(),
@@ -179,7 +183,7 @@ std::string Tokenizer::token_to_bytes(int32_t id, bool render_special) const {
     throw Error(Errc::invalid_argument, "tokenizer: token id " + std::to_string(id) +
                                             " is outside [0, " + std::to_string(n_vocab()) + ")");
   }
-  if (is_special(id) && !render_special) return {};
+  if (is_special(id) && !render_special && !always_rendered(id)) return {};
   if (is_special(id) && !special_from_pieces_) return vocab_.tokens[static_cast<size_t>(id)];
   return piece_bytes_[static_cast<size_t>(id)];
 }
@@ -206,7 +210,7 @@ void Tokenizer::ByteStream::push(int32_t id, std::string& out) {
   const Tokenizer& t = tokenizer_;
   std::string piece = t.token_to_bytes(id, !skip_special_);  // also checks the id
   // Skipped tokens are not there at all: they neither end a run nor open the text.
-  if (skip_special_ && t.is_special(id)) return;
+  if (skip_special_ && t.is_special(id) && !t.always_rendered(id)) return;
   if (t.byte_runs_ && t.type_of(id) == TokenType::byte) {
     run_ += piece;
     return;

@@ -53,8 +53,16 @@ class Tokenizer {
   // End of generation: EOS, the end-of-turn token, and control tokens such as
   // <|im_end|>, <|eot_id|>, <|endoftext|>.
   bool is_eog(int32_t id) const;
-  // Control or unknown: what decode(skip_special) leaves out.
+  // Control or unknown: what decode(skip_special) leaves out, except the
+  // always-rendered ones.
   bool is_special(int32_t id) const;
+  // A control token whose text every decode keeps: the structure of gpt-oss's
+  // harmony turns (<|channel|>, <|message|>, <|start|>, <|end|>,
+  // <|constrain|>), which the chat API reads back into reasoning, content
+  // and tool calls (net/harmony_answer), as llama.cpp renders them.
+  bool always_rendered(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < always_rendered_.size() && always_rendered_[static_cast<size_t>(id)];
+  }
   // The id of the token spelled exactly so in the vocab ("<|im_end|>",
   // "Ġthe", "▁the"), or -1.
   int32_t find_token(std::string_view text) const;
@@ -127,6 +135,7 @@ class Tokenizer {
   std::unordered_map<std::string_view, int32_t> ids_;  // views into vocab_.tokens
   std::array<std::vector<SpecialToken>, 256> specials_by_first_byte_;  // longest first
   std::vector<bool> eog_;
+  std::vector<bool> always_rendered_;  // [n_vocab], or empty: none
 };
 
 }  // namespace troupe

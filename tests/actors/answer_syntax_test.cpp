@@ -44,6 +44,17 @@ TEST(AnswerSyntax, FollowsTheChatTemplate) {
   const ModelInfo r1 = read(opens);
   EXPECT_TRUE(r1.reasoning_tags);
   EXPECT_TRUE(r1.reasoning_starts_open);
+  EXPECT_FALSE(r1.harmony);
+  // gpt-oss's template (tests/fixtures/chat_templates.json): harmony
+  // messages, whose reasoning is a channel rather than a <think> block.
+  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/chat_templates.json");
+  const std::string gpt_oss =
+      nlohmann::json::parse(in).at("templates").at("gpt_oss").at("source").get<std::string>();
+  const ModelInfo oss = read(gpt_oss);
+  EXPECT_TRUE(oss.harmony);
+  EXPECT_FALSE(oss.reasoning_tags);
+  EXPECT_FALSE(qwen3.harmony);
+  EXPECT_FALSE(llama3.harmony);
 }
 
 TEST(AnswerSyntax, TheConfigOverridesTheTemplate) {

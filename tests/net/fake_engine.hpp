@@ -55,7 +55,8 @@ class FakeEngine : public net::EngineClient {
                      .eos_text = "</s>",
                      .tool_call_syntax = tool_call_syntax,
                      .reasoning_tags = reasoning_tags,
-                     .reasoning_starts_open = reasoning_starts_open};
+                     .reasoning_starts_open = reasoning_starts_open,
+                     .harmony = harmony};
   }
   ~FakeEngine() override { drain(); }
 
@@ -173,6 +174,7 @@ class FakeEngine : public net::EngineClient {
   grammar::ToolCallSyntax tool_call_syntax = grammar::ToolCallSyntax::json;
   bool reasoning_tags = false;
   bool reasoning_starts_open = false;
+  bool harmony = false;
   Script script;
   std::vector<Submitted> submitted;
   std::map<RequestId, bool> cancelled_ids;

@@ -132,6 +132,12 @@ TEST(BpeTokenizer, HarmonyEndsOnReturnAndCallNotEnd) {
   EXPECT_FALSE(t->is_eog(id_of(harmony, "<|channel|>")));
   const VocabData phi3 = with({"<|end|>"});
   EXPECT_TRUE(Tokenizer::create(phi3)->is_eog(id_of(phi3, "<|end|>")));
+  // The turn's structure stays in decoded text (the chat API reads it);
+  // other control tokens still go.
+  const Ids turn{id_of(harmony, "<|channel|>"), 'a', id_of(harmony, "<|end|>"), id_of(harmony, "<|return|>")};
+  EXPECT_EQ(t->decode(turn, /*skip_special=*/true), "<|channel|>a<|end|>");
+  EXPECT_EQ(t->token_to_bytes(id_of(harmony, "<|channel|>")), "<|channel|>");
+  EXPECT_EQ(Tokenizer::create(phi3)->decode(Ids{'a', id_of(phi3, "<|end|>")}, true), "a");
 }
 
 TEST(BpeTokenizer, LowerRankWinsOverPosition) {

@@ -1,0 +1,222 @@
+// gpt-oss's harmony turns read back into reasoning, content and calls: the
+// turns gpt-oss's own chat template writes for known messages
+// (tests/fixtures/harmony_turns.json, tools/fixtures/make_harmony_fixtures.py),
+// the same when they stream cut anywhere, the forms the template does not
+// write (a recipient after the channel, a missing <|end|>, plain text), and
+// the chat endpoint over them.
+#include "net/harmony_answer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/net/route_env.hpp"
+
+namespace troupe::net {
+namespace {
+
+using nlohmann::json;
+using test::Env;
+using test::sse_data;
+
+json fixture() {
+  std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/harmony_turns.json");
+  EXPECT_TRUE(in.good()) << "missing tests/fixtures/harmony_turns.json";
+  return json::parse(in);
+}
+
+struct Read {
+  std::string reasoning, content;
+  std::vector<grammar::ToolCall> calls;
+};
+
+// The whole text in pieces cut at `cuts` (ascending offsets).
+Read stream(std::string_view text, const std::vector<std::string>& names, const std::vector<size_t>& cuts) {
+  HarmonyStream s(names);
+  Read r;
+  size_t at = 0;
+  auto add = [&](const HarmonyParts& p) {
+    r.reasoning += p.reasoning;
+    r.content += p.content;
+  };
+  for (size_t cut : cuts) {
+    add(s.push(text.substr(at, cut - at)));
+    at = cut;
+  }
+  add(s.push(text.substr(at)));
+  add(s.finish(r.calls));
+  return r;
+}
+
+void expect_turn(const json& turn, const Read& r, const std::string& how) {
+  const std::string out = turn["output"];
+  EXPECT_EQ(r.reasoning, turn["reasoning"]) << how << ": " << out;
+  EXPECT_EQ(r.content, turn["content"]) << how << ": " << out;
+  ASSERT_EQ(r.calls.size(), turn["tool_calls"].size()) << how << ": " << out;
+  for (size_t i = 0; i < r.calls.size(); ++i) {
+    EXPECT_EQ(r.calls[i].name, turn["tool_calls"][i]["name"]) << how;
+    EXPECT_EQ(json::parse(r.calls[i].arguments), turn["tool_calls"][i]["arguments"]) << how;
+  }
+}
+
+TEST(HarmonyAnswer, ReadsBackWhatTheTemplateWrote) {
+  const json fx = fixture();
+  const auto names = fx["tools"].get<std::vector<std::string>>();
+  ASSERT_GE(fx["turns"].size(), 5u);
+  for (const json& turn : fx["turns"]) {
+    std::vector<grammar::ToolCall> calls;
+    const HarmonyParts p = read_harmony(turn["output"].get<std::string>(), names, calls);
+    expect_turn(turn, Read{p.reasoning, p.content, calls}, "whole");
+  }
+}
+
+TEST(HarmonyAnswer, AStreamAgreesWhereverItIsCut) {
+  const json fx = fixture();
+  const auto names = fx["tools"].get<std::vector<std::string>>();
+  for (const json& turn : fx["turns"]) {
+    const std::string text = turn["output"];
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      expect_turn(turn, stream(text, names, {cut}), "cut at " + std::to_string(cut));
+      if (HasFatalFailure()) return;
+    }
+    std::vector<size_t> every(text.size());
+    for (size_t i = 0; i < text.size(); ++i) every[i] = i;
+    expect_turn(turn, stream(text, names, every), "byte by byte");
+  }
+}
+
+TEST(HarmonyAnswer, FormsTheTemplateDoesNotWrite) {
+  const std::vector<std::string> names{"get_weather"};
+  std::vector<grammar::ToolCall> calls;
+  // The model card's form: the recipient after the channel, <|constrain|>.
+  HarmonyParts p = read_harmony(
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+      names, calls);
+  EXPECT_EQ(p.reasoning, "Need weather.");
+  EXPECT_EQ(p.content, "");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(calls[0].arguments, "{\"city\":\"Oslo\"}");
+
+  // A body the model did not close before the next header.
+  calls.clear();
+  p = read_harmony("<|channel|>analysis<|message|>think<|start|>assistant<|channel|>final<|message|>done", names,
+                   calls);
+  EXPECT_EQ(p.reasoning, "think");
+  EXPECT_EQ(p.content, "done");
+
+  // A call to a tool not offered, or with arguments that are not an
+  // object, is text; so is output that is not harmony at all.
+  for (const char* text : {"<|channel|>commentary to=functions.rm<|message|>{\"path\":\"/\"}",
+                           "<|channel|>commentary to=functions.get_weather<|message|>[1, 2]"}) {
+    calls.clear();
+    p = read_harmony(text, names, calls);
+    EXPECT_TRUE(calls.empty()) << text;
+    EXPECT_EQ(p.content, std::string(text).substr(std::string(text).find("<|message|>") + 11)) << text;
+  }
+  calls.clear();
+  p = read_harmony("Plain text < with | brackets", names, calls);
+  EXPECT_EQ(p.content, "Plain text < with | brackets");
+  // Cut by max_tokens inside a header: nothing of it is text.
+  p = read_harmony("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|chan", names, calls);
+  EXPECT_EQ(p.reasoning, "a");
+  EXPECT_EQ(p.content, "");
+  // Only the first bytes of a header that never came: text.
+  p = read_harmony(" t", names, calls);
+  EXPECT_EQ(p.content, " t");
+}
+
+// gpt-oss through the chat endpoint: reasoning_content, content and calls,
+// whole and streamed; a forced tool_choice is refused.
+TEST(HarmonyRoutes, ChannelsBecomeReasoningContentAndCalls) {
+  Env env;
+  env.backend.harmony = true;
+  env.backend.script = {.texts = {"<|channel|>analysis<|mes", "sage|>The user greets.<|end|><|st",
+                                  "art|>assistant<|channel|>final<|message|>Hello!"}};
+  const std::string hi = R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}])";
+  HttpReply r = env.call("POST", "/v1/chat/completions", hi + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json msg = json::parse(r.body)["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "The user greets.");
+  EXPECT_EQ(msg["content"], "Hello!");
+
+  r = env.call("POST", "/v1/chat/completions", hi + R"(, "stream": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string reasoning, content;
+  for (const std::string& d : sse_data(r.body)) {
+    if (d == "[DONE]") continue;
+    const json delta = json::parse(d)["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+    if (delta.contains("content")) content += delta["content"];
+  }
+  EXPECT_EQ(reasoning, "The user greets.");
+  EXPECT_EQ(content, "Hello!");
+
+  env.backend.script = {.texts = {"<|channel|>analysis<|message|>I need the time.<|end|>",
+                                  "<|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}"}};
+  const std::string tools = R"(, "tools": [{"type": "function", "function": {"name": "now"}}])";
+  for (const std::string stream : {"false", "true"}) {
+    r = env.call("POST", "/v1/chat/completions", hi + tools + R"(, "stream": )" + stream + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    if (stream == "false") {
+      const json choice = json::parse(r.body)["choices"][0];
+      EXPECT_EQ(choice["finish_reason"], "tool_calls");
+      EXPECT_EQ(choice["message"]["reasoning_content"], "I need the time.");
+      EXPECT_TRUE(choice["message"]["content"].is_null()) << r.body;
+      EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "now");
+      EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], "{}");
+      continue;
+    }
+    std::string think, said, finish;
+    size_t calls = 0;
+    for (const std::string& d : sse_data(r.body)) {
+      if (d == "[DONE]") continue;
+      const json c = json::parse(d)["choices"][0];
+      if (c["delta"].contains("reasoning_content")) think += c["delta"]["reasoning_content"];
+      if (c["delta"].contains("content")) said += c["delta"]["content"];
+      if (c["delta"].contains("tool_calls")) calls += c["delta"]["tool_calls"].size();
+      if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+    }
+    EXPECT_EQ(think, "I need the time.");
+    EXPECT_EQ(said, "");
+    EXPECT_EQ(calls, 1u);
+    EXPECT_EQ(finish, "tool_calls");
+  }
+
+  r = env.call("POST", "/v1/chat/completions", hi + tools + R"(, "tool_choice": "required"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(test::error_of(r)["param"], "tool_choice") << r.body;
+}
+
+// OpenAI's reasoning_effort reaches the template as gpt-oss's reads it;
+// chat_template_kwargs, if it names one too, wins.
+TEST(HarmonyRoutes, ReasoningEffortReachesTheTemplate) {
+  Env env;
+  env.backend.context_length = 256;
+  env.backend.chat_template =
+      "{% for m in messages %}{{ m.content }}\n{% endfor %}Reasoning: {{ reasoning_effort | default('medium') }}";
+  auto prompt_of = [&](const std::string& extra) {
+    const HttpReply ids =
+        env.call("POST", "/tokenize", R"({"messages": [{"role": "user", "content": "Hi"}])" + extra + "}");
+    EXPECT_EQ(ids.status, 200) << ids.body;
+    const json tokens = {{"tokens", json::parse(ids.body)["tokens"]}};
+    return json::parse(env.call("POST", "/detokenize", tokens.dump()).body)["prompt"].get<std::string>();
+  };
+  EXPECT_NE(prompt_of("").find("Reasoning: medium"), std::string::npos);
+  EXPECT_NE(prompt_of(R"(, "reasoning_effort": "high")").find("Reasoning: high"), std::string::npos);
+  EXPECT_NE(prompt_of(R"(, "reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"})")
+                .find("Reasoning: low"),
+            std::string::npos);
+  const HttpReply r = env.call("POST", "/v1/chat/completions",
+                               R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}], )"
+                               R"("reasoning_effort": 3})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(test::error_of(r)["param"], "reasoning_effort") << r.body;
+}
+
+}  // namespace
+}  // namespace troupe::net
