@@ -7,6 +7,7 @@
 // formulas, so 1e-6.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -125,6 +126,18 @@ TEST(CudaOps, ElementwiseOpsMatchTheCpu) {
   dy.put(a);
   gpu.geglu(dy.get(), dy.get(), db.get(), n);
   EXPECT_LE(worst_ratio(dy.read(), geglu_out, 0.0, 0.0), 1.0) << "geglu in place";
+
+  // gpt-oss's clamped SwiGLU, with a limit the inputs cross on both sides.
+  const float limit = 1.5f, alpha = 1.702f;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(double{a[i]}, double{limit});
+    const double u = std::clamp(double{b[i]}, -double{limit}, double{limit});
+    exact[i] = static_cast<float>((u + 1.0) * g / (1.0 + std::exp(-alpha * g)));
+  }
+  kernels::swiglu_oai(want.data(), a.data(), b.data(), n, alpha, limit);
+  gpu.swiglu_oai(dy.get(), da.get(), db.get(), n, alpha, limit);
+  EXPECT_LE(worst_ratio(dy.read(), exact, 2 * kAbs, 2 * kRel), 1.0) << "swiglu_oai vs definition";
+  EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "swiglu_oai vs cpu";
 
   dy.put(a);
   gpu.scale(dy.get(), 8.0f, n);

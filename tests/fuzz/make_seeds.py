@@ -13,7 +13,7 @@ start from inputs that get past the first checks:
   config_readers     the topologies and workloads in configs/
   json_schema        the schemas of tests/fixtures/json_schema_cases.json, each with a document
   gbnf               the grammars of tests/fixtures/gbnf_cases.json, each with a string
-  tool_calls         a syntax byte, a cut byte, then an output with calls in that syntax
+  tool_calls         a syntax byte (4: harmony), a cut byte, then an output with calls in that syntax
   request_parser, ws_message: hand-written request bodies (already there)
 
   make_seeds.py --source-dir=. --make-model=build/release/troupe-make-model
@@ -240,6 +240,9 @@ def tool_call_seeds(out):
         (3, "[TOOL_CALLS][" + call + "]"),
         (0, "[" + call + ', {"name": "f"}]'),
         (0, "Plain text with a { brace."),
+        (4, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant to=functions.get_weather"
+            "<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}"),
+        (4, "<|channel|>analysis<|message|>Hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello<|return|>"),
     ]
     for i, (syntax, text) in enumerate(outputs):
         write(out / "tool_calls" / f"output_{i}.txt", bytes([syntax, 7]).decode("latin-1") + text)

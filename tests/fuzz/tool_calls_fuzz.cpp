@@ -1,9 +1,11 @@
 // libFuzzer target for tool calls found in model output
-// (grammar/tool_calls.cpp), the one parser that reads what a model wrote:
-// the first byte picks the syntax, the second where the output is cut in
-// two pieces, the rest is the output. Streamed in those pieces, and byte by
-// byte, it must give the content and calls of the whole parse, and every
-// call's arguments must be a JSON object naming a known function.
+// (grammar/tool_calls.cpp) and for gpt-oss's harmony reader
+// (net/harmony_answer.cpp), the parsers that read what a model wrote: the
+// first byte picks the syntax (or harmony), the second where the output is
+// cut in two pieces, the rest is the output. Streamed in those pieces, and
+// byte by byte, it must give the reasoning, content and calls of the whole
+// parse, and every call's arguments must be a JSON object naming a known
+// function.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "grammar/tool_calls.hpp"
+#include "net/harmony_answer.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 using namespace troupe::fuzz;
@@ -44,12 +47,55 @@ ToolCallOutput streamed(ToolCallSyntax syntax, std::string_view text, const std:
   return end;
 }
 
+struct Harmony {
+  std::string reasoning, content;
+  std::vector<troupe::grammar::ToolCall> calls;
+  bool operator==(const Harmony& o) const {
+    return reasoning == o.reasoning && content == o.content && same({"", calls}, {"", o.calls});
+  }
+};
+
+Harmony harmony(std::string_view text, const std::vector<size_t>& cuts) {
+  troupe::net::HarmonyStream stream(kNames);
+  Harmony out;
+  auto add = [&](const troupe::net::HarmonyParts& p) {
+    out.reasoning += p.reasoning;
+    out.content += p.content;
+  };
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    add(stream.push(text.substr(from, cut - from)));
+    from = cut;
+  }
+  add(stream.push(text.substr(from)));
+  add(stream.finish(out.calls));
+  return out;
+}
+
+void check_harmony(const uint8_t* data, std::string_view text) {
+  const Harmony whole = harmony(text, {});
+  for (const auto& call : whole.calls) {
+    check(call.name == kNames[0] || call.name == kNames[1]);
+    check(nlohmann::json::parse(call.arguments, nullptr, false).is_object());
+  }
+  // Nothing is made up: every byte out was in the output.
+  check(whole.reasoning.size() + whole.content.size() <= text.size());
+  check(harmony(text, {std::min<size_t>(data[1], text.size())}) == whole);
+  std::vector<size_t> bytes;
+  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+  check(harmony(text, bytes) == whole);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const auto syntax = static_cast<ToolCallSyntax>(data[0] % 4);
   const std::string_view text = as_text(data + 2, size - 2);
+  if (data[0] % 5 == 4) {
+    check_harmony(data, text);
+    return 0;
+  }
+  const auto syntax = static_cast<ToolCallSyntax>(data[0] % 5);
   const ToolCallOutput whole = troupe::grammar::parse_tool_calls(syntax, text, kNames);
   if (whole.calls.empty()) check(whole.content == text);
   for (const auto& call : whole.calls) {
