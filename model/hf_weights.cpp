@@ -3,6 +3,7 @@
 #include "model/hf_weights.hpp"
 #include "model/model_loaders.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -25,6 +26,19 @@ const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::ini
                                       ", expected " + shape_str(std::vector<int64_t>(shape)));
   }
   return t;
+}
+
+const safetensors::TensorInfo& HfWeights::bytes(std::string_view name, std::initializer_list<int64_t> shape) const {
+  const safetensors::TensorInfo* t = ckpt_.find(name);
+  if (t == nullptr) return ckpt_.tensor(name);  // throws: the missing tensor, named
+  if (t->dtype != "U8") {
+    throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' has dtype " + t->dtype + ", expected U8");
+  }
+  if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end())) {
+    throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' has shape " + shape_str(t->shape) +
+                                      ", expected " + shape_str(std::vector<int64_t>(shape)));
+  }
+  return *t;
 }
 
 Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {

@@ -35,6 +35,9 @@ class HfWeights {
   const float* optional_vector(std::string_view name, int64_t n) { return has(name) ? vector(name, n) : nullptr; }
   // A 2-D tensor [n_rows, n_cols] as an f32 copy, rows contiguous (per-expert biases).
   const float* vector_rows(std::string_view name, int64_t n_rows, int64_t n_cols);
+  // A U8 tensor of this shape (packed blocks the architecture unpacks, such
+  // as gpt-oss's MXFP4 experts). Throws Error(bad_format) naming the tensor.
+  const safetensors::TensorInfo& bytes(std::string_view name, std::initializer_list<int64_t> shape) const;
   // Where weights made at load go (conversions the architecture does itself).
   WeightStore& store() { return store_; }
   // 1 + the tensor's values (Gemma's RMSNorms scale by 1 + w), in f32.
