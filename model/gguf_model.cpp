@@ -461,6 +461,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   for (const gguf::TensorInfo& t : file_.tensors()) {
     if (t.name != "token_embd.weight" || c.tied_output) weight_bytes_ += t.n_bytes;
   }
+  // A mixture of experts reads only the routed experts a step.
+  if (c.n_expert > 0) weight_bytes_ = decode_weight_bytes(w, c);
 
   select_longrope(c, options.context_length);
   if (options.quantize) {

@@ -51,6 +51,32 @@ TEST(HfVariants, Qwen3MoeWithoutTopKRenormalization) {
   expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance, "last_logits_unnormalized");
 }
 
+// gpt-oss's config as OpenAI published it: rope_theta beside rope_scaling,
+// experts_per_token, no layer_types (every other layer local, layer 0
+// first) and no swiglu_alpha (1.702). The same model, the same logits.
+TEST(HfVariants, GptOssPublishedConfigSpelling) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_gpt_oss_published");
+  const auto model = load_edited("gpt_oss", dir, [](nlohmann::json& c) {
+    nlohmann::json rope = c["rope_parameters"];
+    c.erase("rope_parameters");
+    c["rope_theta"] = rope["rope_theta"];
+    rope.erase("rope_theta");
+    c["rope_scaling"] = rope;
+    c["experts_per_token"] = c["num_experts_per_tok"];
+    c.erase("num_experts_per_tok");
+    c.erase("layer_types");
+    c.erase("swiglu_alpha");
+  });
+  const ModelConfig& mc = model->config();
+  EXPECT_EQ(mc.window(0), 4);
+  EXPECT_EQ(mc.window(1), 0);
+  EXPECT_FLOAT_EQ(mc.expert_swiglu_alpha, 1.702f);
+  EXPECT_EQ(mc.n_expert_used, 2);
+  const auto ref = reference("gpt_oss");
+  expect_reference_batch(model, ref);
+}
+
 // The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
 // differs from its head_dim): the scores' scale follows the config.
 TEST(HfVariants, GemmaQueryScalarSetsTheScale) {

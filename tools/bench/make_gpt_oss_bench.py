@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes a gpt-oss-shaped GGUF for benchmarks against llama.cpp: a randomly
+initialised GptOssForCausalLM (transformers) of the given shape, converted by
+llama.cpp's own convert_hf_to_gguf.py (f16 matrices, f32 norms, biases and
+sinks), with a 257-token byte-level vocabulary (the 256 byte symbols and one
+merge, since llama.cpp wants merges) in place of the o200k one it has no
+use for. Optionally llama.cpp's llama-quantize then writes the
+MXFP4_MOE file (experts in MXFP4, the rest as it was), the type of the
+gpt-oss GGUFs users download. The published gpt-oss-20b has 24 layers,
+hidden 2880, 32 experts of width 2880 and top-4 routing; the default shape
+keeps its ratios at a size this machine runs in seconds.
+
+    python3 tools/bench/make_gpt_oss_bench.py --llama-cpp /path/to/llama.cpp \\
+        [--llama-quantize /path/to/llama-quantize] --out ~/.cache/troupe/bench/oss-moe
+
+writes oss-moe-f16.gguf (and oss-moe-mxfp4.gguf). Needs torch, transformers
+and numpy (tools/fixtures/README.md has the versions).
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-cpp", required=True, help="a llama.cpp source tree (with convert_hf_to_gguf.py)")
+    ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, to also write the MXFP4_MOE file")
+    ap.add_argument("--out", required=True, help="output prefix: <out>-f16.gguf, <out>-mxfp4.gguf")
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--experts", type=int, default=32)
+    ap.add_argument("--top-k", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    torch.manual_seed(args.seed)
+    config = GptOssConfig(vocab_size=257, hidden_size=args.hidden, intermediate_size=args.hidden,
+                          num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                          num_key_value_heads=args.kv_heads, head_dim=64, num_local_experts=args.experts,
+                          num_experts_per_tok=args.top_k, sliding_window=128, max_position_embeddings=4096,
+                          bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+    model = GptOssForCausalLM(config).eval()
+    with torch.no_grad():  # spread weights: every expert gets routed to
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape) * (0.02 if p.dim() >= 2 else 0.1) + (1.0 if "norm" in name else 0.0))
+    out = pathlib.Path(args.out).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    f16 = out.with_name(out.name + "-f16.gguf")
+
+    import make_gguf_arch_fixtures as conv_fixture  # its byte vocabulary and converter call
+    llama_cpp = pathlib.Path(args.llama_cpp).resolve()
+    sys.path.insert(0, str(llama_cpp))
+    sys.path.insert(1, str(llama_cpp / "gguf-py"))
+    import convert_hf_to_gguf as conv
+    from conversion import get_model_class
+
+    def bench_vocab(self):
+        # The 256 byte symbols and one merge (two spaces): llama.cpp refuses a
+        # byte-level vocabulary without merges.
+        space = conv_fixture.byte_symbols()[ord(" ")]
+        self.gguf_writer.add_tokenizer_model("gpt2")
+        self.gguf_writer.add_tokenizer_pre("gpt-4o")
+        self.gguf_writer.add_token_list(conv_fixture.byte_symbols() + [space * 2])
+        self.gguf_writer.add_token_types([1] * 257)
+        self.gguf_writer.add_token_merges([f"{space} {space}"])
+        self.gguf_writer.add_bos_token_id(1)
+        self.gguf_writer.add_eos_token_id(2)
+        self.gguf_writer.add_add_bos_token(False)
+
+    get_model_class("GptOssForCausalLM").set_vocab = bench_vocab
+    with tempfile.TemporaryDirectory() as tmp:
+        d = pathlib.Path(tmp) / "gpt_oss"
+        model.save_pretrained(d)
+        vocab = {sym: i for i, sym in enumerate(conv_fixture.byte_symbols() + ["\u0120\u0120"])}
+        (d / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
+                                                      "added_tokens": []}))
+        sys.argv = ["convert_hf_to_gguf.py", str(d), "--outtype", "f16", "--outfile", str(f16)]
+        conv.main()
+    print(f"wrote {f16} ({f16.stat().st_size >> 20} MiB)")
+    if args.llama_quantize:
+        mx = out.with_name(out.name + "-mxfp4.gguf")
+        subprocess.run([args.llama_quantize, str(f16), str(mx), "MXFP4_MOE"], check=True)
+        print(f"wrote {mx} ({mx.stat().st_size >> 20} MiB)")
+
+
+if __name__ == "__main__":
+    main()
