@@ -85,7 +85,8 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
 std::optional<troupe::DType> int8_type(const std::string& name) {
   using troupe::DType;
   for (DType t : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q2_K, DType::q3_K,
-                  DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::bf16, DType::f32}) {
+                  DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::mxfp4, DType::bf16,
+                  DType::f32}) {
     if (troupe::dtype_name(t) == name) return t;
   }
   return std::nullopt;
@@ -93,7 +94,7 @@ std::optional<troupe::DType> int8_type(const std::string& name) {
 
 int usage() {
   std::fprintf(stderr, "usage: bench_gemv_roofline [--type q4_0|q4_1|q5_0|q5_1|q8_0|q2_K|q3_K|q4_K|q5_K|q6_K|"
-                       "iq4_nl|iq4_xs|bf16|f32] "
+                       "iq4_nl|iq4_xs|mxfp4|bf16|f32] "
                        "[--shape 1b|110m] [--layers N] [--threads N] [--rounds N] [--isa avx2|avx512]\n");
   return 2;
 }

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
 
   const DType types[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                          DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,
-                         DType::iq4_nl, DType::iq4_xs};
+                         DType::iq4_nl, DType::iq4_xs, DType::mxfp4};
   const Shape shapes[] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
   for (int64_t n_tokens : {1, 512}) {
     for (DType t : types) {

@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   std::printf("%d x %d weights, one thread, best of %d\n", static_cast<int>(rows), static_cast<int>(n), repeat);
   std::printf("| type | ns/weight | x q8_0 | rel. RMS error |\n|---|---|---|---|\n");
   for (DType t : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K,
-                  DType::q6_K, DType::iq4_nl, DType::iq4_xs}) {
+                  DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::mxfp4}) {
     const Result r = t == DType::q8_0 ? base : measure(t, x, n, rows, repeat);
     std::printf("| %s | %.1f | %.1f | %.4f |\n", std::string(troupe::dtype_name(t)).c_str(), r.ns_per_weight,
                 r.ns_per_weight / base.ns_per_weight, r.rel_rms_error);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/dtype_kquant.hpp"
+#include "core/dtype_mxfp4.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -25,6 +26,7 @@ const DTypeInfo kQ3_K{"q3_K", kQK_K, sizeof(BlockQ3_K)};
 const DTypeInfo kQ4_K{"q4_K", kQK_K, sizeof(BlockQ4_K)};
 const DTypeInfo kIQ4_NL{"iq4_nl", kQK, sizeof(BlockIQ4_NL)};
 const DTypeInfo kIQ4_XS{"iq4_xs", kQK_K, sizeof(BlockIQ4_XS)};
+const DTypeInfo kMXFP4{"mxfp4", kQK, sizeof(BlockMXFP4)};
 const DTypeInfo kQ5_K{"q5_K", kQK_K, sizeof(BlockQ5_K)};
 const DTypeInfo kQ6_K{"q6_K", kQK_K, sizeof(BlockQ6_K)};
 
@@ -123,6 +125,7 @@ const DTypeInfo& dtype_info(DType t) {
     case DType::q6_K: return kQ6_K;
     case DType::iq4_nl: return kIQ4_NL;
     case DType::iq4_xs: return kIQ4_XS;
+    case DType::mxfp4: return kMXFP4;
   }
   throw Error(Errc::unsupported, "unknown dtype id " + std::to_string(static_cast<uint32_t>(t)));
 }
@@ -134,7 +137,7 @@ bool dtype_known(uint32_t id) {
     case DType::q5_0: case DType::q5_1:
     case DType::q2_K: case DType::q3_K:
     case DType::q4_K: case DType::q5_K: case DType::q6_K:
-    case DType::iq4_nl: case DType::iq4_xs:
+    case DType::iq4_nl: case DType::iq4_xs: case DType::mxfp4:
       return true;
   }
   return false;
@@ -344,6 +347,17 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::mxfp4: {
+      auto* b = static_cast<const BlockMXFP4*>(src);
+      for (int64_t i = 0; i < n / kQK; ++i) {
+        const float d = mxfp4_scale(b[i].e);
+        for (int j = 0; j < kQK / 2; ++j) {  // a power of two times a level: exact (short of overflow)
+          dst[i * kQK + j] = d * static_cast<float>(kMxfp4Levels[b[i].qs[j] & 0x0f]);
+          dst[i * kQK + j + kQK / 2] = d * static_cast<float>(kMxfp4Levels[b[i].qs[j] >> 4]);
+        }
+      }
+      return;
+    }
   }
   throw Error(Errc::unsupported, "dequantize_row: unknown dtype");
 }
@@ -451,6 +465,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::q6_K: return detail::quantize_row_q6_K(src, dst, n);
     case DType::iq4_nl: return detail::quantize_row_iq4_nl(src, dst, n);
     case DType::iq4_xs: return detail::quantize_row_iq4_xs(src, dst, n);
+    case DType::mxfp4: return detail::quantize_row_mxfp4(src, dst, n);
   }
 }
 

@@ -28,6 +28,7 @@ enum class DType : uint32_t {
   iq4_nl = 20,
   iq4_xs = 23,
   bf16 = 30,
+  mxfp4 = 39,
 };
 
 struct DTypeInfo {
@@ -131,6 +132,28 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+// mxfp4 (OCP microscaling FP4; gpt-oss ships its MoE experts in it): blocks
+// of 32 FP4 E2M1 codes under one E8M0 exponent e. Bit 3 of a code is its
+// sign, bits 0..2 pick a magnitude in {0, 0.5, 1, 1.5, 2, 3, 4, 6}, and
+// x = fp4(q) * 2^(e - 127). As in ggml, the levels are kept doubled, as
+// integers, and the scale halved: x = kMxfp4Levels[q] * 2^(e - 128)
+// (mxfp4_scale), the same value. Nibbles as q4_0 (low nibbles weights
+// 0..15); 17 bytes, byte-aligned (4.25 bits a weight).
+inline constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17 && alignof(BlockMXFP4) == 1);
+// 2^(e - 128), exact: e = 0 and 1 give the subnormals 2^-128 and 2^-127
+// (ggml's E8M0-to-fp32-half; e = 255 is 2^127, not a NaN, as in ggml).
+inline uint32_t mxfp4_scale_bits(uint8_t e) { return e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23; }
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = mxfp4_scale_bits(e);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 // The stored scale (0..63, 32 above its value) of sub-block j < 8 of an
 // iq4_xs block.
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int j) {

@@ -89,6 +89,7 @@ bool Backend::supports(DType type) const {
     case DType::q6_K:
     case DType::iq4_nl:
     case DType::iq4_xs:
+    case DType::mxfp4:
       return true;
     default:
       return false;

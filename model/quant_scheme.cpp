@@ -24,7 +24,7 @@ constexpr Named kSchemes[] = {
     {"q4_0", DType::q4_0, false},    {"q4_1", DType::q4_1, false},     {"q5_0", DType::q5_0, false},
     {"q5_1", DType::q5_1, false},    {"q2_k", DType::q2_K, true},      {"q3_k_m", DType::q3_K, true},
     {"q4_k_m", DType::q4_K, true},   {"q5_k_m", DType::q5_K, true},    {"q6_k", DType::q6_K, true},
-    {"iq4_nl", DType::iq4_nl, true}, {"iq4_xs", DType::iq4_xs, true},
+    {"iq4_nl", DType::iq4_nl, true}, {"iq4_xs", DType::iq4_xs, true},   {"mxfp4", DType::mxfp4, false},
 };
 
 bool is(const QuantScheme& s, const char* name) { return s.name == name; }

@@ -1,5 +1,5 @@
 // Quantization at load (`--quantize`): which type each matrix gets. Plain
-// types (q8_0, q4_0, ..., bf16) put every quantizable matrix in that type.
+// types (q8_0, q4_0, ..., mxfp4, bf16) put every quantizable matrix in that type.
 // The k-quant and i-quant file types (q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k,
 // iq4_nl, iq4_xs) follow the per-tensor rules of llama.cpp's llama-quantize
 // for its file types of those names, so a Hugging Face checkpoint quantized

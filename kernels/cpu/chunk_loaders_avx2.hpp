@@ -85,33 +85,46 @@ struct LoadQ4_0 {
   }
 };
 
-// 8 iq4 levels (core/dtype.hpp) for the indices in idx (0..15), as floats
-// times ds: two 8-entry permutes, bit 3 of the index picking between them.
-inline __m256 iq4_levels(__m256i idx, __m256 ds) {
-  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(reinterpret_cast<const uint8_t*>(kIq4Levels))));
-  const __m256 hi =
-      _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(reinterpret_cast<const uint8_t*>(kIq4Levels) + 8)));
+// 8 of 16 int8 levels (iq4's or mxfp4's, core/dtype.hpp) for the indices
+// in idx (0..15), as floats times ds: two 8-entry permutes, bit 3 of the
+// index picking between them. Exact: iq4's d (11 bits) x scale x level fit
+// in 24, and mxfp4's scale is a power of two.
+inline __m256 table_levels(const int8_t (&levels)[16], __m256i idx, __m256 ds) {
+  const auto* l = reinterpret_cast<const uint8_t*>(levels);
+  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(l)));
+  const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load64(l + 8)));
   const __m256 v = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
                                     _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
-  return _mm256_mul_ps(v, ds);  // exact: d (11 bits) x scale x level fit in 24
+  return _mm256_mul_ps(v, ds);
 }
 
-// Weights 0..15 of 16 q4_0-style bytes (low nibbles) then 16..31 (high).
-inline void iq4_chunk(const uint8_t* qs, __m256 ds, __m256 (&v)[4]) {
+// Weights 0..15 of 16 q4_0-style bytes (low nibbles) then 16..31 (high),
+// each nibble an index into `levels`.
+inline void table_chunk(const int8_t (&levels)[16], const uint8_t* qs, __m256 ds, __m256 (&v)[4]) {
   const __m256i a = _mm256_cvtepu8_epi32(load64(qs));
   const __m256i b = _mm256_cvtepu8_epi32(load64(qs + 8));
   const __m256i low = _mm256_set1_epi32(0x0f);
-  v[0] = iq4_levels(_mm256_and_si256(a, low), ds);
-  v[1] = iq4_levels(_mm256_and_si256(b, low), ds);
-  v[2] = iq4_levels(_mm256_srli_epi32(a, 4), ds);
-  v[3] = iq4_levels(_mm256_srli_epi32(b, 4), ds);
+  v[0] = table_levels(levels, _mm256_and_si256(a, low), ds);
+  v[1] = table_levels(levels, _mm256_and_si256(b, low), ds);
+  v[2] = table_levels(levels, _mm256_srli_epi32(a, 4), ds);
+  v[3] = table_levels(levels, _mm256_srli_epi32(b, 4), ds);
 }
 
 struct LoadIQ4_NL {
   static constexpr bool kQuantized = true;
   static constexpr int64_t kChunkBytes = sizeof(BlockIQ4_NL);
   static void load(const uint8_t* c, __m256 (&v)[4]) {
-    iq4_chunk(c + offsetof(BlockIQ4_NL, qs), half_broadcast(c + offsetof(BlockIQ4_NL, d)), v);
+    table_chunk(kIq4Levels, c + offsetof(BlockIQ4_NL, qs), half_broadcast(c + offsetof(BlockIQ4_NL, d)), v);
+  }
+};
+
+// mxfp4: the doubled FP4 levels times 2^(e - 128).
+struct LoadMXFP4 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockMXFP4);
+  static void load(const uint8_t* c, __m256 (&v)[4]) {
+    table_chunk(kMxfp4Levels, c + offsetof(BlockMXFP4, qs), _mm256_set1_ps(mxfp4_scale(c[offsetof(BlockMXFP4, e)])),
+                v);
   }
 };
 
@@ -276,7 +289,7 @@ struct LoadIQ4_XS {
   static void load(const uint8_t* blk, int j, __m256 (&v)[4]) {
     const auto* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
     const float ds = half_scalar(b->d) * static_cast<float>(iq4_xs_scale(*b, j) - 32);
-    iq4_chunk(b->qs + 16 * j, _mm256_set1_ps(ds), v);
+    table_chunk(kIq4Levels, b->qs + 16 * j, _mm256_set1_ps(ds), v);
   }
 };
 

@@ -79,10 +79,11 @@ struct LoadQ4_0 {
   }
 };
 
-// The 16 iq4 levels (core/dtype.hpp) as floats.
-inline __m512 iq4_levels() {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(reinterpret_cast<const uint8_t*>(kIq4Levels))));
+// 16 int8 levels (iq4's or mxfp4's, core/dtype.hpp) as floats.
+inline __m512 table_levels(const int8_t (&levels)[16]) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(reinterpret_cast<const uint8_t*>(levels))));
 }
+inline __m512 iq4_levels() { return table_levels(kIq4Levels); }
 
 // iq4_nl: as q4_0 with the non-linear levels; d * level is exact.
 struct LoadIQ4_NL {
@@ -91,6 +92,19 @@ struct LoadIQ4_NL {
   static void load(const uint8_t* c, __m512& lo, __m512& hi) {
     const __m512 table = _mm512_mul_ps(half_broadcast(c + offsetof(BlockIQ4_NL, d)), iq4_levels());
     const __m512i q = _mm512_cvtepu8_epi32(load128(c + offsetof(BlockIQ4_NL, qs)));
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  }
+};
+
+// mxfp4: as iq4_nl, the doubled FP4 levels times 2^(e - 128) (exact).
+struct LoadMXFP4 {
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kChunkBytes = sizeof(BlockMXFP4);
+  static void load(const uint8_t* c, __m512& lo, __m512& hi) {
+    const __m512 table =
+        _mm512_mul_ps(_mm512_set1_ps(mxfp4_scale(c[offsetof(BlockMXFP4, e)])), table_levels(kMxfp4Levels));
+    const __m512i q = _mm512_cvtepu8_epi32(load128(c + offsetof(BlockMXFP4, qs)));
     lo = _mm512_permutexvar_ps(q, table);
     hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "kernels/cpu/int8_packed_lines.hpp"
@@ -21,7 +22,7 @@
 namespace troupe::kernels::cpu {
 namespace {  // NOLINT: per-ISA translation units only
 
-// ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl ----
+// ---- The 32-input block types: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4 ----
 // A group is one stream of unit pairs: the lines of both units, then their
 // fp16 d (and m) values, 2 x 32 (or 64) bytes. A pair is whole cache lines
 // (one unit's lines and scales would be 288 or 544 bytes, and every other
@@ -30,8 +31,10 @@ namespace {  // NOLINT: per-ISA translation units only
 // followed by all their scales: 1B q4_0 decode, at the memory rate, read
 // each group as two streams and lost 10-20% to them (the scales' stream
 // moving 8x slower than its lines').
-// kTable (iq4_nl): the nibbles are indices into the iq4 levels; they are
-// stored as such and mapped to u as they are read.
+// kTable (iq4_nl, mxfp4): the nibbles are indices into the reader's levels
+// (Rd::u_table); they are stored as such and mapped to u as they are read.
+// The per-row scales are fp16 d, or for mxfp4 2^(e - 128) as bf16 (exact:
+// bf16 keeps f32's exponent range), so every scale fits 32 bytes a unit.
 template <class Rd, class Block, int kBits, bool kTable = false>
 struct PkSimple {
   using Reader = Rd;
@@ -45,7 +48,8 @@ struct PkSimple {
   static constexpr int64_t kPairBytes = 2 * kUnitBytes;
   static constexpr int64_t kChunk = sizeof(Block);
   static_assert(kLineBytes % 64 == 0 && kPairBytes % 64 == 0);
-  static_assert(!kTable || (kBits == 4 && offsetof(Block, qs) == 2));
+  static_assert(!kTable || kBits == 4);
+  static constexpr bool kBf16Scale = std::is_same_v<Block, BlockMXFP4>;
 
   static const uint8_t* unit_lines(const uint8_t* g, int64_t, int64_t un) {
     return g + (un >> 1) * kPairBytes + (un & 1) * kLineBytes;
@@ -65,7 +69,8 @@ struct PkSimple {
     float sc[kGroupRows][kReaderScales];
     uint8_t u[kGroupRows][32];
     if constexpr (kTable) {
-      nibble_rows(rows, nr, un, [](const uint8_t* row, int64_t c) { return row + c * kChunk + 2; }, u);
+      nibble_rows(rows, nr, un, [](const uint8_t* row, int64_t c) { return row + c * kChunk + offsetof(Block, qs); },
+                  u);
     } else {
       chunk_rows<Rd>(rows, nr, un, sc, u);
     }
@@ -75,7 +80,11 @@ struct PkSimple {
     uint16_t d[kGroupRows] = {}, m[kGroupRows] = {};
     for (int r = 0; r < nr; ++r) {
       const auto* b = reinterpret_cast<const Block*>(rows[r] + un * static_cast<int64_t>(sizeof(Block)));
-      d[r] = b->d;
+      if constexpr (kBf16Scale) {
+        d[r] = static_cast<uint16_t>(mxfp4_scale_bits(b->e) >> 16);
+      } else {
+        d[r] = b->d;
+      }
       if constexpr (Rd::kMin) m[r] = b->m;
     }
     auto* p = const_cast<uint8_t*>(unit_scales(group, n_units, un));
@@ -86,7 +95,7 @@ struct PkSimple {
   [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t n_units, int64_t un, int,
                                            typename V::Vec (&out)[8]) {
     if constexpr (kTable) {
-      read_iq4_lines<V>(unit_lines(g, n_units, un), out);
+      read_table_lines<V>(unit_lines(g, n_units, un), Rd::u_table(), out);
     } else {
       read_sub<V, kBits>(unit_lines(g, n_units, un), out);
     }
@@ -102,7 +111,11 @@ struct PkSimple {
   [[gnu::always_inline]] static void scales(const uint8_t* g, int64_t n_units, int64_t un, int,
                                             typename V::Ps& scale, typename V::Ps& min) {
     const uint8_t* p = unit_scales(g, n_units, un);
-    scale = V::halves(p);
+    if constexpr (kBf16Scale) {
+      scale = V::bf16s(p);
+    } else {
+      scale = V::halves(p);
+    }
     min = Rd::kMin ? V::halves(p + 32) : V::zero_ps();
   }
   // Every line of the unit, `ahead` bytes on in the group's stream (from
@@ -128,6 +141,7 @@ using PkQ5_0 = PkSimple<RdQ5_0, BlockQ5_0, 5>;
 using PkQ5_1 = PkSimple<RdQ5_1, BlockQ5_1, 5>;
 using PkQ8_0 = PkSimple<RdQ8_0, BlockQ8_0, 8>;
 using PkIQ4_NL = PkSimple<RdIQ4_NL, BlockIQ4_NL, 4, true>;
+using PkMXFP4 = PkSimple<RdMXFP4, BlockMXFP4, 4, true>;
 
 // The prefetches of a k-quant layout P (its units P::kUnitBytes apart, each
 // read in P::kSubs sub-blocks), which derives from this.
@@ -395,7 +409,7 @@ struct PkIQ4_XS : KquantPrefetch<PkIQ4_XS> {
   }
   template <class V>
   [[gnu::always_inline]] static void lines(const uint8_t* g, int64_t, int64_t un, int j, typename V::Vec (&out)[8]) {
-    read_iq4_lines<V>(g + un * kUnitBytes + kHeader + 256 * j, out);
+    read_table_lines<V>(g + un * kUnitBytes + kHeader + 256 * j, iq4_u_table(), out);
   }
   // As RdIQ4_XS::prepare: d * (scale_j - 32) in f32.
   template <class V>
@@ -427,6 +441,7 @@ void with_layout(DType t, F&& f) {
     case DType::q6_K: return f.template operator()<PkQ6_K>();
     case DType::iq4_nl: return f.template operator()<PkIQ4_NL>();
     case DType::iq4_xs: return f.template operator()<PkIQ4_XS>();
+    case DType::mxfp4: return f.template operator()<PkMXFP4>();
     case DType::f32:
     case DType::f16:
     case DType::bf16: break;

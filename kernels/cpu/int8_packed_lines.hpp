@@ -158,10 +158,10 @@ void nibble_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, F 
   }
 }
 
-// The 4 nibble lines at src as 8 lines of iq4 u (levels + 128).
+// The 4 nibble lines at src as 8 lines of u, each nibble an index into
+// `table` (a reader's u_table: iq4 or mxfp4 levels + 128).
 template <class V>
-[[gnu::always_inline]] inline void read_iq4_lines(const uint8_t* src, typename V::Vec (&lines)[8]) {
-  const __m256i table = iq4_u_table();
+[[gnu::always_inline]] inline void read_table_lines(const uint8_t* src, __m256i table, typename V::Vec (&lines)[8]) {
   read_lines<V, true>(src, lines);
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) lines[g] = V::lookup(table, lines[g]);

@@ -320,12 +320,14 @@ struct RdQ3_K {
   }
 };
 
-// The iq4 levels + 128 (1..241) in each 128-bit lane: vpshufb maps a nibble
-// index to its u, with offset 128 (as q8_0).
-inline __m256i iq4_u_table() {
-  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels));
-  return _mm256_broadcastsi128_si256(_mm_xor_si128(levels, _mm_set1_epi8(static_cast<char>(0x80))));
+// 16 int8 levels + 128 in each 128-bit lane: vpshufb maps a nibble index to
+// its u, with offset 128 (as q8_0). iq4: 1..241; mxfp4: 116..140.
+inline __m256i level_u_table(const int8_t (&levels)[16]) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
+  return _mm256_broadcastsi128_si256(_mm_xor_si128(v, _mm_set1_epi8(static_cast<char>(0x80))));
 }
+inline __m256i iq4_u_table() { return level_u_table(kIq4Levels); }
+inline __m256i mxfp4_u_table() { return level_u_table(kMxfp4Levels); }
 
 struct RdIQ4_NL {
   static constexpr int32_t kMaxU = 241;
@@ -333,11 +335,30 @@ struct RdIQ4_NL {
   static constexpr bool kMin = false, kSuper = false;
   static constexpr int kSubK = 32;
   static constexpr int64_t kChunkBytes = sizeof(BlockIQ4_NL);
+  [[gnu::always_inline]] static __m256i u_table() { return iq4_u_table(); }
   [[gnu::always_inline]] static void chunk(const uint8_t* row, int64_t c, const float*, __m256i& u, __m256& scale,
                                            __m256& min) {
     const uint8_t* b = row + c * kChunkBytes;
     u = _mm256_shuffle_epi8(iq4_u_table(), split_nibbles(b + offsetof(BlockIQ4_NL, qs)));
     scale = _mm256_set1_ps(half_at(b));
+    min = _mm256_setzero_ps();
+  }
+};
+
+// mxfp4: as iq4_nl, the doubled FP4 levels as the table and 2^(e - 128) as
+// the scale.
+struct RdMXFP4 {
+  static constexpr int32_t kMaxU = 140;
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kMin = false, kSuper = false;
+  static constexpr int kSubK = 32;
+  static constexpr int64_t kChunkBytes = sizeof(BlockMXFP4);
+  [[gnu::always_inline]] static __m256i u_table() { return mxfp4_u_table(); }
+  [[gnu::always_inline]] static void chunk(const uint8_t* row, int64_t c, const float*, __m256i& u, __m256& scale,
+                                           __m256& min) {
+    const uint8_t* b = row + c * kChunkBytes;
+    u = _mm256_shuffle_epi8(mxfp4_u_table(), split_nibbles(b + offsetof(BlockMXFP4, qs)));
+    scale = _mm256_set1_ps(mxfp4_scale(b[offsetof(BlockMXFP4, e)]));
     min = _mm256_setzero_ps();
   }
 };
@@ -349,6 +370,7 @@ struct RdIQ4_XS {
   static constexpr bool kMin = false, kSuper = true;
   static constexpr int kSubK = 32;
   static constexpr int64_t kBlockBytes = sizeof(BlockIQ4_XS);
+  [[gnu::always_inline]] static __m256i u_table() { return iq4_u_table(); }
   static void prepare(const uint8_t* blk, float* sc) {
     const auto* b = reinterpret_cast<const BlockIQ4_XS*>(blk);
     const float d = _cvtsh_ss(b->d);
@@ -403,6 +425,7 @@ void with_reader(DType t, F&& f) {
     case DType::q6_K: return f.template operator()<RdQ6_K>();
     case DType::iq4_nl: return f.template operator()<RdIQ4_NL>();
     case DType::iq4_xs: return f.template operator()<RdIQ4_XS>();
+    case DType::mxfp4: return f.template operator()<RdMXFP4>();
     case DType::f32:
     case DType::f16:
     case DType::bf16: break;

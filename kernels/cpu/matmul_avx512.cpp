@@ -279,6 +279,7 @@ void matmul_rows_avx512(const MatmulProblem& p, int64_t row_begin, int64_t row_e
     case DType::q6_K: return rows_for<LoadQ6_K>(p, row_begin, row_end);
     case DType::iq4_nl: return rows_for<LoadIQ4_NL>(p, row_begin, row_end);
     case DType::iq4_xs: return rows_for<LoadIQ4_XS>(p, row_begin, row_end);
+    case DType::mxfp4: return rows_for<LoadMXFP4>(p, row_begin, row_end);
   }
 }
 

@@ -37,6 +37,10 @@ struct Lines256 {
   [[gnu::always_inline]] static Ps halves(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * H)));
   }
+  [[gnu::always_inline]] static Ps bf16s(const uint8_t* p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * H)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
   [[gnu::always_inline]] static __m128i eight(const uint8_t* p) {
     return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * H));
   }

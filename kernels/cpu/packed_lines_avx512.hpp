@@ -32,9 +32,13 @@ struct Lines512 {
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(table)), idx);
   }
 
-  // Per-row values of the group at p: fp16, u8, i8, and u8 split in nibbles.
+  // Per-row values of the group at p: fp16, bf16, u8, i8, and u8 split in nibbles.
   [[gnu::always_inline]] static Ps halves(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  [[gnu::always_inline]] static Ps bf16s(const uint8_t* p) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
   }
   [[gnu::always_inline]] static Ps u8(const uint8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

@@ -1,6 +1,6 @@
 // Decoders of the GGUF blocks that the CUDA kernels read as they are stored:
 // q5_0, q5_1, the k-quants q2_K, q3_K, q4_K, q5_K, q6_K and the non-linear
-// iq4_nl, iq4_xs. Host and device
+// iq4_nl, iq4_xs and mxfp4. Host and device
 // code both: the GEMV and the
 // row dequantization run them on the GPU, and tests/cuda checks them on the
 // host against core's dequantize_row, so the block arithmetic is verified
@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.hpp"
 
@@ -181,9 +182,33 @@ TROUPE_HD void decode_iq4_xs(const unsigned char* row, int64_t c, float* w) {
   decode_iq4(b + 8 + 16 * j, fp16_at(b) * static_cast<float>(sc - 32), w);
 }
 
+// The doubled FP4 level of code q (core/dtype.hpp's kMxfp4Levels).
+TROUPE_HD float mxfp4_level(int q) {
+  constexpr signed char kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return static_cast<float>(kLevels[q]);
+}
+
+// mxfp4 (e, qs[16]): chunk c is block c, its scale 2^(e - 128) (core's
+// mxfp4_scale, subnormal for e < 2). A power of two times a level: exact.
+TROUPE_HD void decode_mxfp4(const unsigned char* row, int64_t c, float* w) {
+  const unsigned char* b = row + c * static_cast<int64_t>(sizeof(BlockMXFP4));
+  const uint32_t bits = b[0] < 2 ? 0x00200000u << b[0] : static_cast<uint32_t>(b[0] - 1) << 23;
+#ifdef __CUDA_ARCH__
+  const float d = __uint_as_float(bits);
+#else
+  float d;
+  std::memcpy(&d, &bits, sizeof d);
+#endif
+  for (int l = 0; l < 16; ++l) {
+    w[l] = d * mxfp4_level(b[1 + l] & 0x0f);
+    w[l + 16] = d * mxfp4_level(b[1 + l] >> 4);
+  }
+}
+
 TROUPE_HD bool decodes_blocks(DType t) {
   return t == DType::q5_0 || t == DType::q5_1 || t == DType::q2_K || t == DType::q3_K || t == DType::q4_K ||
-         t == DType::q5_K || t == DType::q6_K || t == DType::iq4_nl || t == DType::iq4_xs;
+         t == DType::q5_K || t == DType::q6_K || t == DType::iq4_nl || t == DType::iq4_xs ||
+         t == DType::mxfp4;
 }
 
 // Chunk c of a row of type t, for the types above; false for any other.
@@ -198,6 +223,7 @@ TROUPE_HD bool decode_block_chunk(const unsigned char* row, DType t, int64_t c, 
     case DType::q6_K: decode_q6_K(row, c, w); return true;
     case DType::iq4_nl: decode_iq4_nl(row, c, w); return true;
     case DType::iq4_xs: decode_iq4_xs(row, c, w); return true;
+    case DType::mxfp4: decode_mxfp4(row, c, w); return true;
     default: return false;
   }
 }

@@ -281,6 +281,7 @@ bool CudaBackend::supports(DType type) const {
     case DType::q6_K:
     case DType::iq4_nl:
     case DType::iq4_xs:
+    case DType::mxfp4:
       return true;
   }
   return false;

@@ -179,7 +179,7 @@ bool gemv_supported(const void* w, DType type, const float* x, int64_t n_tokens,
     case DType::q8_0: case DType::q4_0: return aligned(w, 2);
     case DType::q4_1: return aligned(w, 4);
     case DType::q5_0: case DType::q5_1: case DType::q2_K: case DType::q3_K: case DType::q4_K: case DType::q5_K:
-    case DType::q6_K: case DType::iq4_nl: case DType::iq4_xs:
+    case DType::q6_K: case DType::iq4_nl: case DType::iq4_xs: case DType::mxfp4:
       return n_in % dtype_info(type).block_size == 0;  // byte reads: any alignment
   }
   return false;

@@ -167,6 +167,7 @@ void with_loader(DType t, F&& f) {
     case DType::q6_K: return f(LoadBlocks<DType::q6_K>{});
     case DType::iq4_nl: return f(LoadBlocks<DType::iq4_nl>{});
     case DType::iq4_xs: return f(LoadBlocks<DType::iq4_xs>{});
+    case DType::mxfp4: return f(LoadBlocks<DType::mxfp4>{});
   }
 }
 

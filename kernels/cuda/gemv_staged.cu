@@ -1,5 +1,5 @@
 // The single-token GEMV for 32-weight-chunk types (q8_0, q4_0, q4_1, q5_0,
-// q5_1, the k-quants, iq4) with the activations staged in shared memory.
+// q5_1, the k-quants, iq4, mxfp4) with the activations staged in shared memory.
 //
 // In gemv.cu a lane takes one whole 32-weight chunk, so it reads that
 // chunk's 32 activations, 128 contiguous bytes, as 8 float4 loads: one warp

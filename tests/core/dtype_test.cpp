@@ -89,7 +89,8 @@ TEST_P(QuantFixture, MatchesGgufReferenceBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Blocks, QuantFixture,
-                         ::testing::Values(DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1),
+                         ::testing::Values(DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                           DType::mxfp4),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 TEST(Quant, KnownQ4_0Block) {

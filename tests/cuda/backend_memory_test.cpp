@@ -59,7 +59,8 @@ TEST(CudaBackendMemory, WeightTypesItRuns) {
   TROUPE_REQUIRE_GPU();
   CudaBackend gpu(test::small_options());
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                  DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs}) {
+                  DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                  DType::mxfp4}) {
     EXPECT_TRUE(gpu.supports(t)) << dtype_name(t);
   }
   EXPECT_FALSE(gpu.supports(static_cast<DType>(16)));  // iq2_xxs: not a DType Troupe has

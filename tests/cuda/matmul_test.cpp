@@ -83,7 +83,8 @@ TEST(CudaMatmul, EveryWeightTypeOnBothPathsMatchesTheCpu) {
   ThreadPool pool(2);
   std::mt19937 rng(11);
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                  DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs}) {
+                  DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                  DType::mxfp4}) {
     for (int64_t n_tokens : {1, 3, 8}) check_case(gpu, pool, rng, t, n_tokens, 1024, 136, 1e-5);
     const double gemm_tol = t == DType::f32 ? 1e-5 : 1e-2;
     for (int64_t n_tokens : {9, 70}) check_case(gpu, pool, rng, t, n_tokens, 512, 200, gemm_tol);
@@ -116,7 +117,8 @@ TEST(CudaMatmul, StagedGemvEqualsThePlainOne) {
   CudaBackend staged(on), plain(off);
   std::mt19937 rng(14);
   for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
-                  DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs}) {
+                  DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                  DType::mxfp4}) {
     for (int64_t n_in : {512, 2048, 3200, 4352}) {
       if (n_in % dtype_info(t).block_size != 0) continue;  // 256-weight blocks: not 3200
       SCOPED_TRACE(std::string(dtype_name(t)) + " n_in=" + std::to_string(n_in));

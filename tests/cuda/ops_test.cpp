@@ -226,7 +226,8 @@ TEST(CudaOps, EmbeddingOfEveryWeightTypeMatchesTheCpu) {
   const std::vector<int32_t> ids{0, 49, 7, 7, 23};
   const auto n_tokens = static_cast<int64_t>(ids.size());
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                  DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs}) {
+                  DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                  DType::mxfp4}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const int64_t ne = dtype_info(t).block_size > n_embd ? dtype_info(t).block_size : n_embd;  // whole k-quant blocks
     const auto src = random_floats(rng, n_vocab * ne, -1.0f, 1.0f);

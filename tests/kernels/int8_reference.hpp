@@ -22,7 +22,8 @@ namespace troupe::test {
 constexpr double kRelTol = 1e-5;
 
 inline const DType kInt8Types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,   DType::q5_1,  DType::q2_K,
-                                   DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+                                   DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                                   DType::mxfp4};
 
 // The VNNI kernels, then (where the CPU has AMX) the AMX GEMM.
 inline std::vector<bool> amx_settings() {

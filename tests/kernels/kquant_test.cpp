@@ -1,4 +1,4 @@
-// k-quants (q2_K, q3_K, q4_K, q5_K, q6_K) against the `gguf`
+// k-quants (q2_K, q3_K, q4_K, q5_K, q6_K), iq4_nl, iq4_xs and mxfp4 against the `gguf`
 // package: super-blocks of random bytes (tests/fixtures/kquant_blocks.json, made by
 // tools/fixtures/make_kquant_fixtures.py) must dequantize to gguf's values bit
 // for bit, and matmul over them on every SIMD path must match the product
@@ -104,7 +104,7 @@ TEST_P(KQuant, MatmulMatchesNumpyOnEveryIsa) {
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuant,
                          testing::Values(DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K,
-                                         DType::iq4_nl, DType::iq4_xs),
+                                         DType::iq4_nl, DType::iq4_xs, DType::mxfp4),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
 // RMS error of dequantize(quantize(x)) over rows of Gaussian weights, relative

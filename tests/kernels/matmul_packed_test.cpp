@@ -176,6 +176,9 @@ TEST(MatmulPacked, SizesAgainstGguf) {
   EXPECT_LT(ratio(DType::q3_K), 1.06);
   EXPECT_DOUBLE_EQ(ratio(DType::iq4_nl), 1.0);
   EXPECT_LT(ratio(DType::iq4_xs), 1.03);
+  // iq4_nl's layout with the scale as bf16 (2 bytes) for the E8M0 byte:
+  // 288 bytes a unit of 16 rows for the GGUF's 272.
+  EXPECT_DOUBLE_EQ(ratio(DType::mxfp4), 288.0 / 272.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPacked, testing::ValuesIn(test::kInt8Types),

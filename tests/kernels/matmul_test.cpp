@@ -62,7 +62,8 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w, in
 
 const DType kAllTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
                            DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
-                           DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+                           DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                           DType::mxfp4};
 
 class MatmulByType : public testing::TestWithParam<DType> {};
 

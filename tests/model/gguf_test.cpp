@@ -238,7 +238,8 @@ TEST(GgufWriter, TensorRoundTripEveryDtype) {
     w.add_string("general.architecture", "llama");
     const std::vector<DType> types = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
                                       DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
-                                      DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+                                      DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                                      DType::mxfp4};
     std::vector<std::vector<uint8_t>> payloads;
     for (size_t i = 0; i < types.size(); ++i) {
       // 256 x 3 elements (one k-quant super-block per row), with bytes that

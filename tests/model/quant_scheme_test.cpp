@@ -173,6 +173,8 @@ TEST(QuantScheme, MatchesLlamaQuantizeOnALlama32_1BShape) {
   // Plain types put every matrix in the one type.
   EXPECT_EQ(type("q4_0", "token_embd"), "q4_0");
   EXPECT_EQ(type("q8_0", "blk.3.attn_v"), "q8_0");
+  EXPECT_EQ(type("mxfp4", "blk.3.ffn_down"), "mxfp4");
+  EXPECT_EQ(type("mxfp4", "output"), "mxfp4");
 }
 
 TEST(QuantScheme, OtherShapesRules) {
@@ -224,6 +226,8 @@ TEST(QuantScheme, NamesParseInEitherCase) {
   EXPECT_EQ(parse_quant_scheme("IQ4_XS").base, DType::iq4_xs);
   EXPECT_FALSE(parse_quant_scheme("bf16").mixed);
   EXPECT_TRUE(parse_quant_scheme("q6_k").mixed);
+  EXPECT_EQ(parse_quant_scheme("MXFP4").base, DType::mxfp4);
+  EXPECT_FALSE(parse_quant_scheme("mxfp4").mixed);
   for (const char* bad : {"", "q4_k", "q4_k_s", "iq2_xxs", "f32", "q8_0 "}) {
     try {
       parse_quant_scheme(bad);

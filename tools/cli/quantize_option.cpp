@@ -9,8 +9,8 @@ namespace troupe::cli {
 CLI::Option* add_quantize_option(CLI::App* cmd, std::string* name) {
   return cmd
       ->add_option("--quantize", *name,
-                   "Convert float weights at load: one type (q8_0, q4_0, q4_1, q5_0, q5_1, f16, bf16) or llama.cpp's "
-                   "mix of a file type (q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs)")
+                   "Convert float weights at load: one type (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4, f16, bf16) or "
+                   "llama.cpp's mix of a file type (q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs)")
       ->check([](const std::string& v) -> std::string {
         try {
           parse_quant_scheme(v);

@@ -68,7 +68,7 @@ std::optional<ModelShape> preset(const std::string& name) {
 std::optional<DType> find_dtype(const std::string& v) {
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                   DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
-                  DType::iq4_xs}) {
+                  DType::iq4_xs, DType::mxfp4}) {
     if (v == dtype_name(t)) return t;
   }
   return std::nullopt;
@@ -105,7 +105,8 @@ std::optional<Options> parse_args(int argc, char** argv, int& exit_code) {
                  "q4_k_m, q5_k_m, q6_k (q4_k_m: q4_K, with q6_K for the output matrix and for\n"
                  "attn_v/ffn_down of some layers)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K",
-                             "q5_K", "q6_K", "iq4_nl", "iq4_xs", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}));
+                             "q5_K", "q6_K", "iq4_nl", "iq4_xs", "mxfp4", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m",
+                             "q6_k"}));
   app.add_option("--seed", o.seed, "Random seed");
   app.add_option("--threads", o.n_threads, "Generator threads (default: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--name", o.name, "general.name");
@@ -220,6 +221,7 @@ uint32_t file_type(const Options& o) {
     case DType::q6_K: return 18;
     case DType::iq4_nl: return 25;
     case DType::iq4_xs: return 30;
+    case DType::mxfp4: return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE (here every matrix)
     case DType::bf16: return 32;
   }
   return 0;
