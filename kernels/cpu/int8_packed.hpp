@@ -35,12 +35,14 @@
 //   16 rows, then a line of 2-bit u per sub-block of 16;
 // - iq4_nl: as q4_0, the nibbles being indices into the iq4 levels, which a
 //   vpshufb turns into u (levels + 128) as they are read;
+// - mxfp4: as iq4_nl, with the doubled E2M1 levels + 12 as u, and the
+//   scales 2^(e - 128) as bf16 (exact) where iq4_nl has its fp16 d;
 // - iq4_xs: q6_K's header with 8 scales less 32, then 8 sub-blocks of 4
 //   nibble lines of indices, read as iq4_nl's.
 // Weights are stored as unsigned u with w = scale * (u - offset) + min, as in
 // matmul_int8.hpp. Size against GGUF: equal for q4_0/q4_1/q5_0/q5_1/q8_0,
 // iq4_nl and q2_K, +1% for q6_K, +2.3% for q5_K, +2.8% for q4_K, +2.9% for
-// iq4_xs and +5.5% for q3_K
+// iq4_xs, +5.5% for q3_K and +5.9% for mxfp4 (its 1-byte scale kept in 2)
 // (headers and bit lines in whole cache lines).
 #pragma once
 

@@ -159,7 +159,7 @@ void nibble_rows(const uint8_t* const (&rows)[kGroupRows], int nr, int64_t c, F 
 }
 
 // The 4 nibble lines at src as 8 lines of u, each nibble an index into
-// `table` (a reader's u_table: iq4 or mxfp4 levels + 128).
+// `table` (a reader's u_table: iq4 levels + 128, mxfp4 levels + 12).
 template <class V>
 [[gnu::always_inline]] inline void read_table_lines(const uint8_t* src, __m256i table, typename V::Vec (&lines)[8]) {
   read_lines<V, true>(src, lines);

@@ -320,14 +320,15 @@ struct RdQ3_K {
   }
 };
 
-// 16 int8 levels + 128 in each 128-bit lane: vpshufb maps a nibble index to
-// its u, with offset 128 (as q8_0). iq4: 1..241; mxfp4: 116..140.
-inline __m256i level_u_table(const int8_t (&levels)[16]) {
+// 16 int8 levels + offset in each 128-bit lane: vpshufb maps a nibble index
+// to its u. iq4: offset 128 (as q8_0), u in 1..241; mxfp4: offset 12, u in
+// 0..24, so its pairs need no sign trick and 5 lines sum in int16.
+inline __m256i level_u_table(const int8_t (&levels)[16], int offset) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
-  return _mm256_broadcastsi128_si256(_mm_xor_si128(v, _mm_set1_epi8(static_cast<char>(0x80))));
+  return _mm256_broadcastsi128_si256(_mm_add_epi8(v, _mm_set1_epi8(static_cast<char>(offset))));
 }
-inline __m256i iq4_u_table() { return level_u_table(kIq4Levels); }
-inline __m256i mxfp4_u_table() { return level_u_table(kMxfp4Levels); }
+inline __m256i iq4_u_table() { return level_u_table(kIq4Levels, 128); }
+inline __m256i mxfp4_u_table() { return level_u_table(kMxfp4Levels, 12); }
 
 struct RdIQ4_NL {
   static constexpr int32_t kMaxU = 241;
@@ -345,11 +346,11 @@ struct RdIQ4_NL {
   }
 };
 
-// mxfp4: as iq4_nl, the doubled FP4 levels as the table and 2^(e - 128) as
-// the scale.
+// mxfp4: as iq4_nl, the doubled FP4 levels (-12..12) as the table and
+// 2^(e - 128) as the scale.
 struct RdMXFP4 {
-  static constexpr int32_t kMaxU = 140;
-  static constexpr int32_t kOffset = 128;
+  static constexpr int32_t kMaxU = 24;
+  static constexpr int32_t kOffset = 12;
   static constexpr bool kMin = false, kSuper = false;
   static constexpr int kSubK = 32;
   static constexpr int64_t kChunkBytes = sizeof(BlockMXFP4);
