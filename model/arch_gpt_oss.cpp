@@ -12,11 +12,12 @@
 // gate_up_proj [n_expert, n_embd, 2 n_ff] with gate and up interleaved by
 // column, and down_proj [n_expert, n_ff, n_embd], both transposed against
 // nn.Linear; the published ones hold them in MXFP4 (*_blocks, *_scales),
-// which only the GGUF path reads here.
+// rewritten at load into GGUF's MXFP4 blocks.
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "core/dtype_mxfp4.hpp"
 #include "core/error.hpp"
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
@@ -24,6 +25,21 @@
 
 namespace troupe {
 namespace {
+
+// Expert e's biases: gate_up's [E, 2I] interleaved as its rows are, and
+// down's [E, H] as they stand.
+void bind_expert_biases(WeightStore& store, const float* gu_bias, const float* dn_bias, int64_t e, int64_t n_ff,
+                        int64_t n_embd, ExpertWeights& ex) {
+  float* bg = store.floats(n_ff);
+  float* bu = store.floats(n_ff);
+  for (int64_t j = 0; j < n_ff; ++j) {
+    bg[j] = gu_bias[e * 2 * n_ff + 2 * j];
+    bu[j] = gu_bias[e * 2 * n_ff + 2 * j + 1];
+  }
+  ex.b_gate = bg;
+  ex.b_up = bu;
+  ex.b_down = dn_bias + e * n_embd;
+}
 
 // Expert e's matrices from the fused, transposed checkpoint tensors, copied
 // into [n_out, n_in] rows in the tensor's own type (f32, f16 or bf16).
@@ -62,25 +78,51 @@ void bind_dense_experts(HfWeights& src, const ModelConfig& c, const std::string&
     ex.w_gate = Weight{.data = gate, .type = *gu.type, .n_in = H, .n_out = I};
     ex.w_up = Weight{.data = up, .type = *gu.type, .n_in = H, .n_out = I};
     ex.w_down = Weight{.data = down, .type = *dn.type, .n_in = I, .n_out = H};
-    // The biases interleave as the columns do.
-    float* bg = store.floats(I);
-    float* bu = store.floats(I);
-    for (int64_t j = 0; j < I; ++j) {
-      bg[j] = gu_bias[e * 2 * I + 2 * j];
-      bu[j] = gu_bias[e * 2 * I + 2 * j + 1];
-    }
-    ex.b_gate = bg;
-    ex.b_up = bu;
-    ex.b_down = dn_bias + e * H;
+    bind_expert_biases(store, gu_bias, dn_bias, e, I, H, ex);
   }
 }
 
-// The published checkpoints' MXFP4 experts.
+// The published checkpoints' experts in MXFP4: blocks [E, rows, n_in / 32,
+// 16] and E8M0 scales [E, rows, n_in / 32] in transformers' layout, rows as
+// nn.Linear's (gate and up interleaved in gate_up's), rewritten at load into
+// GGML's MXFP4 blocks, so the same kernels run them as a GGUF file's.
 void bind_mxfp4_experts(HfWeights& src, const ModelConfig& c, const std::string& p, LayerWeights& l) {
-  (void)src;
-  (void)c;
-  (void)l;
-  throw Error(Errc::unsupported, "'" + p + "gate_up_proj_blocks': MXFP4 experts are not supported yet");
+  const int64_t E = c.n_expert, H = c.n_embd, I = c.n_ff;
+  if (H % 32 != 0 || I % 32 != 0) {
+    throw Error(Errc::bad_format, "'" + p + "gate_up_proj_blocks': MXFP4 experts need hidden_size (" +
+                                      std::to_string(H) + ") and intermediate_size (" + std::to_string(I) +
+                                      ") to be multiples of 32");
+  }
+  const safetensors::TensorInfo& gub = src.bytes(p + "gate_up_proj_blocks", {E, 2 * I, H / 32, 16});
+  const safetensors::TensorInfo& gus = src.bytes(p + "gate_up_proj_scales", {E, 2 * I, H / 32});
+  const safetensors::TensorInfo& dnb = src.bytes(p + "down_proj_blocks", {E, H, I / 32, 16});
+  const safetensors::TensorInfo& dns = src.bytes(p + "down_proj_scales", {E, H, I / 32});
+  const float* gu_bias = src.vector_rows(p + "gate_up_proj_bias", E, 2 * I);  // [E, 2I]
+  const float* dn_bias = src.vector_rows(p + "down_proj_bias", E, H);         // [E, H]
+  WeightStore& store = src.store();
+  // Row r of a [rows, n_in] matrix of expert e: n_in / 32 blocks.
+  auto convert_row = [](const safetensors::TensorInfo& blocks, const safetensors::TensorInfo& scales, int64_t row,
+                        int64_t n_blocks, uint8_t* dst) {
+    mxfp4_blocks_from_hf(blocks.data + row * n_blocks * 16, scales.data + row * n_blocks, n_blocks, dst);
+  };
+  const int64_t gate_row = row_bytes(DType::mxfp4, H);
+  const int64_t down_row = row_bytes(DType::mxfp4, I);
+  l.experts.resize(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+    auto* gate = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * gate_row)));
+    auto* up = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * gate_row)));
+    auto* down = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(H * down_row)));
+    for (int64_t j = 0; j < I; ++j) {
+      convert_row(gub, gus, e * 2 * I + 2 * j, H / 32, gate + j * gate_row);
+      convert_row(gub, gus, e * 2 * I + 2 * j + 1, H / 32, up + j * gate_row);
+    }
+    for (int64_t i = 0; i < H; ++i) convert_row(dnb, dns, e * H + i, I / 32, down + i * down_row);
+    ex.w_gate = Weight{.data = gate, .type = DType::mxfp4, .n_in = H, .n_out = I};
+    ex.w_up = Weight{.data = up, .type = DType::mxfp4, .n_in = H, .n_out = I};
+    ex.w_down = Weight{.data = down, .type = DType::mxfp4, .n_in = I, .n_out = H};
+    bind_expert_biases(store, gu_bias, dn_bias, e, I, H, ex);
+  }
 }
 
 void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {

@@ -274,7 +274,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/gemma2.gguf",  dir + "/hf/gemma2",
                                           dir + "/gguf/qwen2moe.gguf", dir + "/gguf/qwen2_yarn.gguf",
                                           dir + "/gguf/smollm3.gguf",  dir + "/gguf/olmo2.gguf",
-                                          dir + "/gguf/starcoder2.gguf", dir + "/hf/gpt_oss"};
+                                          dir + "/gguf/starcoder2.gguf", dir + "/hf/gpt_oss",
+                                          dir + "/hf/gpt_oss_mxfp4"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

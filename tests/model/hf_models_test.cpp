@@ -38,7 +38,8 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
   const test::ExactMath exact;  // transformers' float math, also for the bf16 fixture
   const auto ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
-  const std::string arch = GetParam() == "gpt_oss" ? "gpt-oss" : GetParam().substr(0, GetParam().find('_'));
+  const std::string arch =
+      GetParam().starts_with("gpt_oss") ? "gpt-oss" : GetParam().substr(0, GetParam().find('_'));
   EXPECT_EQ(model->config().arch, arch);
   expect_reference_batch(model, ref);
 }
@@ -90,8 +91,22 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                          testing::Values("llama", "mistral", "qwen2", "qwen2_yarn", "qwen3", "mixtral", "qwen2moe",
                                          "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3", "olmo2", "starcoder2",
-                                         "granite", "gpt2", "llama_bf16", "gpt_oss"),
+                                         "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// gpt-oss's published layout: the experts' MXFP4 blocks and scales become
+// GGUF MXFP4 rows (gate and up from gate_up's even and odd rows), run as
+// stored; the logits above hold them to transformers' dequantization.
+TEST(HfModels, GptOssMxfp4ExpertsStayMxfp4) {
+  auto model = Model::load(fixture_dir("gpt_oss_mxfp4"));
+  const ExpertWeights& ex = model->weights().layers[1].experts[3];
+  EXPECT_EQ(ex.w_gate.type, DType::mxfp4);
+  EXPECT_EQ(ex.w_up.type, DType::mxfp4);
+  EXPECT_EQ(ex.w_down.type, DType::mxfp4);
+  EXPECT_EQ(ex.w_down.n_in, 32);
+  EXPECT_NE(ex.b_up, nullptr);
+  EXPECT_EQ(model->weights().layers[1].wq.type, DType::f32);
+}
 
 TEST(HfModels, Bf16WeightsStayBf16) {
   auto model = Model::load(fixture_dir("llama_bf16"));
