@@ -226,14 +226,15 @@ TEST(CudaModelStage, Stories260kGreedyDecodeGivesTheCpuTokens) {
   EXPECT_GT(gpu.stats().graph_replays, 100);
 }
 
-// Q4_K_M, Q3_K_M, Q2_K and IQ4_XS files that llama.cpp quantized (tests/fixtures, see
+// Q4_K_M, Q3_K_M, Q2_K and IQ4_XS files that llama.cpp quantized, and the
+// MXFP4 file gguf-py wrote (tests/fixtures, see
 // tests/model/kquant_model_test.cpp) on the GPU: the k-quant GEMV (prompts of
 // 4 and 7 tokens) and the embedding gather against gguf-py's dequantization
 // and a float64 numpy forward pass. 1e-3 on logits of std ~0.3: the CPU holds
 // 1e-4 in exact math; the GPU's sums run in another order, with FMAs.
 TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
   TROUPE_REQUIRE_GPU();
-  for (const char* name : {"tiny_q4_k_m", "tiny_q3_k_m", "tiny_q2_k", "tiny_iq4_xs"}) {
+  for (const char* name : {"tiny_q4_k_m", "tiny_q3_k_m", "tiny_q2_k", "tiny_iq4_xs", "tiny_mxfp4"}) {
     SCOPED_TRACE(name);
     const std::string dir = TROUPE_FIXTURES_DIR;
     std::ifstream in(dir + "/" + name + "_logits.json");

@@ -17,7 +17,6 @@ namespace {
 
 using nlohmann::json;
 using test::Env;
-using test::sse_data;
 
 struct Case {
   std::string text;
@@ -89,13 +88,9 @@ TEST(ReasoningRoutes, ReasoningContentBesideTheAnswerAndTheCalls) {
 
   r = env.call("POST", "/v1/chat/completions", hi + R"(, "stream": true})");
   ASSERT_EQ(r.status, 200) << r.body;
-  std::string reasoning, content;
-  for (const std::string& d : sse_data(r.body)) {
-    if (d == "[DONE]") continue;
-    const json delta = json::parse(d)["choices"][0]["delta"];
-    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
-    if (delta.contains("content")) content += delta["content"];
-  }
+  const test::StreamedChat streamed = test::read_chat_stream(r.body);
+  const std::string& reasoning = streamed.reasoning;
+  const std::string& content = streamed.content;
   EXPECT_EQ(reasoning, "The user greets me.");
   EXPECT_EQ(content, "Hello!");
 
@@ -115,16 +110,11 @@ TEST(ReasoningRoutes, ReasoningContentBesideTheAnswerAndTheCalls) {
       EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "now");
       continue;
     }
-    std::string think, said, finish;
-    size_t calls = 0;
-    for (const std::string& d : sse_data(r.body)) {
-      if (d == "[DONE]") continue;
-      const json c = json::parse(d)["choices"][0];
-      if (c["delta"].contains("reasoning_content")) think += c["delta"]["reasoning_content"];
-      if (c["delta"].contains("content")) said += c["delta"]["content"];
-      if (c["delta"].contains("tool_calls")) calls += c["delta"]["tool_calls"].size();
-      if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
-    }
+    const test::StreamedChat chunks = test::read_chat_stream(r.body);
+    const std::string& think = chunks.reasoning;
+    const std::string& said = chunks.content;
+    const std::string& finish = chunks.finish;
+    const size_t calls = chunks.calls;
     EXPECT_EQ(think, "I need the time.");
     EXPECT_EQ(said, "");
     EXPECT_EQ(calls, 1u);

@@ -73,4 +73,25 @@ inline std::vector<std::string> sse_data(const std::string& body) {
   return out;
 }
 
+// A streamed chat choice as its chunks add up: the deltas' reasoning and
+// content, the number of tool calls, and the finish_reason.
+struct StreamedChat {
+  std::string reasoning, content, finish;
+  size_t calls = 0;
+};
+
+inline StreamedChat read_chat_stream(const std::string& body) {
+  StreamedChat s;
+  for (const std::string& d : sse_data(body)) {
+    if (d == "[DONE]") continue;
+    const json c = json::parse(d)["choices"][0];
+    const json& delta = c["delta"];
+    if (delta.contains("reasoning_content")) s.reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("content") && delta["content"].is_string()) s.content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) s.calls += delta["tool_calls"].size();
+    if (!c["finish_reason"].is_null()) s.finish = c["finish_reason"];
+  }
+  return s;
+}
+
 }  // namespace troupe::net::test
