@@ -26,30 +26,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// RoPE of the two kinds of layers: transformers 5 writes one settings object
-// per layer type under "rope_parameters"; older files have rope_theta and
-// rope_scaling (global) and rope_local_base_freq (local).
-void read_gemma_rope(const HfConfig& cfg, ModelConfig& c) {
-  const Json& params = cfg.has("rope_parameters") ? cfg.json()["rope_parameters"] : Json();
-  if (!params.is_object() || !params.contains("full_attention")) {
-    read_rope_config(cfg, c);
-    c.rope_local_theta = static_cast<float>(cfg.get_float("rope_local_base_freq", 10000.0));
-  } else {
-    Json global = cfg.json();
-    global["rope_parameters"] = params["full_attention"];
-    read_rope_config(HfConfig(global, cfg.path()), c);
-    Json local = cfg.json();
-    local["rope_parameters"] = params.contains("sliding_attention") ? params["sliding_attention"] : Json::object();
-    ModelConfig lc = c;
-    read_rope_config(HfConfig(local, cfg.path()), lc);
-    if (lc.rope_freq_scale != 1.0f || !lc.rope_freq_factors.empty() || lc.n_rot != c.n_rot) {
-      cfg.fail(Errc::unsupported, "scaled or partial RoPE on sliding_attention layers is not supported");
-    }
-    c.rope_local_theta = lc.rope_theta;
-  }
-  if (!(c.rope_local_theta > 0.0f)) cfg.fail(Errc::bad_format, "the local layers' RoPE base must be positive");
-}
-
 // The text model's config and tensor prefix: the file itself, or for a
 // multimodal checkpoint its "text_config" (tie_word_embeddings may sit at the
 // top level there).
@@ -96,7 +72,7 @@ void load_gemma(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelW
   if (cfg.get_bool("attention_bias", false)) cfg.fail(Errc::unsupported, "attention_bias is not supported");
   read_layer_kinds(cfg, c, version == 3 ? 6 : 2);
   if (version == 3) {
-    read_gemma_rope(cfg, c);
+    read_layer_kind_rope(cfg, c, cfg.get_float("rope_local_base_freq", 10000.0));
   } else {
     // One rotary embedding for both kinds of layers: the local ones take the
     // same base, and a scaling (which ModelConfig keeps for global layers

@@ -117,6 +117,7 @@ class GgufFile {
   const std::vector<std::string>* find_string_array(std::string_view key) const;  // no copy
   std::optional<std::vector<float>> find_f32_array(std::string_view key) const;
   std::optional<std::vector<int32_t>> find_i32_array(std::string_view key) const;
+  std::optional<std::vector<bool>> find_bool_array(std::string_view key) const;
 
   // --- tensors ---
   const std::vector<TensorInfo>& tensors() const { return tensors_; }

@@ -228,6 +228,15 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
       a->items);
 }
 
+std::optional<std::vector<bool>> GgufFile::find_bool_array(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  const Value& v = require(key);
+  const auto* a = std::get_if<Array>(&v);
+  const auto* items = a != nullptr ? std::get_if<std::vector<bool>>(&a->items) : nullptr;
+  if (items == nullptr) fail_type(key, v, "array of bool");
+  return *items;
+}
+
 // --- tensors ---
 
 const TensorInfo* GgufFile::find_tensor(std::string_view name) const {

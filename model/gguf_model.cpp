@@ -78,6 +78,7 @@ class GgufModel final : public Model {
   void read_gpt_oss(const std::string& p);
   void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
+  void read_local_layers(const std::string& p, uint32_t default_pattern);
   void read_gemma(const std::string& p, bool gemma2);
   void read_yarn(const std::string& p);
   void read_phi3(const std::string& p);
@@ -182,11 +183,7 @@ void GgufModel::read_gemma(const std::string& p, bool gemma2) {
   c.sliding_window = read_sliding_window(p);
   if (gemma2 && file_.find_u32(p + "attention.sliding_window") == std::nullopt) c.sliding_window = 4096;
   if (c.sliding_window > 0) {
-    const uint32_t pattern = file_.find_u32(p + "attention.sliding_window_pattern").value_or(gemma2 ? 2 : 6);
-    c.local_layers.assign(static_cast<size_t>(c.n_layer), 1);
-    for (int64_t il = 0; il < c.n_layer; ++il) {
-      c.local_layers[static_cast<size_t>(il)] = pattern == 0 || il % pattern < pattern - 1;
-    }
+    read_local_layers(p, gemma2 ? 2 : 6);
   }
   c.rope_local_theta = file_.find_f32(p + "rope.freq_base_swa").value_or(gemma2 ? c.rope_theta : 10000.0f);
   if (!(c.rope_local_theta > 0.0f)) fail("rope.freq_base_swa must be positive");
@@ -224,6 +221,28 @@ void GgufModel::read_yarn(const std::string& p) {
   mscale *= file_.find_f32(p + "rope.scaling.attn_factor").value_or(1.0f);
   if (!(mscale > 0.0) || !std::isfinite(mscale)) fail("rope.scaling.attn_factor must be positive");
   c.rope_mscale = static_cast<float>(mscale);
+}
+
+// Which layers are local, from attention.sliding_window_pattern: a bool per
+// layer (true: local), or a period (every pattern-th layer global, 0: all
+// local; default_pattern when absent), as llama.cpp reads it.
+void GgufModel::read_local_layers(const std::string& p, uint32_t default_pattern) {
+  ModelConfig& c = config_;
+  const std::string key = p + "attention.sliding_window_pattern";
+  c.local_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  if (const gguf::Value* v = file_.find(key); v != nullptr && std::holds_alternative<gguf::Array>(*v)) {
+    const std::vector<bool> local = *file_.find_bool_array(key);
+    if (static_cast<int64_t>(local.size()) != c.n_layer) {
+      fail("attention.sliding_window_pattern lists " + std::to_string(local.size()) + " layers, the model has " +
+           std::to_string(c.n_layer));
+    }
+    for (int64_t il = 0; il < c.n_layer; ++il) c.local_layers[static_cast<size_t>(il)] = local[static_cast<size_t>(il)];
+    return;
+  }
+  const uint32_t pattern = file_.find_u32(key).value_or(default_pattern);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    c.local_layers[static_cast<size_t>(il)] = pattern == 0 || il % pattern < pattern - 1;
+  }
 }
 
 // attention.sliding_window, 0 when absent.
@@ -353,8 +372,13 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.name == "gpt-oss") read_gpt_oss(p);
   if (a.name == "olmo2") {
     c.qk_norm_whole = true;
-    if (file_.find_u32(p + "attention.sliding_window")) {
-      throw Error(Errc::unsupported, file_.path() + ": OLMo 3's sliding window is not supported");
+    // OLMo 3: local layers (every fourth global unless the file lists them)
+    // rope at freq_base_swa, else the global base, unscaled, as llama.cpp.
+    c.sliding_window = read_sliding_window(p);
+    if (c.sliding_window > 0) {
+      read_local_layers(p, 4);
+      c.rope_local_theta = file_.find_f32(p + "rope.freq_base_swa").value_or(c.rope_theta);
+      if (!(c.rope_local_theta > 0.0f)) fail("rope.freq_base_swa must be positive");
     }
   }
   if (a.name == "smollm3") {

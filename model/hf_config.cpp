@@ -286,4 +286,25 @@ void read_layer_kinds(const HfConfig& cfg, ModelConfig& c, int64_t default_patte
   c.sliding_window = static_cast<int32_t>(window);
 }
 
+void read_layer_kind_rope(const HfConfig& cfg, ModelConfig& c, std::optional<double> legacy_local_theta) {
+  const Json& params = cfg.has("rope_parameters") ? cfg.json()["rope_parameters"] : Json();
+  if (!params.is_object() || !params.contains("full_attention")) {
+    read_rope_config(cfg, c);
+    c.rope_local_theta = static_cast<float>(legacy_local_theta.value_or(c.rope_theta));
+  } else {
+    Json global = cfg.json();
+    global["rope_parameters"] = params["full_attention"];
+    read_rope_config(HfConfig(global, cfg.path()), c);
+    Json local = cfg.json();
+    local["rope_parameters"] = params.contains("sliding_attention") ? params["sliding_attention"] : Json::object();
+    ModelConfig lc = c;
+    read_rope_config(HfConfig(local, cfg.path()), lc);
+    if (lc.rope_freq_scale != 1.0f || !lc.rope_freq_factors.empty() || lc.n_rot != c.n_rot || lc.rope_mscale != 1.0f) {
+      cfg.fail(Errc::unsupported, "scaled or partial RoPE on sliding_attention layers is not supported");
+    }
+    c.rope_local_theta = lc.rope_theta;
+  }
+  if (!(c.rope_local_theta > 0.0f)) cfg.fail(Errc::bad_format, "the local layers' RoPE base must be positive");
+}
+
 }  // namespace troupe

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,13 @@ void read_rope_config(const HfConfig& cfg, ModelConfig& c);
 // gpt-oss's configs may have neither and alternate, default_pattern 2).
 // Needs c.n_layer.
 void read_layer_kinds(const HfConfig& cfg, ModelConfig& c, int64_t default_pattern);
+
+// RoPE of models with two kinds of layers (Gemma 3, OLMo 3): transformers 5
+// writes one settings object per layer type under "rope_parameters"; older
+// files have rope_theta and rope_scaling, for the global layers, and the
+// local layers take legacy_local_theta (nullopt: the global base), unscaled.
+// A scaled or partial RoPE on the local layers is Error(unsupported).
+void read_layer_kind_rope(const HfConfig& cfg, ModelConfig& c, std::optional<double> legacy_local_theta);
 
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);

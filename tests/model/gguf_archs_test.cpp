@@ -86,6 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"phi3", "phi3", kernels::RopeLayout::neox},
                                          Case{"smollm3", "smollm3", kernels::RopeLayout::normal},
                                          Case{"olmo2", "olmo2", kernels::RopeLayout::neox},
+                                         Case{"olmo3", "olmo2", kernels::RopeLayout::neox},
                                          Case{"starcoder2", "starcoder2", kernels::RopeLayout::neox},
                                          Case{"granite", "granite", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });

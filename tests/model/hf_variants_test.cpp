@@ -77,6 +77,44 @@ TEST(HfVariants, GptOssPublishedConfigSpelling) {
   expect_reference_batch(model, ref);
 }
 
+// OLMo 3's config as the published models spell it: rope_theta beside
+// rope_scaling (the global layers' YaRN), no layer_types (every fourth layer
+// global). The same model, the same logits (the fixture script checked that
+// transformers agrees).
+TEST(HfVariants, Olmo3PublishedConfigSpelling) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_olmo3_published");
+  const auto model = load_edited("olmo3", dir, [](nlohmann::json& c) {
+    nlohmann::json rope = c["rope_parameters"]["full_attention"];
+    c.erase("rope_parameters");
+    c.erase("layer_types");
+    c["rope_theta"] = rope["rope_theta"];
+    rope.erase("rope_theta");
+    c["rope_scaling"] = rope;
+  });
+  const ModelConfig& mc = model->config();
+  EXPECT_EQ(mc.local_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(mc.window(0), 4);
+  EXPECT_EQ(mc.window(3), 0);
+  EXPECT_FLOAT_EQ(mc.rope_local_theta, 500000.0f);
+  EXPECT_FALSE(mc.rope_freq_factors.empty());  // YaRN, for the global layer
+  const auto ref = reference("olmo3");
+  expect_reference_batch(model, ref);
+}
+
+// An OLMo 2 config naming a window is refused: Olmo2Config has none, so the
+// file is not the model it says it is.
+TEST(HfVariants, Olmo2WithAWindowIsRefused) {
+  st_test::TempDir dir("hf_olmo2_window");
+  try {
+    load_edited("olmo2", dir, [](nlohmann::json& c) { c["sliding_window"] = 4; });
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("Olmo3ForCausalLM"), std::string::npos) << e.what();
+  }
+}
+
 // The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
 // differs from its head_dim): the scores' scale follows the config.
 TEST(HfVariants, GemmaQueryScalarSetsTheScale) {
