@@ -1,7 +1,11 @@
 // The pre-tokenizer regexes, run with PCRE2 in UTF + Unicode-property mode.
 // Patterns are those the model families publish (GPT-2's encoder.py, Llama 3's
-// tiktoken pattern, Qwen2's tokenizer.json, o200k's tiktoken pattern); SmolLM2 first isolates every
-// digit (Hugging Face's Digits(individual_digits)) and then applies GPT-2's.
+// tiktoken pattern, Qwen2's tokenizer.json, o200k's tiktoken pattern, Mistral's
+// tekken); the families whose tokenizer.json isolates every digit first
+// (SmolLM2, StarCoder, Granite's refact, Command-R: Hugging Face's
+// Digits(individual_digits)) then apply GPT-2's. The GGUF names are llama.cpp's
+// (tokenizer.ggml.pre), each mapped to the pattern its vocabulary was trained
+// with; transformers' GGUF loader maps the same names the same way.
 #include "tokenizer/pre_tokenizer.hpp"
 
 #include "core/error.hpp"
@@ -27,6 +31,16 @@ constexpr const char* kGpt4o =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
     R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
     R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Mistral's tekken (Mistral NeMo, Small 3, Pixtral's text): o200k's word
+// rule without the contractions, and every digit on its own.
+constexpr const char* kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
+    R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5: Qwen2's with combining marks kept inside words.
+constexpr const char* kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*)"
+    R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kDigit = R"(\p{N})";
 
 struct Named {
@@ -36,9 +50,44 @@ struct Named {
 
 const std::vector<Named>& table() {
   static const std::vector<Named> t = {
-      {"default", {kGpt2}},   {"gpt-2", {kGpt2}},   {"llama-bpe", {kLlama3}},
-      {"llama3", {kLlama3}},  {"qwen2", {kQwen2}},  {"smollm", {kDigit, kGpt2}},
-      {"gpt-4o", {kGpt4o}},   {"llama4", {kGpt4o}},
+      // GPT-2's byte-level split (also Phi-2, OLMo 1, MPT, RoBERTa, EXAONE 4).
+      {"default", {kGpt2}},
+      {"gpt-2", {kGpt2}},
+      {"phi-2", {kGpt2}},
+      {"olmo", {kGpt2}},
+      {"mpt", {kGpt2}},
+      {"roberta-bpe", {kGpt2}},
+      {"exaone4", {kGpt2}},
+      // Llama 3's (also Falcon 3, DBRX's and OLMo 2's cl100k, LFM2).
+      {"llama-bpe", {kLlama3}},
+      {"llama3", {kLlama3}},
+      {"llama-v3", {kLlama3}},
+      {"falcon3", {kLlama3}},
+      {"falcon-h1", {kLlama3}},
+      {"pixtral", {kLlama3}},
+      {"midm-2.0", {kLlama3}},
+      {"lfm2", {kLlama3}},
+      {"dbrx", {kLlama3}},
+      {"smaug-bpe", {kLlama3}},
+      {"jina-v5-nano", {kLlama3}},
+      // Qwen2's (also DeepSeek-R1's Qwen distills).
+      {"qwen2", {kQwen2}},
+      {"deepseek-r1-qwen", {kQwen2}},
+      {"megrez", {kQwen2}},
+      {"kormo", {kQwen2}},
+      {"f2llmv2", {kQwen2}},
+      {"qwen35", {kQwen35}},
+      {"tekken", {kTekken}},
+      {"gpt-4o", {kGpt4o}},
+      {"llama4", {kGpt4o}},
+      {"minimax-m2", {kGpt4o}},
+      {"kanana2", {kGpt4o}},
+      {"talkie", {kGpt4o}},
+      // Every digit apart, then GPT-2's.
+      {"smollm", {kDigit, kGpt2}},
+      {"starcoder", {kDigit, kGpt2}},
+      {"refact", {kDigit, kGpt2}},
+      {"command-r", {kDigit, kGpt2}},
   };
   return t;
 }
