@@ -58,7 +58,7 @@ const std::vector<Named>& table() {
       {"mpt", {kGpt2}},
       {"roberta-bpe", {kGpt2}},
       {"exaone4", {kGpt2}},
-      // Llama 3's (also Falcon 3, DBRX's and OLMo 2's cl100k, LFM2).
+      // Llama 3's (also Falcon 3, the cl100k vocabularies llama.cpp calls dbrx, LFM2).
       {"llama-bpe", {kLlama3}},
       {"llama3", {kLlama3}},
       {"llama-v3", {kLlama3}},
