@@ -11,7 +11,7 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::mixtral,  &arch::qwen2moe, &arch::qwen3moe, &arch::gemma2,
                                     &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::olmo2,
                                     &arch::granite,  &arch::starcoder2, &arch::gpt2,
-                                    &arch::gpt_oss};
+                                    &arch::gpt_oss,  &arch::glm4};
 
 }  // namespace
 

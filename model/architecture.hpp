@@ -56,6 +56,7 @@ extern const Architecture granite;   // arch_granite.cpp (also GGUF "granite" fi
 extern const Architecture starcoder2;  // arch_starcoder2.cpp (also GGUF "starcoder2" files)
 extern const Architecture gpt2;      // arch_gpt2.cpp
 extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" files)
+extern const Architecture glm4;      // arch_glm4.cpp (also GGUF "glm4" files)
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

@@ -22,8 +22,9 @@ namespace {
 
 // Where a layer's norms sit and what they are: RMSNorms before each block
 // (most), RMSNorms after each block and none before (OLMo 2), LayerNorms
-// with biases before each block, and a GELU MLP without a gate (StarCoder2).
-enum class GgufNorms { rms_before, rms_after, layer_before };
+// with biases before each block, and a GELU MLP without a gate (StarCoder2),
+// plain RMSNorms on both sides of each block (GLM-4).
+enum class GgufNorms { rms_before, rms_after, layer_before, rms_sandwich };
 
 // What a GGUF architecture name means here. llama.cpp's converter permutes
 // the Q/K rows of "llama", "smollm3" and "granite" files (the adjacent-pair
@@ -54,6 +55,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"starcoder2", kernels::RopeLayout::neox, false, false, false, false, false, GgufNorms::layer_before},
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
     {"gpt-oss", kernels::RopeLayout::neox, false, true, false, false, false},
+    {"glm4", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::rms_sandwich},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -416,7 +418,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     const bool post_norm_only = a.norms == GgufNorms::rms_after;
     if (!post_norm_only) l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
-    if (a.fused) {
+    // GLM-4 files may fuse q, k and v as llama.cpp lets them (attn_qkv).
+    if (a.fused || (a.name == "glm4" && file_.find_tensor(b + "attn_qkv.weight") != nullptr)) {
       const Weight qkv = matrix(b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
       l.wq = weight_rows(qkv, 0, c.q_dim());
       l.wk = weight_rows(qkv, c.q_dim(), c.kv_dim());
@@ -427,9 +430,15 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       l.wv = matrix(b + "attn_v.weight", c.n_embd, c.kv_dim());
     }
     l.wo = matrix(b + "attn_output.weight", c.q_dim(), c.n_embd);
-    l.bq = vector(b + "attn_q.bias", c.q_dim(), false);
-    l.bk = vector(b + "attn_k.bias", c.kv_dim(), false);
-    l.bv = vector(b + "attn_v.bias", c.kv_dim(), false);
+    if (const float* qkv_b = vector(b + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim(), false)) {
+      l.bq = qkv_b;
+      l.bk = qkv_b + c.q_dim();
+      l.bv = qkv_b + c.q_dim() + c.kv_dim();
+    } else {
+      l.bq = vector(b + "attn_q.bias", c.q_dim(), false);
+      l.bk = vector(b + "attn_k.bias", c.kv_dim(), false);
+      l.bv = vector(b + "attn_v.bias", c.kv_dim(), false);
+    }
     if (a.qk_norm || c.qk_norm_whole) {
       l.q_norm = vector(b + "attn_q_norm.weight", c.qk_norm_whole ? c.q_dim() : c.head_dim);
       l.k_norm = vector(b + "attn_k_norm.weight", c.qk_norm_whole ? c.kv_dim() : c.head_dim);
@@ -439,7 +448,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       continue;
     }
     if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
-    if (a.gemma || post_norm_only) {
+    if (a.gemma || post_norm_only || a.norms == GgufNorms::rms_sandwich) {
       l.attn_post_norm = vector(b + "post_attention_norm.weight", c.n_embd);
       l.ffn_post_norm = vector(b + "post_ffw_norm.weight", c.n_embd);
     }
@@ -468,7 +477,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       l.b_down = vector(b + "ffn_down.bias", c.n_embd);
       continue;
     }
-    if (a.fused) {
+    if (a.fused || a.name == "glm4") {  // GLM-4's ffn_up is gate then up, as Phi-3's
       const Weight gate_up = matrix(b + "ffn_up.weight", c.n_embd, 2 * c.n_ff);
       l.w_gate = weight_rows(gate_up, 0, c.n_ff);
       l.w_up = weight_rows(gate_up, c.n_ff, c.n_ff);

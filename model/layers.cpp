@@ -312,6 +312,14 @@ void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x) {
       w.ffn_post_norm);
 }
 
+void sandwich_swiglu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  residual(
+      ctx, x, Norm::rms, w.ffn_norm, nullptr,
+      [&](float* xb, float* proj) { swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens); },
+      w.ffn_post_norm);
+}
+
 void swiglu_block(const StepContext& ctx, int64_t il, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   residual(ctx, x, Norm::rms, w.ffn_norm, nullptr, [&](float* xb, float* proj) {

@@ -94,6 +94,8 @@ void moe_block(const StepContext& ctx, int64_t il, float* x);
 // (attn_norm / attn_post_norm; ffn_norm / ffn_post_norm), GeGLU FFN.
 void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x);
+// The same sandwich around a SwiGLU MLP (GLM-4).
+void sandwich_swiglu_block(const StepContext& ctx, int64_t il, float* x);
 // OLMo 2's post-norm: x += post_norm(f(x)), no norm before the block
 // (attn_post_norm; ffn_post_norm with a SwiGLU FFN).
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);

@@ -70,6 +70,8 @@ const std::vector<Named>& table() {
       {"dbrx", {kLlama3}},
       {"smaug-bpe", {kLlama3}},
       {"jina-v5-nano", {kLlama3}},
+      {"glm4", {kLlama3}},  // GLM-4-0414's tokenizer.json splits as Llama 3 does
+      {"chatglm-bpe", {kLlama3}},
       // Qwen2's (also DeepSeek-R1's Qwen distills).
       {"qwen2", {kQwen2}},
       {"deepseek-r1-qwen", {kQwen2}},

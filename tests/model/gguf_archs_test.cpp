@@ -88,7 +88,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"olmo2", "olmo2", kernels::RopeLayout::neox},
                                          Case{"olmo3", "olmo2", kernels::RopeLayout::neox},
                                          Case{"starcoder2", "starcoder2", kernels::RopeLayout::neox},
-                                         Case{"granite", "granite", kernels::RopeLayout::normal}),
+                                         Case{"granite", "granite", kernels::RopeLayout::normal},
+                                         Case{"glm4", "glm4", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

@@ -93,7 +93,8 @@ TEST_P(HfArch, TwoStagesEqualOneStage) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                          testing::Values("llama", "mistral", "qwen2", "qwen2_yarn", "qwen3", "mixtral", "qwen2moe",
                                          "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3", "olmo2", "olmo3",
-                                         "starcoder2", "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4"),
+                                         "starcoder2", "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4",
+                                         "glm4"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // gpt-oss's published layout: the experts' MXFP4 blocks and scales become
