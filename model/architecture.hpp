@@ -57,6 +57,8 @@ extern const Architecture starcoder2;  // arch_starcoder2.cpp (also GGUF "starco
 extern const Architecture gpt2;      // arch_gpt2.cpp
 extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" files)
 extern const Architecture glm4;      // arch_glm4.cpp (also GGUF "glm4" files)
+extern const Architecture glm4moe;   // arch_glm4_moe.cpp (also GGUF "glm4moe" files)
+extern const Architecture exaone4;   // arch_exaone4.cpp (also GGUF "exaone4" files)
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

@@ -56,6 +56,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"granite", kernels::RopeLayout::normal, false, false, false, false, true},
     {"gpt-oss", kernels::RopeLayout::neox, false, true, false, false, false},
     {"glm4", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::rms_sandwich},
+    {"glm4moe", kernels::RopeLayout::neox, false, true, false, false, false},
+    {"exaone4", kernels::RopeLayout::neox, true, false, false, false, false, GgufNorms::rms_after},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -78,6 +80,8 @@ class GgufModel final : public Model {
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
   void read_gpt_oss(const std::string& p);
+  void read_glm4moe(const std::string& p);
+  void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
   void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
   void read_local_layers(const std::string& p, uint32_t default_pattern);
@@ -136,6 +140,60 @@ void GgufModel::read_gpt_oss(const std::string& p) {
   c.expert_weights_norm = true;
   c.expert_swiglu_alpha = 1.702f;
   c.expert_swiglu_limit = 7.0f;
+}
+
+// What llama.cpp reads for "glm4moe": the leading dense layers, their
+// width (feed_forward_length), the shared experts, and the sigmoid routing
+// with its scale and renormalization (expert_gating_func 2; groups where the
+// file has them). The q/k norms are optional, per head.
+void GgufModel::read_glm4moe(const std::string& p) {
+  ModelConfig& c = config_;
+  const uint32_t gating = file_.find_u32(p + "expert_gating_func").value_or(2);
+  if (gating != 2) {
+    throw Error(Errc::unsupported, file_.path() + ": expert_gating_func " + std::to_string(gating) +
+                                       " is not supported for glm4moe (2, sigmoid, is)");
+  }
+  c.expert_sigmoid = true;
+  c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(false);
+  c.expert_weights_scale = file_.find_f32(p + "expert_weights_scale").value_or(1.0f);
+  if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale)) {
+    fail("expert_weights_scale must be positive");
+  }
+  c.n_expert_groups = file_.find_u32(p + "expert_group_count").value_or(1);
+  c.n_expert_groups_used = file_.find_u32(p + "expert_group_used_count").value_or(1);
+  if (c.n_expert_groups <= 0 || c.n_expert % c.n_expert_groups != 0 || c.n_expert_groups_used <= 0 ||
+      c.n_expert_groups_used > c.n_expert_groups ||
+      (c.n_expert_groups > 1 && c.n_expert / c.n_expert_groups < 2) ||
+      c.n_expert_groups_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used) {
+    fail("expert_group_count and expert_group_used_count do not divide the experts");
+  }
+  c.n_ff_shared = static_cast<int64_t>(file_.get_u32(p + "expert_shared_count")) * c.n_ff;
+  const uint32_t n_dense = file_.find_u32(p + "leading_dense_block_count").value_or(0);
+  if (n_dense > c.n_layer) fail("leading_dense_block_count is more than block_count");
+  c.n_ff_dense = n_dense > 0 ? file_.get_u32(p + "feed_forward_length") : 0;
+  if (n_dense > 0 && c.n_ff_dense <= 0) fail("feed_forward_length must be positive");
+}
+
+// A glm4moe layer past the attention projections: the norm before the FFN
+// (named post_attention_norm), then a dense FFN in the leading layers, else
+// the router, its correction bias (exp_probs_b), the experts and the shared
+// ones.
+void GgufModel::bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const {
+  const ModelConfig& c = config_;
+  l.ffn_norm = vector(b + "post_attention_norm.weight", c.n_embd);
+  if (il < static_cast<int64_t>(file_.find_u32(c.arch + ".leading_dense_block_count").value_or(0))) {
+    l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff_dense);
+    l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff_dense);
+    l.w_down = matrix(b + "ffn_down.weight", c.n_ff_dense, c.n_embd);
+    return;
+  }
+  bind_experts(b, l);
+  l.expert_score_bias = vector(b + "exp_probs_b.bias", c.n_expert);
+  if (c.n_ff_shared > 0) {
+    l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
+    l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
+    l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
+  }
 }
 
 // gpt-oss's layer past the attention projections: the output bias, the
@@ -314,6 +372,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   c.name = file_.find_string("general.name").value_or("");
   c.n_embd = file_.get_u32(p + "embedding_length");
   c.n_layer = file_.get_u32(p + "block_count");
+  // GLM-4.5's multi-token-prediction layers follow the model's; not run.
+  const uint32_t n_nextn = file_.find_u32(p + "nextn_predict_layers").value_or(0);
+  if (n_nextn >= c.n_layer) fail("nextn_predict_layers leaves no layers");
+  c.n_layer -= n_nextn;
   c.n_head = file_.get_u32(p + "attention.head_count");
   c.n_head_kv = file_.find_u32(p + "attention.head_count_kv").value_or(static_cast<uint32_t>(c.n_head));
   c.n_expert = file_.find_u32(p + "expert_count").value_or(0);
@@ -372,6 +434,20 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.fused) read_phi3(p);
   if (a.scales) read_granite(p);
   if (a.name == "gpt-oss") read_gpt_oss(p);
+  if (a.name == "glm4moe") read_glm4moe(p);
+  if (a.name == "exaone4") {
+    // Local layers where the file names a window (llama.cpp assumes window
+    // 4096, every fourth layer global, for the 64-layer model when it does
+    // not); they rope as the model does and the global ones not at all.
+    c.sliding_window = read_sliding_window(p);
+    if (c.sliding_window == 0 && c.n_layer == 64) c.sliding_window = 4096;
+    if (c.sliding_window > 0) {
+      read_local_layers(p, 4);
+      c.local_layers_share_rope = true;
+      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+      for (int64_t il = 0; il < c.n_layer; ++il) c.nope_layers[static_cast<size_t>(il)] = !c.is_local(il);
+    }
+  }
   if (a.name == "olmo2") {
     c.qk_norm_whole = true;
     // OLMo 3: local layers (every fourth global unless the file lists them)
@@ -439,12 +515,20 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       l.bk = vector(b + "attn_k.bias", c.kv_dim(), false);
       l.bv = vector(b + "attn_v.bias", c.kv_dim(), false);
     }
+    if (a.name == "glm4moe" && file_.find_tensor(b + "attn_q_norm.weight") != nullptr) {
+      l.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);  // GLM-4.5's use_qk_norm
+      l.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+    }
     if (a.qk_norm || c.qk_norm_whole) {
       l.q_norm = vector(b + "attn_q_norm.weight", c.qk_norm_whole ? c.q_dim() : c.head_dim);
       l.k_norm = vector(b + "attn_k_norm.weight", c.qk_norm_whole ? c.kv_dim() : c.head_dim);
     }
     if (a.name == "gpt-oss") {
       bind_gpt_oss_layer(b, l);
+      continue;
+    }
+    if (a.name == "glm4moe") {
+      bind_glm4moe_layer(b, il, l);
       continue;
     }
     if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);

@@ -12,8 +12,10 @@ namespace troupe::layers {
 int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
   const int64_t e = c.n_embd;
   const int64_t attn = T * (2 * e + 2 * c.q_dim() + 2 * c.kv_dim());  // xb, q, k, v, att, proj
-  const int64_t ffn = T * (2 * e + 2 * c.n_ff);                       // xb, gate, up, proj
-  const int64_t moe = T * (3 * e + 2 * c.n_ff + c.n_expert) + T * e;  // xb, router, rows, gate, up, expert out, sum
+  const int64_t ffn = T * (2 * e + 2 * std::max(c.n_ff, c.n_ff_dense));  // xb, gate, up, proj
+  // xb, proj, router, rows in and out, then gate and up of an expert or of
+  // the shared one (often wider), and the shared expert's gate.
+  const int64_t moe = T * (4 * e + c.n_expert + 2 * std::max(c.n_ff, c.n_ff_shared) + 1);
   const int64_t embed = T * e;                                        // position embeddings
   return std::max({attn, ffn, moe, embed});
 }
@@ -162,6 +164,50 @@ void route_token(const float* logits, int64_t n_expert, int64_t k, bool normaliz
   for (int64_t j = 0; j < k; ++j) gate[j] /= sum;
 }
 
+// DeepSeek-V3's routing (ModelConfig::expert_sigmoid) of one token: scores
+// s = sigmoid(logits); experts chosen by s + bias, only from the best
+// groups_used of n_groups equal groups (a group's worth: the sum of its two
+// best biased scores); weights the chosen s, over their sum (+1e-20, as
+// transformers) when normalize, times scale. Ties go to the lower index.
+// scratch: [2 n_expert + n_groups].
+void route_token_sigmoid(const float* logits, const float* bias, int64_t n_expert, int64_t k, int64_t n_groups,
+                         int64_t groups_used, bool normalize, float scale, float* scratch, int32_t* choice,
+                         float* gate) {
+  float* score = scratch;                 // [n_expert]
+  float* biased = scratch + n_expert;     // [n_expert]; -inf outside the chosen groups
+  float* group = scratch + 2 * n_expert;  // [n_groups]
+  for (int64_t e = 0; e < n_expert; ++e) {
+    score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+    biased[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
+  }
+  if (groups_used < n_groups) {
+    const int64_t per = n_expert / n_groups;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const float* b = biased + g * per;
+      const int64_t top = std::max_element(b, b + per) - b;
+      float second = -INFINITY;
+      for (int64_t j = 0; j < per; ++j) {
+        if (j != top) second = std::max(second, b[j]);
+      }
+      group[g] = b[top] + (per > 1 ? second : 0.0f);
+    }
+    for (int64_t j = 0; j < n_groups - groups_used; ++j) {  // drop the worst groups
+      const int64_t worst = std::min_element(group, group + n_groups) - group;
+      group[worst] = INFINITY;
+      std::fill(biased + worst * per, biased + (worst + 1) * per, -INFINITY);
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t best = std::max_element(biased, biased + n_expert) - biased;
+    choice[j] = static_cast<int32_t>(best);
+    gate[j] = score[best];
+    sum += gate[j];
+    biased[best] = -INFINITY;
+  }
+  for (int64_t j = 0; j < k; ++j) gate[j] = (normalize ? gate[j] / (sum + 1e-20f) : gate[j]) * scale;
+}
+
 }  // namespace
 
 void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out) {
@@ -186,9 +232,18 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
 
   h.choice.resize(static_cast<size_t>(n * k));
   h.gate.resize(static_cast<size_t>(n * k));
-  for (int64_t t = 0; t < n; ++t) {
-    route_token(h.router.data() + t * n_expert, n_expert, k, c.expert_weights_norm, h.choice.data() + t * k,
-                h.gate.data() + t * k);
+  if (c.expert_sigmoid) {
+    h.expert_out.resize(static_cast<size_t>(2 * n_expert + c.n_expert_groups));  // the scores, as scratch
+    for (int64_t t = 0; t < n; ++t) {
+      route_token_sigmoid(h.router.data() + t * n_expert, w.expert_score_bias, n_expert, k, c.n_expert_groups,
+                          c.n_expert_groups_used, c.expert_weights_norm, c.expert_weights_scale,
+                          h.expert_out.data(), h.choice.data() + t * k, h.gate.data() + t * k);
+    }
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      route_token(h.router.data() + t * n_expert, n_expert, k, c.expert_weights_norm, h.choice.data() + t * k,
+                  h.gate.data() + t * k);
+    }
   }
 
   // Experts in index order, each on the rows routed to it; the weighted
@@ -224,18 +279,23 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
     }
   }
   if (w.shared.w_gate.data != nullptr) {
-    // Qwen2-MoE's shared expert on every row, added after the routed sum
-    // (transformers' order), weighted by sigmoid(shared_gate · x).
-    float* gate = ctx.arena.floats(n);  // [n_tokens, 1]
+    // The shared expert on every row, added after the routed sum
+    // (transformers' order), weighted by sigmoid(shared_gate · x) where the
+    // model has that gate (Qwen2-MoE), else by 1 (GLM-4.5).
+    const bool gated = w.shared_gate.data != nullptr;
     swiglu_ffn(ctx, w.shared.w_gate, w.shared.w_up, w.shared.w_down, xb, rows_out, n);
-    be.matmul(gate, xb, w.shared_gate, n);
     h.expert_out.resize(static_cast<size_t>(n * e));
     h.row_gate.resize(static_cast<size_t>(n));
     be.copy_to_host(h.expert_out.data(), rows_out, h.expert_out.size() * sizeof(float));
-    be.copy_to_host(h.row_gate.data(), gate, h.row_gate.size() * sizeof(float));
+    if (gated) {
+      float* gate = ctx.arena.floats(n);  // [n_tokens, 1]
+      be.matmul(gate, xb, w.shared_gate, n);
+      be.copy_to_host(h.row_gate.data(), gate, h.row_gate.size() * sizeof(float));
+    }
     be.synchronize();
     for (int64_t t = 0; t < n; ++t) {
-      add_weighted(t, h.expert_out.data() + t * e, 1.0f / (1.0f + std::exp(-h.row_gate[static_cast<size_t>(t)])));
+      const float g = h.row_gate[static_cast<size_t>(t)];
+      add_weighted(t, h.expert_out.data() + t * e, gated ? 1.0f / (1.0f + std::exp(-g)) : 1.0f);
     }
   }
   be.copy_from_host(out, h.combined.data(), h.combined.size() * sizeof(float));
@@ -278,8 +338,10 @@ void post_norm_residual(const StepContext& ctx, float* x, const float* post_weig
 
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
-  post_norm_residual(ctx, x, w.attn_post_norm,
-                     [&](const float* in, float* proj) { self_attention(ctx, il, kv, in, proj, /*rope=*/true); });
+  // EXAONE 4's global layers attend without RoPE (ModelConfig::nope_layers).
+  post_norm_residual(ctx, x, w.attn_post_norm, [&](const float* in, float* proj) {
+    self_attention(ctx, il, kv, in, proj, /*rope=*/ctx.config.ropes(il));
+  });
 }
 
 void post_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x) {

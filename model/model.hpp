@@ -52,9 +52,13 @@ struct LayerWeights {
   const float* b_down = nullptr;     // [n_embd] (GPT-2)
   Weight ffn_router;                 // [n_expert, n_embd] (mixture of experts)
   const float* ffn_router_b = nullptr;  // [n_expert] (gpt-oss)
+  // [n_expert] added to the scores only to choose the experts (DeepSeek-V3's
+  // e_score_correction_bias); host memory, read by the routing on the host.
+  const float* expert_score_bias = nullptr;
   std::vector<ExpertWeights> experts;  // [n_expert]; empty for a dense FFN
-  // Qwen2-MoE's shared expert, run on every token beside the routed ones and
-  // weighted by sigmoid(shared_gate · x); empty (data null) elsewhere.
+  // The shared expert, run on every token beside the routed ones: Qwen2-MoE
+  // weights it by sigmoid(shared_gate · x), GLM-4.5 (shared_gate empty) by 1;
+  // empty (data null) elsewhere.
   ExpertWeights shared;              // [n_ff_shared, n_embd] gate/up, [n_embd, n_ff_shared] down
   Weight shared_gate;                // [1, n_embd]
 };

@@ -46,6 +46,18 @@ struct ModelConfig {
   // (Mixtral; Qwen3-MoE's norm_topk_prob); false, the chosen experts' shares
   // of a softmax over all experts.
   bool expert_weights_norm = true;
+  // DeepSeek-V3's routing (GLM-4.5): sigmoid scores; the top k by score plus
+  // the layer's expert_score_bias, among the experts of the best
+  // n_expert_groups_used of n_expert_groups equal groups (a group is worth
+  // its two best biased scores); the weights are the chosen experts' own
+  // scores, renormalized when expert_weights_norm, times expert_weights_scale.
+  bool expert_sigmoid = false;
+  float expert_weights_scale = 1.0f;
+  int64_t n_expert_groups = 1;
+  int64_t n_expert_groups_used = 1;
+  // The dense layers' FFN width in a model that puts dense layers before its
+  // MoE ones (GLM-4.5's first_k_dense_replace); 0: none.
+  int64_t n_ff_dense = 0;
   // gpt-oss's experts: (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g),
   // g = min(gate, limit), in place of silu(gate) * up. 0: plain SwiGLU.
   float expert_swiglu_limit = 0.0f;

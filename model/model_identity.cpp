@@ -51,6 +51,11 @@ std::string model_identity(const Model& model) {
   f.value(c.expert_weights_norm);
   f.value(c.expert_swiglu_limit);
   f.value(c.expert_swiglu_alpha);
+  f.value(c.expert_sigmoid);
+  f.value(c.expert_weights_scale);
+  f.value(c.n_expert_groups);
+  f.value(c.n_expert_groups_used);
+  f.value(c.n_ff_dense);
   f.value(c.qk_norm_whole);
   for (const uint8_t l : c.local_layers) f.value(l);
   f.value(c.local_layers_share_rope);

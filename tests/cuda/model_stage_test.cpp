@@ -261,7 +261,8 @@ TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
 // routings, Gemma's embedding scale, GeGLU, sandwich norms and local layers,
 // Phi-3's fused projections, partial RoPE and window, Granite's scales,
 // gpt-oss's sinks, biased experts and clamped SwiGLU, OLMo 3's local layers, GLM-4's
-// sandwich and half-head adjacent-pair RoPE.
+// sandwich and half-head adjacent-pair RoPE, GLM-4.5's sigmoid routing,
+// EXAONE 4's NoPE global layers.
 // Against transformers at 1e-3 (the CPU holds 1e-4; the GPU sums in another
 // order), and the CPU's greedy tokens.
 TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
@@ -278,7 +279,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/smollm3.gguf",  dir + "/gguf/olmo2.gguf",
                                           dir + "/gguf/starcoder2.gguf", dir + "/hf/gpt_oss",
                                           dir + "/hf/gpt_oss_mxfp4",   dir + "/gguf/olmo3.gguf",
-                                          dir + "/gguf/glm4.gguf"};
+                                          dir + "/gguf/glm4.gguf",     dir + "/gguf/glm4_moe.gguf",
+                                          dir + "/gguf/exaone4.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

@@ -89,7 +89,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"olmo3", "olmo2", kernels::RopeLayout::neox},
                                          Case{"starcoder2", "starcoder2", kernels::RopeLayout::neox},
                                          Case{"granite", "granite", kernels::RopeLayout::normal},
-                                         Case{"glm4", "glm4", kernels::RopeLayout::normal}),
+                                         Case{"glm4", "glm4", kernels::RopeLayout::normal},
+                                         Case{"glm4_moe", "glm4moe", kernels::RopeLayout::neox},
+                                         Case{"exaone4", "exaone4", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

@@ -22,6 +22,7 @@
 #include "model/hf_config.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
+#include "model/layers.hpp"
 #include "model/rope_scaling.hpp"
 #include "tests/model/hf_reference_run.hpp"
 #include "safetensors_test_util.hpp"
@@ -41,6 +42,8 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
   // OLMo 3 is OLMo 2's layer with local layers, as llama.cpp names it too.
   const std::string arch = GetParam().starts_with("gpt_oss") ? "gpt-oss"
                            : GetParam() == "olmo3"          ? "olmo2"
+                           : GetParam() == "glm4_moe"       ? "glm4moe"
+                           : GetParam().starts_with("exaone") ? "exaone4"
                                                             : GetParam().substr(0, GetParam().find('_'));
   EXPECT_EQ(model->config().arch, arch);
   expect_reference_batch(model, ref);
@@ -94,8 +97,44 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                          testing::Values("llama", "mistral", "qwen2", "qwen2_yarn", "qwen3", "mixtral", "qwen2moe",
                                          "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3", "olmo2", "olmo3",
                                          "starcoder2", "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4",
-                                         "glm4"),
+                                         "glm4", "glm4_moe", "exaone4"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// A full prefill chunk through the MoE fixtures whose shared expert or
+// dense layers are wider than the routed experts: it runs, finite.
+TEST(HfModels, MoePrefillOfAFullChunk) {
+  for (const char* name : {"qwen2moe", "glm4_moe"}) {
+    SCOPED_TRACE(name);
+    auto model = Model::load(fixture_dir(name));
+    const ModelConfig& c = model->config();
+    ASSERT_GT(std::max(c.n_ff_shared, c.n_ff_dense), c.n_ff);
+    CpuBackend backend({.n_threads = 2});
+    Generator gen(model, backend, {.n_ctx = 96, .prefill_chunk = 64, .kv_block_size = kBlock});
+    std::vector<int32_t> prompt(64);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(3 + (i * 37) % 250);
+    const std::vector<float> logits = gen.prompt_logits(prompt);
+    ASSERT_EQ(static_cast<int64_t>(logits.size()), c.n_vocab);
+    for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+// The step arena holds a block's widest temporaries at the published sizes
+// (the tiny fixtures' embeddings dominate, so they cannot show it): Qwen1.5-
+// MoE-A2.7B's shared expert (5632) is 4x its experts (1408), GLM-4.5-Air's
+// dense layers (10944) 8x. The sums are what moe_ffn and swiglu_ffn hold at
+// once: xb and proj, the router, the rows in and out, gate and up, the
+// shared gate; xb, proj, gate and up.
+TEST(HfModels, StepScratchHoldsTheWidestFfn) {
+  const int64_t T = 512;
+  ModelConfig qwen;
+  qwen.n_embd = 2048, qwen.n_head = 16, qwen.n_head_kv = 16, qwen.head_dim = 128;
+  qwen.n_ff = 1408, qwen.n_ff_shared = 5632, qwen.n_expert = 60;
+  EXPECT_GE(layers::block_scratch_floats(qwen, T), T * (4 * 2048 + 60 + 2 * 5632 + 1));
+  ModelConfig air;
+  air.n_embd = 4096, air.n_head = 96, air.n_head_kv = 8, air.head_dim = 128;
+  air.n_ff = 1408, air.n_ff_shared = 1408, air.n_ff_dense = 10944, air.n_expert = 128;
+  EXPECT_GE(layers::block_scratch_floats(air, T), T * (2 * 4096 + 2 * 10944));
+}
 
 // gpt-oss's published layout: the experts' MXFP4 blocks and scales become
 // GGUF MXFP4 rows (gate and up from gate_up's even and odd rows), run as

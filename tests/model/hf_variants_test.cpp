@@ -115,6 +115,68 @@ TEST(HfVariants, Olmo2WithAWindowIsRefused) {
   }
 }
 
+// GLM-4.5's weights routed as DeepSeek-V3 routes: 4 groups of 2 experts,
+// the best 2 groups (by their two best biased scores) kept, the top 2
+// experts chosen among those. transformers' logits for that config.
+TEST(HfVariants, Glm4MoeGroupLimitedRouting) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_glm4_moe_grouped");
+  const auto model = load_edited("glm4_moe", dir, [](nlohmann::json& c) {
+    c["n_group"] = 4;
+    c["topk_group"] = 2;
+  });
+  EXPECT_EQ(model->config().n_expert_groups, 4);
+  EXPECT_EQ(model->config().n_expert_groups_used, 2);
+  const auto ref = reference("glm4_moe");
+  const auto greedy = ref["greedy_grouped"].get<std::vector<std::vector<int32_t>>>();
+  const BatchRun run = run_reference_batch(model, ref, static_cast<int64_t>(greedy[0].size()));
+  expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_grouped");
+  EXPECT_EQ(run.greedy, greedy);
+}
+
+// Groups that cannot hold the experts a token needs are refused.
+TEST(HfVariants, Glm4MoeGroupsThatCannotRouteAreRefused) {
+  st_test::TempDir dir("hf_glm4_moe_bad_groups");
+  try {
+    load_edited("glm4_moe", dir, [](nlohmann::json& c) {
+      c["n_group"] = 8;  // groups of one expert
+      c["topk_group"] = 1;
+    });
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format);
+    EXPECT_NE(std::string(e.what()).find("n_group"), std::string::npos) << e.what();
+  }
+}
+
+// EXAONE 4 without a window, as the 1.2B model is configured: every layer
+// global and roped. transformers' logits for the same weights.
+TEST(HfVariants, Exaone4WithoutAWindowRopesEveryLayer) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_exaone4_no_window");
+  const auto model = load_edited("exaone4", dir, [](nlohmann::json& c) {
+    c["sliding_window"] = nullptr;
+    c["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  });
+  EXPECT_TRUE(model->config().local_layers.empty());
+  EXPECT_TRUE(model->config().nope_layers.empty());
+  const auto ref = reference("exaone4");
+  expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance, "last_logits_no_window");
+}
+
+// The published 32B config spells the layer kinds as a string ("LLLG").
+TEST(HfVariants, Exaone4PatternAsAString) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_exaone4_lllg");
+  const auto model = load_edited("exaone4", dir, [](nlohmann::json& c) {
+    c.erase("layer_types");
+    c["sliding_window_pattern"] = "LLLG";
+  });
+  EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(model->config().nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
+  expect_reference_batch(model, reference("exaone4"));
+}
+
 // The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
 // differs from its head_dim): the scores' scale follows the config.
 TEST(HfVariants, GemmaQueryScalarSetsTheScale) {
