@@ -12,7 +12,8 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::gemma3,   &arch::phi3,     &arch::smollm3, &arch::olmo2,
                                     &arch::granite,  &arch::starcoder2, &arch::gpt2,
                                     &arch::gpt_oss,  &arch::glm4,
-                                    &arch::glm4moe,  &arch::exaone4};
+                                    &arch::glm4moe,  &arch::exaone4,  &arch::deepseek2,
+                                    &arch::deepseek3};
 
 }  // namespace
 

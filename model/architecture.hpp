@@ -59,6 +59,8 @@ extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" fi
 extern const Architecture glm4;      // arch_glm4.cpp (also GGUF "glm4" files)
 extern const Architecture glm4moe;   // arch_glm4_moe.cpp (also GGUF "glm4moe" files)
 extern const Architecture exaone4;   // arch_exaone4.cpp (also GGUF "exaone4" files)
+extern const Architecture deepseek2; // arch_deepseek.cpp
+extern const Architecture deepseek3; // arch_deepseek.cpp
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

@@ -153,7 +153,7 @@ void GgufModel::read_glm4moe(const std::string& p) {
     throw Error(Errc::unsupported, file_.path() + ": expert_gating_func " + std::to_string(gating) +
                                        " is not supported for glm4moe (2, sigmoid, is)");
   }
-  c.expert_sigmoid = true;
+  c.expert_router = ModelConfig::ExpertRouter::deepseek_sigmoid;
   c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(false);
   c.expert_weights_scale = file_.find_f32(p + "expert_weights_scale").value_or(1.0f);
   if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale)) {

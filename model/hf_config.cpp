@@ -307,4 +307,33 @@ void read_layer_kind_rope(const HfConfig& cfg, ModelConfig& c, std::optional<dou
   if (!(c.rope_local_theta > 0.0f)) cfg.fail(Errc::bad_format, "the local layers' RoPE base must be positive");
 }
 
+void read_deepseek_moe_config(const HfConfig& cfg, ModelConfig& c, ModelConfig::ExpertRouter router) {
+  c.n_ff = cfg.get_int("moe_intermediate_size");
+  c.n_expert = cfg.get_int("n_routed_experts");
+  c.n_expert_used = cfg.get_int("num_experts_per_tok");
+  if (c.n_ff <= 0 || c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert) {
+    cfg.fail(Errc::bad_format, "moe_intermediate_size, n_routed_experts and num_experts_per_tok (at most "
+                               "n_routed_experts) must be positive");
+  }
+  c.expert_router = router;
+  // DeepSeek-V2's router never renormalizes (transformers ignores the key).
+  c.expert_weights_norm = router == ModelConfig::ExpertRouter::deepseek_sigmoid && cfg.get_bool("norm_topk_prob", true);
+  c.expert_weights_scale = static_cast<float>(cfg.get_float("routed_scaling_factor", 1.0));
+  if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale)) {
+    cfg.fail(Errc::bad_format, "routed_scaling_factor must be positive");
+  }
+  c.n_expert_groups = cfg.get_int("n_group", 1);
+  c.n_expert_groups_used = cfg.get_int("topk_group", 1);
+  if (c.n_expert_groups <= 0 || c.n_expert % c.n_expert_groups != 0 || c.n_expert_groups_used <= 0 ||
+      c.n_expert_groups_used > c.n_expert_groups ||
+      (c.n_expert_groups > 1 && c.n_expert / c.n_expert_groups < 2) ||
+      c.n_expert_groups_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used) {
+    cfg.fail(Errc::bad_format, "n_group must divide n_routed_experts into groups of 2 or more, and topk_group "
+                               "(at most n_group) must keep num_experts_per_tok experts");
+  }
+  const int64_t n_shared = cfg.get_int("n_shared_experts", 1);
+  if (n_shared < 0) cfg.fail(Errc::bad_format, "n_shared_experts must not be negative");
+  c.n_ff_shared = n_shared * c.n_ff;
+}
+
 }  // namespace troupe

@@ -75,6 +75,12 @@ void read_layer_kinds(const HfConfig& cfg, ModelConfig& c, int64_t default_patte
 // A scaled or partial RoPE on the local layers is Error(unsupported).
 void read_layer_kind_rope(const HfConfig& cfg, ModelConfig& c, std::optional<double> legacy_local_theta);
 
+// The mixture of experts as DeepSeek-V2/V3 and GLM-4.5 configs spell it:
+// moe_intermediate_size, n_routed_experts, num_experts_per_tok,
+// routed_scaling_factor, n_group / topk_group, norm_topk_prob (sigmoid
+// routers only) and n_shared_experts (their width: that many experts').
+void read_deepseek_moe_config(const HfConfig& cfg, ModelConfig& c, ModelConfig::ExpertRouter router);
+
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);
 

@@ -101,6 +101,34 @@ void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames&
   }
 }
 
+void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, int64_t n_dense, bool score_bias, ModelWeights& w) {
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".mlp.";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    if (il < n_dense) {
+      l.w_gate = src.matrix(p + "gate_proj.weight", c.n_embd, c.n_ff_dense);
+      l.w_up = src.matrix(p + "up_proj.weight", c.n_embd, c.n_ff_dense);
+      l.w_down = src.matrix(p + "down_proj.weight", c.n_ff_dense, c.n_embd);
+      continue;
+    }
+    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
+    if (score_bias) l.expert_score_bias = src.vector(p + "gate.e_score_correction_bias", c.n_expert);
+    l.experts.resize(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+      ex.w_gate = src.matrix(x + "gate_proj.weight", c.n_embd, c.n_ff);
+      ex.w_up = src.matrix(x + "up_proj.weight", c.n_embd, c.n_ff);
+      ex.w_down = src.matrix(x + "down_proj.weight", c.n_ff, c.n_embd);
+    }
+    if (c.n_ff_shared > 0) {
+      l.shared.w_gate = src.matrix(p + "shared_experts.gate_proj.weight", c.n_embd, c.n_ff_shared);
+      l.shared.w_up = src.matrix(p + "shared_experts.up_proj.weight", c.n_embd, c.n_ff_shared);
+      l.shared.w_down = src.matrix(p + "shared_experts.down_proj.weight", c.n_ff_shared, c.n_embd);
+    }
+  }
+}
+
 Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   return Weight{.data = base + row0 * row_bytes(w.type, w.n_in), .type = w.type, .n_in = w.n_in, .n_out = n_rows};

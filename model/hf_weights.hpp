@@ -75,4 +75,11 @@ struct ExpertTensorNames {
 };
 void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w);
 
+// The FFNs of DeepSeek's layout (DeepSeek-V2/V3, GLM-4.5), under
+// model.layers.N.mlp.: gate/up/down_proj of width n_ff_dense in the first
+// n_dense layers; then gate.weight (the router), gate.e_score_correction_bias
+// (score_bias), experts.E.* of width n_ff, and shared_experts.* of width
+// n_ff_shared (when > 0).
+void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, int64_t n_dense, bool score_bias, ModelWeights& w);
+
 }  // namespace troupe

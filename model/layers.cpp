@@ -17,7 +17,7 @@ int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
   // the shared one (often wider), and the shared expert's gate.
   const int64_t moe = T * (4 * e + c.n_expert + 2 * std::max(c.n_ff, c.n_ff_shared) + 1);
   const int64_t embed = T * e;                                        // position embeddings
-  return std::max({attn, ffn, moe, embed});
+  return std::max({attn, ffn, moe, embed, mla_scratch_floats(c, T)});
 }
 
 void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
@@ -164,23 +164,31 @@ void route_token(const float* logits, int64_t n_expert, int64_t k, bool normaliz
   for (int64_t j = 0; j < k; ++j) gate[j] /= sum;
 }
 
-// DeepSeek-V3's routing (ModelConfig::expert_sigmoid) of one token: scores
-// s = sigmoid(logits); experts chosen by s + bias, only from the best
-// groups_used of n_groups equal groups (a group's worth: the sum of its two
-// best biased scores); weights the chosen s, over their sum (+1e-20, as
+// The DeepSeek routing (ModelConfig::ExpertRouter) of one token: scores s
+// (a softmax over the logits, or their sigmoids); experts chosen by s + bias,
+// only from the best groups_used of n_groups equal groups (a group's worth:
+// its best score under the softmax, the sum of its two best biased scores
+// under the sigmoid); weights the chosen s, over their sum (+1e-20, as
 // transformers) when normalize, times scale. Ties go to the lower index.
 // scratch: [2 n_expert + n_groups].
-void route_token_sigmoid(const float* logits, const float* bias, int64_t n_expert, int64_t k, int64_t n_groups,
-                         int64_t groups_used, bool normalize, float scale, float* scratch, int32_t* choice,
-                         float* gate) {
+void route_token_deepseek(const float* logits, const float* bias, const ModelConfig& c, float* scratch,
+                          int32_t* choice, float* gate) {
+  const int64_t n_expert = c.n_expert;
+  const int64_t n_groups = c.n_expert_groups;
+  const bool sigmoid = c.expert_router == ModelConfig::ExpertRouter::deepseek_sigmoid;
   float* score = scratch;                 // [n_expert]
   float* biased = scratch + n_expert;     // [n_expert]; -inf outside the chosen groups
   float* group = scratch + 2 * n_expert;  // [n_groups]
-  for (int64_t e = 0; e < n_expert; ++e) {
-    score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
-    biased[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
+  if (sigmoid) {
+    for (int64_t e = 0; e < n_expert; ++e) score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  } else {
+    const float top = *std::max_element(logits, logits + n_expert);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < n_expert; ++e) sum += score[e] = std::exp(logits[e] - top);
+    for (int64_t e = 0; e < n_expert; ++e) score[e] /= sum;
   }
-  if (groups_used < n_groups) {
+  for (int64_t e = 0; e < n_expert; ++e) biased[e] = score[e] + (bias != nullptr ? bias[e] : 0.0f);
+  if (c.n_expert_groups_used < n_groups) {
     const int64_t per = n_expert / n_groups;
     for (int64_t g = 0; g < n_groups; ++g) {
       const float* b = biased + g * per;
@@ -189,14 +197,15 @@ void route_token_sigmoid(const float* logits, const float* bias, int64_t n_exper
       for (int64_t j = 0; j < per; ++j) {
         if (j != top) second = std::max(second, b[j]);
       }
-      group[g] = b[top] + (per > 1 ? second : 0.0f);
+      group[g] = sigmoid ? b[top] + second : b[top];
     }
-    for (int64_t j = 0; j < n_groups - groups_used; ++j) {  // drop the worst groups
+    for (int64_t j = 0; j < n_groups - c.n_expert_groups_used; ++j) {  // drop the worst groups
       const int64_t worst = std::min_element(group, group + n_groups) - group;
       group[worst] = INFINITY;
       std::fill(biased + worst * per, biased + (worst + 1) * per, -INFINITY);
     }
   }
+  const int64_t k = c.n_expert_used;
   float sum = 0.0f;
   for (int64_t j = 0; j < k; ++j) {
     const int64_t best = std::max_element(biased, biased + n_expert) - biased;
@@ -205,7 +214,9 @@ void route_token_sigmoid(const float* logits, const float* bias, int64_t n_exper
     sum += gate[j];
     biased[best] = -INFINITY;
   }
-  for (int64_t j = 0; j < k; ++j) gate[j] = (normalize ? gate[j] / (sum + 1e-20f) : gate[j]) * scale;
+  for (int64_t j = 0; j < k; ++j) {
+    gate[j] = (c.expert_weights_norm ? gate[j] / (sum + 1e-20f) : gate[j]) * c.expert_weights_scale;
+  }
 }
 
 }  // namespace
@@ -232,12 +243,11 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
 
   h.choice.resize(static_cast<size_t>(n * k));
   h.gate.resize(static_cast<size_t>(n * k));
-  if (c.expert_sigmoid) {
+  if (c.expert_router != ModelConfig::ExpertRouter::topk_softmax) {
     h.expert_out.resize(static_cast<size_t>(2 * n_expert + c.n_expert_groups));  // the scores, as scratch
     for (int64_t t = 0; t < n; ++t) {
-      route_token_sigmoid(h.router.data() + t * n_expert, w.expert_score_bias, n_expert, k, c.n_expert_groups,
-                          c.n_expert_groups_used, c.expert_weights_norm, c.expert_weights_scale,
-                          h.expert_out.data(), h.choice.data() + t * k, h.gate.data() + t * k);
+      route_token_deepseek(h.router.data() + t * n_expert, w.expert_score_bias, c, h.expert_out.data(),
+                           h.choice.data() + t * k, h.gate.data() + t * k);
     }
   } else {
     for (int64_t t = 0; t < n; ++t) {
@@ -372,6 +382,12 @@ void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x) {
         gated_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens, Gate::gelu);
       },
       w.ffn_post_norm);
+}
+
+void mla_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  residual(ctx, x, Norm::rms, w.attn_norm, nullptr,
+           [&](float* xb, float* proj) { mla_attention(ctx, il, kv, xb, proj); });
 }
 
 void sandwich_swiglu_block(const StepContext& ctx, int64_t il, float* x) {

@@ -96,6 +96,12 @@ void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvV
 void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x);
 // The same sandwich around a SwiGLU MLP (GLM-4).
 void sandwich_swiglu_block(const StepContext& ctx, int64_t il, float* x);
+// DeepSeek's latent attention (layers_mla.cpp): out [n_tokens, n_embd] for
+// the normed input xb, and the pre-norm block around it; the arena it needs
+// beyond the other blocks' (0 without MLA).
+void mla_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, const float* xb, float* out);
+void mla_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
+int64_t mla_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // OLMo 2's post-norm: x += post_norm(f(x)), no norm before the block
 // (attn_post_norm; ffn_post_norm with a SwiGLU FFN).
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);

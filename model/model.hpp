@@ -38,6 +38,13 @@ struct LayerWeights {
   const float* bk = nullptr;         // [kv_dim]
   const float* bv = nullptr;         // [kv_dim]
   const float* bo = nullptr;         // [n_embd] (GPT-2)
+  // DeepSeek's latent attention (ModelConfig::mla_kv_rank > 0); wq is then
+  // q_b_proj [n_head head_dim, mla_q_rank] (or q_proj), wk and wv empty.
+  Weight wq_a;                       // [mla_q_rank, n_embd]
+  const float* q_a_norm = nullptr;   // [mla_q_rank]
+  Weight wkv_a;                      // [mla_kv_rank + mla_rope_dim, n_embd]
+  const float* kv_a_norm = nullptr;  // [mla_kv_rank]
+  Weight wkv_b;                      // [n_head (mla_nope_dim + mla_v_dim), mla_kv_rank]
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)
   const float* k_norm = nullptr;     // [head_dim] per-head RMSNorm of keys (Qwen3)
   const float* attn_sinks = nullptr; // [n_head] a logit per head in the softmax's denominator (gpt-oss)

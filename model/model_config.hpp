@@ -46,12 +46,16 @@ struct ModelConfig {
   // (Mixtral; Qwen3-MoE's norm_topk_prob); false, the chosen experts' shares
   // of a softmax over all experts.
   bool expert_weights_norm = true;
-  // DeepSeek-V3's routing (GLM-4.5): sigmoid scores; the top k by score plus
-  // the layer's expert_score_bias, among the experts of the best
-  // n_expert_groups_used of n_expert_groups equal groups (a group is worth
-  // its two best biased scores); the weights are the chosen experts' own
-  // scores, renormalized when expert_weights_norm, times expert_weights_scale.
-  bool expert_sigmoid = false;
+  // How tokens choose experts. topk_softmax (Mixtral, Qwen, gpt-oss): the
+  // top k router logits, weighted as expert_weights_norm says. The DeepSeek
+  // routers score every expert (V2: a softmax; V3 and GLM-4.5: a sigmoid),
+  // choose the top k by score plus the layer's expert_score_bias among the
+  // experts of the best n_expert_groups_used of n_expert_groups equal groups
+  // (a group is worth its best score under the softmax, its two best biased
+  // scores under the sigmoid), and weight them by their own scores,
+  // renormalized when expert_weights_norm, times expert_weights_scale.
+  enum class ExpertRouter { topk_softmax, deepseek_softmax, deepseek_sigmoid };
+  ExpertRouter expert_router = ExpertRouter::topk_softmax;
   float expert_weights_scale = 1.0f;
   int64_t n_expert_groups = 1;
   int64_t n_expert_groups_used = 1;
@@ -71,6 +75,16 @@ struct ModelConfig {
   // SmolLM3 leaves RoPE out of some layers (NoPE): [n_layer], 1: no RoPE.
   // Empty: every layer ropes.
   std::vector<uint8_t> nope_layers;
+  // DeepSeek's multi-head latent attention (mla_kv_rank > 0): keys and values
+  // come from a latent of mla_kv_rank per token (plus mla_rope_dim roped
+  // dims shared by every head); queries from a latent of mla_q_rank (0: x).
+  // Each head's query and key are mla_nope_dim + mla_rope_dim = head_dim,
+  // its value mla_v_dim <= head_dim; n_head_kv = n_head.
+  int64_t mla_q_rank = 0;
+  int64_t mla_kv_rank = 0;
+  int64_t mla_nope_dim = 0;
+  int64_t mla_rope_dim = 0;
+  int64_t mla_v_dim = 0;
   // OLMo 2 normalizes each token's whole q and k projections ([q_dim],
   // [kv_dim] weights); others with q/k norms normalize each head.
   bool qk_norm_whole = false;

@@ -51,11 +51,12 @@ std::string model_identity(const Model& model) {
   f.value(c.expert_weights_norm);
   f.value(c.expert_swiglu_limit);
   f.value(c.expert_swiglu_alpha);
-  f.value(c.expert_sigmoid);
+  f.value(static_cast<int>(c.expert_router));
   f.value(c.expert_weights_scale);
   f.value(c.n_expert_groups);
   f.value(c.n_expert_groups_used);
   f.value(c.n_ff_dense);
+  for (const int64_t v : {c.mla_q_rank, c.mla_kv_rank, c.mla_nope_dim, c.mla_rope_dim, c.mla_v_dim}) f.value(v);
   f.value(c.qk_norm_whole);
   for (const uint8_t l : c.local_layers) f.value(l);
   f.value(c.local_layers_share_rope);

@@ -53,6 +53,9 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
     const LayerWeights& l = w.layers[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
     f(p + "attn_q", l.wq);
+    f(p + "attn_q_a", l.wq_a);
+    f(p + "attn_kv_a_mqa", l.wkv_a);
+    f(p + "attn_kv_b", l.wkv_b);
     f(p + "attn_k", l.wk);
     f(p + "attn_v", l.wv);
     f(p + "attn_output", l.wo);
@@ -191,6 +194,11 @@ void ModelStage::upload_layer(int64_t il) {
   d.attn_norm = upload_vector(backend_, h.attn_norm, c.n_embd, owned_);
   d.attn_norm_b = upload_vector(backend_, h.attn_norm_b, c.n_embd, owned_);
   d.wq = upload(backend_, h.wq, owned_);
+  d.wq_a = upload(backend_, h.wq_a, owned_);
+  d.q_a_norm = upload_vector(backend_, h.q_a_norm, c.mla_q_rank, owned_);
+  d.wkv_a = upload(backend_, h.wkv_a, owned_);
+  d.kv_a_norm = upload_vector(backend_, h.kv_a_norm, c.mla_kv_rank, owned_);
+  d.wkv_b = upload(backend_, h.wkv_b, owned_);
   d.wk = upload(backend_, h.wk, owned_);
   d.wv = upload(backend_, h.wv, owned_);
   d.wo = upload(backend_, h.wo, owned_);

@@ -50,7 +50,9 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
   for (size_t il = 0; il < w.layers.size(); ++il) {
     LayerWeights& l = w.layers[il];
     const std::string b = "blk." + std::to_string(il) + ".";
-    const std::pair<const char*, Weight*> dense[] = {{"attn_q", &l.wq},        {"attn_k", &l.wk},
+    const std::pair<const char*, Weight*> dense[] = {{"attn_q", &l.wq},        {"attn_q_a", &l.wq_a},
+                                                     {"attn_kv_a_mqa", &l.wkv_a}, {"attn_kv_b", &l.wkv_b},
+                                                     {"attn_k", &l.wk},
                                                      {"attn_v", &l.wv},        {"attn_output", &l.wo},
                                                      {"ffn_gate", &l.w_gate},  {"ffn_up", &l.w_up},
                                                      {"ffn_down", &l.w_down}};
@@ -109,7 +111,7 @@ int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c) {
   const bool tied = w.output.data == w.tok_embd.data;
   int64_t total = tied ? bytes(w.tok_embd) : bytes(w.output);
   for (const LayerWeights& l : w.layers) {
-    for (const Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
+    for (const Weight* m : {&l.wq, &l.wq_a, &l.wkv_a, &l.wkv_b, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
                             &l.shared.w_up, &l.shared.w_down, &l.shared_gate}) {
       total += bytes(*m);
     }

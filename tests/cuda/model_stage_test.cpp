@@ -262,7 +262,8 @@ TEST(CudaModelStage, LlamaCppKQuantFilesMatchTheNumpyReference) {
 // Phi-3's fused projections, partial RoPE and window, Granite's scales,
 // gpt-oss's sinks, biased experts and clamped SwiGLU, OLMo 3's local layers, GLM-4's
 // sandwich and half-head adjacent-pair RoPE, GLM-4.5's sigmoid routing,
-// EXAONE 4's NoPE global layers.
+// EXAONE 4's NoPE global layers,
+// DeepSeek's latent attention (gathers, a 24-wide head).
 // Against transformers at 1e-3 (the CPU holds 1e-4; the GPU sums in another
 // order), and the CPU's greedy tokens.
 TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
@@ -280,7 +281,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/starcoder2.gguf", dir + "/hf/gpt_oss",
                                           dir + "/hf/gpt_oss_mxfp4",   dir + "/gguf/olmo3.gguf",
                                           dir + "/gguf/glm4.gguf",     dir + "/gguf/glm4_moe.gguf",
-                                          dir + "/gguf/exaone4.gguf"};
+                                          dir + "/gguf/exaone4.gguf",  dir + "/hf/deepseek_v2",
+                                          dir + "/hf/deepseek_v3"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

@@ -4,6 +4,7 @@
 // the fixture script recorded for that variant on those weights.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +176,38 @@ TEST(HfVariants, Exaone4PatternAsAString) {
   EXPECT_EQ(model->config().local_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
   EXPECT_EQ(model->config().nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
   expect_reference_batch(model, reference("exaone4"));
+}
+
+// DeepSeek-V2's group-limited routing on the same weights: 4 groups of 2
+// experts, only the best group (by its best softmax score) kept.
+TEST(HfVariants, DeepseekV2GroupLimitedRouting) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_deepseek_v2_grouped");
+  const auto model = load_edited("deepseek_v2", dir, [](nlohmann::json& c) {
+    c["topk_method"] = "group_limited_greedy";
+    c["n_group"] = 4;
+    c["topk_group"] = 1;
+  });
+  EXPECT_EQ(model->config().n_expert_groups, 4);
+  const auto ref = reference("deepseek_v2");
+  const auto greedy = ref["greedy_grouped"].get<std::vector<std::vector<int32_t>>>();
+  const BatchRun run = run_reference_batch(model, ref, static_cast<int64_t>(greedy[0].size()));
+  expect_matches(ref, run, model->config().n_vocab, kTolerance, "last_logits_grouped");
+  EXPECT_EQ(run.greedy, greedy);
+}
+
+// DeepSeek's latent attention keeps each head's value padded to the key's
+// width in the cache: 24 wide for 16 nope + 8 rope dims.
+TEST(HfVariants, DeepseekHeadsAreRopeAndNope) {
+  const auto model = Model::load(fixture_dir("deepseek_v3"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.head_dim, 24);
+  EXPECT_EQ(c.n_rot, 8);
+  EXPECT_EQ(c.n_head_kv, c.n_head);
+  EXPECT_EQ(c.mla_q_rank, 24);
+  EXPECT_EQ(c.mla_v_dim, 16);
+  // YaRN factor 4 with mscale_all_dim 1: the scores' scale (0.1 ln 4 + 1)^2 / sqrt(24).
+  EXPECT_NEAR(c.attn_scale, std::pow(0.1 * std::log(4.0) + 1.0, 2.0) / std::sqrt(24.0), 1e-6);
 }
 
 // The Gemma fixture with another query_pre_attn_scalar (as Gemma 3 27B's
