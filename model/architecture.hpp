@@ -61,6 +61,8 @@ extern const Architecture glm4moe;   // arch_glm4_moe.cpp (also GGUF "glm4moe" f
 extern const Architecture exaone4;   // arch_exaone4.cpp (also GGUF "exaone4" files)
 extern const Architecture deepseek2; // arch_deepseek.cpp
 extern const Architecture deepseek3; // arch_deepseek.cpp
+extern const Architecture ernie4_5;  // arch_ernie.cpp (also GGUF "ernie4_5" files)
+extern const Architecture ernie4_5_moe;  // arch_ernie.cpp (also GGUF "ernie4_5-moe" files)
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

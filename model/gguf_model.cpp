@@ -58,6 +58,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"glm4", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::rms_sandwich},
     {"glm4moe", kernels::RopeLayout::neox, false, true, false, false, false},
     {"exaone4", kernels::RopeLayout::neox, true, false, false, false, false, GgufNorms::rms_after},
+    {"ernie4_5", kernels::RopeLayout::normal, false, false, false, false, false},
+    {"ernie4_5-moe", kernels::RopeLayout::normal, false, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -82,6 +84,8 @@ class GgufModel final : public Model {
   void read_gpt_oss(const std::string& p);
   void read_glm4moe(const std::string& p);
   void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
+  void read_ernie_moe(const std::string& p);
+  void bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
   void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
   void read_local_layers(const std::string& p, uint32_t default_pattern);
@@ -189,6 +193,57 @@ void GgufModel::bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeight
   }
   bind_experts(b, l);
   l.expert_score_bias = vector(b + "exp_probs_b.bias", c.n_expert);
+  if (c.n_ff_shared > 0) {
+    l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
+    l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
+    l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
+  }
+}
+
+// What llama.cpp reads for "ernie4_5-moe": experts on every
+// interleave_moe_layer_step-th layer from leading_dense_block_count on
+// (dense ones of feed_forward_length elsewhere), routed by a softmax whose
+// top k are chosen with exp_probs_b and renormalized.
+void GgufModel::read_ernie_moe(const std::string& p) {
+  ModelConfig& c = config_;
+  c.expert_router = ModelConfig::ExpertRouter::deepseek_softmax;
+  c.expert_weights_norm = true;
+  c.n_ff_dense = file_.get_u32(p + "feed_forward_length");
+  if (c.n_ff_dense <= 0) fail("feed_forward_length must be positive");
+  if (file_.find_u32(p + "interleave_moe_layer_step").value_or(1) == 0) fail("interleave_moe_layer_step is 0");
+  // The converter writes expert_shared_feed_forward_length divided by the
+  // key/value heads; the tensors say the width.
+  const gguf::TensorInfo* shexp = nullptr;
+  for (int64_t il = 0; il < c.n_layer && shexp == nullptr; ++il) {
+    shexp = file_.find_tensor("blk." + std::to_string(il) + ".ffn_gate_shexp.weight");
+  }
+  if (shexp != nullptr) {
+    if (shexp->shape.size() != 2) fail("tensor '" + shexp->name + "' must have 2 dimensions");
+    c.n_ff_shared = shexp->shape[1];
+  }
+}
+
+void GgufModel::bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeights& l) const {
+  const ModelConfig& c = config_;
+  const std::string p = c.arch + ".";
+  const int64_t lead = file_.find_u32(p + "leading_dense_block_count").value_or(0);
+  const int64_t step = file_.find_u32(p + "interleave_moe_layer_step").value_or(1);
+  if (il < lead || (il + 1) % step != 0) {
+    l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff_dense);
+    l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff_dense);
+    l.w_down = matrix(b + "ffn_down.weight", c.n_ff_dense, c.n_embd);
+    return;
+  }
+  bind_experts(b, l);
+  // {n_expert, 1} as the converter writes it.
+  const std::string bias = b + "exp_probs_b.bias";
+  const gguf::TensorInfo& t = file_.tensor(bias);
+  const int64_t n1 = t.shape.size() == 2 ? t.shape[1] : 1;
+  if (t.shape.empty() || t.shape.size() > 2 || t.shape[0] != c.n_expert || n1 != 1 || t.type != DType::f32) {
+    fail("tensor '" + bias + "' must be f32 {" + std::to_string(c.n_expert) + "} or {" + std::to_string(c.n_expert) +
+         ", 1}");
+  }
+  l.expert_score_bias = static_cast<const float*>(t.data);
   if (c.n_ff_shared > 0) {
     l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
     l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
@@ -435,6 +490,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.scales) read_granite(p);
   if (a.name == "gpt-oss") read_gpt_oss(p);
   if (a.name == "glm4moe") read_glm4moe(p);
+  if (a.name == "ernie4_5-moe") read_ernie_moe(p);
   if (a.name == "exaone4") {
     // Local layers where the file names a window (llama.cpp assumes window
     // 4096, every fourth layer global, for the 64-layer model when it does
@@ -529,6 +585,11 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     }
     if (a.name == "glm4moe") {
       bind_glm4moe_layer(b, il, l);
+      continue;
+    }
+    if (a.name == "ernie4_5-moe") {
+      l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+      bind_ernie_moe_layer(b, il, l);
       continue;
     }
     if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
