@@ -3,12 +3,14 @@
 // has experts), "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3" and
 // "granite" and "gpt-oss": hyperparameters from metadata, weights bound in place to the
 // mapped tensor data (no copy unless quantization is asked for).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/gguf.hpp"
@@ -60,6 +62,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"exaone4", kernels::RopeLayout::neox, true, false, false, false, false, GgufNorms::rms_after},
     {"ernie4_5", kernels::RopeLayout::normal, false, false, false, false, false},
     {"ernie4_5-moe", kernels::RopeLayout::normal, false, true, false, false, false},
+    {"deepseek2", kernels::RopeLayout::normal, false, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -84,7 +87,11 @@ class GgufModel final : public Model {
   void read_gpt_oss(const std::string& p);
   void read_glm4moe(const std::string& p);
   void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
+  void bind_glm4moe_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const;
   void read_ernie_moe(const std::string& p);
+  void read_deepseek2_attention(const std::string& p);
+  void read_deepseek2_routing(const std::string& p);
+  void bind_deepseek2_attention(const std::string& b, LayerWeights& l);
   void bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
   void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
@@ -183,8 +190,15 @@ void GgufModel::read_glm4moe(const std::string& p) {
 // the router, its correction bias (exp_probs_b), the experts and the shared
 // ones.
 void GgufModel::bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const {
+  l.ffn_norm = vector(b + "post_attention_norm.weight", config_.n_embd);
+  bind_glm4moe_layer_ffn(b, il, l);
+}
+
+// The FFN of a glm4moe or deepseek2 layer: dense in the leading layers,
+// else the experts, the correction bias where the file has it, the shared
+// experts.
+void GgufModel::bind_glm4moe_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const {
   const ModelConfig& c = config_;
-  l.ffn_norm = vector(b + "post_attention_norm.weight", c.n_embd);
   if (il < static_cast<int64_t>(file_.find_u32(c.arch + ".leading_dense_block_count").value_or(0))) {
     l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff_dense);
     l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff_dense);
@@ -192,7 +206,7 @@ void GgufModel::bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeight
     return;
   }
   bind_experts(b, l);
-  l.expert_score_bias = vector(b + "exp_probs_b.bias", c.n_expert);
+  l.expert_score_bias = vector(b + "exp_probs_b.bias", c.n_expert, /*required=*/c.arch == "glm4moe");
   if (c.n_ff_shared > 0) {
     l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
     l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
@@ -249,6 +263,107 @@ void GgufModel::bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeig
     l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
     l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
   }
+}
+
+// DeepSeek's latent attention as llama.cpp's converter writes it: the ranks,
+// each head's key (key_length_mla: nope + rope) and value
+// (value_length_mla) widths, rope.dimension_count, and head_count_kv 1
+// (its absorbed form; here every head has its own key and value). YaRN's
+// score scale comes from yarn_log_multiplier, written as 0.1 mscale_all_dim;
+// the RoPE itself is unscaled in magnitude (mscale = mscale_all_dim, as
+// llama.cpp assumes).
+void GgufModel::read_deepseek2_attention(const std::string& p) {
+  ModelConfig& c = config_;
+  c.mla_q_rank = file_.find_u32(p + "attention.q_lora_rank").value_or(0);
+  c.mla_kv_rank = file_.get_u32(p + "attention.kv_lora_rank");
+  c.mla_rope_dim = file_.get_u32(p + "rope.dimension_count");
+  const int64_t key = file_.get_u32(p + "attention.key_length_mla");
+  c.mla_v_dim = file_.get_u32(p + "attention.value_length_mla");
+  c.mla_nope_dim = key - c.mla_rope_dim;
+  if (c.mla_kv_rank <= 0 || c.mla_rope_dim <= 0 || c.mla_rope_dim % 2 != 0 || c.mla_nope_dim <= 0 ||
+      c.mla_v_dim <= 0 || c.mla_v_dim > key) {
+    fail("the latent attention's ranks and widths are out of range");
+  }
+  c.head_dim = key;
+  c.n_head_kv = c.n_head;
+}
+
+void GgufModel::read_deepseek2_routing(const std::string& p) {
+  ModelConfig& c = config_;
+  const uint32_t gating = file_.find_u32(p + "expert_gating_func").value_or(1);
+  if (gating != 1 && gating != 2) {
+    throw Error(Errc::unsupported, file_.path() + ": expert_gating_func " + std::to_string(gating) +
+                                       " is not supported (1, softmax, and 2, sigmoid, are)");
+  }
+  c.expert_router = gating == 2 ? ModelConfig::ExpertRouter::deepseek_sigmoid
+                                : ModelConfig::ExpertRouter::deepseek_softmax;
+  c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(false);
+  c.expert_weights_scale = file_.find_f32(p + "expert_weights_scale").value_or(1.0f);
+  if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale)) {
+    fail("expert_weights_scale must be positive");
+  }
+  c.n_expert_groups = file_.find_u32(p + "expert_group_count").value_or(1);
+  c.n_expert_groups_used = file_.find_u32(p + "expert_group_used_count").value_or(1);
+  if (c.n_expert_groups <= 0 || c.n_expert % c.n_expert_groups != 0 || c.n_expert_groups_used <= 0 ||
+      c.n_expert_groups_used > c.n_expert_groups ||
+      (c.n_expert_groups > 1 && c.n_expert / c.n_expert_groups < 2) ||
+      c.n_expert_groups_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used) {
+    fail("expert_group_count and expert_group_used_count do not divide the experts");
+  }
+  c.n_ff_shared = static_cast<int64_t>(file_.find_u32(p + "expert_shared_count").value_or(0)) * c.n_ff;
+  const uint32_t n_dense = file_.find_u32(p + "leading_dense_block_count").value_or(0);
+  if (n_dense > c.n_layer) fail("leading_dense_block_count is more than block_count");
+  c.n_ff_dense = n_dense > 0 ? file_.get_u32(p + "feed_forward_length") : 0;
+  // The scores' YaRN scale; the RoPE magnitude stays 1.
+  double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const float log_mul = file_.find_f32(p + "rope.scaling.yarn_log_multiplier").value_or(0.0f);
+  if (log_mul != 0.0f && file_.find_string(p + "rope.scaling.type").value_or("") == "yarn") {
+    const double m = yarn_mscale(file_.get_f32(p + "rope.scaling.factor"), log_mul / 0.1);
+    scale *= m * m;
+  }
+  c.rope_mscale = 1.0f;
+  c.attn_scale = static_cast<float>(scale);
+}
+
+// The latent attention's matrices. attn_kv_b where the file has it; else
+// kv_b is put back from attn_k_b ({nope, rank, head}: each head's key part,
+// transposed) and attn_v_b ({rank, v, head}), as f32 rows.
+void GgufModel::bind_deepseek2_attention(const std::string& b, LayerWeights& l) {
+  const ModelConfig& c = config_;
+  if (c.mla_q_rank > 0) {
+    l.wq_a = matrix(b + "attn_q_a.weight", c.n_embd, c.mla_q_rank);
+    l.q_a_norm = vector(b + "attn_q_a_norm.weight", c.mla_q_rank);
+    l.wq = matrix(b + "attn_q_b.weight", c.mla_q_rank, c.q_dim());
+  } else {
+    l.wq = matrix(b + "attn_q.weight", c.n_embd, c.q_dim());
+  }
+  l.wkv_a = matrix(b + "attn_kv_a_mqa.weight", c.n_embd, c.mla_kv_rank + c.mla_rope_dim);
+  l.kv_a_norm = vector(b + "attn_kv_a_norm.weight", c.mla_kv_rank);
+  l.wo = matrix(b + "attn_output.weight", c.n_head * c.mla_v_dim, c.n_embd);
+  const int64_t rank = c.mla_kv_rank, nope = c.mla_nope_dim, v = c.mla_v_dim, h = c.n_head;
+  if (file_.find_tensor(b + "attn_kv_b.weight") != nullptr) {
+    l.wkv_b = matrix(b + "attn_kv_b.weight", rank, h * (nope + v));
+    return;
+  }
+  const gguf::TensorInfo& kb = file_.tensor(b + "attn_k_b.weight");
+  const gguf::TensorInfo& vb = file_.tensor(b + "attn_v_b.weight");
+  file_.expect_shape(kb, {nope, rank, h});
+  file_.expect_shape(vb, {rank, v, h});
+  float* out = store_.floats(h * (nope + v) * rank);  // [h, nope + v, rank]
+  std::vector<float> row(static_cast<size_t>(std::max(nope, rank)));
+  const int64_t kb_row = row_bytes(kb.type, nope), vb_row = row_bytes(vb.type, rank);
+  for (int64_t hd = 0; hd < h; ++hd) {
+    float* head = out + hd * (nope + v) * rank;
+    for (int64_t r = 0; r < rank; ++r) {  // k_b's row r of head hd: kv_b's column r of the key rows
+      dequantize_row(kb.type, static_cast<const uint8_t*>(kb.data) + (hd * rank + r) * kb_row, row.data(), nope);
+      for (int64_t d = 0; d < nope; ++d) head[d * rank + r] = row[static_cast<size_t>(d)];
+    }
+    for (int64_t d = 0; d < v; ++d) {
+      dequantize_row(vb.type, static_cast<const uint8_t*>(vb.data) + (hd * v + d) * vb_row, head + (nope + d) * rank,
+                     rank);
+    }
+  }
+  l.wkv_b = Weight{.data = out, .type = DType::f32, .n_in = rank, .n_out = h * (nope + v)};
 }
 
 // gpt-oss's layer past the attention projections: the output bias, the
@@ -459,7 +574,9 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     fail("hyperparameters must be positive");
   }
   if (c.n_head % c.n_head_kv != 0) fail("head_count is not a multiple of head_count_kv");
-  if (auto k = file_.find_u32(p + "attention.key_length")) {
+  if (a.name == "deepseek2") {
+    read_deepseek2_attention(p);
+  } else if (auto k = file_.find_u32(p + "attention.key_length")) {
     // Qwen3's heads need not tile the embedding (q_dim != n_embd).
     c.head_dim = *k;
     if (c.head_dim <= 0) fail("attention.key_length must be positive");
@@ -491,6 +608,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.name == "gpt-oss") read_gpt_oss(p);
   if (a.name == "glm4moe") read_glm4moe(p);
   if (a.name == "ernie4_5-moe") read_ernie_moe(p);
+  if (a.name == "deepseek2") read_deepseek2_routing(p);
   if (a.name == "exaone4") {
     // Local layers where the file names a window (llama.cpp assumes window
     // 4096, every fourth layer global, for the 64-layer model when it does
@@ -550,6 +668,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     const bool post_norm_only = a.norms == GgufNorms::rms_after;
     if (!post_norm_only) l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
+    if (a.name == "deepseek2") {
+      bind_deepseek2_attention(b, l);
+      l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+      bind_glm4moe_layer_ffn(b, il, l);
+      continue;
+    }
     // GLM-4 files may fuse q, k and v as llama.cpp lets them (attn_qkv).
     if (a.fused || (a.name == "glm4" && file_.find_tensor(b + "attn_qkv.weight") != nullptr)) {
       const Weight qkv = matrix(b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());

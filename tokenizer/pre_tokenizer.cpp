@@ -41,6 +41,14 @@ constexpr const char* kTekken =
 constexpr const char* kQwen35 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*)"
     R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// DeepSeek-V3 and R1 (their tokenizer.json, three splits in turn): digits
+// in threes, runs of CJK and kana, then words with marks, punctuation runs,
+// line ends and spaces.
+constexpr const char* kDeepseekV3Digits = R"(\p{N}{1,3})";
+constexpr const char* kDeepseekV3Cjk = R"([一-龥぀-ゟ゠-ヿ]+)";
+constexpr const char* kDeepseekV3Words =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+)"
+    R"(| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kDigit = R"(\p{N})";
 
 struct Named {
@@ -85,6 +93,7 @@ const std::vector<Named>& table() {
       {"minimax-m2", {kGpt4o}},
       {"kanana2", {kGpt4o}},
       {"talkie", {kGpt4o}},
+      {"deepseek-v3", {kDeepseekV3Digits, kDeepseekV3Cjk, kDeepseekV3Words}},
       // Every digit apart, then GPT-2's.
       {"smollm", {kDigit, kGpt2}},
       {"starcoder", {kDigit, kGpt2}},

@@ -47,7 +47,9 @@ std::string test_name(const testing::TestParamInfo<std::string>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, PreTokenizerVsHf,
-                         testing::Values("gpt-2", "llama3", "qwen2", "smollm", "gpt-4o", "tekken", "qwen35"), test_name);
+                         testing::Values("gpt-2", "llama3", "qwen2", "smollm", "gpt-4o", "tekken", "qwen35",
+                                         "deepseek-v3"),
+                         test_name);
 
 // Every GGUF pre name the fixture lists (transformers' GGUF table, the
 // byte-level defaults, the digits-first families) splits the corpus as its
