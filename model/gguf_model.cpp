@@ -85,12 +85,12 @@ class GgufModel final : public Model {
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
   void read_gpt_oss(const std::string& p);
-  void read_glm4moe(const std::string& p);
+  void read_deepseek_routing(const std::string& p, uint32_t default_gating);
   void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
   void bind_glm4moe_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const;
   void read_ernie_moe(const std::string& p);
   void read_deepseek2_attention(const std::string& p);
-  void read_deepseek2_routing(const std::string& p);
+  void read_deepseek2_score_scale(const std::string& p);
   void bind_deepseek2_attention(const std::string& b, LayerWeights& l);
   void bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
   void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
@@ -153,18 +153,20 @@ void GgufModel::read_gpt_oss(const std::string& p) {
   c.expert_swiglu_limit = 7.0f;
 }
 
-// What llama.cpp reads for "glm4moe": the leading dense layers, their
-// width (feed_forward_length), the shared experts, and the sigmoid routing
-// with its scale and renormalization (expert_gating_func 2; groups where the
-// file has them). The q/k norms are optional, per head.
-void GgufModel::read_glm4moe(const std::string& p) {
+// The routing of "glm4moe" and "deepseek2" files as llama.cpp reads it:
+// expert_gating_func (1 softmax, 2 sigmoid; default_gating when absent),
+// expert_weights_norm, expert_weights_scale, the groups where the file has
+// them, the shared experts (expert_shared_count of the experts' width), and
+// the leading dense layers with their width (feed_forward_length).
+void GgufModel::read_deepseek_routing(const std::string& p, uint32_t default_gating) {
   ModelConfig& c = config_;
-  const uint32_t gating = file_.find_u32(p + "expert_gating_func").value_or(2);
-  if (gating != 2) {
+  const uint32_t gating = file_.find_u32(p + "expert_gating_func").value_or(default_gating);
+  if (gating != 1 && gating != 2) {
     throw Error(Errc::unsupported, file_.path() + ": expert_gating_func " + std::to_string(gating) +
-                                       " is not supported for glm4moe (2, sigmoid, is)");
+                                       " is not supported (1, softmax, and 2, sigmoid, are)");
   }
-  c.expert_router = ModelConfig::ExpertRouter::deepseek_sigmoid;
+  c.expert_router = gating == 2 ? ModelConfig::ExpertRouter::deepseek_sigmoid
+                                : ModelConfig::ExpertRouter::deepseek_softmax;
   c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(false);
   c.expert_weights_scale = file_.find_f32(p + "expert_weights_scale").value_or(1.0f);
   if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale)) {
@@ -178,7 +180,7 @@ void GgufModel::read_glm4moe(const std::string& p) {
       c.n_expert_groups_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used) {
     fail("expert_group_count and expert_group_used_count do not divide the experts");
   }
-  c.n_ff_shared = static_cast<int64_t>(file_.get_u32(p + "expert_shared_count")) * c.n_ff;
+  c.n_ff_shared = static_cast<int64_t>(file_.find_u32(p + "expert_shared_count").value_or(0)) * c.n_ff;
   const uint32_t n_dense = file_.find_u32(p + "leading_dense_block_count").value_or(0);
   if (n_dense > c.n_layer) fail("leading_dense_block_count is more than block_count");
   c.n_ff_dense = n_dense > 0 ? file_.get_u32(p + "feed_forward_length") : 0;
@@ -288,33 +290,10 @@ void GgufModel::read_deepseek2_attention(const std::string& p) {
   c.n_head_kv = c.n_head;
 }
 
-void GgufModel::read_deepseek2_routing(const std::string& p) {
+// The scores' YaRN scale of a "deepseek2" file (yarn_log_multiplier is
+// 0.1 mscale_all_dim); the RoPE magnitude stays 1.
+void GgufModel::read_deepseek2_score_scale(const std::string& p) {
   ModelConfig& c = config_;
-  const uint32_t gating = file_.find_u32(p + "expert_gating_func").value_or(1);
-  if (gating != 1 && gating != 2) {
-    throw Error(Errc::unsupported, file_.path() + ": expert_gating_func " + std::to_string(gating) +
-                                       " is not supported (1, softmax, and 2, sigmoid, are)");
-  }
-  c.expert_router = gating == 2 ? ModelConfig::ExpertRouter::deepseek_sigmoid
-                                : ModelConfig::ExpertRouter::deepseek_softmax;
-  c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(false);
-  c.expert_weights_scale = file_.find_f32(p + "expert_weights_scale").value_or(1.0f);
-  if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale)) {
-    fail("expert_weights_scale must be positive");
-  }
-  c.n_expert_groups = file_.find_u32(p + "expert_group_count").value_or(1);
-  c.n_expert_groups_used = file_.find_u32(p + "expert_group_used_count").value_or(1);
-  if (c.n_expert_groups <= 0 || c.n_expert % c.n_expert_groups != 0 || c.n_expert_groups_used <= 0 ||
-      c.n_expert_groups_used > c.n_expert_groups ||
-      (c.n_expert_groups > 1 && c.n_expert / c.n_expert_groups < 2) ||
-      c.n_expert_groups_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used) {
-    fail("expert_group_count and expert_group_used_count do not divide the experts");
-  }
-  c.n_ff_shared = static_cast<int64_t>(file_.find_u32(p + "expert_shared_count").value_or(0)) * c.n_ff;
-  const uint32_t n_dense = file_.find_u32(p + "leading_dense_block_count").value_or(0);
-  if (n_dense > c.n_layer) fail("leading_dense_block_count is more than block_count");
-  c.n_ff_dense = n_dense > 0 ? file_.get_u32(p + "feed_forward_length") : 0;
-  // The scores' YaRN scale; the RoPE magnitude stays 1.
   double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   const float log_mul = file_.find_f32(p + "rope.scaling.yarn_log_multiplier").value_or(0.0f);
   if (log_mul != 0.0f && file_.find_string(p + "rope.scaling.type").value_or("") == "yarn") {
@@ -606,9 +585,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.fused) read_phi3(p);
   if (a.scales) read_granite(p);
   if (a.name == "gpt-oss") read_gpt_oss(p);
-  if (a.name == "glm4moe") read_glm4moe(p);
+  if (a.name == "glm4moe") read_deepseek_routing(p, 2);
   if (a.name == "ernie4_5-moe") read_ernie_moe(p);
-  if (a.name == "deepseek2") read_deepseek2_routing(p);
+  if (a.name == "deepseek2") {
+    read_deepseek_routing(p, 1);  // V2 files may not name their softmax
+    read_deepseek2_score_scale(p);
+  }
   if (a.name == "exaone4") {
     // Local layers where the file names a window (llama.cpp assumes window
     // 4096, every fourth layer global, for the 64-layer model when it does
