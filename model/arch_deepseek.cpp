@@ -1,5 +1,5 @@
 // DeepSeek-V2 and -V3 (DeepseekV2ForCausalLM: DeepSeek-V2, V2-Lite, Coder-V2;
-// DeepseekV3ForCausalLM: DeepSeek-V3, R1, Kimi K2, Moonlight): multi-head
+// DeepseekV3ForCausalLM: DeepSeek-V3, R1; the layers of Kimi K2 and Moonlight): multi-head
 // latent attention (layers_mla.cpp: queries from a low-rank latent or x,
 // keys and values from a shared latent plus a roped part every head shares)
 // and, after the first first_k_dense_replace dense layers, experts routed
