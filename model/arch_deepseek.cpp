@@ -106,16 +106,15 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, 
     l.wkv_b = src.matrix(a + "kv_b_proj.weight", c.mla_kv_rank, c.n_head * (c.mla_nope_dim + c.mla_v_dim));
     l.wo = src.matrix(a + "o_proj.weight", c.n_head * c.mla_v_dim, c.n_embd);
   }
-  bind_deepseek_ffn(src, c, n_dense, /*score_bias=*/v3, w);
+  bind_deepseek_ffn(src, c,
+                    {.is_moe = [&](int64_t il) { return il >= n_dense; },
+                     .score_bias = v3 ? "gate.e_score_correction_bias" : ""},
+                    w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::mla_attention_block(ctx, il, kv, x);
-  if (ctx.weights.layers[static_cast<size_t>(il)].experts.empty()) {
-    layers::swiglu_block(ctx, il, x);  // the first layers
-  } else {
-    layers::moe_block(ctx, il, x);  // and the shared experts
-  }
+  layers::dense_or_moe_block(ctx, il, x);  // dense first layers, then experts and the shared ones
 }
 
 }  // namespace

@@ -58,41 +58,16 @@ void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights&
   if (start < 0 || interval <= 0) cfg.fail(Errc::bad_format, "moe_layer_start_index and moe_layer_interval are out of range");
   check_config(cfg, c);
   bind_llama_weights(src, c, {.dense_ffn = false}, w);
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".mlp.";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    if ((il + 1) % interval != 0 || il < start || il > end) {
-      l.w_gate = src.matrix(p + "gate_proj.weight", c.n_embd, c.n_ff_dense);
-      l.w_up = src.matrix(p + "up_proj.weight", c.n_embd, c.n_ff_dense);
-      l.w_down = src.matrix(p + "down_proj.weight", c.n_ff_dense, c.n_embd);
-      continue;
-    }
-    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
-    // Stored [1, n_expert].
-    l.expert_score_bias = src.vector_rows(p + "moe_statics.e_score_correction_bias", 1, c.n_expert);
-    l.experts.resize(static_cast<size_t>(c.n_expert));
-    for (int64_t e = 0; e < c.n_expert; ++e) {
-      const std::string x = p + "experts." + std::to_string(e) + ".";
-      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
-      ex.w_gate = src.matrix(x + "gate_proj.weight", c.n_embd, c.n_ff);
-      ex.w_up = src.matrix(x + "up_proj.weight", c.n_embd, c.n_ff);
-      ex.w_down = src.matrix(x + "down_proj.weight", c.n_ff, c.n_embd);
-    }
-    if (c.n_ff_shared > 0) {
-      l.shared.w_gate = src.matrix(p + "shared_experts.gate_proj.weight", c.n_embd, c.n_ff_shared);
-      l.shared.w_up = src.matrix(p + "shared_experts.up_proj.weight", c.n_embd, c.n_ff_shared);
-      l.shared.w_down = src.matrix(p + "shared_experts.down_proj.weight", c.n_ff_shared, c.n_embd);
-    }
-  }
+  bind_deepseek_ffn(src, c,
+                    {.is_moe = [&](int64_t il) { return (il + 1) % interval == 0 && il >= start && il <= end; },
+                     .score_bias = "moe_statics.e_score_correction_bias",
+                     .bias_row = true},
+                    w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);
-  if (ctx.weights.layers[static_cast<size_t>(il)].experts.empty()) {
-    layers::swiglu_block(ctx, il, x);
-  } else {
-    layers::moe_block(ctx, il, x);  // and the shared experts
-  }
+  layers::dense_or_moe_block(ctx, il, x);  // dense first layers, then experts and the shared ones
 }
 
 }  // namespace

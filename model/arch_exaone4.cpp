@@ -45,22 +45,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   read_llama_config(cfg, c);
   check_config(cfg, c);
   if (cfg.has("sliding_window")) read_exaone_layers(cfg, c);
-  bind_model_ends(src, c, w);
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
-    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
-    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
-    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
-    l.q_norm = src.vector(p + "self_attn.q_norm.weight", c.head_dim);
-    l.k_norm = src.vector(p + "self_attn.k_norm.weight", c.head_dim);
-    l.attn_post_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
-    l.ffn_post_norm = src.vector(p + "post_feedforward_layernorm.weight", c.n_embd);
-    l.w_gate = src.matrix(p + "mlp.gate_proj.weight", c.n_embd, c.n_ff);
-    l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
-    l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
-  }
+  bind_post_norm_weights(src, c, w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {

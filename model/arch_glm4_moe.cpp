@@ -27,16 +27,13 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   const bool qkv_bias = cfg.get_bool("attention_bias", false);
   const bool qk_norm = cfg.get_bool("use_qk_norm", false);
   bind_llama_weights(src, c, {.qkv_bias = qkv_bias, .qk_norm = qk_norm, .dense_ffn = false}, w);
-  bind_deepseek_ffn(src, c, n_dense, /*score_bias=*/true, w);
+  bind_deepseek_ffn(src, c, {.is_moe = [&](int64_t il) { return il >= n_dense; }, .score_bias = "gate.e_score_correction_bias"},
+                    w);
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // q_norm, k_norm, biases
-  if (ctx.weights.layers[static_cast<size_t>(il)].experts.empty()) {
-    layers::swiglu_block(ctx, il, x);  // the first layers
-  } else {
-    layers::moe_block(ctx, il, x);  // and the shared expert
-  }
+  layers::dense_or_moe_block(ctx, il, x);  // dense first layers, then experts and the shared ones
 }
 
 }  // namespace

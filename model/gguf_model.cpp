@@ -87,12 +87,11 @@ class GgufModel final : public Model {
   void read_gpt_oss(const std::string& p);
   void read_deepseek_routing(const std::string& p, uint32_t default_gating);
   void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
-  void bind_glm4moe_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const;
+  void bind_deepseek_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const;
   void read_ernie_moe(const std::string& p);
   void read_deepseek2_attention(const std::string& p);
   void read_deepseek2_score_scale(const std::string& p);
   void bind_deepseek2_attention(const std::string& b, LayerWeights& l);
-  void bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
   void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
   int32_t read_sliding_window(const std::string& p) const;
   void read_local_layers(const std::string& p, uint32_t default_pattern);
@@ -193,22 +192,37 @@ void GgufModel::read_deepseek_routing(const std::string& p, uint32_t default_gat
 // ones.
 void GgufModel::bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const {
   l.ffn_norm = vector(b + "post_attention_norm.weight", config_.n_embd);
-  bind_glm4moe_layer_ffn(b, il, l);
+  bind_deepseek_layer_ffn(b, il, l);
 }
 
-// The FFN of a glm4moe or deepseek2 layer: dense in the leading layers,
-// else the experts, the correction bias where the file has it, the shared
-// experts.
-void GgufModel::bind_glm4moe_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const {
+// The FFN of a glm4moe, deepseek2 or ernie4_5-moe layer: dense (of
+// n_ff_dense) where the file's leading_dense_block_count and
+// interleave_moe_layer_step say so, else the experts, their correction bias
+// (exp_probs_b: {n_expert}, or {n_expert, 1} as ERNIE's converter writes it;
+// required where the routing always has one) and the shared experts.
+void GgufModel::bind_deepseek_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const {
   const ModelConfig& c = config_;
-  if (il < static_cast<int64_t>(file_.find_u32(c.arch + ".leading_dense_block_count").value_or(0))) {
+  const std::string p = c.arch + ".";
+  const int64_t lead = file_.find_u32(p + "leading_dense_block_count").value_or(0);
+  const int64_t step = std::max<int64_t>(1, file_.find_u32(p + "interleave_moe_layer_step").value_or(1));
+  if (il < lead || (il + 1) % step != 0) {
     l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff_dense);
     l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff_dense);
     l.w_down = matrix(b + "ffn_down.weight", c.n_ff_dense, c.n_embd);
     return;
   }
   bind_experts(b, l);
-  l.expert_score_bias = vector(b + "exp_probs_b.bias", c.n_expert, /*required=*/c.arch == "glm4moe");
+  const std::string bias = b + "exp_probs_b.bias";
+  if (const gguf::TensorInfo* t = file_.find_tensor(bias)) {
+    const int64_t n1 = t->shape.size() == 2 ? t->shape[1] : 1;
+    if (t->shape.empty() || t->shape.size() > 2 || t->shape[0] != c.n_expert || n1 != 1 || t->type != DType::f32) {
+      fail("tensor '" + bias + "' must be f32 {" + std::to_string(c.n_expert) + "} or {" +
+           std::to_string(c.n_expert) + ", 1}");
+    }
+    l.expert_score_bias = static_cast<const float*>(t->data);
+  } else if (c.arch != "deepseek2") {  // V2 files route by the softmax alone
+    fail("missing tensor '" + bias + "'");
+  }
   if (c.n_ff_shared > 0) {
     l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
     l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
@@ -239,33 +253,6 @@ void GgufModel::read_ernie_moe(const std::string& p) {
   }
 }
 
-void GgufModel::bind_ernie_moe_layer(const std::string& b, int64_t il, LayerWeights& l) const {
-  const ModelConfig& c = config_;
-  const std::string p = c.arch + ".";
-  const int64_t lead = file_.find_u32(p + "leading_dense_block_count").value_or(0);
-  const int64_t step = file_.find_u32(p + "interleave_moe_layer_step").value_or(1);
-  if (il < lead || (il + 1) % step != 0) {
-    l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff_dense);
-    l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff_dense);
-    l.w_down = matrix(b + "ffn_down.weight", c.n_ff_dense, c.n_embd);
-    return;
-  }
-  bind_experts(b, l);
-  // {n_expert, 1} as the converter writes it.
-  const std::string bias = b + "exp_probs_b.bias";
-  const gguf::TensorInfo& t = file_.tensor(bias);
-  const int64_t n1 = t.shape.size() == 2 ? t.shape[1] : 1;
-  if (t.shape.empty() || t.shape.size() > 2 || t.shape[0] != c.n_expert || n1 != 1 || t.type != DType::f32) {
-    fail("tensor '" + bias + "' must be f32 {" + std::to_string(c.n_expert) + "} or {" + std::to_string(c.n_expert) +
-         ", 1}");
-  }
-  l.expert_score_bias = static_cast<const float*>(t.data);
-  if (c.n_ff_shared > 0) {
-    l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
-    l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
-    l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
-  }
-}
 
 // DeepSeek's latent attention as llama.cpp's converter writes it: the ranks,
 // each head's key (key_length_mla: nope + rope) and value
@@ -653,7 +640,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     if (a.name == "deepseek2") {
       bind_deepseek2_attention(b, l);
       l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
-      bind_glm4moe_layer_ffn(b, il, l);
+      bind_deepseek_layer_ffn(b, il, l);
       continue;
     }
     // GLM-4 files may fuse q, k and v as llama.cpp lets them (attn_qkv).
@@ -695,7 +682,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     }
     if (a.name == "ernie4_5-moe") {
       l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
-      bind_ernie_moe_layer(b, il, l);
+      bind_deepseek_layer_ffn(b, il, l);
       continue;
     }
     if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);

@@ -101,18 +101,42 @@ void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames&
   }
 }
 
-void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, int64_t n_dense, bool score_bias, ModelWeights& w) {
+void bind_post_norm_weights(HfWeights& src, const ModelConfig& c, ModelWeights& w) {
+  bind_model_ends(src, c, w);
+  const int64_t q_norm = c.qk_norm_whole ? c.q_dim() : c.head_dim;
+  const int64_t k_norm = c.qk_norm_whole ? c.kv_dim() : c.head_dim;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
+    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
+    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
+    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
+    l.q_norm = src.vector(p + "self_attn.q_norm.weight", q_norm);
+    l.k_norm = src.vector(p + "self_attn.k_norm.weight", k_norm);
+    l.attn_post_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
+    l.ffn_post_norm = src.vector(p + "post_feedforward_layernorm.weight", c.n_embd);
+    l.w_gate = src.matrix(p + "mlp.gate_proj.weight", c.n_embd, c.n_ff);
+    l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
+    l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
+  }
+}
+
+void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, const DeepseekFfn& f, ModelWeights& w) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".mlp.";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    if (il < n_dense) {
+    if (!f.is_moe(il)) {
       l.w_gate = src.matrix(p + "gate_proj.weight", c.n_embd, c.n_ff_dense);
       l.w_up = src.matrix(p + "up_proj.weight", c.n_embd, c.n_ff_dense);
       l.w_down = src.matrix(p + "down_proj.weight", c.n_ff_dense, c.n_embd);
       continue;
     }
     l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
-    if (score_bias) l.expert_score_bias = src.vector(p + "gate.e_score_correction_bias", c.n_expert);
+    if (!f.score_bias.empty()) {
+      const std::string bias = p + std::string(f.score_bias);
+      l.expert_score_bias = f.bias_row ? src.vector_rows(bias, 1, c.n_expert) : src.vector(bias, c.n_expert);
+    }
     l.experts.resize(static_cast<size_t>(c.n_expert));
     for (int64_t e = 0; e < c.n_expert; ++e) {
       const std::string x = p + "experts." + std::to_string(e) + ".";

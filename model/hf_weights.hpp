@@ -6,6 +6,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <functional>
 #include <string_view>
 
 #include "model/hf_config.hpp"
@@ -66,6 +67,12 @@ void bind_model_ends(HfWeights& src, const ModelConfig& c, ModelWeights& w);
 // input_layernorm, self_attn.*, post_attention_layernorm and (dense_ffn) mlp.*.
 void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors& t, ModelWeights& w);
 
+// OLMo 2's post-norm layers (also EXAONE 4's): q/k/v/o_proj, q_norm and
+// k_norm (over the whole projection when c.qk_norm_whole, else per head),
+// post_attention_layernorm, post_feedforward_layernorm and the SwiGLU MLP;
+// with model.embed_tokens, model.norm and lm_head.
+void bind_post_norm_weights(HfWeights& src, const ModelConfig& c, ModelWeights& w);
+
 // How a mixture-of-experts checkpoint names its FFN tensors, per layer:
 // model.layers.N.<block>gate.weight (the router) and
 // model.layers.N.<block>experts.E.<gate|up|down>.weight.
@@ -75,11 +82,18 @@ struct ExpertTensorNames {
 };
 void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w);
 
-// The FFNs of DeepSeek's layout (DeepSeek-V2/V3, GLM-4.5), under
-// model.layers.N.mlp.: gate/up/down_proj of width n_ff_dense in the first
-// n_dense layers; then gate.weight (the router), gate.e_score_correction_bias
-// (score_bias), experts.E.* of width n_ff, and shared_experts.* of width
+// The FFNs of DeepSeek's layout (DeepSeek-V2/V3, GLM-4.5, ERNIE 4.5), under
+// model.layers.N.mlp.: gate/up/down_proj of width n_ff_dense where
+// is_moe(N) is false; else gate.weight (the router), the routing's
+// correction bias (score_bias, when named: [n_expert], or [1, n_expert]
+// with bias_row), experts.E.* of width n_ff, and shared_experts.* of width
 // n_ff_shared (when > 0).
-void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, int64_t n_dense, bool score_bias, ModelWeights& w);
+struct DeepseekFfn {
+  std::function<bool(int64_t il)> is_moe;
+  std::string_view score_bias;  // "gate.e_score_correction_bias", or empty
+  bool bias_row = false;
+};
+void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, const DeepseekFfn& f, ModelWeights& w);
+
 
 }  // namespace troupe

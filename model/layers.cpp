@@ -384,6 +384,14 @@ void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x) {
       w.ffn_post_norm);
 }
 
+void dense_or_moe_block(const StepContext& ctx, int64_t il, float* x) {
+  if (ctx.weights.layers[static_cast<size_t>(il)].experts.empty()) {
+    swiglu_block(ctx, il, x);
+  } else {
+    moe_block(ctx, il, x);
+  }
+}
+
 void mla_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   residual(ctx, x, Norm::rms, w.attn_norm, nullptr,

@@ -96,6 +96,10 @@ void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvV
 void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x);
 // The same sandwich around a SwiGLU MLP (GLM-4).
 void sandwich_swiglu_block(const StepContext& ctx, int64_t il, float* x);
+// The layer's FFN block as its weights say: the experts (moe_block) where
+// the layer has them, else swiglu_block (the dense layers of GLM-4.5,
+// DeepSeek and ERNIE 4.5 beside their MoE ones).
+void dense_or_moe_block(const StepContext& ctx, int64_t il, float* x);
 // DeepSeek's latent attention (layers_mla.cpp): out [n_tokens, n_embd] for
 // the normed input xb, and the pre-norm block around it; the arena it needs
 // beyond the other blocks' (0 without MLA).
