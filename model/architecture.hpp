@@ -63,6 +63,8 @@ extern const Architecture deepseek2; // arch_deepseek.cpp
 extern const Architecture deepseek3; // arch_deepseek.cpp
 extern const Architecture ernie4_5;  // arch_ernie.cpp (also GGUF "ernie4_5" files)
 extern const Architecture ernie4_5_moe;  // arch_ernie.cpp (also GGUF "ernie4_5-moe" files)
+extern const Architecture command_r; // arch_cohere.cpp (also GGUF "command-r" files)
+extern const Architecture cohere2;   // arch_cohere.cpp (also GGUF "cohere2" files)
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

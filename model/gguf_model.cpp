@@ -25,8 +25,9 @@ namespace {
 // Where a layer's norms sit and what they are: RMSNorms before each block
 // (most), RMSNorms after each block and none before (OLMo 2), LayerNorms
 // with biases before each block, and a GELU MLP without a gate (StarCoder2),
-// plain RMSNorms on both sides of each block (GLM-4).
-enum class GgufNorms { rms_before, rms_after, layer_before, rms_sandwich };
+// plain RMSNorms on both sides of each block (GLM-4), one LayerNorm without
+// bias before attention and the MLP side by side (Command-R).
+enum class GgufNorms { rms_before, rms_after, layer_before, rms_sandwich, layer_parallel };
 
 // What a GGUF architecture name means here. llama.cpp's converter permutes
 // the Q/K rows of "llama", "smollm3" and "granite" files (the adjacent-pair
@@ -63,6 +64,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"ernie4_5", kernels::RopeLayout::normal, false, false, false, false, false},
     {"ernie4_5-moe", kernels::RopeLayout::normal, false, true, false, false, false},
     {"deepseek2", kernels::RopeLayout::normal, false, true, false, false, false},
+    {"command-r", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::layer_parallel},
+    {"cohere2", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::layer_parallel},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -534,8 +537,9 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   c.n_ff = a.moe ? file_.get_u32(p + "expert_feed_forward_length") : file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
   const bool layer_norm = a.norms == GgufNorms::layer_before;
-  c.norm_eps =
-      file_.get_f32(p + (layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"));
+  const bool parallel = a.norms == GgufNorms::layer_parallel;
+  c.norm_eps = file_.get_f32(p + (layer_norm || parallel ? "attention.layer_norm_epsilon"
+                                                          : "attention.layer_norm_rms_epsilon"));
   if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0) {
     fail("hyperparameters must be positive");
   }
@@ -577,6 +581,21 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.name == "deepseek2") {
     read_deepseek_routing(p, 1);  // V2 files may not name their softmax
     read_deepseek2_score_scale(p);
+  }
+  if (parallel) {
+    // Command-R: logits times logit_scale (ModelConfig divides). Command-R7B:
+    // local layers (pattern 4 unless listed) that rope, global ones without.
+    const float scale = file_.find_f32(p + "logit_scale").value_or(1.0f);
+    if (!(scale > 0.0f) || !std::isfinite(scale)) fail("logit_scale must be positive");
+    c.logit_scale = 1.0f / scale;
+    if (a.name == "cohere2") {
+      c.sliding_window = read_sliding_window(p);
+      if (c.sliding_window <= 0) fail("attention.sliding_window is missing or 0");
+      read_local_layers(p, 4);
+      c.local_layers_share_rope = true;
+      c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
+      for (int64_t il = 0; il < c.n_layer; ++il) c.nope_layers[static_cast<size_t>(il)] = !c.is_local(il);
+    }
   }
   if (a.name == "exaone4") {
     // Local layers where the file names a window (llama.cpp assumes window
@@ -637,6 +656,19 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     const bool post_norm_only = a.norms == GgufNorms::rms_after;
     if (!post_norm_only) l.attn_norm = vector(b + "attn_norm.weight", c.n_embd);
+    if (parallel) {
+      if (file_.find_tensor(b + "attn_q_norm.weight") != nullptr) {
+        throw Error(Errc::unsupported, file_.path() + ": per-head q/k LayerNorms (Command R+) are not supported");
+      }
+      l.wq = matrix(b + "attn_q.weight", c.n_embd, c.q_dim());
+      l.wk = matrix(b + "attn_k.weight", c.n_embd, c.kv_dim());
+      l.wv = matrix(b + "attn_v.weight", c.n_embd, c.kv_dim());
+      l.wo = matrix(b + "attn_output.weight", c.q_dim(), c.n_embd);
+      l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff);
+      l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
+      l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
+      continue;
+    }
     if (a.name == "deepseek2") {
       bind_deepseek2_attention(b, l);
       l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);

@@ -17,7 +17,11 @@ int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
   // the shared one (often wider), and the shared expert's gate.
   const int64_t moe = T * (4 * e + c.n_expert + 2 * std::max(c.n_ff, c.n_ff_shared) + 1);
   const int64_t embed = T * e;                                        // position embeddings
-  return std::max({attn, ffn, moe, embed, mla_scratch_floats(c, T)});
+  // Command-R's parallel block holds xb and both outputs across either body.
+  const int64_t parallel = c.arch == "command-r" || c.arch == "cohere2"
+                               ? T * (3 * e + std::max(2 * c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff))
+                               : 0;
+  return std::max({attn, ffn, moe, embed, parallel, mla_scratch_floats(c, T)});
 }
 
 void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
@@ -382,6 +386,21 @@ void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x) {
         gated_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, proj, ctx.n_tokens, Gate::gelu);
       },
       w.ffn_post_norm);
+}
+
+void parallel_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* xb = ctx.arena.floats(n);    // [n_tokens, n_embd]
+  float* attn = ctx.arena.floats(n);  // [n_tokens, n_embd]
+  float* mlp = ctx.arena.floats(n);   // [n_tokens, n_embd]
+  norm(ctx, Norm::layer, xb, x, w.attn_norm, w.attn_norm_b, ctx.n_tokens);
+  self_attention(ctx, il, kv, xb, attn, ctx.config.ropes(il));
+  swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, xb, mlp, ctx.n_tokens);
+  ctx.backend.add(x, attn, n);  // (x + attn) + mlp, transformers' order
+  ctx.backend.add(x, mlp, n);
+  ctx.arena.rewind(mark);
 }
 
 void dense_or_moe_block(const StepContext& ctx, int64_t il, float* x) {

@@ -96,6 +96,9 @@ void sandwich_attention_block(const StepContext& ctx, int64_t il, const PagedKvV
 void sandwich_geglu_block(const StepContext& ctx, int64_t il, float* x);
 // The same sandwich around a SwiGLU MLP (GLM-4).
 void sandwich_swiglu_block(const StepContext& ctx, int64_t il, float* x);
+// Command-R's parallel block: x += attn(n) + mlp(n), n = LayerNorm(x) with
+// attn_norm (no bias); RoPE where ModelConfig::ropes(il).
+void parallel_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 // The layer's FFN block as its weights say: the experts (moe_block) where
 // the layer has them, else swiglu_block (the dense layers of GLM-4.5,
 // DeepSeek and ERNIE 4.5 beside their MoE ones).

@@ -282,7 +282,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/hf/gpt_oss_mxfp4",   dir + "/gguf/olmo3.gguf",
                                           dir + "/gguf/glm4.gguf",     dir + "/gguf/glm4_moe.gguf",
                                           dir + "/gguf/exaone4.gguf",  dir + "/hf/deepseek_v2",
-                                          dir + "/hf/deepseek_v3",     dir + "/gguf/ernie4_5_moe.gguf"};
+                                          dir + "/hf/deepseek_v3",     dir + "/gguf/ernie4_5_moe.gguf",
+                                          dir + "/gguf/cohere2.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

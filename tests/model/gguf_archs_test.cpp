@@ -95,7 +95,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"ernie4_5", "ernie4_5", kernels::RopeLayout::normal},
                                          Case{"ernie4_5_moe", "ernie4_5-moe", kernels::RopeLayout::normal},
                                          Case{"deepseek_v2", "deepseek2", kernels::RopeLayout::normal},
-                                         Case{"deepseek_v3", "deepseek2", kernels::RopeLayout::normal}),
+                                         Case{"deepseek_v3", "deepseek2", kernels::RopeLayout::normal},
+                                         Case{"cohere", "command-r", kernels::RopeLayout::normal},
+                                         Case{"cohere2", "cohere2", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

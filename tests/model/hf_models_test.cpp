@@ -48,6 +48,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "deepseek_v3"    ? "deepseek3"
                            : GetParam() == "ernie4_5_moe"   ? "ernie4_5-moe"
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
+                           : GetParam() == "cohere"         ? "command-r"
                                                             : GetParam().substr(0, GetParam().find('_'));
   EXPECT_EQ(model->config().arch, arch);
   expect_reference_batch(model, ref);
@@ -102,7 +103,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3", "olmo2", "olmo3",
                                          "starcoder2", "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4",
                                          "glm4", "glm4_moe", "exaone4",
-                                         "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe"),
+                                         "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe",
+                                         "cohere", "cohere2"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
