@@ -207,6 +207,36 @@ TEST_P(HfQuantized, MatchesTransformersOnGgufQuantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(Types, HfQuantized, testing::Values(DType::q8_0, DType::q4_0),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
+// Quantizing at load (Q4_K_M) reaches every matrix of the architectures
+// with their own (latent attention, routed, shared and dense experts): each runs a
+// batch and its logits stay finite. (Their logits against transformers on
+// quantized values are the llama fixture's business above.)
+TEST(HfQuantized, EveryNewLayoutQuantizesAndRuns) {
+  for (const char* name : {"glm4", "glm4_moe", "exaone4", "olmo3", "deepseek_v2", "deepseek_v3", "ernie4_5",
+                           "ernie4_5_moe", "cohere", "cohere2"}) {
+    SCOPED_TRACE(name);
+    const auto ref = reference(name);
+    auto model = Model::load(fixture_dir(name), {.quantize = parse_quant_scheme("q4_k_m")});
+    const ModelConfig& c = model->config();
+    const LayerWeights& last = model->weights().layers.back();
+    // llama.cpp's mix: q4_K where a row holds super-blocks, its fallbacks
+    // (q5_0, q8_0) in these 32- and 64-wide rows; never left f32.
+    EXPECT_NE(last.wo.type, DType::f32);
+    if (!last.experts.empty()) {
+      EXPECT_NE(last.experts.back().w_down.type, DType::f32);
+    }
+    if (last.wkv_b.data != nullptr) {
+      EXPECT_NE(last.wkv_b.type, DType::f32);
+    }
+    const auto prompts = ref["prompts"].get<std::vector<std::vector<int32_t>>>();
+    CpuBackend backend({.n_threads = 2});
+    ModelStage stage(model, backend, stage_options(prompts.size()));
+    const BatchRun run = run_batched(model, prompts, 2, {&stage});
+    ASSERT_EQ(static_cast<int64_t>(run.prompt_logits.size()), static_cast<int64_t>(prompts.size()) * c.n_vocab);
+    for (const float v : run.prompt_logits) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 // llama.cpp's Q4_K_M mix on a checkpoint whose rows (64 and 32 wide) no
 // 256-value super-block divides: its fallbacks, q5_0 for q4_K and q8_0 for
 // q6_K (the output head; attn_v and ffn_down of the last layer). With 5 and 8
