@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""Writes a gpt-oss-shaped GGUF for benchmarks against llama.cpp: a randomly
-initialised GptOssForCausalLM (transformers) of the given shape, converted by
+"""Writes a mixture-of-experts GGUF for benchmarks against llama.cpp: a
+randomly initialised transformers model of the given shape, converted by
 llama.cpp's own convert_hf_to_gguf.py (f16 matrices, f32 norms, biases and
 sinks), with a 257-token byte-level vocabulary (the 256 byte symbols and one
-merge, since llama.cpp wants merges) in place of the o200k one it has no
-use for. Optionally llama.cpp's llama-quantize then writes the
-MXFP4_MOE file (experts in MXFP4, the rest as it was), the type of the
-gpt-oss GGUFs users download. The published gpt-oss-20b has 24 layers,
-hidden 2880, 32 experts of width 2880 and top-4 routing; the default shape
-keeps its ratios at a size this machine runs in seconds.
+merge, since llama.cpp wants merges) in place of the one it has no use for.
 
-    python3 tools/bench/make_gpt_oss_bench.py --llama-cpp /path/to/llama.cpp \\
+--arch gpt_oss (the default): GptOssForCausalLM. Optionally llama.cpp's
+llama-quantize then writes the MXFP4_MOE file (experts in MXFP4, the rest as
+it was), the type of the gpt-oss GGUFs users download. The published
+gpt-oss-20b has 24 layers, hidden 2880, 32 experts of width 2880 and top-4
+routing; the default shape keeps its ratios at a size this machine runs in
+seconds.
+
+--arch deepseek_v2: DeepseekV2ForCausalLM with DeepSeek-V2-Lite's ratios
+(kv_lora_rank a quarter of the hidden size, nope 128 + rope 64 and values
+128 per head; layer 0 dense; experts of width 11/16 of the hidden size, 2
+shared) and a query latent of half the hidden size, as V2 and V3 have:
+llama.cpp reads a file without one only when it has V2-Lite's 27 layers.
+
+    python3 tools/bench/make_moe_bench.py --llama-cpp /path/to/llama.cpp \\
         [--llama-quantize /path/to/llama-quantize] --out ~/.cache/troupe/bench/oss-moe
+    python3 tools/bench/make_moe_bench.py --arch deepseek_v2 --llama-cpp /path/to/llama.cpp \\
+        --hidden 1024 --layers 8 --experts 32 --top-k 4 --heads 8 --out ~/.cache/troupe/bench/ds-moe
 
-writes oss-moe-f16.gguf (and oss-moe-mxfp4.gguf). Needs torch, transformers
-and numpy (tools/fixtures/README.md has the versions).
+write oss-moe-f16.gguf (and oss-moe-mxfp4.gguf), ds-moe-f16.gguf. Needs
+torch, transformers and numpy (tools/fixtures/README.md has the versions).
 """
 import argparse
 import json
@@ -29,6 +39,7 @@ sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2"], default="gpt_oss")
     ap.add_argument("--llama-cpp", required=True, help="a llama.cpp source tree (with convert_hf_to_gguf.py)")
     ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, to also write the MXFP4_MOE file")
     ap.add_argument("--out", required=True, help="output prefix: <out>-f16.gguf, <out>-mxfp4.gguf")
@@ -42,15 +53,25 @@ def main():
     args = ap.parse_args()
 
     import torch
-    from transformers import GptOssConfig, GptOssForCausalLM
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, GptOssConfig, GptOssForCausalLM
 
     torch.manual_seed(args.seed)
-    config = GptOssConfig(vocab_size=257, hidden_size=args.hidden, intermediate_size=args.hidden,
-                          num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                          num_key_value_heads=args.kv_heads, head_dim=64, num_local_experts=args.experts,
-                          num_experts_per_tok=args.top_k, sliding_window=128, max_position_embeddings=4096,
-                          bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
-    model = GptOssForCausalLM(config).eval()
+    common = dict(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                  num_attention_heads=args.heads, num_experts_per_tok=args.top_k, max_position_embeddings=4096,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+    if args.arch == "gpt_oss":
+        config = GptOssConfig(**common, intermediate_size=args.hidden, num_key_value_heads=args.kv_heads, head_dim=64,
+                              num_local_experts=args.experts, sliding_window=128)
+        model = GptOssForCausalLM(config).eval()
+    else:
+        # V2-Lite's ratios: the expert width 1408 / 2048 of the hidden size,
+        # the dense layer's 10944 / 2048, the kv rank 512 / 2048.
+        config = DeepseekV2Config(**common, num_key_value_heads=args.heads, q_lora_rank=args.hidden // 2,
+                                  kv_lora_rank=args.hidden // 4, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                                  v_head_dim=128, n_routed_experts=args.experts, n_shared_experts=2,
+                                  moe_intermediate_size=args.hidden * 11 // 16, intermediate_size=args.hidden * 16 // 3,
+                                  first_k_dense_replace=1, topk_method="greedy", n_group=1, topk_group=1)
+        model = DeepseekV2ForCausalLM(config).eval()
     with torch.no_grad():  # spread weights: every expert gets routed to
         for name, p in model.named_parameters():
             p.copy_(torch.randn(p.shape) * (0.02 if p.dim() >= 2 else 0.1) + (1.0 if "norm" in name else 0.0))
@@ -78,9 +99,9 @@ def main():
         self.gguf_writer.add_eos_token_id(2)
         self.gguf_writer.add_add_bos_token(False)
 
-    get_model_class("GptOssForCausalLM").set_vocab = bench_vocab
+    get_model_class(config.architectures[0] if config.architectures else type(model).__name__).set_vocab = bench_vocab
     with tempfile.TemporaryDirectory() as tmp:
-        d = pathlib.Path(tmp) / "gpt_oss"
+        d = pathlib.Path(tmp) / args.arch
         model.save_pretrained(d)
         vocab = {sym: i for i, sym in enumerate(conv_fixture.byte_symbols() + ["\u0120\u0120"])}
         (d / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
