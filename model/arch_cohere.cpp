@@ -62,12 +62,6 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
   layers::parallel_block(ctx, il, kv, x);
 }
 
-// The final LayerNorm (no bias), then the logits' scale.
-void output_norm(const layers::StepContext& ctx, float* x, int64_t n_rows) {
-  layers::norm(ctx, layers::Norm::layer, x, x, ctx.weights.output_norm, nullptr, n_rows);
-  ctx.backend.scale(x, 1.0f / ctx.config.logit_scale, n_rows * ctx.config.n_embd);
-}
-
 }  // namespace
 
 const Architecture arch::command_r{
@@ -76,7 +70,7 @@ const Architecture arch::command_r{
     .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, false); },
     .embed = layers::embed_tokens,
     .layer = layer,
-    .output_norm = output_norm};
+    .output_norm = layers::output_layer_norm};  // and the logits' scale
 
 const Architecture arch::cohere2{
     .name = "cohere2",
@@ -84,6 +78,6 @@ const Architecture arch::cohere2{
     .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, true); },
     .embed = layers::embed_tokens,
     .layer = layer,
-    .output_norm = output_norm};
+    .output_norm = layers::output_layer_norm};  // and the logits' scale
 
 }  // namespace troupe

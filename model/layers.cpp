@@ -447,6 +447,11 @@ void output_rms_norm(const StepContext& ctx, float* x, int64_t n_rows) {
   if (ctx.config.logit_scale != 1.0f) ctx.backend.scale(x, 1.0f / ctx.config.logit_scale, n_rows * ctx.config.n_embd);
 }
 
+void output_layer_norm(const StepContext& ctx, float* x, int64_t n_rows) {
+  norm(ctx, Norm::layer, x, x, ctx.weights.output_norm, nullptr, n_rows);
+  if (ctx.config.logit_scale != 1.0f) ctx.backend.scale(x, 1.0f / ctx.config.logit_scale, n_rows * ctx.config.n_embd);
+}
+
 void embed_tokens(const StepContext& ctx, float* x) {
   ctx.backend.embedding(x, ctx.weights.tok_embd, ctx.tokens, ctx.n_tokens);
   if (ctx.config.embed_scale != 1.0f) ctx.backend.scale(x, ctx.config.embed_scale, ctx.n_tokens * ctx.config.n_embd);

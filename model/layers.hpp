@@ -118,6 +118,8 @@ void post_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x);
 // logits, x [n_rows, n_embd], in place, then divided by logit_scale
 // (Granite; the output projection is linear, so the logits are divided).
 void output_rms_norm(const StepContext& ctx, float* x, int64_t n_rows);
+// The same with a LayerNorm without bias (Command-R).
+void output_layer_norm(const StepContext& ctx, float* x, int64_t n_rows);
 
 // First-stage input: x [n_tokens, n_embd] = token embeddings times
 // embed_scale (plus learned position embeddings when the model has them).

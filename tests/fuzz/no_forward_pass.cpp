@@ -25,7 +25,12 @@ void sandwich_attention_block(const StepContext&, int64_t, const PagedKvView&, f
 void sandwich_geglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void post_norm_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void post_norm_swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void sandwich_swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void parallel_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
+void dense_or_moe_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void mla_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void embed_tokens(const StepContext&, float*) { __builtin_trap(); }
 void output_rms_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
+void output_layer_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
 
 }  // namespace troupe::layers
