@@ -101,6 +101,15 @@ class Backend {
   // ([n_head] in backend memory, or null).
   virtual void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
                          int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) = 0;
+  // LFM2's gated short convolution, between a conv layer's in and out
+  // projections. bcx [n_tokens, 3 n_embd] holds each new token's B, C and x;
+  // b*x is written to the token's row of `cache` (cache.k: one row of n_embd
+  // per position), then y [n_tokens, n_embd] = C * (bias + sum over taps k
+  // of weight[., k] * bx(position - taps + 1 + k)), bx read from the cache
+  // (zero before position 0). weight [n_embd, taps]; bias [n_embd] or null.
+  // The default throws Errc::unsupported (the CPU and CUDA backends run it).
+  virtual void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
+                          const float* weight, const float* bias, int64_t taps);
 };
 
 }  // namespace troupe

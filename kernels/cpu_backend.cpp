@@ -3,6 +3,7 @@
 #include "kernels/cpu_backend.hpp"
 
 #include "core/cpu_features.hpp"
+#include "core/error.hpp"
 #include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/f32_packed.hpp"
 #include "kernels/cpu/half_packed.hpp"
@@ -70,6 +71,12 @@ void Backend::host_free(void* p) { std::free(p); }
 
 void Backend::matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens) {
   for (const MatmulOut& o : outs) matmul(o.y, x, *o.w, n_tokens);
+}
+
+void Backend::short_conv(float*, const float*, const PagedKvView&, const AttnSeq*, int, const float*, const float*,
+                         int64_t) {
+  throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no short convolution (LFM2's conv "
+                                 "layers): run those layers on a cpu or cuda stage");
 }
 
 bool Backend::supports(DType type) const {
@@ -283,6 +290,11 @@ void CpuBackend::gather_rows(float* y, const float* x, const int32_t* rows, int6
   for (int64_t i = 0; i < n_rows; ++i) {
     std::memmove(y + i * n_cols, x + static_cast<int64_t>(rows[i]) * n_cols, static_cast<size_t>(n_cols) * 4);
   }
+}
+
+void CpuBackend::short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
+                            const float* weight, const float* bias, int64_t taps) {
+  kernels::short_conv(y, bcx, cache, seqs, n_seqs, weight, bias, taps, pool_);
 }
 
 void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) {

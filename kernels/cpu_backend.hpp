@@ -60,6 +60,8 @@ class CpuBackend : public Backend {
   void scale(float* x, float s, int64_t n) override;
   void soft_cap(float* x, float cap, int64_t n) override;
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
+  void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
+                  const float* weight, const float* bias, int64_t taps) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
                  float scale, int32_t window, float softcap,

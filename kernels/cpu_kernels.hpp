@@ -80,4 +80,10 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
                float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f,
                const float* sinks = nullptr);
 
+// LFM2's gated short convolution of the sequences' new tokens (Backend::short_conv).
+// bcx: [n_tokens, 3, n_embd] (B, C, x); y: [n_tokens, n_embd]; cache: one row
+// of n_embd (head_dim) per position, n_head_kv 1; weight: [n_embd, taps].
+void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
+                const float* weight, const float* bias, int64_t taps, ThreadPool& pool);
+
 }  // namespace troupe::kernels

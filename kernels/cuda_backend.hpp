@@ -131,6 +131,8 @@ class CudaBackend final : public Backend {
   // y and x must not overlap (rows are copied in parallel).
   void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
+  void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
+                  const float* weight, const float* bias, int64_t taps) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
                  float scale, int32_t window, float softcap,
                  const float* sinks) override;

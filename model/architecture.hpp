@@ -65,6 +65,8 @@ extern const Architecture ernie4_5;  // arch_ernie.cpp (also GGUF "ernie4_5" fil
 extern const Architecture ernie4_5_moe;  // arch_ernie.cpp (also GGUF "ernie4_5-moe" files)
 extern const Architecture command_r; // arch_cohere.cpp (also GGUF "command-r" files)
 extern const Architecture cohere2;   // arch_cohere.cpp (also GGUF "cohere2" files)
+extern const Architecture lfm2;      // arch_lfm2.cpp (also GGUF "lfm2" files)
+extern const Architecture lfm2moe;   // arch_lfm2.cpp (also GGUF "lfm2moe" files)
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

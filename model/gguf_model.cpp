@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/error.hpp"
@@ -66,6 +67,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"deepseek2", kernels::RopeLayout::normal, false, true, false, false, false},
     {"command-r", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::layer_parallel},
     {"cohere2", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::layer_parallel},
+    {"lfm2", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"lfm2moe", kernels::RopeLayout::neox, true, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -102,6 +105,8 @@ class GgufModel final : public Model {
   void read_yarn(const std::string& p);
   void read_phi3(const std::string& p);
   void read_granite(const std::string& p);
+  void read_lfm2_layers(const std::string& p);
+  void bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& l);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(Errc::bad_format, file_.path() + ": " + what);
@@ -490,6 +495,73 @@ void GgufModel::read_granite(const std::string& p) {
   c.logit_scale = scale("logit_scale", file_.get_f32(p + "logit_scale"), 1.0f);
 }
 
+// LFM2: attention.head_count_kv lists each layer's kv heads, 0 for a
+// short-convolution layer, as llama.cpp's converter writes it.
+void GgufModel::read_lfm2_layers(const std::string& p) {
+  ModelConfig& c = config_;
+  const std::string key = p + "attention.head_count_kv";
+  const gguf::Value* v = file_.find(key);
+  c.n_head_kv = c.n_head;
+  if (v != nullptr && std::holds_alternative<gguf::Array>(*v)) {
+    const std::vector<int32_t> per_layer = file_.get_i32_array(key);
+    if (static_cast<int64_t>(per_layer.size()) < c.n_layer) fail(key + " lists fewer values than block_count");
+    c.conv_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    int64_t kv = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const int32_t n = per_layer[static_cast<size_t>(il)];
+      if (n < 0) fail(key + " holds a negative head count");
+      if (n == 0) {
+        c.conv_layers[static_cast<size_t>(il)] = 1;
+      } else if (kv != 0 && n != kv) {
+        throw Error(Errc::unsupported, file_.path() + ": attention layers with different kv head counts (" +
+                                           std::to_string(kv) + ", " + std::to_string(n) + ") are not supported");
+      } else {
+        kv = n;
+      }
+    }
+    if (kv > 0) c.n_head_kv = kv;
+  } else if (v != nullptr) {
+    c.n_head_kv = file_.get_u32(key);
+  }
+  c.conv_kernel = file_.get_u32(p + "shortconv.l_cache");
+  if (c.conv_kernel < 1 || c.conv_kernel > 64) fail("shortconv.l_cache must be in 1..64");
+}
+
+// An lfm2 / lfm2moe layer past its operator norm: the short convolution or
+// attention with per-head q/k norms, then the FFN: dense (of n_ff in lfm2,
+// of n_ff_dense in lfm2moe's leading layers) or the experts.
+void GgufModel::bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& l) {
+  const ModelConfig& c = config_;
+  if (c.is_conv(il)) {
+    l.conv_in = matrix(b + "shortconv.in_proj.weight", c.n_embd, 3 * c.n_embd);
+    l.wo = matrix(b + "shortconv.out_proj.weight", c.n_embd, c.n_embd);
+    // {taps, n_embd}: each channel's taps, oldest first. The converter keeps
+    // it f32; a 16-bit copy is widened.
+    const std::string name = b + "shortconv.conv.weight";
+    const gguf::TensorInfo& t = file_.tensor(name);
+    file_.expect_shape(t, {c.conv_kernel, c.n_embd});
+    if (t.type != DType::f32 && t.type != DType::f16 && t.type != DType::bf16) {
+      fail("tensor '" + name + "' is " + std::string(dtype_name(t.type)) + ", expected f32, f16 or bf16");
+    }
+    l.conv_w = store_f32(store_, t.type, t.data, c.conv_kernel * c.n_embd);
+  } else {
+    l.wq = matrix(b + "attn_q.weight", c.n_embd, c.q_dim());
+    l.wk = matrix(b + "attn_k.weight", c.n_embd, c.kv_dim());
+    l.wv = matrix(b + "attn_v.weight", c.n_embd, c.kv_dim());
+    l.wo = matrix(b + "attn_output.weight", c.q_dim(), c.n_embd);
+    l.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
+    l.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+  }
+  l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+  if (c.n_expert > 0) {
+    bind_deepseek_layer_ffn(b, il, l);
+    return;
+  }
+  l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff);
+  l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
+  l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
+}
+
 const float* GgufModel::vector(const std::string& name, int64_t n, bool required) const {
   const gguf::TensorInfo* t = file_.find_tensor(name);
   if (t == nullptr) {
@@ -516,7 +588,11 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (n_nextn >= c.n_layer) fail("nextn_predict_layers leaves no layers");
   c.n_layer -= n_nextn;
   c.n_head = file_.get_u32(p + "attention.head_count");
-  c.n_head_kv = file_.find_u32(p + "attention.head_count_kv").value_or(static_cast<uint32_t>(c.n_head));
+  if (a.name == "lfm2" || a.name == "lfm2moe") {
+    read_lfm2_layers(p);
+  } else {
+    c.n_head_kv = file_.find_u32(p + "attention.head_count_kv").value_or(static_cast<uint32_t>(c.n_head));
+  }
   c.n_expert = file_.find_u32(p + "expert_count").value_or(0);
   c.n_expert_used = file_.find_u32(p + "expert_used_count").value_or(0);
   if (a.moe && c.n_expert == 0) fail("expert_count is missing or 0");
@@ -621,6 +697,16 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       if (!(c.rope_local_theta > 0.0f)) fail("rope.freq_base_swa must be positive");
     }
   }
+  if (a.name == "lfm2" || a.name == "lfm2moe") {
+    c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
+  }
+  if (a.name == "lfm2moe") {
+    // Sigmoid scores chosen with exp_probs_b, always renormalized by
+    // llama.cpp (over the sum + 1e-6, as transformers), scaled when the file says.
+    read_deepseek_routing(p, 2);
+    c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(true);
+    c.expert_weights_norm_eps = 1e-6f;
+  }
   if (a.name == "smollm3") {
     // llama.cpp's fixed step: every fourth layer has no RoPE.
     c.nope_layers.assign(static_cast<size_t>(c.n_layer), 0);
@@ -640,7 +726,9 @@ void GgufModel::bind(const ModelLoadOptions& options) {
 
   ModelWeights& w = weights_;
   w.tok_embd = matrix("token_embd.weight", c.n_embd, c.n_vocab);
-  w.output_norm = vector("output_norm.weight", c.n_embd);
+  // LFM2's final norm is written as token_embd_norm (the checkpoint's embedding_norm).
+  const bool lfm2 = a.name == "lfm2" || a.name == "lfm2moe";
+  w.output_norm = vector(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", c.n_embd);
   if (layer_norm) w.output_norm_b = vector("output_norm.bias", c.n_embd);
   c.tied_output = file_.find_tensor("output.weight") == nullptr;
   w.output = c.tied_output ? w.tok_embd : matrix("output.weight", c.n_embd, c.n_vocab);
@@ -667,6 +755,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       l.w_gate = matrix(b + "ffn_gate.weight", c.n_embd, c.n_ff);
       l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
       l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
+      continue;
+    }
+    if (lfm2) {
+      bind_lfm2_layer(b, il, l);
       continue;
     }
     if (a.name == "deepseek2") {

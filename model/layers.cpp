@@ -21,7 +21,7 @@ int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
   const int64_t parallel = c.arch == "command-r" || c.arch == "cohere2"
                                ? T * (3 * e + std::max(2 * c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff))
                                : 0;
-  return std::max({attn, ffn, moe, embed, parallel, mla_scratch_floats(c, T)});
+  return std::max({attn, ffn, moe, embed, parallel, mla_scratch_floats(c, T), conv_scratch_floats(c, T)});
 }
 
 void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
@@ -172,8 +172,8 @@ void route_token(const float* logits, int64_t n_expert, int64_t k, bool normaliz
 // (a softmax over the logits, or their sigmoids); experts chosen by s + bias,
 // only from the best groups_used of n_groups equal groups (a group's worth:
 // its best score under the softmax, the sum of its two best biased scores
-// under the sigmoid); weights the chosen s, over their sum (+1e-20, as
-// transformers) when normalize, times scale. Ties go to the lower index.
+// under the sigmoid); weights the chosen s, over their sum (plus
+// expert_weights_norm_eps, as transformers) when normalize, times scale. Ties go to the lower index.
 // scratch: [2 n_expert + n_groups].
 void route_token_deepseek(const float* logits, const float* bias, const ModelConfig& c, float* scratch,
                           int32_t* choice, float* gate) {
@@ -219,7 +219,7 @@ void route_token_deepseek(const float* logits, const float* bias, const ModelCon
     biased[best] = -INFINITY;
   }
   for (int64_t j = 0; j < k; ++j) {
-    gate[j] = (c.expert_weights_norm ? gate[j] / (sum + 1e-20f) : gate[j]) * c.expert_weights_scale;
+    gate[j] = (c.expert_weights_norm ? gate[j] / (sum + c.expert_weights_norm_eps) : gate[j]) * c.expert_weights_scale;
   }
 }
 

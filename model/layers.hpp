@@ -109,6 +109,11 @@ void dense_or_moe_block(const StepContext& ctx, int64_t il, float* x);
 void mla_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, const float* xb, float* out);
 void mla_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 int64_t mla_scratch_floats(const ModelConfig& c, int64_t n_tokens);
+// LFM2's short-convolution block (layers_conv.cpp), x += out_proj(C *
+// conv(B * x)) of the RMS-normed input, its conv input kept in kv's rows;
+// the arena it needs (0 for a model without conv layers).
+void short_conv_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
+int64_t conv_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // OLMo 2's post-norm: x += post_norm(f(x)), no norm before the block
 // (attn_post_norm; ffn_post_norm with a SwiGLU FFN).
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);

@@ -33,7 +33,7 @@ struct LayerWeights {
   Weight wq;                         // [q_dim, n_embd]
   Weight wk;                         // [kv_dim, n_embd]
   Weight wv;                         // [kv_dim, n_embd]
-  Weight wo;                         // [n_embd, q_dim]
+  Weight wo;                         // [n_embd, q_dim] (a conv layer's out_proj: [n_embd, n_embd])
   const float* bq = nullptr;         // [q_dim] (Qwen2 QKV bias)
   const float* bk = nullptr;         // [kv_dim]
   const float* bv = nullptr;         // [kv_dim]
@@ -45,6 +45,12 @@ struct LayerWeights {
   Weight wkv_a;                      // [mla_kv_rank + mla_rope_dim, n_embd]
   const float* kv_a_norm = nullptr;  // [mla_kv_rank]
   Weight wkv_b;                      // [n_head (mla_nope_dim + mla_v_dim), mla_kv_rank]
+  // LFM2's short convolution (ModelConfig::is_conv): in_proj gives B, C and
+  // x per token; conv_w holds each channel's conv_kernel taps, oldest first.
+  Weight conv_in;                     // [3 n_embd, n_embd]
+  const float* conv_in_b = nullptr;   // [3 n_embd]
+  const float* conv_w = nullptr;      // [n_embd, conv_kernel]
+  const float* conv_b = nullptr;      // [n_embd]
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)
   const float* k_norm = nullptr;     // [head_dim] per-head RMSNorm of keys (Qwen3)
   const float* attn_sinks = nullptr; // [n_head] a logit per head in the softmax's denominator (gpt-oss)

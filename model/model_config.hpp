@@ -57,6 +57,9 @@ struct ModelConfig {
   enum class ExpertRouter { topk_softmax, deepseek_softmax, deepseek_sigmoid };
   ExpertRouter expert_router = ExpertRouter::topk_softmax;
   float expert_weights_scale = 1.0f;
+  // Added to the chosen weights' sum before they are renormalized
+  // (DeepSeek-V3: 1e-20; LFM2-MoE: 1e-6).
+  float expert_weights_norm_eps = 1e-20f;
   int64_t n_expert_groups = 1;
   int64_t n_expert_groups_used = 1;
   // The dense layers' FFN width in a model that puts dense layers before its
@@ -85,6 +88,12 @@ struct ModelConfig {
   int64_t mla_nope_dim = 0;
   int64_t mla_rope_dim = 0;
   int64_t mla_v_dim = 0;
+  // LFM2's short-convolution layers ([n_layer], 1: conv; empty: none): in
+  // place of attention, a gated depthwise causal convolution of conv_kernel
+  // taps. Its paged cache rows hold each position's convolution input (b*x,
+  // n_embd values) in place of keys and values (ModelConfig::kv_layer_shape).
+  std::vector<uint8_t> conv_layers;
+  int64_t conv_kernel = 0;
   // OLMo 2 normalizes each token's whole q and k projections ([q_dim],
   // [kv_dim] weights); others with q/k norms normalize each head.
   bool qk_norm_whole = false;
@@ -101,6 +110,20 @@ struct ModelConfig {
   bool ropes(int64_t il) const { return nope_layers.empty() || nope_layers[static_cast<size_t>(il)] == 0; }
   bool is_local(int64_t il) const { return !local_layers.empty() && local_layers[static_cast<size_t>(il)] != 0; }
   int32_t window(int64_t il) const { return local_layers.empty() || is_local(il) ? sliding_window : 0; }
+
+  bool is_conv(int64_t il) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(il)] != 0; }
+
+  // What layer il keeps per cached token: n_rows rows of row_dim values, in
+  // K and V (has_v) or K alone (a conv layer's one row of n_embd).
+  struct KvLayerShape {
+    int64_t n_rows = 0;
+    int64_t row_dim = 0;
+    bool has_v = true;
+  };
+  KvLayerShape kv_layer_shape(int64_t il) const {
+    if (is_conv(il)) return {.n_rows = 1, .row_dim = n_embd, .has_v = false};
+    return {.n_rows = n_head_kv, .row_dim = head_dim, .has_v = true};
+  }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

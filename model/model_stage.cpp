@@ -59,6 +59,7 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
     f(p + "attn_k", l.wk);
     f(p + "attn_v", l.wv);
     f(p + "attn_output", l.wo);
+    f(p + "shortconv.in_proj", l.conv_in);
     f(p + "ffn_gate", l.w_gate);
     f(p + "ffn_up", l.w_up);
     f(p + "ffn_down", l.w_down);
@@ -86,7 +87,25 @@ int64_t arena_floats(const ModelConfig& c, const StageOptions& o) {
 }  // namespace
 
 int64_t stage_kv_token_bytes(const ModelConfig& c, int64_t first, int64_t last, KvType type) {
-  return kv_token_bytes(type, last - first, c.n_head_kv, c.head_dim);
+  int64_t bytes = 0;
+  for (int64_t il = first; il < last; ++il) {
+    const ModelConfig::KvLayerShape s = c.kv_layer_shape(il);
+    bytes += (s.has_v ? 2 : 1) * s.n_rows * kv_row_bytes(type, s.row_dim);
+  }
+  return bytes;
+}
+
+std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
+                                 KvType type) {
+  if (backend != "cuda" || type != KvType::q8_0 || c.n_embd % kKvQ8Group == 0) return {};
+  for (int64_t il = first; il < last; ++il) {
+    if (c.is_conv(il)) {
+      return "the cuda backend cannot hold a q8_0 KV cache for the short-convolution rows of layer " +
+             std::to_string(il) + " (n_embd " + std::to_string(c.n_embd) +
+             " is not a multiple of 32; use --kv-type f16 or bf16)";
+    }
+  }
+  return {};
 }
 
 int64_t ModelStage::kv_token_bytes() const {
@@ -142,6 +161,10 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   if (const std::string why = kv_type_refusal(backend_.name(), options_.kv_type, c.head_dim); !why.empty()) {
     throw Error(Errc::unsupported, why);
   }
+  if (const std::string why = stage_layers_refusal(backend_.name(), c, first_, last_, options_.kv_type);
+      !why.empty()) {
+    throw Error(Errc::unsupported, why);
+  }
 
   // Weights: this stage's layers only, plus the embeddings (first stage) and
   // the output head (last stage).
@@ -158,21 +181,24 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   weights_.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t il = first_; il < last_; ++il) upload_layer(il);
 
-  // KV pages: one pool per layer, allocated once, in the configured type.
-  PagedKvView shape{.n_blocks = options_.n_kv_blocks,
-                    .block_size = options_.kv_block_size,
-                    .n_head_kv = c.n_head_kv,
-                    .head_dim = c.head_dim,
-                    .type = options_.kv_type};
-  const size_t layer_bytes = static_cast<size_t>(shape.n_blocks * shape.block_bytes());
+  // KV pages: one pool per layer, allocated once, in the configured type. A
+  // conv layer's pages hold one row of conv input per token, and no V.
   for (int64_t il = first_; il < last_; ++il) {
-    PagedKvView v = shape;
+    const ModelConfig::KvLayerShape s = c.kv_layer_shape(il);
+    PagedKvView v{.n_blocks = options_.n_kv_blocks,
+                  .block_size = options_.kv_block_size,
+                  .n_head_kv = s.n_rows,
+                  .head_dim = s.row_dim,
+                  .type = options_.kv_type};
+    const size_t layer_bytes = static_cast<size_t>(v.n_blocks * v.block_bytes());
     v.k = backend_.allocate(layer_bytes);
     owned_.push_back(v.k);
-    v.v = backend_.allocate(layer_bytes);
-    owned_.push_back(v.v);
+    if (s.has_v) {
+      v.v = backend_.allocate(layer_bytes);
+      owned_.push_back(v.v);
+    }
     kv_.push_back(v);
-    kv_bytes_ += 2 * layer_bytes;
+    kv_bytes_ += (s.has_v ? 2 : 1) * layer_bytes;
   }
 
   // Step arena, sized for the largest step: the residual stream, one block's
@@ -202,6 +228,10 @@ void ModelStage::upload_layer(int64_t il) {
   d.wk = upload(backend_, h.wk, owned_);
   d.wv = upload(backend_, h.wv, owned_);
   d.wo = upload(backend_, h.wo, owned_);
+  d.conv_in = upload(backend_, h.conv_in, owned_);
+  d.conv_in_b = upload_vector(backend_, h.conv_in_b, 3 * c.n_embd, owned_);
+  d.conv_w = upload_vector(backend_, h.conv_w, c.n_embd * c.conv_kernel, owned_);
+  d.conv_b = upload_vector(backend_, h.conv_b, c.n_embd, owned_);
   d.bq = upload_vector(backend_, h.bq, c.q_dim(), owned_);
   d.bk = upload_vector(backend_, h.bk, c.kv_dim(), owned_);
   d.bv = upload_vector(backend_, h.bv, c.kv_dim(), owned_);
@@ -246,10 +276,11 @@ void ModelStage::copy_kv_block(int32_t src, int32_t dst) {
                                             " outside the pool of " + std::to_string(options_.n_kv_blocks));
   }
   if (kv_.empty() || src == dst) return;
-  const auto bytes = static_cast<size_t>(kv_.front().block_bytes());
-  std::vector<unsigned char> tmp(bytes);
   for (const PagedKvView& v : kv_) {
+    const auto bytes = static_cast<size_t>(v.block_bytes());
+    std::vector<unsigned char> tmp(bytes);
     for (void* base : {v.k, v.v}) {
+      if (base == nullptr) continue;  // a conv layer's pages have no V
       auto* p = static_cast<unsigned char*>(base);
       backend_.copy_to_host(tmp.data(), p + static_cast<size_t>(src) * bytes, bytes);
       backend_.synchronize();

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -34,8 +35,14 @@ struct StageOptions {
 };
 
 // Bytes one cached token takes in a stage of layers [first, last): K and V
-// rows of every kv head, in `type`.
+// rows of every kv head (a conv layer's one K row), in `type`.
 int64_t stage_kv_token_bytes(const ModelConfig& c, int64_t first, int64_t last, KvType type);
+// Empty when `backend` ("cpu", "cuda") runs every layer of [first, last)
+// with a KV cache of `type`; otherwise the one-sentence reason (a q8_0 cache
+// for LFM2's short-convolution rows on CUDA needs n_embd a multiple of 32).
+// Asked by the stage planner and by ModelStage.
+std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
+                                 KvType type);
 
 // Calls f(name, weight) for every weight matrix a stage with layers
 // [first, last) holds: the embeddings on the first stage, the output head on

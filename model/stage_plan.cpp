@@ -34,7 +34,7 @@ std::vector<StagePlacement> split_gpu_layers(int64_t n_layer, int64_t gpu_layers
 }
 
 int32_t kv_blocks_for_budget(const ModelConfig& c, KvType type, int64_t block_size, int64_t budget_bytes) {
-  const int64_t token = kv_token_bytes(type, c.n_layer, c.n_head_kv, c.head_dim);
+  const int64_t token = stage_kv_token_bytes(c, 0, c.n_layer, type);
   const int64_t block = block_size * token;
   require(block_size > 0 && budget_bytes >= block,
           "a KV memory budget of " + format_bytes(budget_bytes) + " holds no " + std::string(kv_type_name(type)) +
@@ -70,6 +70,9 @@ std::vector<PlannedStage> plan_stages(const Model& model, std::span<const StageP
     if (s.remote.empty()) {
       const std::string why = kv_type_refusal(device.is_cuda() ? "cuda" : "cpu", limits.kv_type, c.head_dim);
       if (!why.empty()) throw Error(Errc::unsupported, name + " on " + device.str() + ": " + why);
+      const std::string layers_why =
+          stage_layers_refusal(device.is_cuda() ? "cuda" : "cpu", c, s.first_layer, last, limits.kv_type);
+      if (!layers_why.empty()) throw Error(Errc::unsupported, name + " on " + device.str() + ": " + layers_why);
     }
     StageOptions o = limits;
     o.first_layer = s.first_layer;

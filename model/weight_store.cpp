@@ -54,6 +54,7 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
                                                      {"attn_kv_a_mqa", &l.wkv_a}, {"attn_kv_b", &l.wkv_b},
                                                      {"attn_k", &l.wk},
                                                      {"attn_v", &l.wv},        {"attn_output", &l.wo},
+                                                     {"shortconv.in_proj", &l.conv_in},
                                                      {"ffn_gate", &l.w_gate},  {"ffn_up", &l.w_up},
                                                      {"ffn_down", &l.w_down}};
     for (const auto& [name, m] : dense) {
@@ -111,7 +112,7 @@ int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c) {
   const bool tied = w.output.data == w.tok_embd.data;
   int64_t total = tied ? bytes(w.tok_embd) : bytes(w.output);
   for (const LayerWeights& l : w.layers) {
-    for (const Weight* m : {&l.wq, &l.wq_a, &l.wkv_a, &l.wkv_b, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
+    for (const Weight* m : {&l.wq, &l.wq_a, &l.wkv_a, &l.wkv_b, &l.wk, &l.wv, &l.wo, &l.conv_in, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
                             &l.shared.w_up, &l.shared.w_down, &l.shared_gate}) {
       total += bytes(*m);
     }

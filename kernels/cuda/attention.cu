@@ -43,31 +43,6 @@ constexpr int kRowsPerWarp = kAttnTileQ / kWarps;  // prefill query rows each wa
 
 // ---- kernels -----------------------------------------------------------
 
-// One unit of a row written by one thread: a value, or for q8_0 a whole
-// group of 32 (its scale needs the group's max), rounded as
-// kv_quantize_row rounds (scale = max|x| / 127 in fp16, values round(x / scale)).
-template <int KT>
-__device__ __forceinline__ void kv_store_unit(unsigned char* __restrict__ row, const float* __restrict__ x,
-                                              int64_t u, int64_t head_dim) {
-  if constexpr (KT == kF32) {
-    reinterpret_cast<float*>(row)[u] = x[u];
-  } else if constexpr (KT == kF16) {
-    reinterpret_cast<__half*>(row)[u] = __float2half_rn(x[u]);
-  } else if constexpr (KT == kBf16) {
-    reinterpret_cast<__nv_bfloat16*>(row)[u] = __float2bfloat16_rn(x[u]);
-  } else {
-    const int64_t g0 = u * kQ8Group;
-    float amax = 0.0f;
-    for (int i = 0; i < kQ8Group; ++i) amax = fmaxf(amax, fabsf(x[g0 + i]));
-    const float dscale = amax / 127.0f;
-    const float id = dscale != 0.0f ? 1.0f / dscale : 0.0f;
-    for (int i = 0; i < kQ8Group; ++i) {
-      row[g0 + i] = static_cast<unsigned char>(static_cast<int8_t>(roundf(x[g0 + i] * id)));
-    }
-    reinterpret_cast<__half*>(row + head_dim)[u] = __float2half_rn(dscale);
-  }
-}
-
 template <int KT>
 __global__ void kv_write_kernel(unsigned char* __restrict__ kc, unsigned char* __restrict__ vc,
                                 const float* __restrict__ k, const float* __restrict__ v, int64_t block_size,

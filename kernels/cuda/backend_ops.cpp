@@ -277,6 +277,35 @@ void CudaBackend::kv_write(const PagedKvView& kv, const float* k, const float* v
   m.record(op);
 }
 
+void CudaBackend::short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
+                             const float* weight, const float* bias, int64_t taps) {
+  if (cache.k == nullptr || cache.n_blocks <= 0 || cache.block_size <= 0 || cache.n_head_kv != 1 ||
+      cache.head_dim <= 0 || (cache.type == KvType::q8_0 && cache.head_dim % kKvQ8Group != 0)) {
+    throw Error(Errc::invalid_argument,
+                "cuda short_conv: bad cache view (n_blocks=" + std::to_string(cache.n_blocks) + " block_size=" +
+                    std::to_string(cache.block_size) + " rows=" + std::to_string(cache.n_head_kv) + " width=" +
+                    std::to_string(cache.head_dim) + "; wants one row per token, a multiple of 32 for q8_0)");
+  }
+  if (taps < 1 || weight == nullptr) {
+    throw Error(Errc::invalid_argument, "cuda short_conv: needs a weight of at least one tap, got " +
+                                            std::to_string(taps));
+  }
+  // Every position from 0 is checked: the taps read back into the history.
+  cuda::check_attn_seqs("short_conv", cache, seqs, n_seqs, true);
+  Impl& m = *impl_;
+  cuda::build_attn_plan(seqs, n_seqs, cache.block_size, m.plan);
+  if (m.plan.max_q == 0) return;
+  if (y == nullptr || bcx == nullptr) throw Error(Errc::invalid_argument, "cuda short_conv: null input or output");
+  const void* meta = m.stage(cuda::StageTag::seqs, m.plan.blob.data(), m.plan.blob.size());
+  Op op = attn_op(OpKind::short_conv, cache, m.plan, meta);
+  op.attn.out = y;
+  op.attn.q = bcx;
+  op.attn.k = weight;
+  op.attn.v = bias;
+  op.attn.n_head = taps;
+  m.record(op);
+}
+
 void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
                             int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
   check_view("attention", kv);

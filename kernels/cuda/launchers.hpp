@@ -137,6 +137,13 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta
 // current device (once per device, before any launch or graph capture).
 void attention_init();
 
+// ---- short_conv.cu -----------------------------------------------------
+// LFM2's gated short convolution of the sequences' new tokens (see
+// Backend::short_conv): bcx [n_tokens, 3, n_embd]; y [n_tokens, n_embd];
+// cache rows of n_embd (cache.head_dim), one per position.
+void short_conv(float* y, const float* bcx, const PagedKvView& cache, const float* weight, const float* bias,
+                int64_t taps, const AttnMeta& meta, cudaStream_t stream);
+
 // ---- attention_mma.cu --------------------------------------------------
 // The tensor-core prefill kernel: on devices of compute capability cc_major
 // >= 8, for head_dim a multiple of 16 (up to kAttnMaxHeadDim) whose tiles

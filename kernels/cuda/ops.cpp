@@ -124,6 +124,10 @@ void execute(const Op& op, const DeviceContext& ctx) {
       return;
     }
     case OpKind::kv_write: kv_write(kv_view(op.attn), op.attn.k, op.attn.v, attn_meta(op.attn), s); return;
+    case OpKind::short_conv:
+      short_conv(op.attn.out, op.attn.q, kv_view(op.attn), op.attn.k, op.attn.v, op.attn.n_head, attn_meta(op.attn),
+                 s);
+      return;
     case OpKind::attention: {
       const AttnOp& a = op.attn;
       AttnArgs args{.n_head = a.n_head,

@@ -33,6 +33,7 @@ enum class OpKind : int64_t {
   rope,
   kv_write,
   attention,
+  short_conv,  // an AttnOp: out = y, q = bcx, k = weight, v = bias, n_head = taps
 };
 
 struct H2dOp {
@@ -115,7 +116,8 @@ struct RopeOp {
   double mscale;
 };
 
-// kv_write (k, v: the new keys and values) and attention (q -> out).
+// kv_write (k, v: the new keys and values) and attention (q -> out); also
+// short_conv, with the fields its OpKind names.
 struct AttnOp {
   float* out;
   const float* q;

@@ -283,7 +283,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/glm4.gguf",     dir + "/gguf/glm4_moe.gguf",
                                           dir + "/gguf/exaone4.gguf",  dir + "/hf/deepseek_v2",
                                           dir + "/hf/deepseek_v3",     dir + "/gguf/ernie4_5_moe.gguf",
-                                          dir + "/gguf/cohere2.gguf"};
+                                          dir + "/gguf/cohere2.gguf",  dir + "/gguf/lfm2.gguf",
+                                          dir + "/hf/lfm2_conv_bias",  dir + "/gguf/lfm2_moe.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

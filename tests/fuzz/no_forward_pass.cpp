@@ -29,6 +29,7 @@ void sandwich_swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap
 void parallel_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void dense_or_moe_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void mla_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
+void short_conv_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void embed_tokens(const StepContext&, float*) { __builtin_trap(); }
 void output_rms_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
 void output_layer_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }

@@ -97,7 +97,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"deepseek_v2", "deepseek2", kernels::RopeLayout::normal},
                                          Case{"deepseek_v3", "deepseek2", kernels::RopeLayout::normal},
                                          Case{"cohere", "command-r", kernels::RopeLayout::normal},
-                                         Case{"cohere2", "cohere2", kernels::RopeLayout::normal}),
+                                         Case{"cohere2", "cohere2", kernels::RopeLayout::normal},
+                                         Case{"lfm2", "lfm2", kernels::RopeLayout::neox},
+                                         Case{"lfm2_moe", "lfm2moe", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

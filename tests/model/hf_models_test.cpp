@@ -49,6 +49,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "ernie4_5_moe"   ? "ernie4_5-moe"
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
+                           : GetParam() == "lfm2_moe"       ? "lfm2moe"
                                                             : GetParam().substr(0, GetParam().find('_'));
   EXPECT_EQ(model->config().arch, arch);
   expect_reference_batch(model, ref);
@@ -104,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "starcoder2", "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4",
                                          "glm4", "glm4_moe", "exaone4",
                                          "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe",
-                                         "cohere", "cohere2"),
+                                         "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
@@ -213,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(Types, HfQuantized, testing::Values(DType::q8_0, DType:
 // quantized values are the llama fixture's business above.)
 TEST(HfQuantized, EveryNewLayoutQuantizesAndRuns) {
   for (const char* name : {"glm4", "glm4_moe", "exaone4", "olmo3", "deepseek_v2", "deepseek_v3", "ernie4_5",
-                           "ernie4_5_moe", "cohere", "cohere2"}) {
+                           "ernie4_5_moe", "cohere", "cohere2", "lfm2", "lfm2_moe"}) {
     SCOPED_TRACE(name);
     const auto ref = reference(name);
     auto model = Model::load(fixture_dir(name), {.quantize = parse_quant_scheme("q4_k_m")});

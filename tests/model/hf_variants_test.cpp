@@ -388,5 +388,52 @@ TEST(HfVariants, GemmaMultimodalCheckpointLoadsItsTextModel) {
   expect_reference_batch(model, ref);
 }
 
+// LFM2's config as LiquidAI publish it: block_ff_dim and tie_embedding (read
+// before transformers' own keys), rope_theta at the top, and the attention
+// layers as full_attn_idxs instead of layer_types. The same model, the same
+// logits.
+TEST(HfVariants, Lfm2PublishedConfigSpelling) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_lfm2_published");
+  const auto model = load_edited("lfm2", dir, [](nlohmann::json& c) {
+    c["block_ff_dim"] = c["intermediate_size"];
+    c["intermediate_size"] = 12;  // ignored: block_ff_dim wins
+    c["tie_embedding"] = true;
+    c["tie_word_embeddings"] = false;  // ignored: tie_embedding wins
+    c["rope_theta"] = c["rope_parameters"]["rope_theta"];
+    c.erase("rope_parameters");
+    c.erase("layer_types");
+    c["full_attn_idxs"] = nlohmann::json::array({2});
+  });
+  EXPECT_EQ(model->config().conv_layers, (std::vector<uint8_t>{1, 1, 0, 1}));
+  EXPECT_EQ(model->config().n_ff, 64);
+  expect_reference_batch(model, reference("lfm2"));
+}
+
+// Config values the loader refuses with a sentence naming the key.
+TEST(HfVariants, Lfm2RefusesUnknownLayerKinds) {
+  st_test::TempDir dir("hf_lfm2_bad");
+  EXPECT_THROW(load_edited("lfm2", dir, [](nlohmann::json& c) { c["layer_types"][1] = "linear_attention"; }), Error);
+  st_test::TempDir dir2("hf_lfm2_bad_idx");
+  EXPECT_THROW(load_edited("lfm2", dir2, [](nlohmann::json& c) {
+                 c.erase("layer_types");
+                 c["full_attn_idxs"] = nlohmann::json::array({9});
+               }),
+               Error);
+  st_test::TempDir dir3("hf_lfm2_bad_taps");
+  EXPECT_THROW(load_edited("lfm2", dir3, [](nlohmann::json& c) { c["conv_L_cache"] = 4; }), Error);  // weights have 3
+}
+
+// LFM2-MoE's routed_scaling_factor (1.0 in the published model and the
+// fixture) scales the renormalized expert weights.
+TEST(HfVariants, Lfm2MoeRoutedScalingFactor) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_lfm2_moe_scaled");
+  const auto model = load_edited("lfm2_moe", dir, [](nlohmann::json& c) { c["routed_scaling_factor"] = 1.5; });
+  EXPECT_EQ(model->config().expert_weights_scale, 1.5f);
+  const auto ref = reference("lfm2_moe");
+  expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance, "last_logits_scaled");
+}
+
 }  // namespace
 }  // namespace troupe

@@ -136,7 +136,7 @@ TEST(KvTypes, Stories260kStaysNearF32) {
 }
 
 TEST(KvTypes, HfFixturesStayNearF32) {
-  for (const char* arch : {"gpt2", "llama", "llama_bf16", "mistral", "mixtral", "qwen2", "qwen3"}) {
+  for (const char* arch : {"gpt2", "llama", "llama_bf16", "mistral", "mixtral", "qwen2", "qwen3", "lfm2"}) {
     check_model(std::string("hf/") + arch, Model::load(std::string(TROUPE_FIXTURES_DIR) + "/hf/" + arch));
     if (HasFatalFailure()) return;
   }

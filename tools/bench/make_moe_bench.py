@@ -18,12 +18,23 @@ seconds.
 shared) and a query latent of half the hidden size, as V2 and V3 have:
 llama.cpp reads a file without one only when it has V2-Lite's 27 layers.
 
+--arch lfm2: Lfm2ForCausalLM, not a mixture of experts but the hybrid of
+short convolutions and attention that LiquidAI's models are: with 16
+layers, attention at layers 2, 5, 8, 10, 12 and 14 as LFM2-350M and 1.2B
+have it (else every third layer), the FFN 4x the hidden size (LFM2-350M's
+4.5x, 1.2B's 4x). With --llama-quantize, the Q8_0 and Q4_K_M files too.
+
     python3 tools/bench/make_moe_bench.py --llama-cpp /path/to/llama.cpp \\
         [--llama-quantize /path/to/llama-quantize] --out ~/.cache/troupe/bench/oss-moe
     python3 tools/bench/make_moe_bench.py --arch deepseek_v2 --llama-cpp /path/to/llama.cpp \\
         --hidden 1024 --layers 8 --experts 32 --top-k 4 --heads 8 --out ~/.cache/troupe/bench/ds-moe
 
-write oss-moe-f16.gguf (and oss-moe-mxfp4.gguf), ds-moe-f16.gguf. Needs
+    python3 tools/bench/make_moe_bench.py --arch lfm2 --llama-cpp /path/to/llama.cpp \\
+        --llama-quantize /path/to/llama-quantize --hidden 1024 --layers 16 --heads 16 --kv-heads 8 \\
+        --out ~/.cache/troupe/bench/lfm2-350m
+
+write oss-moe-f16.gguf (and oss-moe-mxfp4.gguf), ds-moe-f16.gguf,
+lfm2-350m-{f16,q8_0,q4_k_m}.gguf. Needs
 torch, transformers and numpy (tools/fixtures/README.md has the versions).
 """
 import argparse
@@ -39,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2"], default="gpt_oss")
+    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2", "lfm2"], default="gpt_oss")
     ap.add_argument("--llama-cpp", required=True, help="a llama.cpp source tree (with convert_hf_to_gguf.py)")
     ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, to also write the MXFP4_MOE file")
     ap.add_argument("--out", required=True, help="output prefix: <out>-f16.gguf, <out>-mxfp4.gguf")
@@ -53,7 +64,8 @@ def main():
     args = ap.parse_args()
 
     import torch
-    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, GptOssConfig, GptOssForCausalLM
+    from transformers import (DeepseekV2Config, DeepseekV2ForCausalLM, GptOssConfig, GptOssForCausalLM, Lfm2Config,
+                              Lfm2ForCausalLM)
 
     torch.manual_seed(args.seed)
     common = dict(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
@@ -63,6 +75,15 @@ def main():
         config = GptOssConfig(**common, intermediate_size=args.hidden, num_key_value_heads=args.kv_heads, head_dim=64,
                               num_local_experts=args.experts, sliding_window=128)
         model = GptOssForCausalLM(config).eval()
+    elif args.arch == "lfm2":
+        attn = {2, 5, 8, 10, 12, 14} if args.layers == 16 else set(range(2, args.layers, 3))
+        config = Lfm2Config(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                            num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                            max_position_embeddings=4096, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                            tie_word_embeddings=True, intermediate_size=args.hidden * 6,
+                            block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=1.0, block_multiple_of=256,
+                            layer_types=["full_attention" if i in attn else "conv" for i in range(args.layers)])
+        model = Lfm2ForCausalLM(config).eval()
     else:
         # V2-Lite's ratios: the expert width 1408 / 2048 of the hidden size,
         # the dense layer's 10944 / 2048, the kv rank 512 / 2048.
@@ -110,9 +131,11 @@ def main():
         conv.main()
     print(f"wrote {f16} ({f16.stat().st_size >> 20} MiB)")
     if args.llama_quantize:
-        mx = out.with_name(out.name + "-mxfp4.gguf")
-        subprocess.run([args.llama_quantize, str(f16), str(mx), "MXFP4_MOE"], check=True)
-        print(f"wrote {mx} ({mx.stat().st_size >> 20} MiB)")
+        types = ["MXFP4_MOE"] if args.arch == "gpt_oss" else ["Q8_0", "Q4_K_M"] if args.arch == "lfm2" else []
+        for t in types:
+            q = out.with_name(out.name + "-" + t.lower().replace("_moe", "") + ".gguf")
+            subprocess.run([args.llama_quantize, str(f16), str(q), t], check=True)
+            print(f"wrote {q} ({q.stat().st_size >> 20} MiB)")
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ void run_generate(const GenerateArgs& a) {
   }
   Generator gen(model, stages, gen_options);
   const ModelConfig& mc = model->config();
-  const int64_t token_bytes = kv_token_bytes(kv_type, mc.n_layer, mc.n_head_kv, mc.head_dim);
+  const int64_t token_bytes = stage_kv_token_bytes(mc, 0, mc.n_layer, kv_type);
   std::fprintf(stderr, "troupe: KV cache %s, %lld bytes per token, %lld tokens (%s)\n", kv_type_name(kv_type),
                static_cast<long long>(token_bytes), static_cast<long long>(gen.n_ctx()),
                format_bytes(token_bytes * gen.n_ctx()).c_str());
