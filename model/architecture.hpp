@@ -42,6 +42,8 @@ std::string supported_hf_architectures();
 namespace arch {
 extern const Architecture llama;     // arch_llama.cpp (also GGUF "llama" files)
 extern const Architecture mistral;   // arch_mistral.cpp
+extern const Architecture ministral3;  // arch_mistral.cpp (also GGUF "mistral3" files)
+extern const Architecture mistral3_multimodal;  // arch_mistral.cpp: loads the text model as mistral or ministral3
 extern const Architecture qwen2;     // arch_qwen2.cpp (also GGUF "qwen2" files)
 extern const Architecture qwen3;     // arch_qwen3.cpp (also GGUF "qwen3" files)
 extern const Architecture mixtral;   // arch_mixtral.cpp (also GGUF "llama" files with experts)

@@ -69,6 +69,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"cohere2", kernels::RopeLayout::normal, false, false, false, false, false, GgufNorms::layer_parallel},
     {"lfm2", kernels::RopeLayout::neox, true, false, false, false, false},
     {"lfm2moe", kernels::RopeLayout::neox, true, true, false, false, false},
+    {"mistral3", kernels::RopeLayout::normal, false, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -699,6 +700,17 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   }
   if (a.name == "lfm2" || a.name == "lfm2moe") {
     c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
+  }
+  if (a.name == "mistral3") {
+    // Ministral 3's attention temperature, stepping every original context
+    // (llama.cpp's n_ctx_orig_yarn) as transformers steps it.
+    c.arch = "ministral3";
+    c.attn_temp_beta = file_.find_f32(p + "attention.temperature_scale").value_or(0.0f);
+    if (!std::isfinite(c.attn_temp_beta)) fail("attention.temperature_scale must be finite");
+    if (c.attn_temp_beta != 0.0f) {
+      c.attn_temp_floor = file_.find_u32(p + "rope.scaling.original_context_length").value_or(0);
+      if (c.attn_temp_floor <= 0) fail("attention.temperature_scale needs rope.scaling.original_context_length");
+    }
   }
   if (a.name == "lfm2moe") {
     // Sigmoid scores chosen with exp_probs_b, always renormalized by

@@ -19,8 +19,10 @@ std::string shape_str(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+std::string HfWeights::resolve(std::string_view name) const { return prefix_ + std::string(name); }
+
 const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::initializer_list<int64_t> shape) const {
-  const safetensors::TensorInfo& t = ckpt_.tensor(name);
+  const safetensors::TensorInfo& t = ckpt_.tensor(resolve(name));
   if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end())) {
     throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
                                       ", expected " + shape_str(std::vector<int64_t>(shape)));
@@ -29,8 +31,8 @@ const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::ini
 }
 
 const safetensors::TensorInfo& HfWeights::bytes(std::string_view name, std::initializer_list<int64_t> shape) const {
-  const safetensors::TensorInfo* t = ckpt_.find(name);
-  if (t == nullptr) return ckpt_.tensor(name);  // throws: the missing tensor, named
+  const safetensors::TensorInfo* t = ckpt_.find(resolve(name));
+  if (t == nullptr) return ckpt_.tensor(resolve(name));  // throws: the missing tensor, named
   if (t->dtype != "U8") {
     throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' has dtype " + t->dtype + ", expected U8");
   }

@@ -20,7 +20,11 @@ class HfWeights {
  public:
   HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
 
-  bool has(std::string_view name) const { return ckpt_.find(name) != nullptr; }
+  bool has(std::string_view name) const { return ckpt_.find(resolve(name)) != nullptr; }
+  // Every name is looked up with `prefix` in front: a text model inside a
+  // multimodal checkpoint ("language_model." before "model.*" and
+  // "lm_head.weight") binds with the text model's own names.
+  void set_name_prefix(std::string prefix) { prefix_ = std::move(prefix); }
   // The tensor, checked to have this shape (outermost first). Throws
   // Error(bad_format) naming the tensor and both shapes.
   const safetensors::TensorInfo& expect(std::string_view name, std::initializer_list<int64_t> shape) const;
@@ -45,8 +49,11 @@ class HfWeights {
   const float* vector_plus_one(std::string_view name, int64_t n);
 
  private:
+  std::string resolve(std::string_view name) const;
+
   const safetensors::Checkpoint& ckpt_;
   WeightStore& store_;
+  std::string prefix_;
 };
 
 // Which optional tensors a Llama-family checkpoint carries.

@@ -34,6 +34,29 @@ void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const flo
   }
 }
 
+namespace {
+
+// ModelConfig::attn_temp_beta: q [n_tokens, q_dim] rows times their
+// position's temperature, one Backend::scale per run of rows that share it
+// (the factor moves every attn_temp_floor positions, so a step has about
+// one run per sequence past the first attn_temp_floor positions, none before).
+void temper_queries(const StepContext& ctx, float* q) {
+  const ModelConfig& c = ctx.config;
+  auto factor = [&](int64_t t) {
+    const float steps = std::floor(static_cast<float>(ctx.pos[t]) / static_cast<float>(c.attn_temp_floor));
+    return 1.0f + c.attn_temp_beta * std::log(1.0f + steps);
+  };
+  for (int64_t t = 0; t < ctx.n_tokens;) {
+    const float f = factor(t);
+    int64_t end = t + 1;
+    while (end < ctx.n_tokens && factor(end) == f) ++end;
+    if (f != 1.0f) ctx.backend.scale(q + t * c.q_dim(), f, (end - t) * c.q_dim());
+    t = end;
+  }
+}
+
+}  // namespace
+
 void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, const float* xb, float* out,
                     bool rope) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
@@ -74,6 +97,7 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
     be.rope(q, ctx.pos, n, c.n_head, c.head_dim, p);
     be.rope(k, ctx.pos, n, c.n_head_kv, c.head_dim, p);
   }
+  if (c.attn_temp_beta != 0.0f) temper_queries(ctx, q);
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));

@@ -99,6 +99,11 @@ struct ModelConfig {
   bool qk_norm_whole = false;
   float rope_local_theta = 10000.0f;
   float attn_scale = 0.0f;   // scale of QK^T; 0: 1/sqrt(head_dim)
+  // Llama 4's attention temperature (Ministral 3's llama_4_scaling_beta):
+  // each query times 1 + beta ln(1 + floor(pos / attn_temp_floor)), so 1
+  // within the first attn_temp_floor positions. beta 0: off.
+  float attn_temp_beta = 0.0f;
+  int64_t attn_temp_floor = 0;
   float embed_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(n_embd); Granite)
   float residual_scale = 1.0f;  // each block's output is multiplied by it before the residual add (Granite)
   float logit_scale = 1.0f;     // the logits are divided by it (Granite)

@@ -284,7 +284,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/exaone4.gguf",  dir + "/hf/deepseek_v2",
                                           dir + "/hf/deepseek_v3",     dir + "/gguf/ernie4_5_moe.gguf",
                                           dir + "/gguf/cohere2.gguf",  dir + "/gguf/lfm2.gguf",
-                                          dir + "/hf/lfm2_conv_bias",  dir + "/gguf/lfm2_moe.gguf"};
+                                          dir + "/hf/lfm2_conv_bias",  dir + "/gguf/lfm2_moe.gguf",
+                                          dir + "/gguf/ministral3.gguf", dir + "/hf/mistral3"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

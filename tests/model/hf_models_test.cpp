@@ -50,6 +50,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
                            : GetParam() == "lfm2_moe"       ? "lfm2moe"
+                           : GetParam() == "mistral3"       ? "mistral"  // its text_config's model
                                                             : GetParam().substr(0, GetParam().find('_'));
   EXPECT_EQ(model->config().arch, arch);
   expect_reference_batch(model, ref);
@@ -105,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "starcoder2", "granite", "gpt2", "llama_bf16", "gpt_oss", "gpt_oss_mxfp4",
                                          "glm4", "glm4_moe", "exaone4",
                                          "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe",
-                                         "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe"),
+                                         "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
+                                         "ministral3", "mistral3"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
@@ -376,7 +378,7 @@ TEST(HfModels, UnknownArchitectureListsTheSupportedOnes) {
                         {"config.json", "FooForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                          "Qwen3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM",
                          "Gemma3ForConditionalGeneration", "Phi3ForCausalLM", "GraniteForCausalLM",
-                         "GPT2LMHeadModel"});
+                         "GPT2LMHeadModel", "Lfm2ForCausalLM", "Mistral3ForConditionalGeneration"});
   st_test::write_text(dir.file("config.json"), R"({"model_type": "llama"})");
   st_test::expect_error([&] { Model::load(dir.path().string()); }, Errc::bad_format, {"config.json", "architectures"});
 }

@@ -435,5 +435,45 @@ TEST(HfVariants, Lfm2MoeRoutedScalingFactor) {
   expect_matches(ref, run_reference_batch(model, ref, 1), model->config().n_vocab, kTolerance, "last_logits_scaled");
 }
 
+// Ministral 3's attention temperature, read from the rope settings of the
+// checkpoint and from the GGUF file alike; without it (beta 0) the logits
+// move, so the fixture's match (hf_models_test) shows it applied.
+TEST(HfVariants, Ministral3AttentionTemperature) {
+  const test::ExactMath exact;
+  for (const std::string& path : {fixture_dir("ministral3"), std::string(TROUPE_FIXTURES_DIR) + "/gguf/ministral3.gguf"}) {
+    SCOPED_TRACE(path);
+    const auto model = Model::load(path);
+    EXPECT_EQ(model->config().arch, "ministral3");
+    EXPECT_EQ(model->config().attn_temp_beta, 0.5f);
+    EXPECT_EQ(model->config().attn_temp_floor, 4);
+  }
+  const auto ref = reference("ministral3");
+  ASSERT_GT(ref["max_diff_without_temperature"].get<double>(), 1e-2);
+  st_test::TempDir dir("hf_ministral3_no_temperature");
+  const auto cold = load_edited("ministral3", dir, [](nlohmann::json& c) {
+    c["rope_parameters"]["llama_4_scaling_beta"] = 0.0;
+  });
+  const BatchRun run = run_reference_batch(cold, ref, 1);
+  double worst = 0;
+  const auto want = ref["last_logits"].get<std::vector<std::vector<float>>>();
+  const int64_t n_vocab = cold->config().n_vocab;
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (int64_t v = 0; v < n_vocab; ++v) {
+      worst = std::max(worst, std::fabs(static_cast<double>(run.prompt_logits[i * n_vocab + v]) - want[i][v]));
+    }
+  }
+  EXPECT_GT(worst, 1e-2);
+}
+
+// Mistral3ForConditionalGeneration whose top level names no tie: the text
+// config's untied head, under language_model.lm_head.
+TEST(HfVariants, Mistral3TieFromTheTextConfig) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_mistral3_text_tie");
+  const auto model = load_edited("mistral3", dir, [](nlohmann::json& c) { c.erase("tie_word_embeddings"); });
+  EXPECT_FALSE(model->config().tied_output);
+  expect_reference_batch(model, reference("mistral3"));
+}
+
 }  // namespace
 }  // namespace troupe
