@@ -9,9 +9,13 @@
 // scaled by routed_scaling_factor, beside ungated shared experts. With YaRN
 // the scores are scaled by mscale(factor, mscale_all_dim)^2 as well. The
 // multi-token-prediction layers past num_hidden_layers are not read.
+// GLM-4.7-Flash (Glm4MoeLiteForCausalLM) is DeepSeek-V3's layer with its
+// dense and MoE layers listed in mlp_layer_types; it loads as deepseek3.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/architecture.hpp"
@@ -82,9 +86,26 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, 
     cfg.fail(Errc::unsupported, "topk_method '" + method + "' is not supported for this class");
   }
   if (cfg.get_int("moe_layer_freq", 1) != 1) cfg.fail(Errc::unsupported, "moe_layer_freq other than 1 is not supported");
-  const int64_t n_dense = cfg.get_int("first_k_dense_replace", 0);
-  if (n_dense < 0 || n_dense > c.n_layer) cfg.fail(Errc::bad_format, "first_k_dense_replace is out of range");
-  c.n_ff_dense = n_dense > 0 ? cfg.get_int("intermediate_size") : 0;
+  // Which layers are dense: mlp_layer_types ("dense" / "sparse", GLM-4.7-
+  // Flash), else the first first_k_dense_replace.
+  std::vector<uint8_t> moe(static_cast<size_t>(std::max<int64_t>(c.n_layer, 0)), 1);
+  if (cfg.has("mlp_layer_types") && !cfg.json()["mlp_layer_types"].is_null()) {
+    const Json& types = cfg.json()["mlp_layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer) {
+      cfg.fail(Errc::bad_format, "mlp_layer_types must list num_hidden_layers entries");
+    }
+    for (size_t i = 0; i < types.size(); ++i) {
+      const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
+      if (t != "dense" && t != "sparse") cfg.fail(Errc::bad_format, "mlp_layer_types holds '" + t + "'; dense or sparse");
+      moe[i] = t == "sparse";
+    }
+  } else {
+    const int64_t n_dense = cfg.get_int("first_k_dense_replace", 0);
+    if (n_dense < 0 || n_dense > c.n_layer) cfg.fail(Errc::bad_format, "first_k_dense_replace is out of range");
+    std::fill(moe.begin(), moe.begin() + n_dense, 0);
+  }
+  const bool any_dense = std::find(moe.begin(), moe.end(), 0) != moe.end();
+  c.n_ff_dense = any_dense ? cfg.get_int("intermediate_size") : 0;
   check_config(cfg, c);
 
   bind_model_ends(src, c, w);
@@ -107,7 +128,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, 
     l.wo = src.matrix(a + "o_proj.weight", c.n_head * c.mla_v_dim, c.n_embd);
   }
   bind_deepseek_ffn(src, c,
-                    {.is_moe = [&](int64_t il) { return il >= n_dense; },
+                    {.is_moe = [&](int64_t il) { return moe[static_cast<size_t>(il)] != 0; },
                      .score_bias = v3 ? "gate.e_score_correction_bias" : ""},
                     w);
 }
@@ -130,6 +151,7 @@ const Architecture arch::deepseek2{
 const Architecture arch::deepseek3{
     .name = "deepseek3",
     .hf_class = "DeepseekV3ForCausalLM",
+    .hf_class_also = "Glm4MoeLiteForCausalLM",
     .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, true); },
     .embed = layers::embed_tokens,
     .layer = layer,

@@ -100,7 +100,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"cohere2", "cohere2", kernels::RopeLayout::normal},
                                          Case{"lfm2", "lfm2", kernels::RopeLayout::neox},
                                          Case{"lfm2_moe", "lfm2moe", kernels::RopeLayout::neox},
-                                         Case{"ministral3", "ministral3", kernels::RopeLayout::normal}),
+                                         Case{"ministral3", "ministral3", kernels::RopeLayout::normal},
+                                         Case{"glm4_moe_lite", "deepseek2", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

@@ -46,6 +46,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam().starts_with("exaone") ? "exaone4"
                            : GetParam() == "deepseek_v2"    ? "deepseek2"
                            : GetParam() == "deepseek_v3"    ? "deepseek3"
+                           : GetParam() == "glm4_moe_lite"  ? "deepseek3"  // GLM-4.7-Flash: V3's layer
                            : GetParam() == "ernie4_5_moe"   ? "ernie4_5-moe"
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
@@ -107,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "glm4", "glm4_moe", "exaone4",
                                          "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe",
                                          "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
-                                         "ministral3", "mistral3"),
+                                         "ministral3", "mistral3", "glm4_moe_lite"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
@@ -216,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(Types, HfQuantized, testing::Values(DType::q8_0, DType:
 // quantized values are the llama fixture's business above.)
 TEST(HfQuantized, EveryNewLayoutQuantizesAndRuns) {
   for (const char* name : {"glm4", "glm4_moe", "exaone4", "olmo3", "deepseek_v2", "deepseek_v3", "ernie4_5",
-                           "ernie4_5_moe", "cohere", "cohere2", "lfm2", "lfm2_moe"}) {
+                           "ernie4_5_moe", "cohere", "cohere2", "lfm2", "lfm2_moe", "glm4_moe_lite"}) {
     SCOPED_TRACE(name);
     const auto ref = reference(name);
     auto model = Model::load(fixture_dir(name), {.quantize = parse_quant_scheme("q4_k_m")});
