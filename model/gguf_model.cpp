@@ -70,6 +70,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"lfm2", kernels::RopeLayout::neox, true, false, false, false, false},
     {"lfm2moe", kernels::RopeLayout::neox, true, true, false, false, false},
     {"mistral3", kernels::RopeLayout::normal, false, false, false, false, false},
+    {"seed_oss", kernels::RopeLayout::neox, false, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -701,6 +702,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.name == "lfm2" || a.name == "lfm2moe") {
     c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
   }
+  if (a.name == "seed_oss") c.arch = "llama";  // the Llama layer, rows not permuted
   if (a.name == "mistral3") {
     // Ministral 3's attention temperature, stepping every original context
     // (llama.cpp's n_ctx_orig_yarn) as transformers steps it.
@@ -821,7 +823,9 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       bind_deepseek_layer_ffn(b, il, l);
       continue;
     }
-    if (!post_norm_only) l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+    // Seed-OSS's converter names the norm before the FFN post_attention_norm.
+    const char* ffn_norm = a.name == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight";
+    if (!post_norm_only) l.ffn_norm = vector(b + ffn_norm, c.n_embd);
     if (a.gemma || post_norm_only || a.norms == GgufNorms::rms_sandwich) {
       l.attn_post_norm = vector(b + "post_attention_norm.weight", c.n_embd);
       l.ffn_post_norm = vector(b + "post_ffw_norm.weight", c.n_embd);
