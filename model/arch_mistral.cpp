@@ -63,7 +63,7 @@ void load_mistral3_multimodal(const HfConfig& cfg, HfWeights& src, ModelConfig& 
   if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
   const HfConfig text_cfg(text, cfg.path() + " (text_config)");
   const std::string type = text_cfg.get_string("model_type", "mistral");
-  src.set_name_prefix("language_model.");
+  src.rename_prefix("", "language_model.");
   if (type == "mistral") {
     load(text_cfg, src, c, w);
   } else if (type == "ministral3") {
@@ -72,7 +72,7 @@ void load_mistral3_multimodal(const HfConfig& cfg, HfWeights& src, ModelConfig& 
     cfg.fail(Errc::unsupported, "text_config model_type '" + type + "' is not supported; supported: mistral, "
                                 "ministral3");
   }
-  src.set_name_prefix("");
+  src.rename_prefix("", "");
 }
 
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {

@@ -1,6 +1,12 @@
 // Qwen3 (Qwen3ForCausalLM): the Llama layer with an RMSNorm over each
 // query and key head (weights [head_dim]) before RoPE, and a head_dim that
 // need not be hidden_size / num_attention_heads.
+// Qwen3-VL (Qwen3VLForConditionalGeneration, and GGUF "qwen3vl" files) is
+// this text model under model.language_model.* beside a vision tower (not
+// read). Its multimodal RoPE gives a text token's three position axes the
+// same value, which makes it this RoPE: text prompts run as Qwen3.
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
@@ -20,6 +26,18 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias, .qk_norm = true}, w);
 }
 
+void load_vl(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  if (!cfg.has("text_config") || !cfg.json()["text_config"].is_object()) {
+    cfg.fail(Errc::bad_format, "'text_config' is missing or not an object");
+  }
+  nlohmann::json text = cfg.json()["text_config"];
+  // transformers ties the head by the top level's key.
+  if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
+  src.rename_prefix("model.", "model.language_model.");
+  load(HfConfig(text, cfg.path() + " (text_config)"), src, c, w);
+  src.rename_prefix("", "");
+}
+
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // applies q_norm, k_norm
   layers::swiglu_block(ctx, il, x);
@@ -33,5 +51,12 @@ const Architecture arch::qwen3{.name = "qwen3",
                                .embed = layers::embed_tokens,
                                .layer = layer,
                                .output_norm = arch::rms_output_norm};
+// Found by class only: the model it loads is "qwen3".
+const Architecture arch::qwen3_vl{.name = "qwen3-vl",
+                                  .hf_class = "Qwen3VLForConditionalGeneration",
+                                  .load_hf = load_vl,
+                                  .embed = layers::embed_tokens,
+                                  .layer = layer,
+                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -19,7 +19,10 @@ std::string shape_str(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-std::string HfWeights::resolve(std::string_view name) const { return prefix_ + std::string(name); }
+std::string HfWeights::resolve(std::string_view name) const {
+  if (!name.starts_with(rename_from_)) return std::string(name);
+  return rename_to_ + std::string(name.substr(rename_from_.size()));
+}
 
 const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::initializer_list<int64_t> shape) const {
   const safetensors::TensorInfo& t = ckpt_.tensor(resolve(name));

@@ -21,10 +21,14 @@ class HfWeights {
   HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
 
   bool has(std::string_view name) const { return ckpt_.find(resolve(name)) != nullptr; }
-  // Every name is looked up with `prefix` in front: a text model inside a
-  // multimodal checkpoint ("language_model." before "model.*" and
-  // "lm_head.weight") binds with the text model's own names.
-  void set_name_prefix(std::string prefix) { prefix_ = std::move(prefix); }
+  // Names that start with `from` are looked up with `to` in its place, so a
+  // text model inside a multimodal checkpoint binds with its own names:
+  // ("", "language_model.") for Mistral 3's, ("model.",
+  // "model.language_model.") for Qwen3-VL's. ("", ""): none.
+  void rename_prefix(std::string from, std::string to) {
+    rename_from_ = std::move(from);
+    rename_to_ = std::move(to);
+  }
   // The tensor, checked to have this shape (outermost first). Throws
   // Error(bad_format) naming the tensor and both shapes.
   const safetensors::TensorInfo& expect(std::string_view name, std::initializer_list<int64_t> shape) const;
@@ -53,7 +57,7 @@ class HfWeights {
 
   const safetensors::Checkpoint& ckpt_;
   WeightStore& store_;
-  std::string prefix_;
+  std::string rename_from_, rename_to_;
 };
 
 // Which optional tensors a Llama-family checkpoint carries.

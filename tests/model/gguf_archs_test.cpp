@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"lfm2_moe", "lfm2moe", kernels::RopeLayout::neox},
                                          Case{"ministral3", "ministral3", kernels::RopeLayout::normal},
                                          Case{"glm4_moe_lite", "deepseek2", kernels::RopeLayout::normal},
-                                         Case{"seed_oss", "llama", kernels::RopeLayout::neox}),
+                                         Case{"seed_oss", "llama", kernels::RopeLayout::neox},
+                                         Case{"qwen3_vl", "qwen3", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {
