@@ -41,44 +41,14 @@ void bind_expert_biases(WeightStore& store, const float* gu_bias, const float* d
   ex.b_down = dn_bias + e * n_embd;
 }
 
-// Expert e's matrices from the fused, transposed checkpoint tensors, copied
-// into [n_out, n_in] rows in the tensor's own type (f32, f16 or bf16).
+// The fused, transposed experts (gate and up interleaved by column) and
+// their biases.
 void bind_dense_experts(HfWeights& src, const ModelConfig& c, const std::string& p, LayerWeights& l) {
-  const int64_t E = c.n_expert, H = c.n_embd, I = c.n_ff;
-  const safetensors::TensorInfo& gu = src.expect(p + "gate_up_proj", {E, H, 2 * I});
-  const safetensors::TensorInfo& dn = src.expect(p + "down_proj", {E, I, H});
-  const float* gu_bias = src.vector_rows(p + "gate_up_proj_bias", E, 2 * I);  // [E, 2I]
-  const float* dn_bias = src.vector_rows(p + "down_proj_bias", E, H);         // [E, H]
-  const auto elem = static_cast<size_t>(row_bytes(*gu.type, 1));
-  const auto dn_elem = static_cast<size_t>(row_bytes(*dn.type, 1));
-  WeightStore& store = src.store();
-  l.experts.resize(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) {
-    ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
-    auto* gate = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * H) * elem));
-    auto* up = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * H) * elem));
-    // gate_up[e][i][2j] -> gate[j][i], gate_up[e][i][2j + 1] -> up[j][i]
-    const uint8_t* base = gu.data + static_cast<size_t>(e * H * 2 * I) * elem;
-    for (int64_t i = 0; i < H; ++i) {
-      const uint8_t* row = base + static_cast<size_t>(i * 2 * I) * elem;
-      for (int64_t j = 0; j < I; ++j) {
-        std::memcpy(gate + static_cast<size_t>(j * H + i) * elem, row + static_cast<size_t>(2 * j) * elem, elem);
-        std::memcpy(up + static_cast<size_t>(j * H + i) * elem, row + static_cast<size_t>(2 * j + 1) * elem, elem);
-      }
-    }
-    // down[e][j][i] -> w_down[i][j]
-    auto* down = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(H * I) * dn_elem));
-    const uint8_t* dbase = dn.data + static_cast<size_t>(e * I * H) * dn_elem;
-    for (int64_t j = 0; j < I; ++j) {
-      for (int64_t i = 0; i < H; ++i) {
-        std::memcpy(down + static_cast<size_t>(i * I + j) * dn_elem, dbase + static_cast<size_t>(j * H + i) * dn_elem,
-                    dn_elem);
-      }
-    }
-    ex.w_gate = Weight{.data = gate, .type = *gu.type, .n_in = H, .n_out = I};
-    ex.w_up = Weight{.data = up, .type = *gu.type, .n_in = H, .n_out = I};
-    ex.w_down = Weight{.data = down, .type = *dn.type, .n_in = I, .n_out = H};
-    bind_expert_biases(store, gu_bias, dn_bias, e, I, H, ex);
+  bind_fused_experts(src, c, p, /*interleaved=*/true, l);
+  const float* gu_bias = src.vector_rows(p + "gate_up_proj_bias", c.n_expert, 2 * c.n_ff);  // [E, 2I]
+  const float* dn_bias = src.vector_rows(p + "down_proj_bias", c.n_expert, c.n_embd);       // [E, H]
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    bind_expert_biases(src.store(), gu_bias, dn_bias, e, c.n_ff, c.n_embd, l.experts[static_cast<size_t>(e)]);
   }
 }
 

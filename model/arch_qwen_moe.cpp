@@ -7,6 +7,10 @@
 // Qwen2-57B-A14B): Qwen2's attention (q/k/v biases) and the same experts
 // (norm_topk_prob off in the published models) plus a shared expert that
 // every token runs, weighted by sigmoid(shared_expert_gate · x).
+// Qwen3-VL-MoE (Qwen3VLMoeForConditionalGeneration, and GGUF "qwen3vlmoe"
+// files: Qwen3-VL-30B-A3B, 235B-A22B) is the Qwen3-MoE text model under
+// model.language_model.* (always renormalized, its experts fused in the
+// checkpoint), loaded as qwen3moe as Qwen3-VL's is as qwen3 (arch_qwen3.cpp).
 #include <cstdint>
 #include <string>
 
@@ -14,6 +18,8 @@
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
 #include "model/hf_weights.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace troupe {
 namespace {
@@ -53,6 +59,18 @@ void load_qwen3moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWei
   bind_experts(src, c, kExperts, w);
 }
 
+void load_qwen3vl_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  if (!cfg.has("text_config") || !cfg.json()["text_config"].is_object()) {
+    cfg.fail(Errc::bad_format, "'text_config' is missing or not an object");
+  }
+  nlohmann::json text = cfg.json()["text_config"];
+  if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
+  src.rename_prefix("model.", "model.language_model.");
+  load_qwen3moe(HfConfig(text, cfg.path() + " (text_config)"), src, c, w);
+  src.rename_prefix("", "");
+  c.expert_weights_norm = true;  // its router renormalizes the top k, with no key to say so
+}
+
 void load_qwen2moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "qwen2moe";
   read_moe_config(cfg, c);
@@ -90,5 +108,12 @@ const Architecture arch::qwen3moe{.name = "qwen3moe",
                                   .embed = layers::embed_tokens,
                                   .layer = layer,
                                   .output_norm = arch::rms_output_norm};
+// Found by class only: the model it loads is "qwen3moe".
+const Architecture arch::qwen3_vl_moe{.name = "qwen3-vl-moe",
+                                      .hf_class = "Qwen3VLMoeForConditionalGeneration",
+                                      .load_hf = load_qwen3vl_moe,
+                                      .embed = layers::embed_tokens,
+                                      .layer = layer,
+                                      .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -49,7 +49,8 @@ extern const Architecture qwen3;     // arch_qwen3.cpp (also GGUF "qwen3" and "q
 extern const Architecture qwen3_vl;  // arch_qwen3.cpp: loads Qwen3-VL's text model as qwen3
 extern const Architecture mixtral;   // arch_mixtral.cpp (also GGUF "llama" files with experts)
 extern const Architecture qwen2moe;  // arch_qwen_moe.cpp (also GGUF "qwen2moe" files)
-extern const Architecture qwen3moe;  // arch_qwen_moe.cpp (also GGUF "qwen3moe" files)
+extern const Architecture qwen3moe;  // arch_qwen_moe.cpp (also GGUF "qwen3moe" and "qwen3vlmoe" files)
+extern const Architecture qwen3_vl_moe;  // arch_qwen_moe.cpp: loads Qwen3-VL-MoE's text model as qwen3moe
 extern const Architecture gemma2;    // arch_gemma.cpp (also GGUF "gemma2" files)
 extern const Architecture gemma3;    // arch_gemma.cpp (also GGUF "gemma3" files)
 extern const Architecture phi3;      // arch_phi3.cpp (also GGUF "phi3" files)

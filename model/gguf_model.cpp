@@ -72,6 +72,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"mistral3", kernels::RopeLayout::normal, false, false, false, false, false},
     {"seed_oss", kernels::RopeLayout::neox, false, false, false, false, false},
     {"qwen3vl", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"qwen3vlmoe", kernels::RopeLayout::neox, true, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -707,6 +708,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   // Qwen3-VL's text model: its rope sections and deepstack layers act only
   // on image tokens (a text token's position axes are equal).
   if (a.name == "qwen3vl") c.arch = "qwen3";
+  if (a.name == "qwen3vlmoe") c.arch = "qwen3moe";
   if (a.name == "mistral3") {
     // Ministral 3's attention temperature, stepping every original context
     // (llama.cpp's n_ctx_orig_yarn) as transformers steps it.

@@ -33,6 +33,18 @@ const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::ini
   return t;
 }
 
+const safetensors::TensorInfo& HfWeights::expect_either(std::string_view name, std::initializer_list<int64_t> a,
+                                                        std::initializer_list<int64_t> b) const {
+  const safetensors::TensorInfo& t = ckpt_.tensor(resolve(name));
+  if (!std::equal(t.shape.begin(), t.shape.end(), a.begin(), a.end()) &&
+      !std::equal(t.shape.begin(), t.shape.end(), b.begin(), b.end())) {
+    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
+                                      ", expected " + shape_str(std::vector<int64_t>(a)) + " or " +
+                                      shape_str(std::vector<int64_t>(b)));
+  }
+  return t;
+}
+
 const safetensors::TensorInfo& HfWeights::bytes(std::string_view name, std::initializer_list<int64_t> shape) const {
   const safetensors::TensorInfo* t = ckpt_.find(resolve(name));
   if (t == nullptr) return ckpt_.tensor(resolve(name));  // throws: the missing tensor, named
@@ -90,11 +102,72 @@ const float* HfWeights::vector_plus_one(std::string_view name, int64_t n) {
   return out;
 }
 
+void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string& experts, bool interleaved,
+                        LayerWeights& l) {
+  const int64_t E = c.n_expert, H = c.n_embd, I = c.n_ff;
+  // gpt-oss's (interleaved) are only ever transposed: with its n_ff equal
+  // to n_embd, down_proj's shape could not tell.
+  const safetensors::TensorInfo& gu = interleaved ? src.expect(experts + "gate_up_proj", {E, H, 2 * I})
+                                                  : src.expect_either(experts + "gate_up_proj", {E, 2 * I, H},
+                                                                      {E, H, 2 * I});
+  const safetensors::TensorInfo& dn = interleaved ? src.expect(experts + "down_proj", {E, I, H})
+                                                  : src.expect_either(experts + "down_proj", {E, H, I}, {E, I, H});
+  const bool gu_linear = !interleaved && gu.shape[1] == 2 * I && gu.shape[2] == H;
+  const bool dn_linear = !interleaved && dn.shape[1] == H && dn.shape[2] == I;
+  const auto elem = static_cast<size_t>(row_bytes(*gu.type, 1));
+  const auto dn_elem = static_cast<size_t>(row_bytes(*dn.type, 1));
+  WeightStore& store = src.store();
+  l.experts.resize(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
+    if (gu_linear) {  // [2I, H]: gate rows, then up rows
+      const uint8_t* base = gu.data + static_cast<size_t>(e * 2 * I * H) * elem;
+      ex.w_gate = Weight{.data = base, .type = *gu.type, .n_in = H, .n_out = I};
+      ex.w_up = Weight{.data = base + static_cast<size_t>(I * H) * elem, .type = *gu.type, .n_in = H, .n_out = I};
+    } else {
+      auto* gate = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * H) * elem));
+      auto* up = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(I * H) * elem));
+      // gate_up[e][i][g(j)] -> gate[j][i], gate_up[e][i][u(j)] -> up[j][i]:
+      // g(j) = j, u(j) = I + j; interleaved g(j) = 2j, u(j) = 2j + 1.
+      const uint8_t* base = gu.data + static_cast<size_t>(e * H * 2 * I) * elem;
+      for (int64_t i = 0; i < H; ++i) {
+        const uint8_t* row = base + static_cast<size_t>(i * 2 * I) * elem;
+        for (int64_t j = 0; j < I; ++j) {
+          const int64_t g = interleaved ? 2 * j : j, u = interleaved ? 2 * j + 1 : I + j;
+          std::memcpy(gate + static_cast<size_t>(j * H + i) * elem, row + static_cast<size_t>(g) * elem, elem);
+          std::memcpy(up + static_cast<size_t>(j * H + i) * elem, row + static_cast<size_t>(u) * elem, elem);
+        }
+      }
+      ex.w_gate = Weight{.data = gate, .type = *gu.type, .n_in = H, .n_out = I};
+      ex.w_up = Weight{.data = up, .type = *gu.type, .n_in = H, .n_out = I};
+    }
+    if (dn_linear) {  // [H, I]
+      ex.w_down = Weight{.data = dn.data + static_cast<size_t>(e * H * I) * dn_elem, .type = *dn.type, .n_in = I,
+                         .n_out = H};
+      continue;
+    }
+    // down[e][j][i] -> w_down[i][j]
+    auto* down = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(H * I) * dn_elem));
+    const uint8_t* dbase = dn.data + static_cast<size_t>(e * I * H) * dn_elem;
+    for (int64_t j = 0; j < I; ++j) {
+      for (int64_t i = 0; i < H; ++i) {
+        std::memcpy(down + static_cast<size_t>(i * I + j) * dn_elem, dbase + static_cast<size_t>(j * H + i) * dn_elem,
+                    dn_elem);
+      }
+    }
+    ex.w_down = Weight{.data = down, .type = *dn.type, .n_in = I, .n_out = H};
+  }
+}
+
 void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + "." + std::string(names.block);
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
+    if (src.has(p + "experts.gate_up_proj")) {  // Qwen3-VL-MoE's checkpoints
+      bind_fused_experts(src, c, p + "experts.", /*interleaved=*/false, l);
+      continue;
+    }
     l.experts.resize(static_cast<size_t>(c.n_expert));
     for (int64_t e = 0; e < c.n_expert; ++e) {
       const std::string x = p + "experts." + std::to_string(e) + ".";

@@ -32,6 +32,9 @@ class HfWeights {
   // The tensor, checked to have this shape (outermost first). Throws
   // Error(bad_format) naming the tensor and both shapes.
   const safetensors::TensorInfo& expect(std::string_view name, std::initializer_list<int64_t> shape) const;
+  // The tensor of either shape; which one is the caller's to tell by t.shape.
+  const safetensors::TensorInfo& expect_either(std::string_view name, std::initializer_list<int64_t> a,
+                                               std::initializer_list<int64_t> b) const;
 
   // A torch nn.Linear weight: [n_out, n_in], rows of n_in. Kept in its
   // dtype (f32, f16, bf16); copied only if its bytes are misaligned.
@@ -91,7 +94,20 @@ struct ExpertTensorNames {
   std::string_view block;  // "block_sparse_moe." (Mixtral), "mlp." (Qwen3-MoE)
   std::string_view gate, up, down;
 };
+// Takes the experts in either layout: one tensor per expert as above, or
+// fused as <block>experts.gate_up_proj / down_proj (bind_fused_experts).
 void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w);
+// Every expert's matrices from fused checkpoint tensors. Transposed, as
+// published: <experts>gate_up_proj [n_expert, n_embd, 2 n_ff] (gate then up
+// along the last dim, or interleaved column by column: gpt-oss) and
+// <experts>down_proj [n_expert, n_ff, n_embd], copied into [n_out, n_in]
+// rows in the tensor's own type (f32, f16 or bf16). Or in nn.Linear's
+// layout, as transformers 5 saves them ([n_expert, 2 n_ff, n_embd] gate
+// rows then up rows, [n_expert, n_embd, n_ff]): used in place. A tensor of
+// the Linear shape is taken as one (as transformers takes it) where both
+// shapes are one; gpt-oss's interleaved ones must be transposed.
+void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string& experts, bool interleaved,
+                        LayerWeights& l);
 
 // The FFNs of DeepSeek's layout (DeepSeek-V2/V3, GLM-4.5, ERNIE 4.5), under
 // model.layers.N.mlp.: gate/up/down_proj of width n_ff_dense where

@@ -475,5 +475,40 @@ TEST(HfVariants, Mistral3TieFromTheTextConfig) {
   expect_reference_batch(model, reference("mistral3"));
 }
 
+// Qwen3-VL-MoE's fused experts as transformers 5 saves them, in nn.Linear's
+// layout ([E, 2 ffn, hidden], [E, hidden, ffn]: used in place), against the
+// fixture's published, transposed layout (copied at load). The same logits.
+TEST(HfVariants, Qwen3VlMoeExpertsInEitherLayout) {
+  const test::ExactMath exact;
+  st_test::TempDir dir("hf_qwen3_vl_moe_linear");
+  const auto file = safetensors::File::open(fixture_dir("qwen3_vl_moe") + "/model.safetensors");
+  std::vector<st_test::Tensor> tensors;
+  int n_fused = 0;
+  for (const safetensors::TensorInfo& t : file.tensors()) {
+    st_test::Tensor out{t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes)};
+    if (t.name.ends_with("mlp.experts.gate_up_proj") || t.name.ends_with("mlp.experts.down_proj")) {
+      ASSERT_EQ(t.dtype, "F32");
+      const int64_t e = t.shape[0], r = t.shape[1], k = t.shape[2];
+      const auto* src = reinterpret_cast<const float*>(t.data);
+      auto* dst = reinterpret_cast<float*>(out.bytes.data());
+      for (int64_t x = 0; x < e; ++x) {
+        for (int64_t i = 0; i < r; ++i) {
+          for (int64_t j = 0; j < k; ++j) dst[(x * k + j) * r + i] = src[(x * r + i) * k + j];
+        }
+      }
+      out.shape = {e, k, r};
+      ++n_fused;
+    }
+    tensors.push_back(std::move(out));
+  }
+  ASSERT_EQ(n_fused, 4);  // 2 layers
+  st_test::write_safetensors(dir.file("model.safetensors"), tensors);
+  std::filesystem::copy(fixture_dir("qwen3_vl_moe") + "/config.json", dir.file("config.json"));
+  const auto model = Model::load(dir.path().string());
+  EXPECT_EQ(model->config().arch, "qwen3moe");
+  EXPECT_TRUE(model->config().expert_weights_norm);
+  expect_reference_batch(model, reference("qwen3_vl_moe"));
+}
+
 }  // namespace
 }  // namespace troupe
