@@ -73,6 +73,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"seed_oss", kernels::RopeLayout::neox, false, false, false, false, false},
     {"qwen3vl", kernels::RopeLayout::neox, true, false, false, false, false},
     {"qwen3vlmoe", kernels::RopeLayout::neox, true, true, false, false, false},
+    {"olmoe", kernels::RopeLayout::neox, false, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -614,7 +615,9 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     if (c.n_ff_shared <= 0) fail("expert_shared_feed_forward_length is missing or 0");
   }
   // An expert's width has a key of its own where the file also names a dense one.
-  c.n_ff = a.moe ? file_.get_u32(p + "expert_feed_forward_length") : file_.get_u32(p + "feed_forward_length");
+  // (OLMoE's converter writes only feed_forward_length, its experts' width.)
+  const std::optional<uint32_t> expert_ff = a.moe ? file_.find_u32(p + "expert_feed_forward_length") : std::nullopt;
+  c.n_ff = expert_ff ? *expert_ff : file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
   const bool layer_norm = a.norms == GgufNorms::layer_before;
   const bool parallel = a.norms == GgufNorms::layer_parallel;
@@ -705,6 +708,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
   }
   if (a.name == "seed_oss") c.arch = "llama";  // the Llama layer, rows not permuted
+  if (a.name == "olmoe") {
+    // q/k norms over the whole projections; the top k's shares of the
+    // softmax over all experts, not renormalized (llama.cpp's olmoe).
+    c.qk_norm_whole = true;
+    c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(false);
+  }
   // Qwen3-VL's text model: its rope sections and deepstack layers act only
   // on image tokens (a text token's position axes are equal).
   if (a.name == "qwen3vl") c.arch = "qwen3";

@@ -287,7 +287,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/hf/lfm2_conv_bias",  dir + "/gguf/lfm2_moe.gguf",
                                           dir + "/gguf/ministral3.gguf", dir + "/hf/mistral3",
                                           dir + "/gguf/glm4_moe_lite.gguf", dir + "/gguf/seed_oss.gguf",
-                                          dir + "/hf/qwen3_vl", dir + "/hf/qwen3_vl_moe"};
+                                          dir + "/hf/qwen3_vl", dir + "/hf/qwen3_vl_moe",
+                                          dir + "/gguf/olmoe.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

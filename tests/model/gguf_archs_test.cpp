@@ -104,7 +104,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"glm4_moe_lite", "deepseek2", kernels::RopeLayout::normal},
                                          Case{"seed_oss", "llama", kernels::RopeLayout::neox},
                                          Case{"qwen3_vl", "qwen3", kernels::RopeLayout::neox},
-                                         Case{"qwen3_vl_moe", "qwen3moe", kernels::RopeLayout::neox}),
+                                         Case{"qwen3_vl_moe", "qwen3moe", kernels::RopeLayout::neox},
+                                         Case{"olmoe", "olmoe", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {
