@@ -44,7 +44,7 @@ void bind_expert_biases(WeightStore& store, const float* gu_bias, const float* d
 // The fused, transposed experts (gate and up interleaved by column) and
 // their biases.
 void bind_dense_experts(HfWeights& src, const ModelConfig& c, const std::string& p, LayerWeights& l) {
-  bind_fused_experts(src, c, p, /*interleaved=*/true, l);
+  bind_fused_experts(src, c, p + "gate_up_proj", p + "down_proj", /*interleaved=*/true, l);
   const float* gu_bias = src.vector_rows(p + "gate_up_proj_bias", c.n_expert, 2 * c.n_ff);  // [E, 2I]
   const float* dn_bias = src.vector_rows(p + "down_proj_bias", c.n_expert, c.n_embd);       // [E, H]
   for (int64_t e = 0; e < c.n_expert; ++e) {

@@ -16,7 +16,8 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::deepseek3, &arch::ernie4_5, &arch::ernie4_5_moe,
                                     &arch::command_r, &arch::cohere2, &arch::lfm2, &arch::lfm2moe,
                                     &arch::ministral3, &arch::mistral3_multimodal, &arch::qwen3_vl,
-                                    &arch::qwen3_vl_moe, &arch::olmoe};
+                                    &arch::qwen3_vl_moe, &arch::olmoe,
+                                    &arch::granitemoe};
 
 }  // namespace
 

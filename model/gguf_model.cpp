@@ -74,6 +74,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen3vl", kernels::RopeLayout::neox, true, false, false, false, false},
     {"qwen3vlmoe", kernels::RopeLayout::neox, true, true, false, false, false},
     {"olmoe", kernels::RopeLayout::neox, false, true, false, false, false},
+    {"granitemoe", kernels::RopeLayout::normal, false, true, false, false, true},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {

@@ -102,16 +102,15 @@ const float* HfWeights::vector_plus_one(std::string_view name, int64_t n) {
   return out;
 }
 
-void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string& experts, bool interleaved,
-                        LayerWeights& l) {
+void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string& gate_up, const std::string& down,
+                        bool interleaved, LayerWeights& l) {
   const int64_t E = c.n_expert, H = c.n_embd, I = c.n_ff;
   // gpt-oss's (interleaved) are only ever transposed: with its n_ff equal
   // to n_embd, down_proj's shape could not tell.
-  const safetensors::TensorInfo& gu = interleaved ? src.expect(experts + "gate_up_proj", {E, H, 2 * I})
-                                                  : src.expect_either(experts + "gate_up_proj", {E, 2 * I, H},
-                                                                      {E, H, 2 * I});
-  const safetensors::TensorInfo& dn = interleaved ? src.expect(experts + "down_proj", {E, I, H})
-                                                  : src.expect_either(experts + "down_proj", {E, H, I}, {E, I, H});
+  const safetensors::TensorInfo& gu = interleaved ? src.expect(gate_up, {E, H, 2 * I})
+                                                  : src.expect_either(gate_up, {E, 2 * I, H}, {E, H, 2 * I});
+  const safetensors::TensorInfo& dn = interleaved ? src.expect(down, {E, I, H})
+                                                  : src.expect_either(down, {E, H, I}, {E, I, H});
   const bool gu_linear = !interleaved && gu.shape[1] == 2 * I && gu.shape[2] == H;
   const bool dn_linear = !interleaved && dn.shape[1] == H && dn.shape[2] == I;
   const auto elem = static_cast<size_t>(row_bytes(*gu.type, 1));
@@ -147,15 +146,15 @@ void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string&
       continue;
     }
     // down[e][j][i] -> w_down[i][j]
-    auto* down = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(H * I) * dn_elem));
+    auto* rows = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(H * I) * dn_elem));
     const uint8_t* dbase = dn.data + static_cast<size_t>(e * I * H) * dn_elem;
     for (int64_t j = 0; j < I; ++j) {
       for (int64_t i = 0; i < H; ++i) {
-        std::memcpy(down + static_cast<size_t>(i * I + j) * dn_elem, dbase + static_cast<size_t>(j * H + i) * dn_elem,
+        std::memcpy(rows + static_cast<size_t>(i * I + j) * dn_elem, dbase + static_cast<size_t>(j * H + i) * dn_elem,
                     dn_elem);
       }
     }
-    ex.w_down = Weight{.data = down, .type = *dn.type, .n_in = I, .n_out = H};
+    ex.w_down = Weight{.data = rows, .type = *dn.type, .n_in = I, .n_out = H};
   }
 }
 
@@ -165,7 +164,7 @@ void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames&
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
     if (src.has(p + "experts.gate_up_proj")) {  // Qwen3-VL-MoE's checkpoints
-      bind_fused_experts(src, c, p + "experts.", /*interleaved=*/false, l);
+      bind_fused_experts(src, c, p + "experts.gate_up_proj", p + "experts.down_proj", /*interleaved=*/false, l);
       continue;
     }
     l.experts.resize(static_cast<size_t>(c.n_expert));

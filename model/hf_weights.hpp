@@ -97,17 +97,19 @@ struct ExpertTensorNames {
 // Takes the experts in either layout: one tensor per expert as above, or
 // fused as <block>experts.gate_up_proj / down_proj (bind_fused_experts).
 void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w);
-// Every expert's matrices from fused checkpoint tensors. Transposed, as
-// published: <experts>gate_up_proj [n_expert, n_embd, 2 n_ff] (gate then up
-// along the last dim, or interleaved column by column: gpt-oss) and
-// <experts>down_proj [n_expert, n_ff, n_embd], copied into [n_out, n_in]
+// Every expert's matrices from fused checkpoint tensors (named gate_up and
+// down). Transposed, as Qwen3-VL-MoE and gpt-oss publish them: gate_up
+// [n_expert, n_embd, 2 n_ff] (gate then up along the last dim, or
+// interleaved column by column: gpt-oss) and down [n_expert, n_ff, n_embd],
+// copied into [n_out, n_in]
 // rows in the tensor's own type (f32, f16 or bf16). Or in nn.Linear's
-// layout, as transformers 5 saves them ([n_expert, 2 n_ff, n_embd] gate
-// rows then up rows, [n_expert, n_embd, n_ff]): used in place. A tensor of
+// layout, as transformers 5 saves them and GraniteMoE publishes them
+// ([n_expert, 2 n_ff, n_embd] gate rows then up rows, [n_expert, n_embd,
+// n_ff]): used in place. A tensor of
 // the Linear shape is taken as one (as transformers takes it) where both
 // shapes are one; gpt-oss's interleaved ones must be transposed.
-void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string& experts, bool interleaved,
-                        LayerWeights& l);
+void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string& gate_up, const std::string& down,
+                        bool interleaved, LayerWeights& l);
 
 // The FFNs of DeepSeek's layout (DeepSeek-V2/V3, GLM-4.5, ERNIE 4.5), under
 // model.layers.N.mlp.: gate/up/down_proj of width n_ff_dense where

@@ -105,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"seed_oss", "llama", kernels::RopeLayout::neox},
                                          Case{"qwen3_vl", "qwen3", kernels::RopeLayout::neox},
                                          Case{"qwen3_vl_moe", "qwen3moe", kernels::RopeLayout::neox},
-                                         Case{"olmoe", "olmoe", kernels::RopeLayout::neox}),
+                                         Case{"olmoe", "olmoe", kernels::RopeLayout::neox},
+                                         Case{"granitemoe", "granitemoe", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

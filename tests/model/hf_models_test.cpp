@@ -112,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe",
                                          "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
-                                         "qwen3_vl", "qwen3_vl_moe", "olmoe"),
+                                         "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
