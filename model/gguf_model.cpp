@@ -75,6 +75,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen3vlmoe", kernels::RopeLayout::neox, true, true, false, false, false},
     {"olmoe", kernels::RopeLayout::neox, false, true, false, false, false},
     {"granitemoe", kernels::RopeLayout::normal, false, true, false, false, true},
+    {"hunyuan-dense", kernels::RopeLayout::neox, true, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -709,6 +710,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
   }
   if (a.name == "seed_oss") c.arch = "llama";  // the Llama layer, rows not permuted
+  if (a.name == "hunyuan-dense") c.qk_norm_after_rope = true;  // its alpha already in rope.freq_base
   if (a.name == "olmoe") {
     // q/k norms over the whole projections; the top k's shares of the
     // softmax over all experts, not renormalized (llama.cpp's olmoe).

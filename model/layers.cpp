@@ -76,13 +76,16 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
   if (w.bv != nullptr) be.add_bias(v, w.bv, n, c.kv_dim());
   // Per-head norms: every head's head_dim values are one row; OLMo 2's
   // whole-projection norms: every token's.
-  if (c.qk_norm_whole) {
-    if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n, c.q_dim(), c.norm_eps);
-    if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n, c.kv_dim(), c.norm_eps);
-  } else {
-    if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n * c.n_head, c.head_dim, c.norm_eps);
-    if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n * c.n_head_kv, c.head_dim, c.norm_eps);
-  }
+  auto qk_norms = [&] {
+    if (c.qk_norm_whole) {
+      if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n, c.q_dim(), c.norm_eps);
+      if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n, c.kv_dim(), c.norm_eps);
+    } else {
+      if (w.q_norm != nullptr) be.rmsnorm(q, q, w.q_norm, n * c.n_head, c.head_dim, c.norm_eps);
+      if (w.k_norm != nullptr) be.rmsnorm(k, k, w.k_norm, n * c.n_head_kv, c.head_dim, c.norm_eps);
+    }
+  };
+  if (!c.qk_norm_after_rope) qk_norms();
 
   if (rope) {
     // Gemma 3's local layers: their own base, unscaled.
@@ -97,6 +100,7 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
     be.rope(q, ctx.pos, n, c.n_head, c.head_dim, p);
     be.rope(k, ctx.pos, n, c.n_head_kv, c.head_dim, p);
   }
+  if (c.qk_norm_after_rope) qk_norms();  // Hunyuan
   if (c.attn_temp_beta != 0.0f) temper_queries(ctx, q);
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);

@@ -97,6 +97,8 @@ struct ModelConfig {
   // OLMo 2 normalizes each token's whole q and k projections ([q_dim],
   // [kv_dim] weights); others with q/k norms normalize each head.
   bool qk_norm_whole = false;
+  // Hunyuan normalizes each query and key head after RoPE, not before.
+  bool qk_norm_after_rope = false;
   float rope_local_theta = 10000.0f;
   float attn_scale = 0.0f;   // scale of QK^T; 0: 1/sqrt(head_dim)
   // Llama 4's attention temperature (Ministral 3's llama_4_scaling_beta):

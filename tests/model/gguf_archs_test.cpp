@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"qwen3_vl", "qwen3", kernels::RopeLayout::neox},
                                          Case{"qwen3_vl_moe", "qwen3moe", kernels::RopeLayout::neox},
                                          Case{"olmoe", "olmoe", kernels::RopeLayout::neox},
-                                         Case{"granitemoe", "granitemoe", kernels::RopeLayout::normal}),
+                                         Case{"granitemoe", "granitemoe", kernels::RopeLayout::normal},
+                                         Case{"hunyuan_dense", "hunyuan-dense", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

@@ -50,6 +50,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "seed_oss"       ? "llama"      // the Llama layer with q/k/v biases
                            : GetParam() == "qwen3_vl"       ? "qwen3"      // its text model
                            : GetParam() == "qwen3_vl_moe"   ? "qwen3moe"
+                           : GetParam() == "hunyuan_dense"  ? "hunyuan-dense"
                            : GetParam() == "ernie4_5_moe"   ? "ernie4_5-moe"
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
@@ -112,7 +113,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "deepseek_v2", "deepseek_v3", "ernie4_5", "ernie4_5_moe",
                                          "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
-                                         "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe"),
+                                         "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
+                                         "hunyuan_dense"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
