@@ -86,6 +86,8 @@ const std::vector<Named>& table() {
       {"megrez", {kQwen2}},
       {"kormo", {kQwen2}},
       {"f2llmv2", {kQwen2}},
+      {"hunyuan", {kQwen2}},  // Hunyuan-A13B (llama.cpp groups Solar Open's with it)
+      {"solar-open", {kQwen2}},
       {"qwen35", {kQwen35}},
       {"tekken", {kTekken}},
       {"gpt-4o", {kGpt4o}},
@@ -94,6 +96,11 @@ const std::vector<Named>& table() {
       {"kanana2", {kGpt4o}},
       {"talkie", {kGpt4o}},
       {"deepseek-v3", {kDeepseekV3Digits, kDeepseekV3Cjk, kDeepseekV3Words}},
+      // Hunyuan's dense models split as DeepSeek-V3 does (llama.cpp's
+      // HUNYUAN_DENSE regexes, shared by JoyAI and HY V4).
+      {"hunyuan-dense", {kDeepseekV3Digits, kDeepseekV3Cjk, kDeepseekV3Words}},
+      {"joyai-llm", {kDeepseekV3Digits, kDeepseekV3Cjk, kDeepseekV3Words}},
+      {"hy_v4", {kDeepseekV3Digits, kDeepseekV3Cjk, kDeepseekV3Words}},
       // Every digit apart, then GPT-2's.
       {"smollm", {kDigit, kGpt2}},
       {"starcoder", {kDigit, kGpt2}},
