@@ -4,6 +4,9 @@
 // configs and files that mark them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,52 @@ TEST(Lfm2, PlannerTakesConvLayersOnCudaUnlessTheirRowsCannotBeQ8) {
   EXPECT_EQ(stage_layers_refusal("cuda", odd, 2, 3, KvType::q8_0), "");  // the attention layer alone
   EXPECT_EQ(stage_layers_refusal("cuda", odd, 0, 4, KvType::f16), "");
   EXPECT_EQ(stage_layers_refusal("cpu", odd, 0, 4, KvType::q8_0), "");
+}
+
+// The last logits of a prompt's tail run over cached history: `tokens`
+// are positions [n_past, n_past + tokens.size()) of the sequence whose KV
+// blocks are `table`.
+std::vector<float> tail_logits(ModelStage& stage, const std::vector<int32_t>& tokens, int32_t n_past,
+                               const std::vector<int32_t>& table, int64_t n_vocab) {
+  const BatchSeq seq{.n_tokens = static_cast<int32_t>(tokens.size()), .n_past = n_past, .block_table = table,
+                     .n_logits = 1};
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  stage.forward({.tokens = tokens, .seqs = std::span(&seq, 1)}, nullptr, logits.data());
+  return logits;
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+// What the scheduler does with KV pages, on a model whose conv layers keep
+// their history there: a prompt whose first block another sequence filled
+// (prefix sharing), and a prompt whose rows past n_past hold rejected
+// speculative tokens (rollback), give the logits of the prompt run whole.
+TEST(Lfm2, SharedPrefixBlocksAndRolledBackRowsGiveTheWholePromptsLogits) {
+  const auto model = lfm2_hf();
+  const int64_t n_vocab = model->config().n_vocab;
+  CpuBackend cpu({.n_threads = 2});
+  ModelStage stage(model, cpu, {.max_tokens = 16, .max_seqs = 1, .n_kv_blocks = 12, .kv_block_size = 4});
+  const std::vector<int32_t> prompt = {1, 17, 93, 5, 211, 48, 7, 160, 33, 250, 12};
+  const std::vector<float> whole = tail_logits(stage, prompt, 0, {0, 1, 2}, n_vocab);
+
+  // Block 0 (positions 0-3) as the first run wrote it; the rest fresh.
+  const std::vector<int32_t> tail(prompt.begin() + 4, prompt.end());
+  EXPECT_LT(max_diff(tail_logits(stage, tail, 4, {0, 5, 6}, n_vocab), whole), 1e-5f);
+
+  // Positions 8-10 first hold three other tokens (proposals a verifier
+  // rejected), then the prompt's own from n_past 8.
+  const std::vector<int32_t> head(prompt.begin(), prompt.begin() + 8);
+  tail_logits(stage, head, 0, {7, 8, 9}, n_vocab);
+  tail_logits(stage, {2, 3, 4}, 8, {7, 8, 9}, n_vocab);
+  const std::vector<int32_t> rest(prompt.begin() + 8, prompt.end());
+  EXPECT_LT(max_diff(tail_logits(stage, rest, 8, {7, 8, 9}, n_vocab), whole), 1e-5f);
+  // The history is read from the pages: the same tail over another block 0 differs.
+  tail_logits(stage, {3, 3, 3, 3}, 0, {10}, n_vocab);
+  EXPECT_GT(max_diff(tail_logits(stage, tail, 4, {10, 5, 6}, n_vocab), whole), 1e-3f);
 }
 
 }  // namespace
