@@ -17,7 +17,8 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::command_r, &arch::cohere2, &arch::lfm2, &arch::lfm2moe,
                                     &arch::ministral3, &arch::mistral3_multimodal, &arch::qwen3_vl,
                                     &arch::qwen3_vl_moe, &arch::olmoe,
-                                    &arch::granitemoe, &arch::hunyuan_dense};
+                                    &arch::granitemoe, &arch::hunyuan_dense,
+                                    &arch::minimax_m2};
 
 }  // namespace
 

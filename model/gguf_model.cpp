@@ -76,6 +76,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"olmoe", kernels::RopeLayout::neox, false, true, false, false, false},
     {"granitemoe", kernels::RopeLayout::normal, false, true, false, false, true},
     {"hunyuan-dense", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"minimax-m2", kernels::RopeLayout::neox, false, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -711,6 +712,13 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   }
   if (a.name == "seed_oss") c.arch = "llama";  // the Llama layer, rows not permuted
   if (a.name == "hunyuan-dense") c.qk_norm_after_rope = true;  // its alpha already in rope.freq_base
+  if (a.name == "minimax-m2") {
+    // Whole-projection q/k norms; sigmoid scores chosen with exp_probs_b,
+    // renormalized (llama.cpp always does for this architecture).
+    c.qk_norm_whole = true;
+    read_deepseek_routing(p, 2);
+    c.expert_weights_norm = file_.find_bool(p + "expert_weights_norm").value_or(true);
+  }
   if (a.name == "olmoe") {
     // q/k norms over the whole projections; the top k's shares of the
     // softmax over all experts, not renormalized (llama.cpp's olmoe).
@@ -836,7 +844,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       bind_glm4moe_layer(b, il, l);
       continue;
     }
-    if (a.name == "ernie4_5-moe") {
+    if (a.name == "ernie4_5-moe" || a.name == "minimax-m2") {
       l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
       bind_deepseek_layer_ffn(b, il, l);
       continue;

@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"qwen3_vl_moe", "qwen3moe", kernels::RopeLayout::neox},
                                          Case{"olmoe", "olmoe", kernels::RopeLayout::neox},
                                          Case{"granitemoe", "granitemoe", kernels::RopeLayout::normal},
-                                         Case{"hunyuan_dense", "hunyuan-dense", kernels::RopeLayout::neox}),
+                                         Case{"hunyuan_dense", "hunyuan-dense", kernels::RopeLayout::neox},
+                                         Case{"minimax_m2", "minimax-m2", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

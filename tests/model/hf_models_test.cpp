@@ -51,6 +51,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "qwen3_vl"       ? "qwen3"      // its text model
                            : GetParam() == "qwen3_vl_moe"   ? "qwen3moe"
                            : GetParam() == "hunyuan_dense"  ? "hunyuan-dense"
+                           : GetParam() == "minimax_m2"     ? "minimax-m2"
                            : GetParam() == "ernie4_5_moe"   ? "ernie4_5-moe"
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
@@ -114,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
                                          "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
-                                         "hunyuan_dense"),
+                                         "hunyuan_dense", "minimax_m2"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
