@@ -87,6 +87,11 @@ class Backend {
   // limit), y = (u + 1) * g * sigmoid(alpha * g). y may alias gate.
   virtual void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) = 0;
   virtual void gelu(float* y, const float* x, int64_t n) = 0;
+  // y = xIELU(x) over n values (Apertus), with the activation's effective
+  // parameters (after their softplus): x > 0: alpha_p x^2 + beta x, else
+  // (expm1(min(x, eps)) - x) alpha_n + beta x. y may alias x. The default
+  // throws Errc::unsupported (the CPU and CUDA backends run it).
+  virtual void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps);
   // y = gelu(gate) * up (tanh GELU; Gemma's GeGLU). y may alias gate.
   virtual void geglu(float* y, const float* gate, const float* up, int64_t n) = 0;
   // x *= s over n values (Gemma's embedding scale).

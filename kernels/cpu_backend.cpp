@@ -79,6 +79,10 @@ void Backend::short_conv(float*, const float*, const PagedKvView&, const AttnSeq
                                  "layers): run those layers on a cpu or cuda stage");
 }
 
+void Backend::xielu(float*, const float*, int64_t, float, float, float, float) {
+  throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no xIELU activation (Apertus)");
+}
+
 bool Backend::supports(DType type) const {
   switch (type) {
     case DType::f32:
@@ -269,6 +273,15 @@ void CpuBackend::swiglu_oai(float* y, const float* gate, const float* up, int64_
 }
 
 void CpuBackend::gelu(float* y, const float* x, int64_t n) { kernels::gelu(y, x, n); }
+
+void CpuBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = x[i];
+      y[i] = v > 0.0f ? alpha_p * v * v + beta * v : (std::expm1(std::min(v, eps)) - v) * alpha_n + beta * v;
+    }
+  });
+}
 
 void CpuBackend::geglu(float* y, const float* gate, const float* up, int64_t n) {
   split_elements(n, [&](int64_t i0, int64_t i1) {

@@ -56,6 +56,7 @@ extern const Architecture gemma3;    // arch_gemma.cpp (also GGUF "gemma3" files
 extern const Architecture phi3;      // arch_phi3.cpp (also GGUF "phi3" files)
 extern const Architecture hunyuan_dense;  // arch_hunyuan.cpp (also GGUF "hunyuan-dense" files)
 extern const Architecture minimax_m2;  // arch_minimax_m2.cpp (also GGUF "minimax-m2" files)
+extern const Architecture apertus;   // arch_apertus.cpp (also GGUF "apertus" files)
 extern const Architecture olmoe;     // arch_olmoe.cpp (also GGUF "olmoe" files)
 extern const Architecture olmo2;     // arch_olmo2.cpp (also GGUF "olmo2" files)
 extern const Architecture smollm3;   // arch_smollm3.cpp (also GGUF "smollm3" files)

@@ -77,6 +77,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"granitemoe", kernels::RopeLayout::normal, false, true, false, false, true},
     {"hunyuan-dense", kernels::RopeLayout::neox, true, false, false, false, false},
     {"minimax-m2", kernels::RopeLayout::neox, false, true, false, false, false},
+    {"apertus", kernels::RopeLayout::neox, true, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -114,6 +115,7 @@ class GgufModel final : public Model {
   void read_phi3(const std::string& p);
   void read_granite(const std::string& p);
   void read_lfm2_layers(const std::string& p);
+  void read_xielu();
   void bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& l);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
   [[noreturn]] void fail(const std::string& what) const {
@@ -535,6 +537,38 @@ void GgufModel::read_lfm2_layers(const std::string& p) {
   if (c.conv_kernel < 1 || c.conv_kernel > 64) fail("shortconv.l_cache must be in 1..64");
 }
 
+// Apertus's xIELU parameters: one trained value per layer in each of
+// xielu.alpha_p / alpha_n / beta / eps (llama.cpp's converter writes them
+// without the architecture's prefix; a single value stands for every
+// layer), made the effective ones as Backend::xielu takes them.
+void GgufModel::read_xielu() {
+  const ModelConfig& c = config_;
+  auto per_layer = [&](const char* key) {
+    const std::string k = std::string("xielu.") + key;
+    const gguf::Value* v = file_.find(k);
+    if (v == nullptr) fail("missing required key '" + k + "'");
+    std::vector<float> out;
+    if (std::holds_alternative<gguf::Array>(*v)) {
+      out = file_.get_f32_array(k);
+    } else {
+      out.assign(static_cast<size_t>(c.n_layer), file_.get_f32(k));
+    }
+    if (static_cast<int64_t>(out.size()) < c.n_layer) fail(k + " lists fewer values than block_count");
+    return out;
+  };
+  const std::vector<float> alpha_p = per_layer("alpha_p"), alpha_n = per_layer("alpha_n"), beta = per_layer("beta"),
+                           eps = per_layer("eps");
+  auto softplus = [](float x) { return static_cast<float>(std::log1p(std::exp(static_cast<double>(x)))); };
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    LayerWeights::Xielu& x = weights_.layers[static_cast<size_t>(il)].xielu;
+    const auto i = static_cast<size_t>(il);
+    x.beta = beta[i];
+    x.eps = eps[i];
+    x.alpha_p = softplus(alpha_p[i]);
+    x.alpha_n = beta[i] + softplus(alpha_n[i]);
+  }
+}
+
 // An lfm2 / lfm2moe layer past its operator norm: the short convolution or
 // attention with per-head q/k norms, then the FFN: dense (of n_ff in lfm2,
 // of n_ff_dense in lfm2moe's leading layers) or the experts.
@@ -844,6 +878,12 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       bind_glm4moe_layer(b, il, l);
       continue;
     }
+    if (a.name == "apertus") {  // no gate: down(xIELU(up(x)))
+      l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
+      l.w_up = matrix(b + "ffn_up.weight", c.n_embd, c.n_ff);
+      l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
+      continue;
+    }
     if (a.name == "ernie4_5-moe" || a.name == "minimax-m2") {
       l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
       bind_deepseek_layer_ffn(b, il, l);
@@ -891,6 +931,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     }
     l.w_down = matrix(b + "ffn_down.weight", c.n_ff, c.n_embd);
   }
+
+  if (a.name == "apertus") read_xielu();
 
   // What one decode step streams: every matrix once (the embedding lookup
   // reads one row, so it counts only when it doubles as the output head).

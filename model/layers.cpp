@@ -465,6 +465,20 @@ void gelu_block(const StepContext& ctx, int64_t il, float* x) {
   residual(ctx, x, Norm::layer, w.ffn_norm, w.ffn_norm_b, [&](float* xb, float* proj) { gelu_ffn(ctx, w, xb, proj); });
 }
 
+void xielu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  residual(ctx, x, Norm::rms, w.ffn_norm, nullptr, [&](float* xb, float* proj) {
+    const int64_t n = ctx.n_tokens;
+    const int64_t n_ff = w.w_up.n_out;
+    const size_t mark = ctx.arena.used();
+    float* h = ctx.arena.floats(n * n_ff);  // [n_tokens, n_ff]
+    ctx.backend.matmul(h, xb, w.w_up, n);
+    ctx.backend.xielu(h, h, n * n_ff, w.xielu.alpha_p, w.xielu.alpha_n, w.xielu.beta, w.xielu.eps);
+    ctx.backend.matmul(proj, h, w.w_down, n);
+    ctx.arena.rewind(mark);
+  });
+}
+
 void moe_block(const StepContext& ctx, int64_t il, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   residual(ctx, x, Norm::rms, w.ffn_norm, nullptr, [&](float* xb, float* proj) { moe_ffn(ctx, w, xb, proj); });

@@ -89,6 +89,8 @@ void moe_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, flo
 void attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x, Norm kind, bool rope);
 void swiglu_block(const StepContext& ctx, int64_t il, float* x);
 void gelu_block(const StepContext& ctx, int64_t il, float* x);  // LayerNorm before the MLP
+// Apertus's MLP: x += down(xielu(up(rmsnorm(x)))), no gate.
+void xielu_block(const StepContext& ctx, int64_t il, float* x);
 void moe_block(const StepContext& ctx, int64_t il, float* x);
 // Gemma's sandwich: x += post_norm(f(pre_norm(x))), RMSNorms on both sides
 // (attn_norm / attn_post_norm; ffn_norm / ffn_post_norm), GeGLU FFN.

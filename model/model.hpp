@@ -58,6 +58,11 @@ struct LayerWeights {
   const float* ffn_norm = nullptr;   // [n_embd]
   const float* ffn_norm_b = nullptr; // [n_embd] (LayerNorm models)
   const float* ffn_post_norm = nullptr;  // [n_embd] RMSNorm of the FFN output (Gemma)
+  // Apertus's xIELU activation of its up projection: the effective
+  // parameters (after their softplus), host scalars.
+  struct Xielu {
+    float alpha_p = 0.0f, alpha_n = 0.0f, beta = 0.0f, eps = 0.0f;
+  } xielu;
   Weight w_gate;                     // [n_ff, n_embd]
   Weight w_up;                       // [n_ff, n_embd]
   Weight w_down;                     // [n_embd, n_ff]

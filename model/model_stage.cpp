@@ -251,6 +251,7 @@ void ModelStage::upload_layer(int64_t il) {
   d.ffn_router = upload(backend_, h.ffn_router, owned_);
   d.ffn_router_b = upload_vector(backend_, h.ffn_router_b, c.n_expert, owned_);
   d.expert_score_bias = h.expert_score_bias;  // the routing reads it on the host
+  d.xielu = h.xielu;                          // scalars, passed with each call
   d.experts.resize(h.experts.size());
   for (size_t e = 0; e < h.experts.size(); ++e) {
     d.experts[e].w_gate = upload(backend_, h.experts[e].w_gate, owned_);

@@ -219,6 +219,15 @@ void CudaBackend::gelu(float* y, const float* x, int64_t n) {
   impl_->record(op);
 }
 
+void CudaBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
+  check_len("xielu", n);
+  if (n == 0) return;
+  if (y == nullptr || x == nullptr) throw Error(Errc::invalid_argument, "cuda xielu: null input or output");
+  Op op(OpKind::xielu);
+  op.element = {.y = y, .a = x, .b = nullptr, .n = n, .n_cols = 0, .s = alpha_p, .s2 = alpha_n, .s3 = beta, .s4 = eps};
+  impl_->record(op);
+}
+
 void CudaBackend::geglu(float* y, const float* gate, const float* up, int64_t n) {
   check_len("geglu", n);
   if (n == 0) return;

@@ -61,6 +61,14 @@ __global__ void gelu_kernel(float* y, const float* x, int64_t n) {
   }
 }
 
+// y may alias x.
+__global__ void xielu_kernel(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? alpha_p * v * v + beta * v : (expm1f(fminf(v, eps)) - v) * alpha_n + beta * v;
+  }
+}
+
 // y may alias gate, as in swiglu_kernel.
 __global__ void geglu_kernel(float* y, const float* gate, const float* up, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -190,6 +198,14 @@ void gelu(float* y, const float* x, int64_t n, cudaStream_t stream) {
   check_len("gelu", n);
   if (n == 0) return;
   gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps,
+           cudaStream_t stream) {
+  check_len("xielu", n);
+  if (n == 0) return;
+  xielu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n, alpha_p, alpha_n, beta, eps);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,6 +18,8 @@ void add(float* y, const float* x, int64_t n, cudaStream_t stream);             
 void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
 void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // silu(gate) * up
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
+void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps,
+           cudaStream_t stream);  // Backend::xielu
 void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // gelu(gate) * up
 // (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
 void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit,

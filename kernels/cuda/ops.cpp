@@ -17,7 +17,7 @@ static_assert(sizeof(Op) % 8 == 0);
 static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n launch takes");
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
-                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 7 * 8 && sizeof(RopeOp) == 12 * 8 &&
+                  sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 9 * 8 && sizeof(RopeOp) == 12 * 8 &&
                   sizeof(AttnOp) == 27 * 8,
               "op records must be padding-free: every field 8 bytes");
 
@@ -99,6 +99,10 @@ void execute(const Op& op, const DeviceContext& ctx) {
       swiglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
       return;
     case OpKind::gelu: gelu(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::xielu:
+      xielu(op.element.y, op.element.a, op.element.n, static_cast<float>(op.element.s), static_cast<float>(op.element.s2),
+            static_cast<float>(op.element.s3), static_cast<float>(op.element.s4), s);
+      return;
     case OpKind::swiglu_oai:
       swiglu_oai(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n,
                  static_cast<float>(op.element.s), static_cast<float>(op.element.s2), s);

@@ -25,6 +25,7 @@ enum class OpKind : int64_t {
   add_bias,
   swiglu,
   gelu,
+  xielu,        // an ElementOp: s, s2, s3, s4 = alpha_p, alpha_n, beta, eps
   geglu,
   swiglu_oai,
   scale,
@@ -99,6 +100,8 @@ struct ElementOp {
   int64_t n_cols;
   double s = 0.0;   // scale or cap (8 bytes: records are padding-free); swiglu_oai's alpha
   double s2 = 0.0;  // swiglu_oai's limit
+  double s3 = 0.0;  // xielu's beta
+  double s4 = 0.0;  // xielu's eps
 };
 
 struct RopeOp {

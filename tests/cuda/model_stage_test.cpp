@@ -289,7 +289,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/glm4_moe_lite.gguf", dir + "/gguf/seed_oss.gguf",
                                           dir + "/hf/qwen3_vl", dir + "/hf/qwen3_vl_moe",
                                           dir + "/gguf/olmoe.gguf", dir + "/gguf/granitemoe.gguf",
-                                          dir + "/gguf/hunyuan_dense.gguf", dir + "/gguf/minimax_m2.gguf"};
+                                          dir + "/gguf/hunyuan_dense.gguf", dir + "/gguf/minimax_m2.gguf",
+                                          dir + "/gguf/apertus.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

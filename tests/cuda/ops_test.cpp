@@ -127,6 +127,22 @@ TEST(CudaOps, ElementwiseOpsMatchTheCpu) {
   gpu.geglu(dy.get(), dy.get(), db.get(), n);
   EXPECT_LE(worst_ratio(dy.read(), geglu_out, 0.0, 0.0), 1.0) << "geglu in place";
 
+  // Apertus's xIELU, its eps crossed by inputs near zero, against its
+  // definition in double and the CPU backend's; in place as the MLP runs it.
+  {
+    const float ap = 0.7f, an = 1.1f, beta = 0.45f, eps = -0.02f;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = a[i];
+      exact[i] = static_cast<float>(v > 0 ? ap * v * v + beta * v
+                                          : (std::expm1(std::min(v, double{eps})) - v) * an + beta * v);
+    }
+    cpu.xielu(want.data(), a.data(), n, ap, an, beta, eps);
+    dy.put(a);
+    gpu.xielu(dy.get(), dy.get(), n, ap, an, beta, eps);
+    EXPECT_LE(worst_ratio(dy.read(), exact, kAbs, kRel), 1.0) << "xielu vs definition";
+    EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "xielu vs cpu";
+  }
+
   // gpt-oss's clamped SwiGLU, with a limit the inputs cross on both sides.
   const float limit = 1.5f, alpha = 1.702f;
   for (int64_t i = 0; i < n; ++i) {

@@ -20,6 +20,7 @@ void norm(const StepContext&, Norm, float*, const float*, const float*, const fl
 void attention_block(const StepContext&, int64_t, const PagedKvView&, float*, Norm, bool) { __builtin_trap(); }
 void swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void gelu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void xielu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void moe_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void sandwich_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void sandwich_geglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }

@@ -108,7 +108,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"olmoe", "olmoe", kernels::RopeLayout::neox},
                                          Case{"granitemoe", "granitemoe", kernels::RopeLayout::normal},
                                          Case{"hunyuan_dense", "hunyuan-dense", kernels::RopeLayout::neox},
-                                         Case{"minimax_m2", "minimax-m2", kernels::RopeLayout::neox}),
+                                         Case{"minimax_m2", "minimax-m2", kernels::RopeLayout::neox},
+                                         Case{"apertus", "apertus", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

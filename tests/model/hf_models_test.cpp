@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
                                          "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
-                                         "hunyuan_dense", "minimax_m2"),
+                                         "hunyuan_dense", "minimax_m2", "apertus"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
