@@ -33,24 +33,17 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   read_rope_config(cfg, c);
   check_config(cfg, c);
   const bool bias = cfg.get_bool("attention_bias", false);
-  bind_model_ends(src, c, w);
+  bind_llama_weights(src, c,
+                     {.qkv_bias = bias,
+                      .o_bias = bias,
+                      .qk_norm = true,
+                      .dense_ffn = false,
+                      .attn_norm = "attention_layernorm",
+                      .ffn_norm = "feedforward_layernorm"},
+                     w);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.attn_norm = src.vector(p + "attention_layernorm.weight", c.n_embd);
-    l.wq = src.matrix(p + "self_attn.q_proj.weight", c.n_embd, c.q_dim());
-    l.wk = src.matrix(p + "self_attn.k_proj.weight", c.n_embd, c.kv_dim());
-    l.wv = src.matrix(p + "self_attn.v_proj.weight", c.n_embd, c.kv_dim());
-    l.wo = src.matrix(p + "self_attn.o_proj.weight", c.q_dim(), c.n_embd);
-    if (bias) {
-      l.bq = src.vector(p + "self_attn.q_proj.bias", c.q_dim());
-      l.bk = src.vector(p + "self_attn.k_proj.bias", c.kv_dim());
-      l.bv = src.vector(p + "self_attn.v_proj.bias", c.kv_dim());
-      l.bo = src.vector(p + "self_attn.o_proj.bias", c.n_embd);
-    }
-    l.q_norm = src.vector(p + "self_attn.q_norm.weight", c.head_dim);
-    l.k_norm = src.vector(p + "self_attn.k_norm.weight", c.head_dim);
-    l.ffn_norm = src.vector(p + "feedforward_layernorm.weight", c.n_embd);
     l.w_up = src.matrix(p + "mlp.up_proj.weight", c.n_embd, c.n_ff);
     l.w_down = src.matrix(p + "mlp.down_proj.weight", c.n_ff, c.n_embd);
     const std::string a = p + "mlp.act_fn.";

@@ -41,18 +41,9 @@ int64_t lfm2_ffn_width(const HfConfig& cfg) {
 // layer attends (as Lfm2Config fills them in).
 void read_lfm2_layers(const HfConfig& cfg, ModelConfig& c) {
   c.conv_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  if (cfg.has("layer_types")) {
-    const Json& types = cfg.json()["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer) {
-      cfg.fail(Errc::bad_format, "layer_types must list num_hidden_layers layer types");
-    }
-    for (size_t i = 0; i < types.size(); ++i) {
-      const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
-      if (t != "conv" && t != "full_attention") {
-        cfg.fail(Errc::unsupported, "layer type '" + t + "' is not supported; supported: conv, full_attention");
-      }
-      c.conv_layers[i] = t == "conv" ? 1 : 0;
-    }
+  if (cfg.has("layer_types") && !cfg.json()["layer_types"].is_null()) {
+    const std::vector<std::string> types = read_layer_types(cfg, c.n_layer, {"conv", "full_attention"});
+    for (size_t i = 0; i < types.size(); ++i) c.conv_layers[i] = types[i] == "conv" ? 1 : 0;
   } else if (cfg.has("full_attn_idxs") && !cfg.json()["full_attn_idxs"].is_null()) {
     const Json& idxs = cfg.json()["full_attn_idxs"];
     if (!idxs.is_array()) cfg.fail(Errc::bad_format, "full_attn_idxs must be a list of layer indices");

@@ -56,12 +56,7 @@ void load_ministral3(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
 // is tied as the top level says (transformers ties by it), else as the
 // text config says.
 void load_mistral3_multimodal(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  if (!cfg.has("text_config") || !cfg.json()["text_config"].is_object()) {
-    cfg.fail(Errc::bad_format, "'text_config' is missing or not an object");
-  }
-  Json text = cfg.json()["text_config"];
-  if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
-  const HfConfig text_cfg(text, cfg.path() + " (text_config)");
+  const HfConfig text_cfg = text_config_of(cfg);
   const std::string type = text_cfg.get_string("model_type", "mistral");
   src.rename_prefix("", "language_model.");
   if (type == "mistral") {

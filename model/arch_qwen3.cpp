@@ -5,8 +5,6 @@
 // this text model under model.language_model.* beside a vision tower (not
 // read). Its multimodal RoPE gives a text token's three position axes the
 // same value, which makes it this RoPE: text prompts run as Qwen3.
-#include <nlohmann/json.hpp>
-
 #include "core/error.hpp"
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
@@ -27,14 +25,8 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
 }
 
 void load_vl(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  if (!cfg.has("text_config") || !cfg.json()["text_config"].is_object()) {
-    cfg.fail(Errc::bad_format, "'text_config' is missing or not an object");
-  }
-  nlohmann::json text = cfg.json()["text_config"];
-  // transformers ties the head by the top level's key.
-  if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
   src.rename_prefix("model.", "model.language_model.");
-  load(HfConfig(text, cfg.path() + " (text_config)"), src, c, w);
+  load(text_config_of(cfg), src, c, w);
   src.rename_prefix("", "");
 }
 

@@ -19,8 +19,6 @@
 #include "model/hf_config.hpp"
 #include "model/hf_weights.hpp"
 
-#include <nlohmann/json.hpp>
-
 namespace troupe {
 namespace {
 
@@ -60,13 +58,8 @@ void load_qwen3moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWei
 }
 
 void load_qwen3vl_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  if (!cfg.has("text_config") || !cfg.json()["text_config"].is_object()) {
-    cfg.fail(Errc::bad_format, "'text_config' is missing or not an object");
-  }
-  nlohmann::json text = cfg.json()["text_config"];
-  if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
   src.rename_prefix("model.", "model.language_model.");
-  load_qwen3moe(HfConfig(text, cfg.path() + " (text_config)"), src, c, w);
+  load_qwen3moe(text_config_of(cfg), src, c, w);
   src.rename_prefix("", "");
   c.expert_weights_norm = true;  // its router renormalizes the top k, with no key to say so
 }

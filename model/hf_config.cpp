@@ -2,6 +2,7 @@
 // RoPE settings in both transformers spellings.
 #include "model/hf_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -261,21 +262,40 @@ void read_llama_config(const HfConfig& cfg, ModelConfig& c) {
   read_rope_config(cfg, c);
 }
 
+HfConfig text_config_of(const HfConfig& cfg) {
+  if (!cfg.has("text_config") || !cfg.json()["text_config"].is_object()) {
+    cfg.fail(Errc::bad_format, "'text_config' is missing or not an object");
+  }
+  Json text = cfg.json()["text_config"];
+  if (cfg.has("tie_word_embeddings")) text["tie_word_embeddings"] = cfg.json()["tie_word_embeddings"];
+  return HfConfig(std::move(text), cfg.path() + " (text_config)");
+}
+
+std::vector<std::string> read_layer_types(const HfConfig& cfg, int64_t n_layer,
+                                          std::initializer_list<std::string_view> allowed) {
+  if (!cfg.has("layer_types") || cfg.json()["layer_types"].is_null()) return {};
+  const Json& types = cfg.json()["layer_types"];
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != n_layer) {
+    cfg.fail(Errc::bad_format, "layer_types must list num_hidden_layers layer types");
+  }
+  std::vector<std::string> out;
+  for (const Json& j : types) {
+    std::string t = j.is_string() ? j.get<std::string>() : "";
+    if (std::find(allowed.begin(), allowed.end(), t) == allowed.end()) {
+      std::string names;
+      for (const std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+      cfg.fail(Errc::unsupported, "layer type '" + t + "' is not supported; supported: " + names);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 void read_layer_kinds(const HfConfig& cfg, ModelConfig& c, int64_t default_pattern) {
   c.local_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  if (cfg.has("layer_types")) {
-    const Json& types = cfg.json()["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer) {
-      cfg.fail(Errc::bad_format, "layer_types must list num_hidden_layers layer types");
-    }
-    for (size_t i = 0; i < types.size(); ++i) {
-      const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
-      if (t != "sliding_attention" && t != "full_attention") {
-        cfg.fail(Errc::unsupported, "layer type '" + t + "' is not supported; supported: sliding_attention, "
-                                    "full_attention");
-      }
-      c.local_layers[i] = t == "sliding_attention" ? 1 : 0;
-    }
+  if (cfg.has("layer_types") && !cfg.json()["layer_types"].is_null()) {
+    const std::vector<std::string> types = read_layer_types(cfg, c.n_layer, {"sliding_attention", "full_attention"});
+    for (size_t i = 0; i < types.size(); ++i) c.local_layers[i] = types[i] == "sliding_attention" ? 1 : 0;
   } else {
     const int64_t pattern = cfg.get_int("sliding_window_pattern", default_pattern);
     if (pattern <= 0) cfg.fail(Errc::bad_format, "sliding_window_pattern must be positive");

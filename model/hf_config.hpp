@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -83,5 +84,13 @@ void read_deepseek_moe_config(const HfConfig& cfg, ModelConfig& c, ModelConfig::
 
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);
+// A multimodal checkpoint's text model config ("text_config"), its
+// tie_word_embeddings taken from the top level where that names one (as
+// transformers ties by it). Fails naming the key when absent.
+HfConfig text_config_of(const HfConfig& cfg);
+// The layer kinds a config lists in layer_types ([num_hidden_layers] of
+// the `allowed` names), or an empty list when it has none.
+std::vector<std::string> read_layer_types(const HfConfig& cfg, int64_t n_layer,
+                                          std::initializer_list<std::string_view> allowed);
 
 }  // namespace troupe

@@ -247,7 +247,7 @@ void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.attn_norm = src.vector(p + "input_layernorm.weight", c.n_embd);
+    l.attn_norm = src.vector(p + std::string(t.attn_norm) + ".weight", c.n_embd);
     if (t.fused) {
       // [q_dim + 2 kv_dim, n_embd]: rows of q, then k, then v.
       const Weight qkv = src.matrix(p + "self_attn.qkv_proj.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
@@ -270,7 +270,7 @@ void bind_llama_weights(HfWeights& src, const ModelConfig& c, const LlamaTensors
       l.q_norm = src.vector(p + "self_attn.q_norm.weight", c.head_dim);
       l.k_norm = src.vector(p + "self_attn.k_norm.weight", c.head_dim);
     }
-    l.ffn_norm = src.vector(p + "post_attention_layernorm.weight", c.n_embd);
+    l.ffn_norm = src.vector(p + std::string(t.ffn_norm) + ".weight", c.n_embd);
     if (t.dense_ffn && t.fused) {
       // [2 n_ff, n_embd]: rows of gate, then up.
       const Weight gate_up = src.matrix(p + "mlp.gate_up_proj.weight", c.n_embd, 2 * c.n_ff);

@@ -70,6 +70,10 @@ struct LlamaTensors {
   bool qk_norm = false;   // self_attn.q_norm / k_norm (Qwen3)
   bool dense_ffn = true;  // mlp.gate/up/down_proj; false: the architecture binds its own FFN
   bool fused = false;     // self_attn.qkv_proj and mlp.gate_up_proj, used as row slices (Phi-3)
+  // The norms before attention and the FFN (Apertus: attention_layernorm,
+  // feedforward_layernorm).
+  std::string_view attn_norm = "input_layernorm";
+  std::string_view ffn_norm = "post_attention_layernorm";
 };
 
 // model.embed_tokens, model.norm and lm_head (unless tied), and
