@@ -21,6 +21,10 @@ constexpr const char* kGpt2 =
 // Llama 3 (tiktoken cl100k-style, numbers in groups of up to three).
 constexpr const char* kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Seed-Coder's tokenizer.json: as Llama 3 but every digit on its own and no
+// line break joining a run of punctuation.
+constexpr const char* kSeedCoder =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Qwen2 / Qwen3: as Llama 3 but every digit on its own.
 constexpr const char* kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -90,6 +94,7 @@ const std::vector<Named>& table() {
       {"solar-open", {kQwen2}},
       {"qwen35", {kQwen35}},
       {"tekken", {kTekken}},
+      {"seed-coder", {kSeedCoder}},
       {"gpt-4o", {kGpt4o}},
       {"llama4", {kGpt4o}},
       {"minimax-m2", {kGpt4o}},

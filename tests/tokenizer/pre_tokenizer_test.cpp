@@ -48,7 +48,7 @@ std::string test_name(const testing::TestParamInfo<std::string>& p) {
 
 INSTANTIATE_TEST_SUITE_P(Names, PreTokenizerVsHf,
                          testing::Values("gpt-2", "llama3", "qwen2", "smollm", "gpt-4o", "tekken", "qwen35",
-                                         "deepseek-v3"),
+                                         "deepseek-v3", "seed-coder"),
                          test_name);
 
 // Every GGUF pre name the fixture lists (transformers' GGUF table, the
