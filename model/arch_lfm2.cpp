@@ -158,25 +158,17 @@ void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights&
   if (!(c.expert_weights_scale > 0.0f)) cfg.fail(Errc::bad_format, "routed_scaling_factor must be positive");
   const bool use_bias = cfg.get_bool("use_expert_bias", true);
   bind_lfm2_operators(cfg, src, c, w);
+  bind_experts(src, c, {.block = "feed_forward.", .gate = "w1", .up = "w3", .down = "w2"}, w, n_dense);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".feed_forward.";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    if (il < n_dense) {
-      l.w_gate = src.matrix(p + "w1.weight", c.n_embd, c.n_ff_dense);
-      l.w_up = src.matrix(p + "w3.weight", c.n_embd, c.n_ff_dense);
-      l.w_down = src.matrix(p + "w2.weight", c.n_ff_dense, c.n_embd);
+    if (il >= n_dense) {
+      if (use_bias) l.expert_score_bias = src.vector(p + "expert_bias", c.n_expert);  // host: the routing reads it there
       continue;
     }
-    l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);
-    if (use_bias) l.expert_score_bias = src.vector(p + "expert_bias", c.n_expert);  // host: the routing reads it there
-    l.experts.resize(static_cast<size_t>(c.n_expert));
-    for (int64_t e = 0; e < c.n_expert; ++e) {
-      const std::string x = p + "experts." + std::to_string(e) + ".";
-      ExpertWeights& ex = l.experts[static_cast<size_t>(e)];
-      ex.w_gate = src.matrix(x + "w1.weight", c.n_embd, c.n_ff);
-      ex.w_up = src.matrix(x + "w3.weight", c.n_embd, c.n_ff);
-      ex.w_down = src.matrix(x + "w2.weight", c.n_ff, c.n_embd);
-    }
+    l.w_gate = src.matrix(p + "w1.weight", c.n_embd, c.n_ff_dense);
+    l.w_up = src.matrix(p + "w3.weight", c.n_embd, c.n_ff_dense);
+    l.w_down = src.matrix(p + "w2.weight", c.n_ff_dense, c.n_embd);
   }
 }
 

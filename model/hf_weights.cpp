@@ -158,8 +158,9 @@ void bind_fused_experts(HfWeights& src, const ModelConfig& c, const std::string&
   }
 }
 
-void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w) {
-  for (int64_t il = 0; il < c.n_layer; ++il) {
+void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w,
+                  int64_t first_layer) {
+  for (int64_t il = first_layer; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + "." + std::string(names.block);
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     l.ffn_router = src.matrix(p + "gate.weight", c.n_embd, c.n_expert);

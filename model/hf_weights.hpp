@@ -100,7 +100,9 @@ struct ExpertTensorNames {
 };
 // Takes the experts in either layout: one tensor per expert as above, or
 // fused as <block>experts.gate_up_proj / down_proj (bind_fused_experts).
-void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w);
+// Layers before first_layer are left to the caller (LFM2-MoE's dense ones).
+void bind_experts(HfWeights& src, const ModelConfig& c, const ExpertTensorNames& names, ModelWeights& w,
+                  int64_t first_layer = 0);
 // Every expert's matrices from fused checkpoint tensors (named gate_up and
 // down). Transposed, as Qwen3-VL-MoE and gpt-oss publish them: gate_up
 // [n_expert, n_embd, 2 n_ff] (gate then up along the last dim, or

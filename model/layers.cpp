@@ -42,15 +42,15 @@ namespace {
 // one run per sequence past the first attn_temp_floor positions, none before).
 void temper_queries(const StepContext& ctx, float* q) {
   const ModelConfig& c = ctx.config;
-  auto factor = [&](int64_t t) {
-    const float steps = std::floor(static_cast<float>(ctx.pos[t]) / static_cast<float>(c.attn_temp_floor));
-    return 1.0f + c.attn_temp_beta * std::log(1.0f + steps);
-  };
+  auto steps = [&](int64_t t) { return ctx.pos[t] / c.attn_temp_floor; };  // floor: positions are >= 0
   for (int64_t t = 0; t < ctx.n_tokens;) {
-    const float f = factor(t);
+    const int64_t s = steps(t);
     int64_t end = t + 1;
-    while (end < ctx.n_tokens && factor(end) == f) ++end;
-    if (f != 1.0f) ctx.backend.scale(q + t * c.q_dim(), f, (end - t) * c.q_dim());
+    while (end < ctx.n_tokens && steps(end) == s) ++end;
+    if (s > 0) {
+      const float f = 1.0f + c.attn_temp_beta * std::log(1.0f + static_cast<float>(s));
+      ctx.backend.scale(q + t * c.q_dim(), f, (end - t) * c.q_dim());
+    }
     t = end;
   }
 }

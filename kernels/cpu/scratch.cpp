@@ -6,7 +6,7 @@
 namespace troupe::kernels::detail {
 namespace {
 
-constexpr int kSlots = static_cast<int>(Scratch::bf16_groups) + 1;
+constexpr int kSlots = static_cast<int>(Scratch::conv_window) + 1;
 
 // Grow-only 64-byte-aligned storage of one thread.
 struct Arena {

@@ -15,6 +15,8 @@ enum class Scratch {
   int8_panel,   // a group unpacked to an int8 panel for the VNNI/AMX GEMM
   bf16_acts,    // activations rounded to bf16 (bf16_packed.hpp)
   bf16_groups,  // quantized groups expanded to bf16 for the AMX prefill
+  conv_owner,   // the short convolution's sequence of each token row (short_conv.cpp)
+  conv_window,  // its rows of b*x, the written one or each worker's taps
 };
 
 uint8_t* scratch(Scratch slot, size_t bytes);

@@ -9,9 +9,9 @@
 // would do (docs/models.md).
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe::kernels {
@@ -68,28 +68,33 @@ void short_conv(float* y, const float* bcx, const PagedKvView& cache, const Attn
   // Every new token's b*x into its position's row first: the convolution
   // then reads the history and this step's tokens alike, from the cache, so
   // a prompt gives the same rows whether it arrives in one chunk or many.
-  std::vector<float> bx(static_cast<size_t>(E));
-  std::vector<int32_t> owner;  // [n_tokens] the sequence of each token row
+  // Scratch is per thread and grow-only: no allocation once steps repeat.
+  using detail::Scratch;
+  int64_t n_rows = 0;
+  for (int i = 0; i < n_seqs; ++i) n_rows = std::max<int64_t>(n_rows, static_cast<int64_t>(seqs[i].q_begin) + seqs[i].n_q);
+  // [n_rows] the sequence of each token row (-1: none), read by every worker
+  auto* owner = reinterpret_cast<int32_t*>(detail::scratch(Scratch::conv_owner, static_cast<size_t>(n_rows) * 4));
+  std::fill(owner, owner + n_rows, -1);
+  auto* bx = reinterpret_cast<float*>(detail::scratch(Scratch::conv_window, static_cast<size_t>(E) * 4));  // [E]
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq& s = seqs[i];
     for (int64_t j = 0; j < s.n_q; ++j) {
       const float* t = bcx + (static_cast<int64_t>(s.q_begin) + j) * 3 * E;  // [B | C | x]
-      for (int64_t c = 0; c < E; ++c) bx[static_cast<size_t>(c)] = t[c] * t[2 * E + c];
-      kv_quantize_row(cache.type, bx.data(), cache_row(cache, s, s.n_past + j), E);
-      const auto row = static_cast<size_t>(s.q_begin + j);
-      if (owner.size() <= row) owner.resize(row + 1, -1);
-      owner[row] = i;
+      for (int64_t c = 0; c < E; ++c) bx[c] = t[c] * t[2 * E + c];
+      kv_quantize_row(cache.type, bx, cache_row(cache, s, s.n_past + j), E);
+      owner[s.q_begin + j] = i;
     }
   }
 
-  pool.parallel_for(static_cast<int64_t>(owner.size()), [&](int64_t r0, int64_t r1) {
-    std::vector<float> window(static_cast<size_t>(taps * E));  // [taps, E], oldest first
+  pool.parallel_for(n_rows, [&](int64_t r0, int64_t r1) {
+    // [taps, E], oldest first
+    auto* window = reinterpret_cast<float*>(detail::scratch(Scratch::conv_window, static_cast<size_t>(taps * E) * 4));
     for (int64_t r = r0; r < r1; ++r) {
-      if (owner[static_cast<size_t>(r)] < 0) continue;
-      const AttnSeq& s = seqs[owner[static_cast<size_t>(r)]];
+      if (owner[r] < 0) continue;
+      const AttnSeq& s = seqs[owner[r]];
       const int64_t pos = static_cast<int64_t>(s.n_past) + (r - s.q_begin);
       for (int64_t k = 0; k < taps; ++k) {
-        float* dst = window.data() + k * E;
+        float* dst = window + k * E;
         const int64_t p = pos - (taps - 1) + k;
         if (p < 0) {
           std::fill(dst, dst + E, 0.0f);  // the causal padding before position 0
@@ -102,7 +107,7 @@ void short_conv(float* y, const float* bcx, const PagedKvView& cache, const Attn
       for (int64_t c = 0; c < E; ++c) {
         const float* w = weight + c * taps;
         float acc = bias != nullptr ? bias[c] : 0.0f;
-        for (int64_t k = 0; k < taps; ++k) acc += w[k] * window[static_cast<size_t>(k * E + c)];
+        for (int64_t k = 0; k < taps; ++k) acc += w[k] * window[k * E + c];
         out[c] = gate_c[c] * acc;
       }
     }

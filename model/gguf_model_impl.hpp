@@ -1,0 +1,83 @@
+// The GGUF loader's internals shared by its files: what an architecture name
+// means (GgufArch) and the model class that binds a file's tensors.
+// gguf_model.cpp holds the table and the general reading, gguf_model_families.cpp
+// the readers of the families that need more (experts, latent attention,
+// local layers, scales, short convolutions). Not part of the library's API.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "model/gguf.hpp"
+#include "model/model.hpp"
+
+namespace troupe::gguf_load {
+
+// Where a layer's norms sit and what they are: RMSNorms before each block
+// (most), RMSNorms after each block and none before (OLMo 2), LayerNorms
+// with biases before each block, and a GELU MLP without a gate (StarCoder2),
+// plain RMSNorms on both sides of each block (GLM-4), one LayerNorm without
+// bias before attention and the MLP side by side (Command-R).
+enum class GgufNorms { rms_before, rms_after, layer_before, rms_sandwich, layer_parallel };
+
+// What a GGUF architecture name means here. llama.cpp's converter permutes
+// the Q/K rows of "llama", "smollm3" and "granite" files (the adjacent-pair
+// rotation then equals the checkpoint's rotate-half one); the others keep the
+// checkpoint's rows and are rotated in halves (llama.cpp's NEOX rope type).
+struct GgufArch {
+  std::string_view name;
+  kernels::RopeLayout rope;
+  bool qk_norm;  // attn_q_norm / attn_k_norm per head
+  bool moe;      // experts required (llama: experts when the file has them)
+  bool gemma;    // Gemma 2 and 3's sandwich norms, local layers and scales
+  bool fused;    // attn_qkv, and ffn_up holding gate then up (Phi-3)
+  bool scales;   // Granite's embedding, residual, attention and logit scales
+  GgufNorms norms = GgufNorms::rms_before;
+  // The Architecture (ModelConfig::arch) that runs a file of this name where
+  // it is another's layer: Seed-OSS is Llama's, Qwen3-VL's text models are
+  // Qwen3's and Qwen3-MoE's, Ministral 3 has its own. Empty: the name itself.
+  std::string_view runs_as = {};
+};
+
+// Throws Error(unsupported) naming the file, the name and the supported ones.
+const GgufArch& gguf_arch(const std::string& path, const std::string& name);
+
+class GgufModel final : public Model {
+ public:
+  explicit GgufModel(gguf::GgufFile file) : file_(std::move(file)) {}
+  void bind(const ModelLoadOptions& options);
+
+ private:
+  Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  // Expert e's [n_out, n_in] slice of a {n_in, n_out, n_expert} tensor.
+  Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
+  void bind_experts(const std::string& b, LayerWeights& l) const;
+  void read_gpt_oss(const std::string& p);
+  void read_deepseek_routing(const std::string& p, uint32_t default_gating);
+  void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
+  void bind_deepseek_layer_ffn(const std::string& b, int64_t il, LayerWeights& l) const;
+  void read_ernie_moe(const std::string& p);
+  void read_deepseek2_attention(const std::string& p);
+  void read_deepseek2_score_scale(const std::string& p);
+  void bind_deepseek2_attention(const std::string& b, LayerWeights& l);
+  void bind_gpt_oss_layer(const std::string& b, LayerWeights& l) const;
+  int32_t read_sliding_window(const std::string& p) const;
+  void read_local_layers(const std::string& p, uint32_t default_pattern);
+  void read_gemma(const std::string& p, bool gemma2);
+  void read_yarn(const std::string& p);
+  void read_phi3(const std::string& p);
+  void read_granite(const std::string& p);
+  void read_lfm2_layers(const std::string& p);
+  void read_xielu();
+  void bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& l);
+  const float* vector(const std::string& name, int64_t n, bool required = true) const;
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(Errc::bad_format, file_.path() + ": " + what);
+  }
+
+  gguf::GgufFile file_;
+};
+
+}  // namespace troupe::gguf_load
