@@ -85,6 +85,7 @@ struct StageSeq {
   int32_t n_past = 0;                // tokens already in its KV
   std::vector<int32_t> block_table;  // covers n_past + n_tokens positions
   int32_t n_logits = 0;              // logits rows for the last n_logits new tokens (model/batch.hpp)
+  int32_t state_slot = -1;           // recurrent-state slot (model/batch.hpp), -1: none
 };
 
 // Scheduler -> stage 0 -> stage 1 -> ... : one micro-batch.
@@ -389,7 +390,7 @@ typename Inspector::result_type inspect(Inspector& f, SeqClose& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
   return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table,
-           x.n_logits);
+           x.n_logits, x.state_slot);
 }
 
 template <class Inspector>

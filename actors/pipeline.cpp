@@ -198,11 +198,11 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   require(config.micro_batches >= 0, "micro_batches must not be negative");
   require(config.tokenizer_pool >= 1, "tokenizer_pool must be at least 1");
   require(config.actor_threads >= 1, "actor_threads must be at least 1");
-  const StageOptions limits{.max_tokens = sc.max_tokens_per_step,
-                            .max_seqs = sc.max_batch_size,
-                            .n_kv_blocks = config.n_kv_blocks,
-                            .kv_block_size = config.kv_block_size,
-                            .kv_type = config.kv_type};
+  StageOptions limits{.max_tokens = sc.max_tokens_per_step,
+                      .max_seqs = sc.max_batch_size,
+                      .n_kv_blocks = config.n_kv_blocks,
+                      .kv_block_size = config.kv_block_size,
+                      .kv_type = config.kv_type};
   std::vector<StagePlacement> placements;
   for (const StageSpec& s : config.stages) {
     placements.push_back({.first_layer = s.first_layer,
@@ -218,6 +218,19 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   } else if (!config.device.empty()) {
     for (StagePlacement& p : placements) p.device = config.device;
   }
+  // One engine per stage unless micro_batches says otherwise (plan_stages
+  // keeps one stage per placement).
+  const int32_t n_engines =
+      config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(placements.size());
+  // A recurrent layer's state is one per sequence in flight: every engine
+  // may run max_batch_size of them.
+  const int32_t n_state_slots = mc.has_recurrent_layers() ? n_engines * sc.max_batch_size : 0;
+  if (n_state_slots > 0 && sc.spec_max_draft > 0) {
+    throw Error(Errc::unsupported,
+                "PipelineConfig: speculative decoding rolls back rejected tokens, which the recurrent state of " +
+                    mc.arch + "'s linear-attention layers cannot; leave spec_max_draft at 0");
+  }
+  limits.n_state_slots = n_state_slots;
   std::vector<PlannedStage> plan;
   try {
     plan = plan_stages(*impl->model, placements, limits);
@@ -229,11 +242,13 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
   set_answer_syntax(impl->info, *prompter, config);
-  const int32_t n_engines =
-      config.micro_batches > 0 ? config.micro_batches : static_cast<int32_t>(plan.size());
+  if (config.micro_batches <= 0 && static_cast<int32_t>(plan.size()) != n_engines) {
+    throw Error(Errc::internal, "PipelineConfig: the stage plan does not have one stage per placement");
+  }
   const KvCacheOptions kv{.n_blocks = config.n_kv_blocks,
                           .block_size = config.kv_block_size,
-                          .prefix_caching = config.prefix_caching};
+                          .prefix_caching = config.prefix_caching,
+                          .n_state_slots = n_state_slots};
   // Speculation with a model: its proposer is built (and the draft model
   // loaded and checked) before any actor exists.
   sc.spec_proposer = make_draft_proposer(config, impl->model, config.n_kv_blocks, placements.front().threads);
@@ -305,7 +320,11 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                       .kv_block_size = config.kv_block_size,
                                       .kv_dtype = kv_type_name(config.kv_type),
                                       .max_tokens = limits.max_tokens,
-                                      .max_seqs = limits.max_seqs},
+                                      .max_seqs = limits.max_seqs,
+                                      .state_slots = stage_state_slots(mc, {.first_layer = plan[i].first_layer,
+                                                                            .last_layer = plan[i].last_layer,
+                                                                            .max_seqs = limits.max_seqs,
+                                                                            .n_state_slots = n_state_slots})},
                            .step_timeout = std::chrono::milliseconds(rs.step_timeout_ms),
                            .hello_timeout = std::chrono::milliseconds(rs.hello_timeout_ms),
                            .tls = tls,

@@ -326,7 +326,8 @@ class SchedulerImpl : public scheduler_actor::base {
                             .n_tokens = static_cast<int32_t>(e.tokens.size()),
                             .n_past = e.n_past,
                             .block_table = e.block_table,
-                            .n_logits = e.n_logits()});
+                            .n_logits = e.n_logits(),
+                            .state_slot = e.state_slot});
       batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
     }
     send(first_stage_, std::move(batch));

@@ -397,6 +397,7 @@ void SchedulerPolicy::emit(Seq& s, int32_t n_tokens, bool first, StepState& st) 
   e.n_past = s.n_computed;
   const std::span<const int32_t> table = kv_.block_table(s.id);
   e.block_table.assign(table.begin(), table.end());
+  e.state_slot = kv_.state_slot(s.id);
   e.is_prefill = s.n_computed < s.prefill_end;
   e.need_logits = s.n_computed + n_tokens == static_cast<int32_t>(s.tokens.size());
   e.first_chunk = first;

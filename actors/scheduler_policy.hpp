@@ -107,6 +107,7 @@ struct ScheduledSeq {
   std::vector<int32_t> tokens;       // [n_tokens] ids to feed this step
   int32_t n_past = 0;                // position of tokens[0]; KV already holds 0 .. n_past - 1
   std::vector<int32_t> block_table;  // covers n_past + n_tokens positions
+  int32_t state_slot = -1;           // its recurrent-state slot (KvCacheManager::state_slot), -1: none
   bool need_logits = false;          // last prefill chunk or decode: sample a token
   bool is_prefill = false;           // feeding prompt (or recompute) tokens
   bool first_chunk = false;          // first entry since (re)admission

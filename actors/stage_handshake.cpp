@@ -18,6 +18,7 @@ json to_json(const StageFacts& f) {
               {"kv", {{"blocks", f.kv_blocks}, {"block_size", f.kv_block_size}, {"dtype", f.kv_dtype}}},
               {"max_tokens", f.max_tokens},
               {"max_seqs", f.max_seqs},
+              {"state_slots", f.state_slots},
               {"device", f.device}};
 }
 
@@ -34,6 +35,7 @@ StageFacts from_json(const json& j) {
   f.kv_dtype = kv.at("dtype").get<std::string>();
   f.max_tokens = j.at("max_tokens").get<int64_t>();
   f.max_seqs = j.at("max_seqs").get<int64_t>();
+  f.state_slots = j.value("state_slots", int64_t{0});
   f.device = j.value("device", std::string());
   return f;
 }
@@ -135,6 +137,11 @@ std::string check_hello(uint32_t head_version, const std::string& hello, const S
     return "step limits differ: the head sends up to " + std::to_string(h.max_tokens) + " tokens and " +
            std::to_string(h.max_seqs) + " sequences a step, the worker holds " + std::to_string(w.max_tokens) +
            " and " + std::to_string(w.max_seqs);
+  }
+  if (h.state_slots > w.state_slots) {
+    return "recurrent state differs: the head runs up to " + std::to_string(h.state_slots) +
+           " sequences at once, the worker holds state for " + std::to_string(w.state_slots) +
+           " (give the worker --state-slots " + std::to_string(h.state_slots) + ")";
   }
   return {};
 }

@@ -13,8 +13,9 @@ namespace troupe {
 // Bumped whenever a message between head and worker changes shape.
 // 4: logits rows per sequence (speculative decoding, prompt logprobs);
 // 5: GenerateParams carries logit_bias and an output format (SeqOpen);
-// 6: an output format may be a tool choice (OutputFormat::Kind::tool_calls).
-inline constexpr uint32_t kStageWireVersion = 6;
+// 6: an output format may be a tool choice (OutputFormat::Kind::tool_calls);
+// 7: a step's sequence names its recurrent-state slot (StageSeq::state_slot).
+inline constexpr uint32_t kStageWireVersion = 7;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {
@@ -27,6 +28,9 @@ struct StageFacts {
   std::string kv_dtype = "f32";
   int64_t max_tokens = 0;  // most tokens in one step
   int64_t max_seqs = 0;    // most sequences in one step
+  // Recurrent-state slots (sequences in flight at once) of a stage with
+  // recurrent layers; 0 for one without.
+  int64_t state_slots = 0;
   std::string device;      // the worker's device ("cpu", "cuda:0"); informative
 };
 

@@ -29,6 +29,10 @@ struct StageWorkerOptions {
   KvType kv_type = KvType::f32;  // must equal the head's
   int64_t max_tokens = 512;      // at least the head's max_tokens_per_step
   int64_t max_seqs = 64;         // at least the head's max_batch_size
+  // Recurrent-state slots (models with recurrent layers): at least the
+  // sequences the head runs at once, its max_batch_size times its engines.
+  // 0: 2 max_seqs (a head of two stages).
+  int64_t state_slots = 0;
   std::string secret;            // empty: none required
   uint32_t wire_version = kStageWireVersion;  // tests pose as another version
   std::function<void(const std::string&)> log;  // one line per session event; may be empty

@@ -115,6 +115,24 @@ class Backend {
   // The default throws Errc::unsupported (the CPU and CUDA backends run it).
   virtual void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
                           const float* weight, const float* bias, int64_t taps);
+  // y *= sigmoid(gate) over n values (Qwen3-Next's gated attention output).
+  // The default throws Errc::unsupported (the CPU backend runs it).
+  virtual void sigmoid_gate(float* y, const float* gate, int64_t n);
+  // The Gated DeltaNet core of a recurrent layer (Qwen3-Next, Qwen3.5),
+  // between its projections. Each sequence's tokens run in order from its
+  // state slot (state.state, AttnSeq::state_slot; zero at n_past 0), which
+  // they leave updated:
+  //   qkv [n_tokens, conv_dim] (q, k and v of every head) goes through a
+  //   causal depthwise conv (conv_w [conv_dim, taps]) and SiLU, in place;
+  //   per value head h, with key head h / (n_v_heads / n_k_heads): q and k
+  //   L2-normed, q / sqrt(k_dim); beta = sigmoid(b), g = decay[h] *
+  //   softplus(a + dt_bias[h]) (decay = -exp(A_log));
+  //   S = exp(g) S; S += beta (v - S k) k^T; out = S q.
+  // b, a [n_tokens, n_v_heads]; out [n_tokens, n_v_heads, v_dim]. The
+  // default throws Errc::unsupported (the CPU backend runs it).
+  virtual void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
+                               const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay,
+                               const float* dt_bias, const kernels::GatedDeltaShape& shape);
 };
 
 }  // namespace troupe

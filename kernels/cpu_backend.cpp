@@ -79,6 +79,17 @@ void Backend::short_conv(float*, const float*, const PagedKvView&, const AttnSeq
                                  "layers): run those layers on a cpu or cuda stage");
 }
 
+void Backend::sigmoid_gate(float*, const float*, int64_t) {
+  throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no sigmoid gate (Qwen3-Next's gated "
+                                 "attention): run those layers on a cpu stage");
+}
+
+void Backend::gated_delta_net(float*, float*, const float*, const float*, const PagedKvView&, const AttnSeq*, int,
+                              const float*, const float*, const float*, const kernels::GatedDeltaShape&) {
+  throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no Gated DeltaNet (the recurrent "
+                                 "layers of Qwen3-Next and Qwen3.5): run those layers on a cpu stage");
+}
+
 void Backend::xielu(float*, const float*, int64_t, float, float, float, float) {
   throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no xIELU activation (Apertus)");
 }
@@ -308,6 +319,18 @@ void CpuBackend::gather_rows(float* y, const float* x, const int32_t* rows, int6
 void CpuBackend::short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
                             const float* weight, const float* bias, int64_t taps) {
   kernels::short_conv(y, bcx, cache, seqs, n_seqs, weight, bias, taps, pool_);
+}
+
+void CpuBackend::sigmoid_gate(float* y, const float* gate, int64_t n) {
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] /= 1.0f + std::exp(-gate[i]);
+  });
+}
+
+void CpuBackend::gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
+                                 const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay,
+                                 const float* dt_bias, const kernels::GatedDeltaShape& shape) {
+  kernels::gated_delta_net(out, qkv, b, a, state, seqs, n_seqs, conv_w, decay, dt_bias, shape, pool_);
 }
 
 void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) {

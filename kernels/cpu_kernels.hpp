@@ -86,4 +86,25 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
 void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
                 const float* weight, const float* bias, int64_t taps, ThreadPool& pool);
 
+// The shape of a Gated DeltaNet layer (Qwen3-Next, Qwen3.5).
+struct GatedDeltaShape {
+  int64_t n_k_heads = 0;  // query/key heads
+  int64_t n_v_heads = 0;  // value heads, a multiple of n_k_heads
+  int64_t k_dim = 0;      // key head width (at most 512)
+  int64_t v_dim = 0;      // value head width
+  int64_t taps = 0;       // the causal conv's width (at most 16)
+
+  int64_t conv_dim() const { return 2 * n_k_heads * k_dim + n_v_heads * v_dim; }
+  // A sequence's state: the conv history [taps - 1, conv_dim], then
+  // [n_v_heads, v_dim, k_dim].
+  int64_t state_floats() const { return (taps - 1) * conv_dim() + n_v_heads * v_dim * k_dim; }
+};
+
+// The Gated DeltaNet core (Backend::gated_delta_net). qkv: [n_tokens,
+// conv_dim], conv input in, conv output out; b, a: [n_tokens, n_v_heads];
+// out: [n_tokens, n_v_heads, v_dim]; state: PagedKvView::state slots.
+void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
+                     const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay, const float* dt_bias,
+                     const GatedDeltaShape& shape, ThreadPool& pool);
+
 }  // namespace troupe::kernels

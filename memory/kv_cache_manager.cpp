@@ -16,8 +16,12 @@ std::string seq_name(int64_t seq) { return "sequence " + std::to_string(seq); }
 
 KvCacheManager::KvCacheManager(const KvCacheOptions& opts)
     : pool_(opts.n_blocks, opts.block_size),
-      prefix_caching_(opts.prefix_caching),
-      cache_key_(opts.cache_key) {}
+      prefix_caching_(opts.prefix_caching && opts.n_state_slots == 0),
+      cache_key_(opts.cache_key),
+      n_state_slots_(opts.n_state_slots) {
+  if (n_state_slots_ < 0) throw Error(Errc::invalid_argument, "KvCacheManager: negative n_state_slots");
+  for (int32_t i = n_state_slots_ - 1; i >= 0; --i) free_slots_.push_back(i);
+}
 
 const KvCacheManager::Seq& KvCacheManager::get(int64_t seq, const char* op) const {
   const auto it = seqs_.find(seq);
@@ -81,7 +85,14 @@ bool KvCacheManager::reserve(int64_t seq, int32_t n_new_tokens) {
   }
   const int32_t need = n_new_blocks_needed(seq, n_new_tokens);
   if (need > pool_.n_available()) return false;
+  const auto it = seqs_.find(seq);
+  const bool wants_slot = n_state_slots_ > 0 && (it == seqs_.end() || it->second.state_slot < 0);
+  if (wants_slot && free_slots_.empty()) return false;
   Seq& s = seqs_[seq];
+  if (wants_slot) {
+    s.state_slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
   for (int32_t i = 0; i < need; ++i) {
     // Cannot fail: availability was checked and nothing else runs in between.
     const auto block = pool_.allocate();
@@ -143,6 +154,7 @@ bool KvCacheManager::free(int64_t seq) {
     pool_.decref(blocks.back());
     blocks.pop_back();
   }
+  if (it->second.state_slot >= 0) free_slots_.push_back(it->second.state_slot);
   seqs_.erase(it);
   return true;
 }
@@ -152,6 +164,8 @@ std::span<const int32_t> KvCacheManager::block_table(int64_t seq) const {
 }
 
 int32_t KvCacheManager::n_tokens(int64_t seq) const { return get(seq, "n_tokens").n_tokens; }
+
+int32_t KvCacheManager::state_slot(int64_t seq) const { return get(seq, "state_slot").state_slot; }
 
 void KvCacheManager::check_invariants() const {
   pool_.check_invariants();
@@ -171,6 +185,22 @@ void KvCacheManager::check_invariants() const {
         static_cast<int64_t>(s.n_hashed) * block_size() + static_cast<int64_t>(s.partial.size()) !=
             s.n_tokens) {
       fail(seq_name(id) + " hash chain does not cover its tokens");
+    }
+  }
+  std::vector<int32_t> slot_holders(static_cast<size_t>(n_state_slots_), 0);
+  for (const int32_t slot : free_slots_) {
+    if (slot < 0 || slot >= n_state_slots_) fail("free state slot " + std::to_string(slot) + " out of range");
+    ++slot_holders[static_cast<size_t>(slot)];
+  }
+  for (const auto& [id, s] : seqs_) {
+    if (s.state_slot < 0) continue;
+    if (s.state_slot >= n_state_slots_) fail(seq_name(id) + " holds an out-of-range state slot");
+    ++slot_holders[static_cast<size_t>(s.state_slot)];
+  }
+  for (int32_t i = 0; i < n_state_slots_; ++i) {
+    if (slot_holders[static_cast<size_t>(i)] != 1) {
+      fail("state slot " + std::to_string(i) + " is held " + std::to_string(slot_holders[static_cast<size_t>(i)]) +
+           " times (free list included)");
     }
   }
   for (int32_t b = 0; b < pool_.n_blocks(); ++b) {

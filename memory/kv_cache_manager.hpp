@@ -19,6 +19,11 @@ struct KvCacheOptions {
   // Mixed into every block hash: caches of different models or adapters that
   // share one pool never match each other.
   uint64_t cache_key = 0;
+  // Recurrent-state slots (a model with recurrent layers keeps a fixed state
+  // per sequence beside its pages): each sequence takes one when it first
+  // reserves and gives it back when freed. 0: none. A state cannot be
+  // rebuilt from shared blocks, so with slots there is no prefix caching.
+  int32_t n_state_slots = 0;
 };
 
 // What match_prefix would attach, computed without touching the pool.
@@ -40,7 +45,8 @@ class KvCacheManager {
   PrefixProbe probe_prefix(std::span<const int32_t> tokens) const;
 
   // Makes the block table cover n_tokens(seq) + n_new_tokens tokens,
-  // allocating (and if need be evicting cached blocks). All or nothing: false
+  // allocating (and if need be evicting cached blocks), and gives `seq` a
+  // state slot if it has none (with n_state_slots). All or nothing: false
   // leaves everything unchanged. Creates `seq` when new.
   bool reserve(int64_t seq, int32_t n_new_tokens);
 
@@ -62,6 +68,10 @@ class KvCacheManager {
   // Throw Errc::invalid_argument for an unknown sequence.
   std::span<const int32_t> block_table(int64_t seq) const;
   int32_t n_tokens(int64_t seq) const;
+  // The sequence's recurrent-state slot, -1 before its first reserve or
+  // without slots. Throws Errc::invalid_argument for an unknown sequence.
+  int32_t state_slot(int64_t seq) const;
+  int32_t n_free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
 
   int32_t block_size() const { return pool_.block_size(); }
   int32_t n_blocks_needed(int32_t n_tokens) const {
@@ -83,7 +93,8 @@ class KvCacheManager {
   void drop_prefix_cache() { pool_.drop_prefix_cache(); }
 
   // Pool invariants, plus: every block's ref count equals the number of block
-  // tables holding it, and every table covers its sequence's tokens.
+  // tables holding it, every table covers its sequence's tokens, and every
+  // state slot is either free or held by one sequence.
   // Throws Errc::internal.
   void check_invariants() const;
 
@@ -94,6 +105,7 @@ class KvCacheManager {
     int32_t n_hashed = 0;                         // leading blocks whose hash is known
     uint64_t last_hash = KvBlockPool::kRootHash;  // hash of block n_hashed - 1
     std::vector<int32_t> partial;                 // tokens of block n_hashed, not yet full
+    int32_t state_slot = -1;
   };
 
   const Seq& get(int64_t seq, const char* op) const;
@@ -101,6 +113,8 @@ class KvCacheManager {
   KvBlockPool pool_;
   bool prefix_caching_;
   uint64_t cache_key_;
+  int32_t n_state_slots_;
+  std::vector<int32_t> free_slots_;  // a stack: the lowest slot on top
   std::unordered_map<int64_t, Seq> seqs_;
 };
 

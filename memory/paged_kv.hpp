@@ -21,6 +21,12 @@ struct PagedKvView {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   KvType type = KvType::f32;
+  // A recurrent layer keeps no pages (n_head_kv 0) but a fixed state per
+  // running sequence: n_state_slots slots of state_floats f32 values, the
+  // slot named by AttnSeq::state_slot. Null elsewhere.
+  float* state = nullptr;
+  int64_t n_state_slots = 0;
+  int64_t state_floats = 0;
 
   int64_t row_bytes() const { return kv_row_bytes(type, head_dim); }
   // Bytes between consecutive slots of one kv head.
@@ -41,6 +47,9 @@ struct AttnSeq {
   int32_t n_q = 0;
   int32_t n_past = 0;
   const int32_t* block_table = nullptr;  // [ceil((n_past + n_q) / block_size)]
+  // The sequence's recurrent-state slot (PagedKvView::state), -1: none. A
+  // step at n_past 0 starts the slot from zero.
+  int32_t state_slot = -1;
 };
 
 }  // namespace troupe

@@ -18,7 +18,9 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::ministral3, &arch::mistral3_multimodal, &arch::qwen3_vl,
                                     &arch::qwen3_vl_moe, &arch::olmoe,
                                     &arch::granitemoe, &arch::hunyuan_dense,
-                                    &arch::minimax_m2, &arch::apertus};
+                                    &arch::minimax_m2, &arch::apertus, &arch::qwen3next,
+                                    &arch::qwen35,   &arch::qwen35moe, &arch::qwen35_multimodal,
+                                    &arch::qwen35moe_multimodal};
 
 }  // namespace
 

@@ -76,6 +76,11 @@ extern const Architecture command_r; // arch_cohere.cpp (also GGUF "command-r" f
 extern const Architecture cohere2;   // arch_cohere.cpp (also GGUF "cohere2" files)
 extern const Architecture lfm2;      // arch_lfm2.cpp (also GGUF "lfm2" files)
 extern const Architecture lfm2moe;   // arch_lfm2.cpp (also GGUF "lfm2moe" files)
+extern const Architecture qwen3next; // arch_qwen3_next.cpp (also GGUF "qwen3next" files)
+extern const Architecture qwen35;    // arch_qwen3_next.cpp (also GGUF "qwen35" files)
+extern const Architecture qwen35moe; // arch_qwen3_next.cpp (also GGUF "qwen35moe" files)
+extern const Architecture qwen35_multimodal;     // arch_qwen3_next.cpp: loads Qwen3.5's text model as qwen35
+extern const Architecture qwen35moe_multimodal;  // arch_qwen3_next.cpp: ... and Qwen3.5-MoE's as qwen35moe
 
 // The pieces the RMSNorm decoders share: the token embedding, and the final
 // RMSNorm with model.norm (and the division by logit_scale, layers::output_rms_norm).

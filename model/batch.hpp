@@ -15,6 +15,9 @@ struct BatchSeq {
   // next token; more verify proposed tokens (speculative decoding) or score
   // the prompt (prompt logprobs); 0 for a prefill chunk that samples nothing.
   int32_t n_logits = 1;
+  // Its recurrent-state slot (models with recurrent layers: one per running
+  // sequence, from KvCacheManager::state_slot), -1: none.
+  int32_t state_slot = -1;
 };
 
 struct BatchView {

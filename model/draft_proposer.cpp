@@ -19,6 +19,10 @@ StageOptions draft_stage(const Model& model, const DraftOptions& o) {
     throw Error(Errc::invalid_argument, "draft layers must be in [1, " + std::to_string(n_layer) + "], got " +
                                             std::to_string(layers));
   }
+  if (model.config().has_recurrent_layers()) {
+    throw Error(Errc::unsupported, "a draft model with recurrent (linear-attention) layers cannot roll back "
+                                   "rejected proposals; use a draft model of attention layers only");
+  }
   return {.first_layer = 0,
           .last_layer = layers,
           .max_tokens = o.max_tokens,

@@ -80,7 +80,8 @@ void Generator::step(std::span<const int32_t> tokens, int32_t n_past, bool want_
   const BatchSeq seq{.n_tokens = static_cast<int32_t>(tokens.size()),
                      .n_past = n_past,
                      .block_table = block_table_,
-                     .n_logits = want_logits ? 1 : 0};
+                     .n_logits = want_logits ? 1 : 0,
+                     .state_slot = 0};  // the one sequence's recurrent state, if the model keeps one
   const BatchView view{.tokens = tokens, .seqs = std::span(&seq, 1)};
   const float* hidden = nullptr;
   for (Link& l : links_) {

@@ -11,7 +11,8 @@ namespace troupe::layers {
 
 int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
   const int64_t e = c.n_embd;
-  const int64_t attn = T * (2 * e + 2 * c.q_dim() + 2 * c.kv_dim());  // xb, q, k, v, att, proj
+  // xb, q, k, v, att, proj (and the output gate)
+  const int64_t attn = T * (2 * e + (c.attn_output_gate ? 3 : 2) * c.q_dim() + 2 * c.kv_dim());
   const int64_t ffn = T * (2 * e + 2 * std::max(c.n_ff, c.n_ff_dense));  // xb, gate, up, proj
   // xb, proj, router, rows in and out, then gate and up of an expert or of
   // the shared one (often wider), and the shared expert's gate.
@@ -21,7 +22,8 @@ int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
   const int64_t parallel = c.arch == "command-r" || c.arch == "cohere2"
                                ? T * (3 * e + std::max(2 * c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff))
                                : 0;
-  return std::max({attn, ffn, moe, embed, parallel, mla_scratch_floats(c, T), conv_scratch_floats(c, T)});
+  return std::max({attn, ffn, moe, embed, parallel, mla_scratch_floats(c, T), conv_scratch_floats(c, T),
+                   gdn_scratch_floats(c, T)});
 }
 
 void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,
@@ -68,9 +70,16 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
   float* k = ctx.arena.floats(n * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
   float* v = ctx.arena.floats(n * c.kv_dim());   // [n_tokens, n_head_kv, head_dim]
   float* att = ctx.arena.floats(n * c.q_dim());  // [n_tokens, n_head, head_dim]
+  // [n_tokens, n_head, head_dim] Qwen3-Next's output gate, else unused
+  float* gate = w.wq_gate.data != nullptr ? ctx.arena.floats(n * c.q_dim()) : nullptr;
 
-  const Backend::MatmulOut qkv[] = {{q, &w.wq}, {k, &w.wk}, {v, &w.wv}};
-  be.matmul_n(qkv, xb, n);
+  if (gate != nullptr) {
+    const Backend::MatmulOut qkv[] = {{q, &w.wq}, {k, &w.wk}, {v, &w.wv}, {gate, &w.wq_gate}};
+    be.matmul_n(qkv, xb, n);
+  } else {
+    const Backend::MatmulOut qkv[] = {{q, &w.wq}, {k, &w.wk}, {v, &w.wv}};
+    be.matmul_n(qkv, xb, n);
+  }
   if (w.bq != nullptr) be.add_bias(q, w.bq, n, c.q_dim());
   if (w.bk != nullptr) be.add_bias(k, w.bk, n, c.kv_dim());
   if (w.bv != nullptr) be.add_bias(v, w.bv, n, c.kv_dim());
@@ -106,6 +115,7 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il), c.attn_softcap, w.attn_sinks);
+  if (gate != nullptr) be.sigmoid_gate(att, gate, n * c.q_dim());
   be.matmul(out, att, w.wo, n);
   if (w.bo != nullptr) be.add_bias(out, w.bo, n, c.n_embd);
   ctx.arena.rewind(mark);

@@ -116,6 +116,11 @@ int64_t mla_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // the arena it needs (0 for a model without conv layers).
 void short_conv_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 int64_t conv_scratch_floats(const ModelConfig& c, int64_t n_tokens);
+// Qwen3-Next and Qwen3.5's Gated DeltaNet block (layers_gdn.cpp): x +=
+// out_proj(norm(gdn(qkv)) * silu(z)) of the RMS-normed input, its state in
+// kv's slots (Backend::gated_delta_net); the arena it needs (0 without).
+void gated_delta_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
+int64_t gdn_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // OLMo 2's post-norm: x += post_norm(f(x)), no norm before the block
 // (attn_post_norm; ffn_post_norm with a SwiGLU FFN).
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);

@@ -51,6 +51,18 @@ struct LayerWeights {
   const float* conv_in_b = nullptr;   // [3 n_embd]
   const float* conv_w = nullptr;      // [n_embd, conv_kernel]
   const float* conv_b = nullptr;      // [n_embd]
+  // A Gated DeltaNet layer (ModelConfig::is_recurrent: Qwen3-Next, Qwen3.5);
+  // wo is its out_proj [n_embd, value_dim].
+  Weight gdn_qkv;                       // [conv_dim, n_embd]: q, k, v of every head
+  Weight gdn_z;                         // [value_dim, n_embd]: the output gate
+  Weight gdn_b;                         // [n_v_heads, n_embd]: beta's logits
+  Weight gdn_a;                         // [n_v_heads, n_embd]: the decay's input
+  const float* gdn_conv = nullptr;      // [conv_dim, conv_kernel] taps, oldest first
+  const float* gdn_decay = nullptr;     // [n_v_heads] -exp(A_log)
+  const float* gdn_dt_bias = nullptr;   // [n_v_heads]
+  const float* gdn_norm = nullptr;      // [v_head_dim] RMSNorm of each head's output
+  // Gated attention (ModelConfig::attn_output_gate): the gate rows of q_proj.
+  Weight wq_gate;                       // [q_dim, n_embd]
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)
   const float* k_norm = nullptr;     // [head_dim] per-head RMSNorm of keys (Qwen3)
   const float* attn_sinks = nullptr; // [n_head] a logit per head in the softmax's denominator (gpt-oss)

@@ -94,6 +94,22 @@ struct ModelConfig {
   // n_embd values) in place of keys and values (ModelConfig::kv_layer_shape).
   std::vector<uint8_t> conv_layers;
   int64_t conv_kernel = 0;
+  // Gated DeltaNet layers (Qwen3-Next, Qwen3.5; [n_layer], 1: recurrent;
+  // empty: none): linear attention whose memory of the past is a fixed
+  // per-sequence state, not cached rows: the last conv_kernel - 1 inputs of
+  // a causal depthwise conv over q, k and v (conv_dim values each), and a
+  // [v_head_dim, k_head_dim] matrix per value head. Such a layer has no KV
+  // pages; its state lives in the stage's state slots (kv_layer_shape,
+  // recurrent_state_floats), one per running sequence.
+  std::vector<uint8_t> recurrent_layers;
+  int64_t gdn_k_heads = 0;    // query/key heads (linear_num_key_heads)
+  int64_t gdn_v_heads = 0;    // value heads, a multiple of gdn_k_heads
+  int64_t gdn_k_dim = 0;      // key head width
+  int64_t gdn_v_dim = 0;      // value head width
+  // Qwen3-Next's full-attention layers gate their output per element:
+  // q_proj gives each head's query and gate, and attention * sigmoid(gate)
+  // goes into o_proj (LayerWeights::wq_gate).
+  bool attn_output_gate = false;
   // OLMo 2 normalizes each token's whole q and k projections ([q_dim],
   // [kv_dim] weights); others with q/k norms normalize each head.
   bool qk_norm_whole = false;
@@ -119,9 +135,27 @@ struct ModelConfig {
   int32_t window(int64_t il) const { return local_layers.empty() || is_local(il) ? sliding_window : 0; }
 
   bool is_conv(int64_t il) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(il)] != 0; }
+  bool is_recurrent(int64_t il) const {
+    return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(il)] != 0;
+  }
+  bool has_recurrent_layers() const {
+    for (uint8_t r : recurrent_layers) {
+      if (r != 0) return true;
+    }
+    return false;
+  }
+  int64_t gdn_key_dim() const { return gdn_k_heads * gdn_k_dim; }
+  int64_t gdn_value_dim() const { return gdn_v_heads * gdn_v_dim; }
+  int64_t gdn_conv_dim() const { return 2 * gdn_key_dim() + gdn_value_dim(); }
+  // Floats of one sequence's state in a recurrent layer: the conv history
+  // [conv_kernel - 1, conv_dim], then [gdn_v_heads, gdn_v_dim, gdn_k_dim].
+  int64_t recurrent_state_floats() const {
+    return (conv_kernel - 1) * gdn_conv_dim() + gdn_v_heads * gdn_v_dim * gdn_k_dim;
+  }
 
   // What layer il keeps per cached token: n_rows rows of row_dim values, in
-  // K and V (has_v) or K alone (a conv layer's one row of n_embd).
+  // K and V (has_v) or K alone (a conv layer's one row of n_embd); nothing
+  // for a recurrent layer.
   struct KvLayerShape {
     int64_t n_rows = 0;
     int64_t row_dim = 0;
@@ -129,6 +163,7 @@ struct ModelConfig {
   };
   KvLayerShape kv_layer_shape(int64_t il) const {
     if (is_conv(il)) return {.n_rows = 1, .row_dim = n_embd, .has_v = false};
+    if (is_recurrent(il)) return {.n_rows = 0, .row_dim = 0, .has_v = false};
     return {.n_rows = n_head_kv, .row_dim = head_dim, .has_v = true};
   }
 

@@ -60,6 +60,11 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
     f(p + "attn_v", l.wv);
     f(p + "attn_output", l.wo);
     f(p + "shortconv.in_proj", l.conv_in);
+    f(p + "attn_q_gate", l.wq_gate);
+    f(p + "attn_qkv", l.gdn_qkv);
+    f(p + "attn_gate", l.gdn_z);
+    f(p + "ssm_beta", l.gdn_b);
+    f(p + "ssm_alpha", l.gdn_a);
     f(p + "ffn_gate", l.w_gate);
     f(p + "ffn_up", l.w_up);
     f(p + "ffn_down", l.w_down);
@@ -95,8 +100,32 @@ int64_t stage_kv_token_bytes(const ModelConfig& c, int64_t first, int64_t last, 
   return bytes;
 }
 
+int64_t stage_state_bytes(const ModelConfig& c, int64_t first, int64_t last) {
+  int64_t bytes = 0;
+  for (int64_t il = first; il < last; ++il) {
+    if (c.is_recurrent(il)) bytes += c.recurrent_state_floats() * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+int64_t stage_state_slots(const ModelConfig& c, const StageOptions& o) {
+  const int64_t last = o.last_layer < 0 ? c.n_layer : o.last_layer;
+  if (stage_state_bytes(c, o.first_layer, last) == 0) return 0;
+  return o.n_state_slots > 0 ? o.n_state_slots : o.max_seqs;
+}
+
 std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
                                  KvType type) {
+  // Qwen3-Next and Qwen3.5's layers (Gated DeltaNet, gated attention) have
+  // CPU kernels only so far.
+  if (backend != "cpu" && (c.attn_output_gate || c.has_recurrent_layers())) {
+    for (int64_t il = first; il < last; ++il) {
+      if (c.is_recurrent(il) || c.attn_output_gate) {
+        return "the " + std::string(backend) + " backend cannot run layer " + std::to_string(il) + " of " + c.arch +
+               " (its Gated DeltaNet and gated-attention layers run on the cpu backend; place them on a cpu stage)";
+      }
+    }
+  }
   if (backend != "cuda" || type != KvType::q8_0 || c.n_embd % kKvQ8Group == 0) return {};
   for (int64_t il = first; il < last; ++il) {
     if (c.is_conv(il)) {
@@ -127,7 +156,8 @@ StageFootprint ModelStage::footprint(const Model& model, const StageOptions& opt
     fp.weight_bytes += static_cast<size_t>((last - first + 1) * 16 * c.n_embd) * sizeof(float);
   }
   fp.kv_bytes = static_cast<size_t>(options.n_kv_blocks * options.kv_block_size *
-                                    stage_kv_token_bytes(c, first, last, options.kv_type));
+                                        stage_kv_token_bytes(c, first, last, options.kv_type) +
+                                    stage_state_slots(c, options) * stage_state_bytes(c, first, last));
   fp.arena_bytes = static_cast<size_t>(arena_floats(c, options)) * sizeof(float) + 32 * 64;
   return fp;
 }
@@ -153,7 +183,7 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
                                             std::to_string(c.n_layer) + " layers");
   }
   if (options_.max_tokens <= 0 || options_.max_seqs <= 0 || options_.n_kv_blocks <= 0 ||
-      options_.kv_block_size <= 0) {
+      options_.kv_block_size <= 0 || options_.n_state_slots < 0) {
     throw Error(Errc::invalid_argument, "stage limits (max_tokens, max_seqs, KV blocks, block size) must be positive");
   }
 
@@ -182,7 +212,9 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   for (int64_t il = first_; il < last_; ++il) upload_layer(il);
 
   // KV pages: one pool per layer, allocated once, in the configured type. A
-  // conv layer's pages hold one row of conv input per token, and no V.
+  // conv layer's pages hold one row of conv input per token, and no V; a
+  // recurrent layer has no pages but a state per slot (f32).
+  state_slots_ = stage_state_slots(c, options_);
   for (int64_t il = first_; il < last_; ++il) {
     const ModelConfig::KvLayerShape s = c.kv_layer_shape(il);
     PagedKvView v{.n_blocks = options_.n_kv_blocks,
@@ -190,6 +222,16 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
                   .n_head_kv = s.n_rows,
                   .head_dim = s.row_dim,
                   .type = options_.kv_type};
+    if (c.is_recurrent(il)) {
+      v.n_state_slots = state_slots_;
+      v.state_floats = c.recurrent_state_floats();
+      const auto state_bytes = static_cast<size_t>(v.n_state_slots * v.state_floats) * sizeof(float);
+      v.state = static_cast<float*>(backend_.allocate(state_bytes));
+      owned_.push_back(v.state);
+      kv_.push_back(v);
+      kv_bytes_ += state_bytes;
+      continue;
+    }
     const size_t layer_bytes = static_cast<size_t>(v.n_blocks * v.block_bytes());
     v.k = backend_.allocate(layer_bytes);
     owned_.push_back(v.k);
@@ -232,6 +274,15 @@ void ModelStage::upload_layer(int64_t il) {
   d.conv_in_b = upload_vector(backend_, h.conv_in_b, 3 * c.n_embd, owned_);
   d.conv_w = upload_vector(backend_, h.conv_w, c.n_embd * c.conv_kernel, owned_);
   d.conv_b = upload_vector(backend_, h.conv_b, c.n_embd, owned_);
+  d.wq_gate = upload(backend_, h.wq_gate, owned_);
+  d.gdn_qkv = upload(backend_, h.gdn_qkv, owned_);
+  d.gdn_z = upload(backend_, h.gdn_z, owned_);
+  d.gdn_b = upload(backend_, h.gdn_b, owned_);
+  d.gdn_a = upload(backend_, h.gdn_a, owned_);
+  d.gdn_conv = upload_vector(backend_, h.gdn_conv, c.gdn_conv_dim() * c.conv_kernel, owned_);
+  d.gdn_decay = upload_vector(backend_, h.gdn_decay, c.gdn_v_heads, owned_);
+  d.gdn_dt_bias = upload_vector(backend_, h.gdn_dt_bias, c.gdn_v_heads, owned_);
+  d.gdn_norm = upload_vector(backend_, h.gdn_norm, c.gdn_v_dim, owned_);
   d.bq = upload_vector(backend_, h.bq, c.q_dim(), owned_);
   d.bk = upload_vector(backend_, h.bk, c.kv_dim(), owned_);
   d.bv = upload_vector(backend_, h.bv, c.kv_dim(), owned_);
@@ -343,6 +394,21 @@ void ModelStage::check_batch(const BatchView& batch) const {
         throw Error(Errc::invalid_argument, "KV block id " + std::to_string(id) + " outside the pool");
       }
     }
+    if (state_slots_ > 0 && (s.state_slot < 0 || s.state_slot >= state_slots_)) {
+      throw Error(Errc::invalid_argument, "recurrent-state slot " + std::to_string(s.state_slot) +
+                                              " outside the stage's " + std::to_string(state_slots_) + " slots");
+    }
+  }
+  // Two sequences of one step writing one slot would corrupt both.
+  if (state_slots_ > 0) {
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      for (size_t j = i + 1; j < batch.seqs.size(); ++j) {
+        if (batch.seqs[i].state_slot == batch.seqs[j].state_slot) {
+          throw Error(Errc::invalid_argument,
+                      "two sequences of one step share recurrent-state slot " + std::to_string(batch.seqs[i].state_slot));
+        }
+      }
+    }
   }
 }
 
@@ -357,7 +423,8 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   pos_scratch_.clear();
   int32_t row = 0;
   for (const BatchSeq& s : batch.seqs) {
-    seqs_scratch_.push_back({.q_begin = row, .n_q = s.n_tokens, .n_past = s.n_past, .block_table = s.block_table.data()});
+    seqs_scratch_.push_back({.q_begin = row, .n_q = s.n_tokens, .n_past = s.n_past, .block_table = s.block_table.data(),
+                             .state_slot = s.state_slot});
     for (int32_t i = 0; i < s.n_tokens; ++i) pos_scratch_.push_back(s.n_past + i);
     row += s.n_tokens;
   }

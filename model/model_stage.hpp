@@ -28,6 +28,10 @@ struct StageOptions {
   int64_t n_kv_blocks = 256;    // KV pages per layer
   int64_t kv_block_size = 16;   // tokens per page
   KvType kv_type = KvType::f32; // element type of the KV pages (memory/kv_type.hpp)
+  // Recurrent-state slots (models with recurrent layers): the most sequences
+  // in flight at once, each holding one from its first step to its last.
+  // 0: max_seqs.
+  int64_t n_state_slots = 0;
   // Apply the final norm and the output head after last_layer even when it
   // is not the model's last: the early exit of self-speculative decoding
   // (the first L layers as a draft model).
@@ -37,6 +41,11 @@ struct StageOptions {
 // Bytes one cached token takes in a stage of layers [first, last): K and V
 // rows of every kv head (a conv layer's one K row), in `type`.
 int64_t stage_kv_token_bytes(const ModelConfig& c, int64_t first, int64_t last, KvType type);
+// Bytes of one sequence's recurrent state in layers [first, last) (f32; 0
+// without recurrent layers).
+int64_t stage_state_bytes(const ModelConfig& c, int64_t first, int64_t last);
+// The state slots a stage with these options holds (0 without recurrent layers).
+int64_t stage_state_slots(const ModelConfig& c, const StageOptions& o);
 // Empty when `backend` ("cpu", "cuda") runs every layer of [first, last)
 // with a KV cache of `type`; otherwise the one-sentence reason (a q8_0 cache
 // for LFM2's short-convolution rows on CUDA needs n_embd a multiple of 32).
@@ -54,7 +63,7 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
 // start-up memory check of a device stage, the stage planner).
 struct StageFootprint {
   size_t weight_bytes = 0;  // copies on a device, as stored in the file; 0 on the CPU (mapped in place)
-  size_t kv_bytes = 0;      // K and V pages of the stage's layers
+  size_t kv_bytes = 0;      // K and V pages of the stage's layers, and their recurrent-state slots
   size_t arena_bytes = 0;   // the step arena
 };
 
@@ -95,6 +104,7 @@ class ModelStage {
   void copy_kv_block(int32_t src, int32_t dst);
 
   size_t kv_bytes() const { return kv_bytes_; }
+  int64_t state_slots() const { return state_slots_; }
   // KV bytes per cached token in this stage (its layers only).
   int64_t kv_token_bytes() const;
   size_t arena_capacity() const { return arena_.capacity(); }
@@ -114,6 +124,7 @@ class ModelStage {
   ModelWeights weights_;  // backend copies of this stage's weights
   std::vector<PagedKvView> kv_;  // [last - first]
   size_t kv_bytes_ = 0;
+  int64_t state_slots_ = 0;
   std::vector<void*> owned_;  // backend allocations freed on destruction
   StepArena arena_;
   std::vector<AttnSeq> seqs_scratch_;

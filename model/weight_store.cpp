@@ -42,6 +42,27 @@ const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n) 
   return dst;
 }
 
+Weight gather_rows(WeightStore& store, const Weight& w, const std::vector<RowRun>& runs) {
+  const int64_t row = row_bytes(w.type, w.n_in);
+  int64_t n_out = 0;
+  for (const RowRun& r : runs) {
+    if (r.first < 0 || r.count < 0 || r.first + r.count > w.n_out) {
+      throw Error(Errc::internal, "gather_rows: rows [" + std::to_string(r.first) + ", " +
+                                      std::to_string(r.first + r.count) + ") outside a matrix of " +
+                                      std::to_string(w.n_out));
+    }
+    n_out += r.count;
+  }
+  auto* dst = static_cast<uint8_t*>(store.allocate(static_cast<size_t>(n_out * row)));
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  int64_t at = 0;
+  for (const RowRun& r : runs) {
+    std::memcpy(dst + at * row, src + r.first * row, static_cast<size_t>(r.count * row));
+    at += r.count;
+  }
+  return Weight{.data = dst, .type = w.type, .n_in = w.n_in, .n_out = n_out};
+}
+
 void for_each_matrix(ModelWeights& w, const std::function<void(const std::string&, Weight&, bool)>& fn) {
   const bool tied = w.output.data != nullptr && w.output.data == w.tok_embd.data;
   if (w.tok_embd.data != nullptr) fn("token_embd", w.tok_embd, true);
@@ -55,12 +76,17 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
                                                      {"attn_k", &l.wk},
                                                      {"attn_v", &l.wv},        {"attn_output", &l.wo},
                                                      {"shortconv.in_proj", &l.conv_in},
+                                                     {"attn_q_gate", &l.wq_gate}, {"attn_qkv", &l.gdn_qkv},
+                                                     {"attn_gate", &l.gdn_z},
                                                      {"ffn_gate", &l.w_gate},  {"ffn_up", &l.w_up},
                                                      {"ffn_down", &l.w_down}};
     for (const auto& [name, m] : dense) {
       if (m->data != nullptr) fn(b + name, *m, true);
     }
     if (l.ffn_router.data != nullptr) fn(b + "ffn_gate_inp", l.ffn_router, false);
+    // beta's and the decay's rows: a few per layer, kept exact.
+    if (l.gdn_b.data != nullptr) fn(b + "ssm_beta", l.gdn_b, false);
+    if (l.gdn_a.data != nullptr) fn(b + "ssm_alpha", l.gdn_a, false);
     for (size_t e = 0; e < l.experts.size(); ++e) {
       const std::string x = ".expert." + std::to_string(e);
       fn(b + "ffn_gate" + x, l.experts[e].w_gate, true);
@@ -112,7 +138,8 @@ int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c) {
   const bool tied = w.output.data == w.tok_embd.data;
   int64_t total = tied ? bytes(w.tok_embd) : bytes(w.output);
   for (const LayerWeights& l : w.layers) {
-    for (const Weight* m : {&l.wq, &l.wq_a, &l.wkv_a, &l.wkv_b, &l.wk, &l.wv, &l.wo, &l.conv_in, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
+    for (const Weight* m : {&l.wq, &l.wq_a, &l.wkv_a, &l.wkv_b, &l.wk, &l.wv, &l.wo, &l.conv_in, &l.wq_gate,
+                            &l.gdn_qkv, &l.gdn_z, &l.gdn_b, &l.gdn_a, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
                             &l.shared.w_up, &l.shared.w_down, &l.shared_gate}) {
       total += bytes(*m);
     }

@@ -37,6 +37,16 @@ class WeightStore {
 // no alignment assumed (safetensors data has none).
 const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n);
 
+// A copy of some rows of w (any type: rows are independent blocks), in
+// order: `runs` of {first row, row count}. For checkpoints that fuse what a
+// kernel reads apart, as Qwen3-Next's q_proj interleaves each head's query
+// and gate rows.
+struct RowRun {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+Weight gather_rows(WeightStore& store, const Weight& w, const std::vector<RowRun>& runs);
+
 // Calls fn(label, matrix, quantizable) for every matrix of w ("token_embd",
 // "blk.3.attn_q", "blk.0.ffn_down.expert.2", ...). Position tables and MoE
 // routers are not quantizable: both are small, and a rounded router can send

@@ -56,6 +56,9 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
                            : GetParam() == "lfm2_moe"       ? "lfm2moe"
+                           : GetParam() == "qwen3_next"     ? "qwen3next"
+                           : GetParam() == "qwen3_5"        ? "qwen35"     // its text model
+                           : GetParam() == "qwen3_5_moe"    ? "qwen35moe"
                            : GetParam() == "mistral3"       ? "mistral"  // its text_config's model
                                                             : GetParam().substr(0, GetParam().find('_'));
   EXPECT_EQ(model->config().arch, arch);
@@ -115,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "cohere", "cohere2", "lfm2", "lfm2_conv_bias", "lfm2_moe",
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
                                          "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
-                                         "hunyuan_dense", "minimax_m2", "apertus"),
+                                         "hunyuan_dense", "minimax_m2", "apertus", "qwen3_next", "qwen3_5",
+                                         "qwen3_5_moe"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
@@ -224,7 +228,8 @@ INSTANTIATE_TEST_SUITE_P(Types, HfQuantized, testing::Values(DType::q8_0, DType:
 // quantized values are the llama fixture's business above.)
 TEST(HfQuantized, EveryNewLayoutQuantizesAndRuns) {
   for (const char* name : {"glm4", "glm4_moe", "exaone4", "olmo3", "deepseek_v2", "deepseek_v3", "ernie4_5",
-                           "ernie4_5_moe", "cohere", "cohere2", "lfm2", "lfm2_moe", "glm4_moe_lite"}) {
+                           "ernie4_5_moe", "cohere", "cohere2", "lfm2", "lfm2_moe", "glm4_moe_lite", "qwen3_next",
+                           "qwen3_5"}) {
     SCOPED_TRACE(name);
     const auto ref = reference(name);
     auto model = Model::load(fixture_dir(name), {.quantize = parse_quant_scheme("q4_k_m")});

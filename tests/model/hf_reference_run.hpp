@@ -72,7 +72,12 @@ inline BatchRun run_batched(const std::shared_ptr<const Model>& model, const std
     std::vector<BatchSeq> seqs;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const auto n = static_cast<int32_t>(step == 0 ? prompts[i].size() : 1);
-      seqs.push_back({.n_tokens = n, .n_past = n_past[i], .block_table = tables[i], .n_logits = 1});
+      // State slots in reverse order: a slot is not a sequence's index.
+      seqs.push_back({.n_tokens = n,
+                      .n_past = n_past[i],
+                      .block_table = tables[i],
+                      .n_logits = 1,
+                      .state_slot = n_seqs - 1 - static_cast<int32_t>(i)});
     }
     const BatchView batch{.tokens = tokens, .seqs = seqs};
     std::vector<float> hidden;

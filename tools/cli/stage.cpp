@@ -45,6 +45,7 @@ struct StageArgs {
   std::string kv_type = "f32";
   int64_t max_tokens = SchedulerConfig{}.max_tokens_per_step;
   int64_t max_seqs = SchedulerConfig{}.max_batch_size;
+  int64_t state_slots = 0;
   int32_t ctx = SchedulerConfig{}.context_length;
   std::string secret;
   std::string tls_cert, tls_key, tls_ca;
@@ -138,6 +139,7 @@ void run_stage(const StageArgs& a) {
        .kv_type = parse_kv_type(a.kv_type),
        .max_tokens = a.max_tokens,
        .max_seqs = a.max_seqs,
+       .state_slots = a.state_slots,
        .secret = secret,
        .wire_version = a.wire_version,
        .log = [](const std::string& line) { std::fprintf(stderr, "troupe stage: %s\n", line.c_str()); }},
@@ -195,6 +197,10 @@ void add_stage_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-seqs", a->max_seqs, "Most sequences in one step (at least the head's; default 64)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--state-slots", a->state_slots,
+                  "Recurrent-state slots of a model with linear-attention layers (Qwen3.5, Qwen3-Next): at least "
+                  "the head's max batch size times its stages (default: 2 x --max-seqs)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--ctx", a->ctx,
                   "The head's context length (default 4096): LongRoPE models choose their RoPE factors by it, and "
                   "the handshake compares them")

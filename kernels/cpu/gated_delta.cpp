@@ -1,0 +1,148 @@
+// The Gated DeltaNet core of Qwen3-Next and Qwen3.5's linear-attention
+// layers (cpu_kernels.hpp), over per-sequence state slots.
+//
+// Unlike attention, such a layer remembers the past as a fixed state per
+// sequence: the last taps - 1 inputs of its causal conv, and a matrix per
+// value head. A step reads a sequence's slot, runs its new tokens in order
+// and writes the slot back, so a prompt gives the same state whether it
+// arrives in one chunk or many (the tokens run one by one either way; the
+// chunked form of the rule is a reordering of the same sums for GPUs).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/cpu_kernels.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+constexpr int64_t kMaxTaps = 16;
+constexpr int64_t kMaxKeyDim = 512;  // a head's normed q and k live on the stack
+
+void check_gdn(const PagedKvView& state, const AttnSeq* seqs, int n_seqs, const GatedDeltaShape& g) {
+  if (g.n_k_heads <= 0 || g.n_v_heads <= 0 || g.n_v_heads % g.n_k_heads != 0 || g.k_dim <= 0 || g.v_dim <= 0 ||
+      g.k_dim > kMaxKeyDim || g.taps < 1 || g.taps > kMaxTaps) {
+    throw Error(Errc::invalid_argument, "gated_delta_net: bad shape (key heads " + std::to_string(g.n_k_heads) +
+                                            ", value heads " + std::to_string(g.n_v_heads) + ", taps " +
+                                            std::to_string(g.taps) + ")");
+  }
+  if (state.state == nullptr || state.state_floats != g.state_floats()) {
+    throw Error(Errc::invalid_argument, "gated_delta_net: the state slots hold " + std::to_string(state.state_floats) +
+                                            " floats each, the layer needs " + std::to_string(g.state_floats()));
+  }
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) {
+    throw Error(Errc::invalid_argument, "gated_delta_net: bad sequences");
+  }
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq& s = seqs[i];
+    if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0) {
+      throw Error(Errc::invalid_argument, "gated_delta_net: sequence " + std::to_string(i) +
+                                              " has negative q_begin, n_q or n_past");
+    }
+    if (s.state_slot < 0 || s.state_slot >= state.n_state_slots) {
+      throw Error(Errc::invalid_argument, "gated_delta_net: sequence " + std::to_string(i) + " has state slot " +
+                                              std::to_string(s.state_slot) + " outside the " +
+                                              std::to_string(state.n_state_slots) + " slots");
+    }
+  }
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// x / sqrt(sum x^2 + 1e-6), times s (the FLA library's l2norm, as
+// transformers computes it).
+void l2norm(float* y, const float* x, int64_t n, float s) {
+  const float inv = s / std::sqrt(dot(x, x, n) + 1e-6f);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv;
+}
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// One channel of one sequence: the conv over [history, new inputs], then
+// SiLU, in place over the new inputs (last to first, so each output reads
+// inputs not yet overwritten); the history becomes the last taps - 1 inputs.
+void conv_channel(float* qkv, int64_t stride, int64_t n, float* hist, int64_t hist_stride, const float* w,
+                  int64_t taps, bool fresh) {
+  const int64_t h = taps - 1;
+  float old[kMaxTaps];
+  for (int64_t k = 0; k < h; ++k) old[k] = fresh ? 0.0f : hist[k * hist_stride];
+  auto input = [&](int64_t t) { return t < 0 ? old[h + t] : qkv[t * stride]; };  // t >= -h
+  float next[kMaxTaps];
+  for (int64_t k = 0; k < h; ++k) next[k] = input(n - h + k);
+  for (int64_t t = n - 1; t >= 0; --t) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < taps; ++k) acc += w[k] * input(t - h + k);
+    qkv[t * stride] = acc / (1.0f + std::exp(-acc));
+  }
+  for (int64_t k = 0; k < h; ++k) hist[k * hist_stride] = next[k];
+}
+
+}  // namespace
+
+void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
+                     const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay, const float* dt_bias,
+                     const GatedDeltaShape& g, ThreadPool& pool) {
+  check_gdn(state, seqs, n_seqs, g);
+  const int64_t C = g.conv_dim();
+  const int64_t key_dim = g.n_k_heads * g.k_dim;
+  const int64_t hist_floats = (g.taps - 1) * C;
+  auto slot = [&](const AttnSeq& s) { return state.state + static_cast<int64_t>(s.state_slot) * state.state_floats; };
+
+  // 1. The conv, channel by channel (each reads only its own history).
+  pool.parallel_for(C, [&](int64_t c0, int64_t c1) {
+    for (int i = 0; i < n_seqs; ++i) {
+      const AttnSeq& s = seqs[i];
+      if (s.n_q == 0) continue;
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        conv_channel(qkv + static_cast<int64_t>(s.q_begin) * C + ch, C, s.n_q, slot(s) + ch, C, conv_w + ch * g.taps,
+                     g.taps, s.n_past == 0);
+      }
+    }
+  });
+
+  // 2. The delta rule, value head by value head: its [v_dim, k_dim] state
+  // rows are independent of every other head's.
+  const int64_t per_k = g.n_v_heads / g.n_k_heads;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(g.k_dim));
+  pool.parallel_for(static_cast<int64_t>(n_seqs) * g.n_v_heads, [&](int64_t j0, int64_t j1) {
+    float qn[kMaxKeyDim], kn[kMaxKeyDim];  // one head's normed query and key
+    for (int64_t j = j0; j < j1; ++j) {
+      const AttnSeq& s = seqs[j / g.n_v_heads];
+      const int64_t h = j % g.n_v_heads;
+      const int64_t kh = h / per_k;
+      float* S = slot(s) + hist_floats + h * g.v_dim * g.k_dim;  // [v_dim, k_dim]
+      if (s.n_past == 0) std::fill(S, S + g.v_dim * g.k_dim, 0.0f);
+      for (int64_t t = 0; t < s.n_q; ++t) {
+        const int64_t row = static_cast<int64_t>(s.q_begin) + t;
+        const float* x = qkv + row * C;
+        l2norm(qn, x + kh * g.k_dim, g.k_dim, q_scale);
+        l2norm(kn, x + key_dim + kh * g.k_dim, g.k_dim, 1.0f);
+        const float* v = x + 2 * key_dim + h * g.v_dim;
+        const float beta = 1.0f / (1.0f + std::exp(-b[row * g.n_v_heads + h]));
+        const float gate = std::exp(decay[h] * softplus(a[row * g.n_v_heads + h] + dt_bias[h]));
+        float* o = out + row * g.n_v_heads * g.v_dim + h * g.v_dim;
+        for (int64_t d = 0; d < g.v_dim; ++d) {
+          float* Sd = S + d * g.k_dim;
+          for (int64_t i = 0; i < g.k_dim; ++i) Sd[i] *= gate;
+          const float delta = (v[d] - dot(Sd, kn, g.k_dim)) * beta;
+          for (int64_t i = 0; i < g.k_dim; ++i) Sd[i] += delta * kn[i];
+          o[d] = dot(Sd, qn, g.k_dim);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace troupe::kernels
