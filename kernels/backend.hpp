@@ -124,7 +124,8 @@ class Backend {
   // they leave updated:
   //   qkv [n_tokens, conv_dim] (q, k and v of every head) goes through a
   //   causal depthwise conv (conv_w [conv_dim, taps]) and SiLU, in place;
-  //   per value head h, with key head h / (n_v_heads / n_k_heads): q and k
+  //   per value head h, with key head h / (n_v_heads / n_k_heads) (or
+  //   h % n_k_heads, shape.tiled): q and k
   //   L2-normed, q / sqrt(k_dim); beta = sigmoid(b), g = decay[h] *
   //   softplus(a + dt_bias[h]) (decay = -exp(A_log));
   //   S = exp(g) S; S += beta (v - S k) k^T; out = S q.

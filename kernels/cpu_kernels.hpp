@@ -93,6 +93,9 @@ struct GatedDeltaShape {
   int64_t k_dim = 0;      // key head width (at most 512)
   int64_t v_dim = 0;      // value head width
   int64_t taps = 0;       // the causal conv's width (at most 16)
+  // Value head h reads key head h % n_k_heads (tiled) rather than
+  // h / (n_v_heads / n_k_heads) (grouped).
+  bool tiled = false;
 
   int64_t conv_dim() const { return 2 * n_k_heads * k_dim + n_v_heads * v_dim; }
   // A sequence's state: the conv history [taps - 1, conv_dim], then

@@ -59,6 +59,9 @@ constexpr GgufArch kGgufArchs[] = {
     {"hunyuan-dense", kernels::RopeLayout::neox, true, false, false, false, false},
     {"minimax-m2", kernels::RopeLayout::neox, false, true, false, false, false},
     {"apertus", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"qwen3next", kernels::RopeLayout::neox, true, true, false, false, false},
+    {"qwen35", kernels::RopeLayout::neox, true, false, false, false, false},
+    {"qwen35moe", kernels::RopeLayout::neox, true, true, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -97,6 +100,20 @@ void GgufModel::bind_experts(const std::string& b, LayerWeights& l) const {
     ex.w_up = expert_matrix(b + "ffn_up_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
     ex.w_down = expert_matrix(b + "ffn_down_exps.weight", c.n_ff, c.n_embd, c.n_expert, e);
   }
+}
+
+// Qwen2-MoE's shared expert, weighted by sigmoid(ffn_gate_inp_shexp . x).
+void GgufModel::bind_gated_shared_expert(const std::string& b, LayerWeights& l) const {
+  const ModelConfig& c = config_;
+  l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
+  l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
+  l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
+  // [n_embd, 1] from today's converter, [n_embd] from older ones.
+  const std::string gate = b + "ffn_gate_inp_shexp.weight";
+  const gguf::TensorInfo* t = file_.find_tensor(gate);
+  l.shared_gate = t != nullptr && t->shape.size() == 1
+                      ? Weight{.data = vector(gate, c.n_embd), .type = DType::f32, .n_in = c.n_embd, .n_out = 1}
+                      : matrix(gate, c.n_embd, 1);
 }
 
 const float* GgufModel::vector(const std::string& name, int64_t n, bool required) const {
@@ -140,7 +157,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     if (arch == "llama") c.arch = "mixtral";
     c.expert_weights_norm = arch != "qwen2moe";
   }
-  if (arch == "qwen2moe") {
+  const bool qwen_hybrid = arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
+  if (arch == "qwen2moe" || arch == "qwen3next" || arch == "qwen35moe") {
     // The shared expert's width, else the dense one (as llama.cpp reads it).
     c.n_ff_shared = file_.find_u32(p + "expert_shared_feed_forward_length")
                         .value_or(file_.find_u32(p + "feed_forward_length").value_or(0));
@@ -239,6 +257,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   if (a.name == "lfm2" || a.name == "lfm2moe") {
     c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
   }
+  if (qwen_hybrid) read_qwen_hybrid(p);
   if (a.name == "hunyuan-dense") c.qk_norm_after_rope = true;  // its alpha already in rope.freq_base
   if (a.name == "minimax-m2") {
     // Whole-projection q/k norms; sigmoid scores chosen with exp_probs_b,
@@ -324,6 +343,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
       bind_lfm2_layer(b, il, l);
       continue;
     }
+    if (qwen_hybrid) {
+      bind_qwen_hybrid_layer(b, il, l);
+      continue;
+    }
     if (a.name == "deepseek2") {
       bind_deepseek2_attention(b, l);
       l.ffn_norm = vector(b + "ffn_norm.weight", c.n_embd);
@@ -387,17 +410,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     }
     if (c.n_expert > 0) {
       bind_experts(b, l);
-      if (c.n_ff_shared > 0) {
-        l.shared.w_gate = matrix(b + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
-        l.shared.w_up = matrix(b + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
-        l.shared.w_down = matrix(b + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
-        // [n_embd, 1] from today's converter, [n_embd] from older ones.
-        const std::string gate = b + "ffn_gate_inp_shexp.weight";
-        const gguf::TensorInfo* t = file_.find_tensor(gate);
-        l.shared_gate = t != nullptr && t->shape.size() == 1
-                            ? Weight{.data = vector(gate, c.n_embd), .type = DType::f32, .n_in = c.n_embd, .n_out = 1}
-                            : matrix(gate, c.n_embd, 1);
-      }
+      if (c.n_ff_shared > 0) bind_gated_shared_expert(b, l);
       continue;
     }
     if (layer_norm) {

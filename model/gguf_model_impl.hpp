@@ -54,6 +54,7 @@ class GgufModel final : public Model {
   // Expert e's [n_out, n_in] slice of a {n_in, n_out, n_expert} tensor.
   Weight expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, int64_t e) const;
   void bind_experts(const std::string& b, LayerWeights& l) const;
+  void bind_gated_shared_expert(const std::string& b, LayerWeights& l) const;
   void read_gpt_oss(const std::string& p);
   void read_deepseek_routing(const std::string& p, uint32_t default_gating);
   void bind_glm4moe_layer(const std::string& b, int64_t il, LayerWeights& l) const;
@@ -71,6 +72,8 @@ class GgufModel final : public Model {
   void read_granite(const std::string& p);
   void read_lfm2_layers(const std::string& p);
   void read_xielu();
+  void read_qwen_hybrid(const std::string& p);
+  void bind_qwen_hybrid_layer(const std::string& b, int64_t il, LayerWeights& l);
   void bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& l);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;
   [[noreturn]] void fail(const std::string& what) const {

@@ -35,7 +35,8 @@ void gated_delta_block(const StepContext& ctx, int64_t il, const PagedKvView& kv
                                        .n_v_heads = hv,
                                        .k_dim = c.gdn_k_dim,
                                        .v_dim = c.gdn_v_dim,
-                                       .taps = c.conv_kernel};
+                                       .taps = c.conv_kernel,
+                                       .tiled = c.gdn_v_tiled};
   be.gated_delta_net(o, qkv, b, a, kv, ctx.seqs, ctx.n_seqs, w.gdn_conv, w.gdn_decay, w.gdn_dt_bias, shape);
   // Qwen3NextRMSNormGated: each head's output normed (a plain weight, not
   // 1 + w), then times silu(z).

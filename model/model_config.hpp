@@ -106,6 +106,10 @@ struct ModelConfig {
   int64_t gdn_v_heads = 0;    // value heads, a multiple of gdn_k_heads
   int64_t gdn_k_dim = 0;      // key head width
   int64_t gdn_v_dim = 0;      // value head width
+  // Which key head value head h reads: h / (gdn_v_heads / gdn_k_heads) (the
+  // checkpoints' grouped order) or, tiled, h % gdn_k_heads (llama.cpp's
+  // converter reorders Qwen3.5's value heads so).
+  bool gdn_v_tiled = false;
   // Qwen3-Next's full-attention layers gate their output per element:
   // q_proj gives each head's query and gate, and attention * sigmoid(gate)
   // goes into o_proj (LayerWeights::wq_gate).

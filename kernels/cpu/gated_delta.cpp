@@ -121,7 +121,7 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
     for (int64_t j = j0; j < j1; ++j) {
       const AttnSeq& s = seqs[j / g.n_v_heads];
       const int64_t h = j % g.n_v_heads;
-      const int64_t kh = h / per_k;
+      const int64_t kh = g.tiled ? h % g.n_k_heads : h / per_k;
       float* S = slot(s) + hist_floats + h * g.v_dim * g.k_dim;  // [v_dim, k_dim]
       if (s.n_past == 0) std::fill(S, S + g.v_dim * g.k_dim, 0.0f);
       for (int64_t t = 0; t < s.n_q; ++t) {

@@ -109,7 +109,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"granitemoe", "granitemoe", kernels::RopeLayout::normal},
                                          Case{"hunyuan_dense", "hunyuan-dense", kernels::RopeLayout::neox},
                                          Case{"minimax_m2", "minimax-m2", kernels::RopeLayout::neox},
-                                         Case{"apertus", "apertus", kernels::RopeLayout::neox}),
+                                         Case{"apertus", "apertus", kernels::RopeLayout::neox},
+                                         Case{"qwen3_next", "qwen3next", kernels::RopeLayout::neox},
+                                         Case{"qwen3_5", "qwen35", kernels::RopeLayout::neox},
+                                         Case{"qwen3_5_moe", "qwen35moe", kernels::RopeLayout::neox}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

@@ -1,0 +1,109 @@
+// GGUF "qwen3next", "qwen35" and "qwen35moe" files (llama.cpp's converter of
+// Qwen3-Next and Qwen3.5): the Gated DeltaNet layers' shape and tensors, and
+// the gated attention layers beside them (model/arch_qwen3_next.cpp runs both).
+// The converter stores the RMSNorms as 1 + w already, A_log as -exp(A_log),
+// and Qwen3-Next's fused in_proj_qkvz as attn_qkv (every q, every k, every
+// v) and attn_gate (z); Qwen3.5's value heads it reorders from grouped by
+// key head to tiled (ModelConfig::gdn_v_tiled).
+#include <string>
+#include <vector>
+
+#include "model/gguf_model_impl.hpp"
+#include "model/weight_store.hpp"
+
+namespace troupe::gguf_load {
+
+void GgufModel::read_qwen_hybrid(const std::string& p) {
+  ModelConfig& c = config_;
+  c.attn_output_gate = true;
+  c.conv_kernel = file_.get_u32(p + "ssm.conv_kernel");
+  c.gdn_k_dim = file_.get_u32(p + "ssm.state_size");
+  c.gdn_k_heads = file_.get_u32(p + "ssm.group_count");
+  c.gdn_v_heads = file_.get_u32(p + "ssm.time_step_rank");
+  const int64_t inner = file_.get_u32(p + "ssm.inner_size");
+  if (c.conv_kernel < 1 || c.conv_kernel > 16) fail("ssm.conv_kernel must be in 1..16");
+  if (c.gdn_k_heads <= 0 || c.gdn_v_heads <= 0 || c.gdn_v_heads % c.gdn_k_heads != 0) {
+    fail("ssm.time_step_rank (value heads) must be a positive multiple of ssm.group_count (key heads)");
+  }
+  if (c.gdn_k_dim <= 0 || c.gdn_k_dim > 512) fail("ssm.state_size (key head width) must be in 1..512");
+  if (inner <= 0 || inner % c.gdn_v_heads != 0 || inner / c.gdn_v_heads > 4096) {
+    fail("ssm.inner_size must be value heads times a width of at most 4096");
+  }
+  c.gdn_v_dim = inner / c.gdn_v_heads;
+  c.gdn_v_tiled = c.arch != "qwen3next" && c.gdn_v_heads != c.gdn_k_heads;
+  c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (const auto kinds = file_.find_bool_array(p + "attention.recurrent_layers")) {
+    // Multi-token-prediction layers past n_layer, if any, are listed too.
+    if (static_cast<int64_t>(kinds->size()) < c.n_layer) fail("attention.recurrent_layers lists fewer layers than block_count");
+    for (int64_t il = 0; il < c.n_layer; ++il) c.recurrent_layers[static_cast<size_t>(il)] = (*kinds)[static_cast<size_t>(il)];
+  } else {
+    const int64_t interval = file_.find_u32(p + "full_attention_interval").value_or(4);
+    if (interval < 1) fail("full_attention_interval must be positive");
+    for (int64_t il = 0; il < c.n_layer; ++il) c.recurrent_layers[static_cast<size_t>(il)] = (il + 1) % interval != 0;
+  }
+}
+
+void GgufModel::bind_qwen_hybrid_layer(const std::string& b, int64_t il, LayerWeights& l) {
+  const ModelConfig& c = config_;
+  const int64_t e = c.n_embd, hv = c.gdn_v_heads;
+  l.attn_norm = vector(b + "attn_norm.weight", e);
+  l.ffn_norm = vector(b + "post_attention_norm.weight", e);  // the norm before the FFN
+  if (c.is_recurrent(il)) {
+    l.gdn_qkv = matrix(b + "attn_qkv.weight", e, c.gdn_conv_dim());
+    l.gdn_z = matrix(b + "attn_gate.weight", e, c.gdn_value_dim());
+    if (file_.find_tensor(b + "ssm_ba.weight") != nullptr) {
+      // Qwen3-Next keeps in_proj_ba's rows: per key head, its value heads'
+      // b, then their a.
+      const Weight ba = matrix(b + "ssm_ba.weight", e, 2 * hv);
+      const int64_t per_k = hv / c.gdn_k_heads;
+      std::vector<RowRun> beta, alpha;
+      for (int64_t g = 0; g < c.gdn_k_heads; ++g) {
+        beta.push_back({.first = 2 * g * per_k, .count = per_k});
+        alpha.push_back({.first = 2 * g * per_k + per_k, .count = per_k});
+      }
+      l.gdn_b = gather_rows(store_, ba, beta);
+      l.gdn_a = gather_rows(store_, ba, alpha);
+    } else {
+      l.gdn_b = matrix(b + "ssm_beta.weight", e, hv);
+      l.gdn_a = matrix(b + "ssm_alpha.weight", e, hv);
+    }
+    // {taps, conv_dim}: each channel's taps, oldest first (f32 from the
+    // converter; a 16-bit copy is widened).
+    const std::string conv = b + "ssm_conv1d.weight";
+    const gguf::TensorInfo& t = file_.tensor(conv);
+    file_.expect_shape(t, {c.conv_kernel, c.gdn_conv_dim()});
+    if (t.type != DType::f32 && t.type != DType::f16 && t.type != DType::bf16) {
+      fail("tensor '" + conv + "' is " + std::string(dtype_name(t.type)) + ", expected f32, f16 or bf16");
+    }
+    l.gdn_conv = store_f32(store_, t.type, t.data, c.conv_kernel * c.gdn_conv_dim());
+    l.gdn_decay = vector(b + "ssm_a", hv);
+    l.gdn_dt_bias = vector(b + "ssm_dt.bias", hv);
+    l.gdn_norm = vector(b + "ssm_norm.weight", c.gdn_v_dim);
+    l.wo = matrix(b + "ssm_out.weight", c.gdn_value_dim(), e);
+  } else {
+    // attn_q: each head's query rows, then its gate rows.
+    const Weight q = matrix(b + "attn_q.weight", e, 2 * c.q_dim());
+    std::vector<RowRun> query, gate;
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      query.push_back({.first = 2 * h * c.head_dim, .count = c.head_dim});
+      gate.push_back({.first = (2 * h + 1) * c.head_dim, .count = c.head_dim});
+    }
+    l.wq = gather_rows(store_, q, query);
+    l.wq_gate = gather_rows(store_, q, gate);
+    l.wk = matrix(b + "attn_k.weight", e, c.kv_dim());
+    l.wv = matrix(b + "attn_v.weight", e, c.kv_dim());
+    l.wo = matrix(b + "attn_output.weight", c.q_dim(), e);
+    l.q_norm = vector(b + "attn_q_norm.weight", c.head_dim);
+    l.k_norm = vector(b + "attn_k_norm.weight", c.head_dim);
+  }
+  if (c.n_expert > 0) {
+    bind_experts(b, l);
+    bind_gated_shared_expert(b, l);
+    return;
+  }
+  l.w_gate = matrix(b + "ffn_gate.weight", e, c.n_ff);
+  l.w_up = matrix(b + "ffn_up.weight", e, c.n_ff);
+  l.w_down = matrix(b + "ffn_down.weight", c.n_ff, e);
+}
+
+}  // namespace troupe::gguf_load
