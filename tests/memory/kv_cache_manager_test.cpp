@@ -258,5 +258,46 @@ TEST(KvCacheManager, RandomSequencesKeepRefCountsExact) {
   EXPECT_EQ(kv.pool().n_used(), 0);
 }
 
+// A model with recurrent layers: each running sequence holds one state slot
+// from its first reserve until freed; slots run out before blocks do only
+// when the scheduler admits more sequences than it sized them for, and then
+// reserve refuses without touching anything; no prefix is ever shared (a
+// recurrent state cannot be rebuilt from cached blocks).
+TEST(KvCacheManager, StateSlotsOnePerRunningSequence) {
+  KvCacheManager kv({.n_blocks = 16, .block_size = 4, .prefix_caching = true, .n_state_slots = 2});
+  const std::vector<int32_t> prompt = tokens_from(3, 10);
+  EXPECT_EQ(run_prompt(kv, 1, prompt), 0);
+  EXPECT_EQ(run_prompt(kv, 2, prompt), 0);  // the same prompt: no prefix hit
+  const int32_t s1 = kv.state_slot(1), s2 = kv.state_slot(2);
+  EXPECT_GE(s1, 0);
+  EXPECT_GE(s2, 0);
+  EXPECT_NE(s1, s2);
+  EXPECT_EQ(kv.n_free_state_slots(), 0);
+  // More decode room keeps the slot.
+  ASSERT_TRUE(kv.reserve(1, 4));
+  EXPECT_EQ(kv.state_slot(1), s1);
+  // A third sequence: blocks are there, a slot is not.
+  const int32_t used = kv.pool().n_used();
+  EXPECT_FALSE(kv.reserve(3, 4));
+  EXPECT_FALSE(kv.contains(3));
+  EXPECT_EQ(kv.pool().n_used(), used);
+  kv.check_invariants();
+  // Freed, the slot goes to the next sequence.
+  EXPECT_TRUE(kv.free(1));
+  EXPECT_EQ(kv.n_free_state_slots(), 1);
+  ASSERT_TRUE(kv.reserve(3, 4));
+  EXPECT_EQ(kv.state_slot(3), s1);
+  EXPECT_EQ(kv.probe_prefix(prompt).n_tokens, 0);
+  kv.check_invariants();
+  EXPECT_THROW(kv.state_slot(99), Error);
+}
+
+TEST(KvCacheManager, NoStateSlotsWithoutRecurrentLayers) {
+  KvCacheManager kv({.n_blocks = 8, .block_size = 4});
+  run_prompt(kv, 1, tokens_from(1, 5));
+  EXPECT_EQ(kv.state_slot(1), -1);
+  EXPECT_EQ(kv.n_free_state_slots(), 0);
+}
+
 }  // namespace
 }  // namespace troupe

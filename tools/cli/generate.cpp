@@ -134,6 +134,9 @@ void run_generate(const GenerateArgs& a) {
   std::fprintf(stderr, "troupe: KV cache %s, %lld bytes per token, %lld tokens (%s)\n", kv_type_name(kv_type),
                static_cast<long long>(token_bytes), static_cast<long long>(gen.n_ctx()),
                format_bytes(token_bytes * gen.n_ctx()).c_str());
+  if (const int64_t state = stage_state_bytes(mc, 0, mc.n_layer); state > 0) {
+    std::fprintf(stderr, "troupe: recurrent state %s per sequence (f32)\n", format_bytes(state).c_str());
+  }
   GenerateRequest req{.max_new_tokens = a.max_tokens,
                       .sampling = {.temperature = a.temperature,
                                    .top_k = a.top_k,
