@@ -12,17 +12,19 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/cpu/vec_ops.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe::kernels {
 namespace {
 
 constexpr int64_t kMaxTaps = 16;
-constexpr int64_t kMaxKeyDim = 512;  // a head's normed q and k live on the stack
+constexpr int64_t kMaxKeyDim = 512;     // a head's normed q and k live on the stack,
+constexpr int64_t kMaxValueDim = 4096;  // and its rows' products with them
 
 void check_gdn(const PagedKvView& state, const AttnSeq* seqs, int n_seqs, const GatedDeltaShape& g) {
   if (g.n_k_heads <= 0 || g.n_v_heads <= 0 || g.n_v_heads % g.n_k_heads != 0 || g.k_dim <= 0 || g.v_dim <= 0 ||
-      g.k_dim > kMaxKeyDim || g.taps < 1 || g.taps > kMaxTaps) {
+      g.k_dim > kMaxKeyDim || g.v_dim > kMaxValueDim || g.taps < 1 || g.taps > kMaxTaps) {
     throw Error(Errc::invalid_argument, "gated_delta_net: bad shape (key heads " + std::to_string(g.n_k_heads) +
                                             ", value heads " + std::to_string(g.n_v_heads) + ", taps " +
                                             std::to_string(g.taps) + ")");
@@ -116,8 +118,10 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
   // rows are independent of every other head's.
   const int64_t per_k = g.n_v_heads / g.n_k_heads;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(g.k_dim));
+  const cpu::VecOps& ops = cpu::vec_ops();
   pool.parallel_for(static_cast<int64_t>(n_seqs) * g.n_v_heads, [&](int64_t j0, int64_t j1) {
-    float qn[kMaxKeyDim], kn[kMaxKeyDim];  // one head's normed query and key
+    float qn[kMaxKeyDim], kn[kMaxKeyDim];    // one head's normed query and key
+    float sk[kMaxValueDim], sq[kMaxValueDim];  // each state row's products with them
     for (int64_t j = j0; j < j1; ++j) {
       const AttnSeq& s = seqs[j / g.n_v_heads];
       const int64_t h = j % g.n_v_heads;
@@ -133,12 +137,17 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
         const float beta = 1.0f / (1.0f + std::exp(-b[row * g.n_v_heads + h]));
         const float gate = std::exp(decay[h] * softplus(a[row * g.n_v_heads + h] + dt_bias[h]));
         float* o = out + row * g.n_v_heads * g.v_dim + h * g.v_dim;
+        // Row d of the decayed and updated state is gate Sd + delta k, so
+        // its products with k and q follow from the old row's: two
+        // vectorized passes read S, one writes it.
+        ops.dot_tile(sk, kn, S, g.k_dim, g.v_dim, g.k_dim, 1.0f);
+        ops.dot_tile(sq, qn, S, g.k_dim, g.v_dim, g.k_dim, 1.0f);
+        const float kq = dot(kn, qn, g.k_dim);
         for (int64_t d = 0; d < g.v_dim; ++d) {
+          const float delta = (v[d] - gate * sk[d]) * beta;
+          o[d] = gate * sq[d] + delta * kq;
           float* Sd = S + d * g.k_dim;
-          for (int64_t i = 0; i < g.k_dim; ++i) Sd[i] *= gate;
-          const float delta = (v[d] - dot(Sd, kn, g.k_dim)) * beta;
-          for (int64_t i = 0; i < g.k_dim; ++i) Sd[i] += delta * kn[i];
-          o[d] = dot(Sd, qn, g.k_dim);
+          for (int64_t i = 0; i < g.k_dim; ++i) Sd[i] = gate * Sd[i] + delta * kn[i];
         }
       }
     }

@@ -33,8 +33,17 @@ have it (else every third layer), the FFN 4x the hidden size (LFM2-350M's
         --llama-quantize /path/to/llama-quantize --hidden 1024 --layers 16 --heads 16 --kv-heads 8 \\
         --out ~/.cache/troupe/bench/lfm2-350m
 
+--arch qwen35: Qwen3_5ForCausalLM (the dense Qwen3.5 text model), three
+Gated DeltaNet layers to each gated attention layer, 16 key and 16 value
+heads of 128 in the DeltaNet, attention heads of 256 (2 kv heads), the FFN
+3.5x the hidden size. With --llama-quantize, the Q8_0 and Q4_K_M files too.
+
+    python3 tools/bench/make_moe_bench.py --arch qwen35 --llama-cpp /path/to/llama.cpp \\
+        --llama-quantize /path/to/llama-quantize --hidden 1024 --layers 24 --heads 8 --kv-heads 2 \\
+        --out ~/.cache/troupe/bench/qwen35-1k
+
 write oss-moe-f16.gguf (and oss-moe-mxfp4.gguf), ds-moe-f16.gguf,
-lfm2-350m-{f16,q8_0,q4_k_m}.gguf. Needs
+lfm2-350m-{f16,q8_0,q4_k_m}.gguf, qwen35-1k-{f16,q8_0,q4_k_m}.gguf. Needs
 torch, transformers and numpy (tools/fixtures/README.md has the versions).
 """
 import argparse
@@ -50,7 +59,7 @@ sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2", "lfm2"], default="gpt_oss")
+    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2", "lfm2", "qwen35"], default="gpt_oss")
     ap.add_argument("--llama-cpp", required=True, help="a llama.cpp source tree (with convert_hf_to_gguf.py)")
     ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, to also write the MXFP4_MOE file")
     ap.add_argument("--out", required=True, help="output prefix: <out>-f16.gguf, <out>-mxfp4.gguf")
@@ -65,7 +74,7 @@ def main():
 
     import torch
     from transformers import (DeepseekV2Config, DeepseekV2ForCausalLM, GptOssConfig, GptOssForCausalLM, Lfm2Config,
-                              Lfm2ForCausalLM)
+                              Lfm2ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig)
 
     torch.manual_seed(args.seed)
     common = dict(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
@@ -84,6 +93,17 @@ def main():
                             block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=1.0, block_multiple_of=256,
                             layer_types=["full_attention" if i in attn else "conv" for i in range(args.layers)])
         model = Lfm2ForCausalLM(config).eval()
+    elif args.arch == "qwen35":
+        config = Qwen3_5TextConfig(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                                   num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, head_dim=256,
+                                   intermediate_size=args.hidden * 7 // 2, max_position_embeddings=4096,
+                                   bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
+                                   linear_num_key_heads=16, linear_num_value_heads=16, linear_key_head_dim=128,
+                                   linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                                   rope_parameters=dict(rope_type="default", rope_theta=10000000.0,
+                                                        partial_rotary_factor=0.25))
+        config.architectures = ["Qwen3_5ForCausalLM"]
+        model = Qwen3_5ForCausalLM(config).eval()
     else:
         # V2-Lite's ratios: the expert width 1408 / 2048 of the hidden size,
         # the dense layer's 10944 / 2048, the kv rank 512 / 2048.
@@ -128,10 +148,12 @@ def main():
         (d / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
                                                       "added_tokens": []}))
         sys.argv = ["convert_hf_to_gguf.py", str(d), "--outtype", "f16", "--outfile", str(f16)]
+        if args.arch == "qwen35":
+            sys.argv.append("--no-mtp")  # a checkpoint without multi-token-prediction layers
         conv.main()
     print(f"wrote {f16} ({f16.stat().st_size >> 20} MiB)")
     if args.llama_quantize:
-        types = ["MXFP4_MOE"] if args.arch == "gpt_oss" else ["Q8_0", "Q4_K_M"] if args.arch == "lfm2" else []
+        types = ["MXFP4_MOE"] if args.arch == "gpt_oss" else ["Q8_0", "Q4_K_M"] if args.arch in ("lfm2", "qwen35") else []
         for t in types:
             q = out.with_name(out.name + "-" + t.lower().replace("_moe", "") + ".gguf")
             subprocess.run([args.llama_quantize, str(f16), str(q), t], check=True)
