@@ -134,6 +134,10 @@ class CudaBackend final : public Backend {
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void short_conv(float* y, const float* bcx, const PagedKvView& cache, const AttnSeq* seqs, int n_seqs,
                   const float* weight, const float* bias, int64_t taps) override;
+  void sigmoid_gate(float* y, const float* gate, int64_t n) override;
+  void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
+                       const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay, const float* dt_bias,
+                       const kernels::GatedDeltaShape& shape) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
                  float scale, int32_t window, float softcap,
                  const float* sinks) override;

@@ -116,16 +116,6 @@ int64_t stage_state_slots(const ModelConfig& c, const StageOptions& o) {
 
 std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
                                  KvType type) {
-  // Qwen3-Next and Qwen3.5's layers (Gated DeltaNet, gated attention) have
-  // CPU kernels only so far.
-  if (backend != "cpu" && (c.attn_output_gate || c.has_recurrent_layers())) {
-    for (int64_t il = first; il < last; ++il) {
-      if (c.is_recurrent(il) || c.attn_output_gate) {
-        return "the " + std::string(backend) + " backend cannot run layer " + std::to_string(il) + " of " + c.arch +
-               " (its Gated DeltaNet and gated-attention layers run on the cpu backend; place them on a cpu stage)";
-      }
-    }
-  }
   if (backend != "cuda" || type != KvType::q8_0 || c.n_embd % kKvQ8Group == 0) return {};
   for (int64_t il = first; il < last; ++il) {
     if (c.is_conv(il)) {

@@ -80,7 +80,8 @@ void build_attn_plan(const AttnSeq* seqs, int n_seqs, int64_t block_size, AttnPl
     const DevSeq d{.q_begin = s.q_begin,
                    .n_q = s.n_q,
                    .n_past = s.n_past,
-                   .table = static_cast<int32_t>(i * plan.table_cap)};
+                   .table = static_cast<int32_t>(i * plan.table_cap),
+                   .state_slot = s.state_slot};
     std::memcpy(b + i * sizeof(DevSeq), &d, sizeof d);
     if (s.n_q > 0) {
       const int64_t used = (static_cast<int64_t>(s.n_past) + s.n_q + block_size - 1) / block_size;

@@ -315,6 +315,71 @@ void CudaBackend::short_conv(float* y, const float* bcx, const PagedKvView& cach
   m.record(op);
 }
 
+void CudaBackend::sigmoid_gate(float* y, const float* gate, int64_t n) {
+  check_len("sigmoid_gate", n);
+  if (n == 0) return;
+  if (y == nullptr || gate == nullptr) throw Error(Errc::invalid_argument, "cuda sigmoid_gate: null input or output");
+  Op op(OpKind::sigmoid_gate);
+  op.element = {.y = y, .a = gate, .b = nullptr, .n = n, .n_cols = 0};
+  impl_->record(op);
+}
+
+void CudaBackend::gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
+                                  const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay,
+                                  const float* dt_bias, const kernels::GatedDeltaShape& g) {
+  if (g.n_k_heads <= 0 || g.n_v_heads <= 0 || g.n_v_heads % g.n_k_heads != 0 || g.k_dim <= 0 ||
+      g.k_dim > cuda::kGdnMaxKeyDim || g.v_dim <= 0 || g.taps < 1 || g.taps > cuda::kGdnMaxTaps ||
+      g.n_v_heads > 65535) {
+    throw Error(Errc::invalid_argument, "cuda gated_delta_net: bad shape (key heads " + std::to_string(g.n_k_heads) +
+                                            ", value heads " + std::to_string(g.n_v_heads) + ", key width " +
+                                            std::to_string(g.k_dim) + ", taps " + std::to_string(g.taps) + ")");
+  }
+  if (state.state == nullptr || state.state_floats != g.state_floats() || state.block_size <= 0) {
+    throw Error(Errc::invalid_argument, "cuda gated_delta_net: the state slots hold " +
+                                            std::to_string(state.state_floats) + " floats each, the layer needs " +
+                                            std::to_string(g.state_floats()));
+  }
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "cuda gated_delta_net: bad sequences");
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq& s = seqs[i];
+    if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0 || s.state_slot < 0 || s.state_slot >= state.n_state_slots ||
+        (s.n_q > 0 && s.block_table == nullptr)) {
+      throw Error(Errc::invalid_argument, "cuda gated_delta_net: sequence " + std::to_string(i) +
+                                              " has a negative count, no block table, or state slot " +
+                                              std::to_string(s.state_slot) + " outside the " +
+                                              std::to_string(state.n_state_slots) + " slots");
+    }
+  }
+  Impl& m = *impl_;
+  cuda::build_attn_plan(seqs, n_seqs, state.block_size, m.plan);
+  if (m.plan.max_q == 0) return;
+  if (out == nullptr || qkv == nullptr || b == nullptr || a == nullptr || conv_w == nullptr || decay == nullptr ||
+      dt_bias == nullptr) {
+    throw Error(Errc::invalid_argument, "cuda gated_delta_net: a null input or output");
+  }
+  const void* meta = m.stage(cuda::StageTag::seqs, m.plan.blob.data(), m.plan.blob.size());
+  Op op(OpKind::gated_delta_net);
+  op.gdn = {.out = out,
+            .qkv = qkv,
+            .b = b,
+            .a = a,
+            .state = state.state,
+            .conv_w = conv_w,
+            .decay = decay,
+            .dt_bias = dt_bias,
+            .meta = meta,
+            .n_seqs = m.plan.n_seqs,
+            .max_q = m.plan.max_q,
+            .state_floats = state.state_floats,
+            .n_k_heads = g.n_k_heads,
+            .n_v_heads = g.n_v_heads,
+            .k_dim = g.k_dim,
+            .v_dim = g.v_dim,
+            .taps = g.taps,
+            .tiled = g.tiled ? 1 : 0};
+  m.record(op);
+}
+
 void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
                             int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
   check_view("attention", kv);

@@ -89,6 +89,12 @@ __global__ void soft_cap_kernel(float* x, float cap, int64_t n) {
   }
 }
 
+__global__ void sigmoid_gate_kernel(float* __restrict__ y, const float* __restrict__ gate, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] /= 1.0f + expf(-gate[i]);
+  }
+}
+
 // One block per output row.
 __global__ void gather_rows_kernel(float* __restrict__ y, const float* __restrict__ x, const int32_t* __restrict__ rows,
                                    int64_t n_cols) {
@@ -235,6 +241,13 @@ void soft_cap(float* x, float cap, int64_t n, cudaStream_t stream) {
   check_len("soft_cap", n);
   if (n == 0) return;
   soft_cap_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, cap, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void sigmoid_gate(float* y, const float* gate, int64_t n, cudaStream_t stream) {
+  check_len("sigmoid_gate", n);
+  if (n == 0) return;
+  sigmoid_gate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, gate, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

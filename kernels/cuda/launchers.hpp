@@ -26,6 +26,7 @@ void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float a
                 cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);                           // x *= s
 void soft_cap(float* x, float cap, int64_t n, cudaStream_t stream);                      // x = cap tanh(x / cap)
+void sigmoid_gate(float* y, const float* gate, int64_t n, cudaStream_t stream);        // y *= sigmoid(gate)
 // y[i] = x[rows[i]] for n_rows rows of n_cols floats; rows is device memory.
 void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
 // y[n_tokens, n_embd] = rows ids (device) of table [n_vocab, n_embd] in any weight dtype.
@@ -93,7 +94,8 @@ struct DevSeq {
   int32_t q_begin;
   int32_t n_q;
   int32_t n_past;
-  int32_t table;  // index of its first block-table entry in AttnMeta::tables
+  int32_t table;       // index of its first block-table entry in AttnMeta::tables
+  int32_t state_slot;  // recurrent-state slot (AttnSeq::state_slot), -1: none
 };
 
 // A batch's sequences in device memory. Sequences with one query go to the
@@ -145,6 +147,28 @@ void attention_init();
 // cache rows of n_embd (cache.head_dim), one per position.
 void short_conv(float* y, const float* bcx, const PagedKvView& cache, const float* weight, const float* bias,
                 int64_t taps, const AttnMeta& meta, cudaStream_t stream);
+
+// ---- gated_delta.cu ----------------------------------------------------
+// The Gated DeltaNet core of Qwen3-Next and Qwen3.5 (see
+// Backend::gated_delta_net): the conv over qkv [n_tokens, conv_dim] in
+// place, then the delta rule per (sequence, value head) into out
+// [n_tokens, n_v_heads, v_dim], each sequence's state in its slot of state.
+struct GdnArgs {
+  float* out = nullptr;
+  float* qkv = nullptr;
+  const float* b = nullptr;  // [n_tokens, n_v_heads]
+  const float* a = nullptr;  // [n_tokens, n_v_heads]
+  float* state = nullptr;    // [n_slots, state_floats]
+  int64_t state_floats = 0;
+  const float* conv_w = nullptr;   // [conv_dim, taps]
+  const float* decay = nullptr;    // [n_v_heads] -exp(A_log)
+  const float* dt_bias = nullptr;  // [n_v_heads]
+  int64_t n_k_heads = 0, n_v_heads = 0, k_dim = 0, v_dim = 0, taps = 0;
+  bool tiled = false;
+};
+inline constexpr int64_t kGdnMaxKeyDim = 512;
+inline constexpr int64_t kGdnMaxTaps = 16;
+void gated_delta_net(const GdnArgs& args, const AttnMeta& meta, cudaStream_t stream);
 
 // ---- attention_mma.cu --------------------------------------------------
 // The tensor-core prefill kernel: on devices of compute capability cc_major

@@ -18,7 +18,7 @@ static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 9 * 8 && sizeof(RopeOp) == 12 * 8 &&
-                  sizeof(AttnOp) == 27 * 8,
+                  sizeof(AttnOp) == 27 * 8 && sizeof(GdnOp) == 18 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -132,6 +132,30 @@ void execute(const Op& op, const DeviceContext& ctx) {
       short_conv(op.attn.out, op.attn.q, kv_view(op.attn), op.attn.k, op.attn.v, op.attn.n_head, attn_meta(op.attn),
                  s);
       return;
+    case OpKind::sigmoid_gate: sigmoid_gate(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::gated_delta_net: {
+      const GdnOp& d = op.gdn;
+      const GdnArgs args{.out = d.out,
+                         .qkv = d.qkv,
+                         .b = d.b,
+                         .a = d.a,
+                         .state = d.state,
+                         .state_floats = d.state_floats,
+                         .conv_w = d.conv_w,
+                         .decay = d.decay,
+                         .dt_bias = d.dt_bias,
+                         .n_k_heads = d.n_k_heads,
+                         .n_v_heads = d.n_v_heads,
+                         .k_dim = d.k_dim,
+                         .v_dim = d.v_dim,
+                         .taps = d.taps,
+                         .tiled = d.tiled != 0};
+      const AttnMeta meta{.seqs = static_cast<const DevSeq*>(d.meta),
+                          .n_seqs = static_cast<int32_t>(d.n_seqs),
+                          .max_q = static_cast<int32_t>(d.max_q)};
+      gated_delta_net(args, meta, s);
+      return;
+    }
     case OpKind::attention: {
       const AttnOp& a = op.attn;
       AttnArgs args{.n_head = a.n_head,

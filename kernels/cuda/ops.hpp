@@ -35,6 +35,8 @@ enum class OpKind : int64_t {
   kv_write,
   attention,
   short_conv,  // an AttnOp: out = y, q = bcx, k = weight, v = bias, n_head = taps
+  sigmoid_gate,     // an ElementOp: y *= sigmoid(a)
+  gated_delta_net,  // a GdnOp
 };
 
 struct H2dOp {
@@ -151,6 +153,29 @@ struct AttnOp {
   const float* sinks;   // [n_head] attention sinks (gpt-oss), or null
 };
 
+// The Gated DeltaNet (launchers.hpp, GdnArgs): its arrays and shape, and
+// the staged DevSeq blob of the batch (AttnPlan: the slots ride in DevSeq).
+struct GdnOp {
+  float* out;
+  float* qkv;
+  const float* b;
+  const float* a;
+  float* state;
+  const float* conv_w;
+  const float* decay;
+  const float* dt_bias;
+  const void* meta;
+  int64_t n_seqs;
+  int64_t max_q;
+  int64_t state_floats;
+  int64_t n_k_heads;
+  int64_t n_v_heads;
+  int64_t k_dim;
+  int64_t v_dim;
+  int64_t taps;
+  int64_t tiled;
+};
+
 struct Op {
   OpKind kind;
   union {
@@ -162,6 +187,7 @@ struct Op {
     ElementOp element;
     RopeOp rope;
     AttnOp attn;
+    GdnOp gdn;
   };
 
   explicit Op(OpKind k);  // zero-fills every byte, then sets the kind

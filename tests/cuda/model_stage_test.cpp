@@ -290,7 +290,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/hf/qwen3_vl", dir + "/hf/qwen3_vl_moe",
                                           dir + "/gguf/olmoe.gguf", dir + "/gguf/granitemoe.gguf",
                                           dir + "/gguf/hunyuan_dense.gguf", dir + "/gguf/minimax_m2.gguf",
-                                          dir + "/gguf/apertus.gguf"};
+                                          dir + "/gguf/apertus.gguf", dir + "/gguf/qwen3_next.gguf",
+                                          dir + "/hf/qwen3_5", dir + "/gguf/qwen3_5_moe.gguf"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();
