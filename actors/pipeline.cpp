@@ -227,8 +227,8 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   const int32_t n_state_slots = mc.has_recurrent_layers() ? n_engines * sc.max_batch_size : 0;
   if (n_state_slots > 0 && sc.spec_max_draft > 0) {
     throw Error(Errc::unsupported,
-                "PipelineConfig: speculative decoding rolls back rejected tokens, which the recurrent state of " +
-                    mc.arch + "'s linear-attention layers cannot; leave spec_max_draft at 0");
+                "PipelineConfig: speculative decoding (--speculative, spec_max_draft) rolls back rejected tokens, "
+                "which the recurrent state of " + mc.arch + "'s layers cannot; run this model without it");
   }
   limits.n_state_slots = n_state_slots;
   std::vector<PlannedStage> plan;

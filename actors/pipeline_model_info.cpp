@@ -30,15 +30,11 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
                  .has_chat_template = !model.chat_template().empty(),
                  .kv_block_size = config.kv_block_size,
                  .n_kv_blocks = config.n_kv_blocks};
-  // Each stage's pages as it allocates them; a remote stage's worker
-  // allocates the same shape and KV type for its layers.
-  const int64_t tokens = static_cast<int64_t>(config.n_kv_blocks) * config.kv_block_size;
+  // Each stage's pages (a remote stage's worker allocates the same shape
+  // and KV type for its layers); recurrent state slots are per sequence,
+  // not per token, and are left out.
   for (const PlannedStage& s : plan) {
-    if (!s.is_remote() && tokens > 0) {
-      info.kv_bytes_per_token += static_cast<int64_t>(s.footprint.kv_bytes) / tokens;
-    } else {
-      info.kv_bytes_per_token += stage_kv_token_bytes(mc, s.first_layer, s.last_layer, config.kv_type);
-    }
+    info.kv_bytes_per_token += stage_kv_token_bytes(mc, s.first_layer, s.last_layer, config.kv_type);
   }
   return info;
 }

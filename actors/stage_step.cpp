@@ -10,7 +10,11 @@ namespace troupe {
 TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatch& batch, std::vector<BatchSeq>& seqs) {
   seqs.clear();
   for (const StageSeq& s : batch.seqs) {
-    seqs.push_back({.n_tokens = s.n_tokens, .n_past = s.n_past, .block_table = s.block_table, .n_logits = s.n_logits, .state_slot = s.state_slot});
+    seqs.push_back({.n_tokens = s.n_tokens,
+                    .n_past = s.n_past,
+                    .block_table = s.block_table,
+                    .n_logits = s.n_logits,
+                    .state_slot = s.state_slot});
   }
   const BatchView view{.tokens = batch.tokens, .seqs = seqs};
   const float* hidden_in = nullptr;

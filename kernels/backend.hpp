@@ -134,6 +134,16 @@ class Backend {
   virtual void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
                                const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay,
                                const float* dt_bias, const kernels::GatedDeltaShape& shape);
+  // Mamba-2's scan (Granite 4.0-H's recurrent layers), between in_proj and
+  // out_proj. proj [n_tokens, z | x B C | dt] (shape.proj_width()): x B C go
+  // through a causal depthwise conv (w.conv, w.conv_bias) and SiLU, in
+  // place; then per head, from the sequence's slot (zero at n_past 0):
+  // dt = softplus(dt + dt_bias); h = exp(dt a) h + dt x B^T; y = h C + d x,
+  // B and C of the head's group; then y * silu(z), RMS-normed over each
+  // group of inner / n_groups values, times w.norm. y [n_tokens, inner].
+  // The default throws Errc::unsupported (the CPU backend runs it).
+  virtual void mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq* seqs, int n_seqs,
+                           const kernels::Mamba2Weights& w, const kernels::Mamba2Shape& shape);
 };
 
 }  // namespace troupe

@@ -90,6 +90,12 @@ void Backend::gated_delta_net(float*, float*, const float*, const float*, const 
                                  "layers of Qwen3-Next and Qwen3.5): run those layers on a cpu stage");
 }
 
+void Backend::mamba2_scan(float*, float*, const PagedKvView&, const AttnSeq*, int, const kernels::Mamba2Weights&,
+                          const kernels::Mamba2Shape&) {
+  throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no Mamba-2 scan (Granite 4.0-H's "
+                                 "recurrent layers): run those layers on a cpu stage");
+}
+
 void Backend::xielu(float*, const float*, int64_t, float, float, float, float) {
   throw Error(Errc::unsupported, "the " + std::string(name()) + " backend has no xIELU activation (Apertus)");
 }
@@ -331,6 +337,11 @@ void CpuBackend::gated_delta_net(float* out, float* qkv, const float* b, const f
                                  const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay,
                                  const float* dt_bias, const kernels::GatedDeltaShape& shape) {
   kernels::gated_delta_net(out, qkv, b, a, state, seqs, n_seqs, conv_w, decay, dt_bias, shape, pool_);
+}
+
+void CpuBackend::mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq* seqs, int n_seqs,
+                             const kernels::Mamba2Weights& w, const kernels::Mamba2Shape& shape) {
+  kernels::mamba2_scan(y, proj, state, seqs, n_seqs, w, shape, pool_);
 }
 
 void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) {

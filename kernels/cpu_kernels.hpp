@@ -110,4 +110,39 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
                      const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay, const float* dt_bias,
                      const GatedDeltaShape& shape, ThreadPool& pool);
 
+// The shape of a Mamba-2 layer (Granite 4.0-H): n_heads of head_dim, a
+// state of d_state per head dim, B and C in n_groups groups.
+struct Mamba2Shape {
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;  // at most 1024
+  int64_t d_state = 0;
+  int64_t n_groups = 0;  // divides n_heads
+  int64_t taps = 0;      // the causal conv's width (at most 16)
+
+  int64_t inner() const { return n_heads * head_dim; }
+  int64_t conv_dim() const { return inner() + 2 * n_groups * d_state; }  // x, B, C
+  // in_proj's row: z [inner], x B C [conv_dim], dt [n_heads].
+  int64_t proj_width() const { return inner() + conv_dim() + n_heads; }
+  // A sequence's state: the conv history [taps - 1, conv_dim], then
+  // [n_heads, head_dim, d_state].
+  int64_t state_floats() const { return (taps - 1) * conv_dim() + n_heads * head_dim * d_state; }
+};
+
+// A Mamba-2 layer's small tensors (f32, backend memory).
+struct Mamba2Weights {
+  const float* conv = nullptr;       // [conv_dim, taps]
+  const float* conv_bias = nullptr;  // [conv_dim] or null
+  const float* a = nullptr;          // [n_heads] -exp(A_log)
+  const float* dt_bias = nullptr;    // [n_heads]
+  const float* d = nullptr;          // [n_heads] the skip
+  const float* norm = nullptr;       // [inner] the gated RMSNorm's weight
+  float norm_eps = 1e-5f;
+};
+
+// Mamba-2's scan (Backend::mamba2_scan). proj: [n_tokens, proj_width], its x
+// B C columns convolved in place; y: [n_tokens, inner]; state: PagedKvView
+// state slots.
+void mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq* seqs, int n_seqs,
+                 const Mamba2Weights& w, const Mamba2Shape& shape, ThreadPool& pool);
+
 }  // namespace troupe::kernels

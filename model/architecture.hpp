@@ -62,6 +62,7 @@ extern const Architecture olmo2;     // arch_olmo2.cpp (also GGUF "olmo2" files)
 extern const Architecture smollm3;   // arch_smollm3.cpp (also GGUF "smollm3" files)
 extern const Architecture granitemoe;  // arch_granite.cpp (also GGUF "granitemoe" files)
 extern const Architecture granite;   // arch_granite.cpp (also GGUF "granite" files)
+extern const Architecture granitehybrid;  // arch_granite.cpp (also GGUF "granitehybrid" files)
 extern const Architecture starcoder2;  // arch_starcoder2.cpp (also GGUF "starcoder2" files)
 extern const Architecture gpt2;      // arch_gpt2.cpp
 extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" files)

@@ -62,6 +62,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen3next", kernels::RopeLayout::neox, true, true, false, false, false},
     {"qwen35", kernels::RopeLayout::neox, true, false, false, false, false},
     {"qwen35moe", kernels::RopeLayout::neox, true, true, false, false, false},
+    // Granite 4.0-H: experts optional (Micro has none); Granite's scales.
+    {"granitehybrid", kernels::RopeLayout::normal, false, false, false, false, true},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -100,6 +102,13 @@ void GgufModel::bind_experts(const std::string& b, LayerWeights& l) const {
     ex.w_up = expert_matrix(b + "ffn_up_exps.weight", c.n_embd, c.n_ff, c.n_expert, e);
     ex.w_down = expert_matrix(b + "ffn_down_exps.weight", c.n_ff, c.n_embd, c.n_expert, e);
   }
+}
+
+const float* GgufModel::f32_tensor(const std::string& name, std::initializer_list<int64_t> shape) const {
+  const gguf::TensorInfo& t = file_.tensor(name);
+  file_.expect_shape(t, shape);
+  if (t.type != DType::f32) fail("tensor '" + name + "' is " + std::string(dtype_name(t.type)) + ", expected f32");
+  return static_cast<const float*>(t.data);
 }
 
 // Qwen2-MoE's shared expert, weighted by sigmoid(ffn_gate_inp_shexp . x).
@@ -144,6 +153,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   c.n_head = file_.get_u32(p + "attention.head_count");
   if (a.name == "lfm2" || a.name == "lfm2moe") {
     read_lfm2_layers(p);
+  } else if (a.name == "granitehybrid") {
+    c.recurrent_layers = read_kv_head_counts(p);  // 0 kv heads: a Mamba-2 layer
   } else {
     c.n_head_kv = file_.find_u32(p + "attention.head_count_kv").value_or(static_cast<uint32_t>(c.n_head));
   }
@@ -258,6 +269,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     c.sliding_window = read_sliding_window(p);  // on every attention layer, when named
   }
   if (qwen_hybrid) read_qwen_hybrid(p);
+  if (a.name == "granitehybrid") read_granite_hybrid(p);
   if (a.name == "hunyuan-dense") c.qk_norm_after_rope = true;  // its alpha already in rope.freq_base
   if (a.name == "minimax-m2") {
     // Whole-projection q/k norms; sigmoid scores chosen with exp_probs_b,
@@ -345,6 +357,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
     }
     if (qwen_hybrid) {
       bind_qwen_hybrid_layer(b, il, l);
+      continue;
+    }
+    if (a.name == "granitehybrid") {
+      bind_granite_hybrid_layer(b, il, l);
       continue;
     }
     if (a.name == "deepseek2") {

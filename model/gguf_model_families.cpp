@@ -368,23 +368,22 @@ void GgufModel::read_granite(const std::string& p) {
   c.logit_scale = scale("logit_scale", file_.get_f32(p + "logit_scale"), 1.0f);
 }
 
-// LFM2: attention.head_count_kv lists each layer's kv heads, 0 for a
-// short-convolution layer, as llama.cpp's converter writes it.
-void GgufModel::read_lfm2_layers(const std::string& p) {
+std::vector<uint8_t> GgufModel::read_kv_head_counts(const std::string& p) {
   ModelConfig& c = config_;
   const std::string key = p + "attention.head_count_kv";
   const gguf::Value* v = file_.find(key);
   c.n_head_kv = c.n_head;
+  std::vector<uint8_t> none;
   if (v != nullptr && std::holds_alternative<gguf::Array>(*v)) {
     const std::vector<int32_t> per_layer = file_.get_i32_array(key);
     if (static_cast<int64_t>(per_layer.size()) < c.n_layer) fail(key + " lists fewer values than block_count");
-    c.conv_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    none.assign(static_cast<size_t>(c.n_layer), 0);
     int64_t kv = 0;
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const int32_t n = per_layer[static_cast<size_t>(il)];
       if (n < 0) fail(key + " holds a negative head count");
       if (n == 0) {
-        c.conv_layers[static_cast<size_t>(il)] = 1;
+        none[static_cast<size_t>(il)] = 1;
       } else if (kv != 0 && n != kv) {
         throw Error(Errc::unsupported, file_.path() + ": attention layers with different kv head counts (" +
                                            std::to_string(kv) + ", " + std::to_string(n) + ") are not supported");
@@ -396,6 +395,14 @@ void GgufModel::read_lfm2_layers(const std::string& p) {
   } else if (v != nullptr) {
     c.n_head_kv = file_.get_u32(key);
   }
+  return none;
+}
+
+// LFM2: attention.head_count_kv lists each layer's kv heads, 0 for a
+// short-convolution layer, as llama.cpp's converter writes it.
+void GgufModel::read_lfm2_layers(const std::string& p) {
+  ModelConfig& c = config_;
+  c.conv_layers = read_kv_head_counts(p);
   c.conv_kernel = file_.get_u32(p + "shortconv.l_cache");
   if (c.conv_kernel < 1 || c.conv_kernel > 64) fail("shortconv.l_cache must be in 1..64");
 }

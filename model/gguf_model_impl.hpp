@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/gguf.hpp"
@@ -73,6 +74,14 @@ class GgufModel final : public Model {
   void read_lfm2_layers(const std::string& p);
   void read_xielu();
   void read_qwen_hybrid(const std::string& p);
+  void read_granite_hybrid(const std::string& p);
+  void bind_granite_hybrid_layer(const std::string& b, int64_t il, LayerWeights& l);
+  // attention.head_count_kv as a list per layer (LFM2, Granite 4.0-H): sets
+  // n_head_kv to the attention layers' count and returns 1 for each layer
+  // with none; a single value: n_head_kv, and an empty list.
+  std::vector<uint8_t> read_kv_head_counts(const std::string& p);
+  // An f32 tensor of this shape (ne order), e.g. Mamba-2's {1, n_heads}.
+  const float* f32_tensor(const std::string& name, std::initializer_list<int64_t> shape) const;
   void bind_qwen_hybrid_layer(const std::string& b, int64_t il, LayerWeights& l);
   void bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& l);
   const float* vector(const std::string& name, int64_t n, bool required = true) const;

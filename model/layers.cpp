@@ -23,7 +23,7 @@ int64_t block_scratch_floats(const ModelConfig& c, int64_t T) {
                                ? T * (3 * e + std::max(2 * c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff))
                                : 0;
   return std::max({attn, ffn, moe, embed, parallel, mla_scratch_floats(c, T), conv_scratch_floats(c, T),
-                   gdn_scratch_floats(c, T)});
+                   gdn_scratch_floats(c, T), mamba_scratch_floats(c, T)});
 }
 
 void norm(const StepContext& ctx, Norm kind, float* y, const float* x, const float* weight, const float* bias,

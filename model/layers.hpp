@@ -121,6 +121,11 @@ int64_t conv_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // kv's slots (Backend::gated_delta_net); the arena it needs (0 without).
 void gated_delta_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 int64_t gdn_scratch_floats(const ModelConfig& c, int64_t n_tokens);
+// Granite 4.0-H's Mamba-2 block (layers_mamba.cpp): x += out_proj(scan(...))
+// of the RMS-normed input, its state in kv's slots (Backend::mamba2_scan);
+// the arena it needs (0 without).
+void mamba2_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
+int64_t mamba_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // OLMo 2's post-norm: x += post_norm(f(x)), no norm before the block
 // (attn_post_norm; ffn_post_norm with a SwiGLU FFN).
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);

@@ -7,7 +7,7 @@
 namespace troupe::layers {
 
 int64_t gdn_scratch_floats(const ModelConfig& c, int64_t n_tokens) {
-  if (c.recurrent_layers.empty()) return 0;
+  if (c.recurrent_layers.empty() || c.recurrent_kind != ModelConfig::RecurrentKind::gated_delta) return 0;
   // xb, qkv, z, b, a, o, proj
   return n_tokens * (2 * c.n_embd + c.gdn_conv_dim() + 2 * c.gdn_value_dim() + 2 * c.gdn_v_heads);
 }

@@ -61,6 +61,15 @@ struct LayerWeights {
   const float* gdn_decay = nullptr;     // [n_v_heads] -exp(A_log)
   const float* gdn_dt_bias = nullptr;   // [n_v_heads]
   const float* gdn_norm = nullptr;      // [v_head_dim] RMSNorm of each head's output
+  // A Mamba-2 layer (ModelConfig::RecurrentKind::mamba2: Granite 4.0-H);
+  // wo is its out_proj [n_embd, inner].
+  Weight ssm_in;                        // [inner + conv_dim + n_heads, n_embd]: z, x B C, dt
+  const float* ssm_conv = nullptr;      // [conv_dim, conv_kernel] taps, oldest first
+  const float* ssm_conv_b = nullptr;    // [conv_dim]
+  const float* ssm_a = nullptr;         // [n_heads] -exp(A_log)
+  const float* ssm_dt_bias = nullptr;   // [n_heads]
+  const float* ssm_d = nullptr;         // [n_heads]
+  const float* ssm_norm = nullptr;      // [inner]
   // Gated attention (ModelConfig::attn_output_gate): the gate rows of q_proj.
   Weight wq_gate;                       // [q_dim, n_embd]
   const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm of queries (Qwen3)

@@ -110,6 +110,14 @@ struct ModelConfig {
   // checkpoints' grouped order) or, tiled, h % gdn_k_heads (llama.cpp's
   // converter reorders Qwen3.5's value heads so).
   bool gdn_v_tiled = false;
+  // What the recurrent layers are: Qwen3-Next / Qwen3.5's Gated DeltaNet
+  // (the gdn_* sizes) or Mamba-2 (Granite 4.0-H; the ssm_* sizes).
+  enum class RecurrentKind { gated_delta, mamba2 };
+  RecurrentKind recurrent_kind = RecurrentKind::gated_delta;
+  int64_t ssm_heads = 0;     // Mamba-2 heads (mamba_n_heads)
+  int64_t ssm_head_dim = 0;  // their width (mamba_d_head)
+  int64_t ssm_state = 0;     // state per head dim (mamba_d_state)
+  int64_t ssm_groups = 0;    // groups of B and C (mamba_n_groups)
   // Qwen3-Next's full-attention layers gate their output per element:
   // q_proj gives each head's query and gate, and attention * sigmoid(gate)
   // goes into o_proj (LayerWeights::wq_gate).
@@ -152,8 +160,14 @@ struct ModelConfig {
   int64_t gdn_value_dim() const { return gdn_v_heads * gdn_v_dim; }
   int64_t gdn_conv_dim() const { return 2 * gdn_key_dim() + gdn_value_dim(); }
   // Floats of one sequence's state in a recurrent layer: the conv history
-  // [conv_kernel - 1, conv_dim], then [gdn_v_heads, gdn_v_dim, gdn_k_dim].
+  // [conv_kernel - 1, conv_dim], then [gdn_v_heads, gdn_v_dim, gdn_k_dim]
+  // (Mamba-2: Mamba2Shape::state_floats).
+  kernels::Mamba2Shape mamba2_shape() const {
+    return {.n_heads = ssm_heads, .head_dim = ssm_head_dim, .d_state = ssm_state, .n_groups = ssm_groups,
+            .taps = conv_kernel};
+  }
   int64_t recurrent_state_floats() const {
+    if (recurrent_kind == RecurrentKind::mamba2) return mamba2_shape().state_floats();
     return (conv_kernel - 1) * gdn_conv_dim() + gdn_v_heads * gdn_v_dim * gdn_k_dim;
   }
 

@@ -61,6 +61,7 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
     f(p + "attn_output", l.wo);
     f(p + "shortconv.in_proj", l.conv_in);
     f(p + "attn_q_gate", l.wq_gate);
+    f(p + "ssm_in", l.ssm_in);
     f(p + "attn_qkv", l.gdn_qkv);
     f(p + "attn_gate", l.gdn_z);
     f(p + "ssm_beta", l.gdn_b);
@@ -116,6 +117,14 @@ int64_t stage_state_slots(const ModelConfig& c, const StageOptions& o) {
 
 std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
                                  KvType type) {
+  if (backend != "cpu" && c.recurrent_kind == ModelConfig::RecurrentKind::mamba2) {
+    for (int64_t il = first; il < last; ++il) {
+      if (c.is_recurrent(il)) {
+        return "the " + std::string(backend) + " backend cannot run the Mamba-2 layer " + std::to_string(il) +
+               " (its scan runs on the cpu backend; place those layers on a cpu stage)";
+      }
+    }
+  }
   if (backend != "cuda" || type != KvType::q8_0 || c.n_embd % kKvQ8Group == 0) return {};
   for (int64_t il = first; il < last; ++il) {
     if (c.is_conv(il)) {
@@ -174,7 +183,8 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   }
   if (options_.max_tokens <= 0 || options_.max_seqs <= 0 || options_.n_kv_blocks <= 0 ||
       options_.kv_block_size <= 0 || options_.n_state_slots < 0) {
-    throw Error(Errc::invalid_argument, "stage limits (max_tokens, max_seqs, KV blocks, block size) must be positive");
+    throw Error(Errc::invalid_argument, "stage limits (max_tokens, max_seqs, KV blocks, block size) must be positive, "
+                                        "and state slots not negative");
   }
 
   check_weight_types();
@@ -273,6 +283,14 @@ void ModelStage::upload_layer(int64_t il) {
   d.gdn_decay = upload_vector(backend_, h.gdn_decay, c.gdn_v_heads, owned_);
   d.gdn_dt_bias = upload_vector(backend_, h.gdn_dt_bias, c.gdn_v_heads, owned_);
   d.gdn_norm = upload_vector(backend_, h.gdn_norm, c.gdn_v_dim, owned_);
+  const kernels::Mamba2Shape ssm = c.mamba2_shape();
+  d.ssm_in = upload(backend_, h.ssm_in, owned_);
+  d.ssm_conv = upload_vector(backend_, h.ssm_conv, ssm.conv_dim() * ssm.taps, owned_);
+  d.ssm_conv_b = upload_vector(backend_, h.ssm_conv_b, ssm.conv_dim(), owned_);
+  d.ssm_a = upload_vector(backend_, h.ssm_a, ssm.n_heads, owned_);
+  d.ssm_dt_bias = upload_vector(backend_, h.ssm_dt_bias, ssm.n_heads, owned_);
+  d.ssm_d = upload_vector(backend_, h.ssm_d, ssm.n_heads, owned_);
+  d.ssm_norm = upload_vector(backend_, h.ssm_norm, ssm.inner(), owned_);
   d.bq = upload_vector(backend_, h.bq, c.q_dim(), owned_);
   d.bk = upload_vector(backend_, h.bk, c.kv_dim(), owned_);
   d.bv = upload_vector(backend_, h.bv, c.kv_dim(), owned_);
@@ -394,8 +412,8 @@ void ModelStage::check_batch(const BatchView& batch) const {
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       for (size_t j = i + 1; j < batch.seqs.size(); ++j) {
         if (batch.seqs[i].state_slot == batch.seqs[j].state_slot) {
-          throw Error(Errc::invalid_argument,
-                      "two sequences of one step share recurrent-state slot " + std::to_string(batch.seqs[i].state_slot));
+          throw Error(Errc::invalid_argument, "two sequences of one step share recurrent-state slot " +
+                                                  std::to_string(batch.seqs[i].state_slot));
         }
       }
     }

@@ -77,7 +77,7 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
                                                      {"attn_v", &l.wv},        {"attn_output", &l.wo},
                                                      {"shortconv.in_proj", &l.conv_in},
                                                      {"attn_q_gate", &l.wq_gate}, {"attn_qkv", &l.gdn_qkv},
-                                                     {"attn_gate", &l.gdn_z},
+                                                     {"attn_gate", &l.gdn_z}, {"ssm_in", &l.ssm_in},
                                                      {"ffn_gate", &l.w_gate},  {"ffn_up", &l.w_up},
                                                      {"ffn_down", &l.w_down}};
     for (const auto& [name, m] : dense) {
@@ -139,8 +139,8 @@ int64_t decode_weight_bytes(const ModelWeights& w, const ModelConfig& c) {
   int64_t total = tied ? bytes(w.tok_embd) : bytes(w.output);
   for (const LayerWeights& l : w.layers) {
     for (const Weight* m : {&l.wq, &l.wq_a, &l.wkv_a, &l.wkv_b, &l.wk, &l.wv, &l.wo, &l.conv_in, &l.wq_gate,
-                            &l.gdn_qkv, &l.gdn_z, &l.gdn_b, &l.gdn_a, &l.w_gate, &l.w_up, &l.w_down, &l.ffn_router, &l.shared.w_gate,
-                            &l.shared.w_up, &l.shared.w_down, &l.shared_gate}) {
+                            &l.gdn_qkv, &l.gdn_z, &l.gdn_b, &l.gdn_a, &l.ssm_in, &l.w_gate, &l.w_up, &l.w_down,
+                            &l.ffn_router, &l.shared.w_gate, &l.shared.w_up, &l.shared.w_down, &l.shared_gate}) {
       total += bytes(*m);
     }
     int64_t experts = 0;

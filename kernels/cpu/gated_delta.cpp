@@ -12,19 +12,19 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/vec_ops.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace troupe::kernels {
 namespace {
 
-constexpr int64_t kMaxTaps = 16;
 constexpr int64_t kMaxKeyDim = 512;     // a head's normed q and k live on the stack,
 constexpr int64_t kMaxValueDim = 4096;  // and its rows' products with them
 
 void check_gdn(const PagedKvView& state, const AttnSeq* seqs, int n_seqs, const GatedDeltaShape& g) {
   if (g.n_k_heads <= 0 || g.n_v_heads <= 0 || g.n_v_heads % g.n_k_heads != 0 || g.k_dim <= 0 || g.v_dim <= 0 ||
-      g.k_dim > kMaxKeyDim || g.v_dim > kMaxValueDim || g.taps < 1 || g.taps > kMaxTaps) {
+      g.k_dim > kMaxKeyDim || g.v_dim > kMaxValueDim || g.taps < 1 || g.taps > cpu::kMaxConvTaps) {
     throw Error(Errc::invalid_argument, "gated_delta_net: bad shape (key heads " + std::to_string(g.n_k_heads) +
                                             ", value heads " + std::to_string(g.n_v_heads) + ", taps " +
                                             std::to_string(g.taps) + ")");
@@ -72,25 +72,6 @@ void l2norm(float* y, const float* x, int64_t n, float s) {
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-// One channel of one sequence: the conv over [history, new inputs], then
-// SiLU, in place over the new inputs (last to first, so each output reads
-// inputs not yet overwritten); the history becomes the last taps - 1 inputs.
-void conv_channel(float* qkv, int64_t stride, int64_t n, float* hist, int64_t hist_stride, const float* w,
-                  int64_t taps, bool fresh) {
-  const int64_t h = taps - 1;
-  float old[kMaxTaps];
-  for (int64_t k = 0; k < h; ++k) old[k] = fresh ? 0.0f : hist[k * hist_stride];
-  auto input = [&](int64_t t) { return t < 0 ? old[h + t] : qkv[t * stride]; };  // t >= -h
-  float next[kMaxTaps];
-  for (int64_t k = 0; k < h; ++k) next[k] = input(n - h + k);
-  for (int64_t t = n - 1; t >= 0; --t) {
-    float acc = 0.0f;
-    for (int64_t k = 0; k < taps; ++k) acc += w[k] * input(t - h + k);
-    qkv[t * stride] = acc / (1.0f + std::exp(-acc));
-  }
-  for (int64_t k = 0; k < h; ++k) hist[k * hist_stride] = next[k];
-}
-
 }  // namespace
 
 void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
@@ -108,8 +89,8 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
       const AttnSeq& s = seqs[i];
       if (s.n_q == 0) continue;
       for (int64_t ch = c0; ch < c1; ++ch) {
-        conv_channel(qkv + static_cast<int64_t>(s.q_begin) * C + ch, C, s.n_q, slot(s) + ch, C, conv_w + ch * g.taps,
-                     g.taps, s.n_past == 0);
+        cpu::causal_conv_channel(qkv + static_cast<int64_t>(s.q_begin) * C + ch, C, s.n_q, slot(s) + ch, C,
+                                 conv_w + ch * g.taps, 0.0f, g.taps, s.n_past == 0);
       }
     }
   });

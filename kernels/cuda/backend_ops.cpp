@@ -339,7 +339,9 @@ void CudaBackend::gated_delta_net(float* out, float* qkv, const float* b, const 
                                             std::to_string(state.state_floats) + " floats each, the layer needs " +
                                             std::to_string(g.state_floats()));
   }
-  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "cuda gated_delta_net: bad sequences");
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) {
+    throw Error(Errc::invalid_argument, "cuda gated_delta_net: bad sequences");
+  }
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0 || s.state_slot < 0 || s.state_slot >= state.n_state_slots ||

@@ -1,7 +1,8 @@
 // A model with recurrent layers through the actor pipeline: the Qwen3.5
 // fixture (tests/fixtures/gguf/qwen3_5.gguf, llama.cpp's conversion of the
 // tiny checkpoint held to transformers in tests/model), whose Gated DeltaNet
-// layers keep a state per sequence in the stages' slots. Concurrent
+// layers keep a state per sequence in the stages' slots, and Granite
+// 4.0-H's (granite_hybrid.gguf), whose Mamba-2 layers do. Concurrent
 // requests through one and two stages, under KV pressure with preemption
 // (recompute starts a slot afresh), and through a `troupe stage` worker give
 // each request's output run alone (Generator); every slot is free at the
@@ -22,9 +23,15 @@ namespace {
 using namespace std::chrono_literals;
 
 const std::string kQwen35 = std::string(TROUPE_FIXTURES_DIR) + "/gguf/qwen3_5.gguf";
+const std::string kGranite = std::string(TROUPE_FIXTURES_DIR) + "/gguf/granite_hybrid.gguf";
 
 const std::shared_ptr<const Model>& qwen35() {
   static const std::shared_ptr<const Model> model = Model::load(kQwen35);
+  return model;
+}
+
+const std::shared_ptr<const Model>& granite() {
+  static const std::shared_ptr<const Model> model = Model::load(kGranite);
   return model;
 }
 
@@ -36,11 +43,11 @@ struct Case {
 
 // Prompts of 1 to 70 byte tokens (several prefill chunks) with 3 to 24 new
 // tokens, each run alone through the Generator for its expected output.
-std::vector<Case> make_cases(int n) {
+std::vector<Case> make_cases(const std::shared_ptr<const Model>& model, int n) {
   std::mt19937 rng(7);
   std::vector<Case> cases;
   CpuBackend backend({.n_threads = 1});
-  Generator gen(qwen35(), backend, {.n_ctx = 128, .prefill_chunk = 16});
+  Generator gen(model, backend, {.n_ctx = 128, .prefill_chunk = 16});
   for (int i = 0; i < n; ++i) {
     Case c;
     const int len = 1 + static_cast<int>(rng() % 70);
@@ -56,12 +63,12 @@ std::vector<Case> make_cases(int n) {
 }
 
 const std::vector<Case>& cases24() {
-  static const std::vector<Case> cases = make_cases(24);
+  static const std::vector<Case> cases = make_cases(qwen35(), 24);
   return cases;
 }
 
-PipelineConfig qwen35_config(std::vector<StageSpec> stages) {
-  PipelineConfig c{.model = qwen35(), .stages = std::move(stages)};
+PipelineConfig qwen35_config(std::vector<StageSpec> stages, std::shared_ptr<const Model> model = qwen35()) {
+  PipelineConfig c{.model = std::move(model), .stages = std::move(stages)};
   c.scheduler.max_batch_size = 8;
   c.scheduler.max_tokens_per_step = 48;
   c.scheduler.prefill_chunk = 16;
@@ -111,6 +118,14 @@ TEST(PipelineRecurrent, PreemptionRecomputesTheState) {
   auto p = Pipeline::start(cfg);
   run_and_check(*p, cases24());
   EXPECT_GT(p->stats().preemptions, 0u);
+}
+
+// Granite 4.0-H's Mamba-2 layers (0, 1 and 3) keep their state in the same
+// slots, over two stages.
+TEST(PipelineRecurrent, Mamba2LayersToo) {
+  const std::vector<Case> cases = make_cases(granite(), 12);
+  auto p = Pipeline::start(qwen35_config(two_stages(), granite()));
+  run_and_check(*p, cases);
 }
 
 TEST(PipelineRecurrent, SpeculativeDecodingIsRefused) {

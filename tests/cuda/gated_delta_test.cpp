@@ -40,11 +40,16 @@ void run(CudaBackend& gpu, bool tiled) {
   struct Spec {
     int32_t n_past, n_q, slot;
   };
-  for (const auto& specs : {std::vector<Spec>{{0, 9, 2}, {0, 3, 0}, {0, 1, 3}}, std::vector<Spec>{{9, 5, 2}, {3, 1, 0}, {1, 1, 3}}}) {
+  // From position 0 (slot 2 prefills, 0 a short prompt, 3 one token), then
+  // each continued from its slot.
+  const std::vector<Spec> first{{0, 9, 2}, {0, 3, 0}, {0, 1, 3}};
+  const std::vector<Spec> then{{9, 5, 2}, {3, 1, 0}, {1, 1, 3}};
+  for (const auto& specs : {first, then}) {
     std::vector<AttnSeq> seqs;
     int32_t n = 0;
     for (const Spec& s : specs) {
-      seqs.push_back({.q_begin = n, .n_q = s.n_q, .n_past = s.n_past, .block_table = table.data(), .state_slot = s.slot});
+      seqs.push_back(
+          {.q_begin = n, .n_q = s.n_q, .n_past = s.n_past, .block_table = table.data(), .state_slot = s.slot});
       n += s.n_q;
     }
     const auto qkv = test::random_floats(rng, static_cast<size_t>(n * C), -1.5f, 1.5f);

@@ -32,6 +32,7 @@ void dense_or_moe_block(const StepContext&, int64_t, float*) { __builtin_trap();
 void mla_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void short_conv_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void gated_delta_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
+void mamba2_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void embed_tokens(const StepContext&, float*) { __builtin_trap(); }
 void output_rms_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
 void output_layer_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }

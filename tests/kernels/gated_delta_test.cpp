@@ -62,7 +62,9 @@ std::vector<float> reference(const Layer& L, const Inputs& in) {
       double acc = 0.0;
       for (int64_t k = 0; k < g.taps; ++k) {
         const int64_t p = t - (g.taps - 1) + k;
-        if (p >= 0) acc += static_cast<double>(L.conv_w[static_cast<size_t>(c * g.taps + k)]) * in.qkv[static_cast<size_t>(p * C + c)];
+        if (p < 0) continue;
+        const double w = L.conv_w[static_cast<size_t>(c * g.taps + k)];
+        acc += w * in.qkv[static_cast<size_t>(p * C + c)];
       }
       x[static_cast<size_t>(t * C + c)] = acc / (1.0 + std::exp(-acc));
     }
@@ -83,7 +85,8 @@ std::vector<float> reference(const Layer& L, const Inputs& in) {
         k[i] /= std::sqrt(kk + 1e-6);
       }
       const double beta = 1.0 / (1.0 + std::exp(-in.b[static_cast<size_t>(t * g.n_v_heads + h)]));
-      const double sp = std::log1p(std::exp(static_cast<double>(in.a[static_cast<size_t>(t * g.n_v_heads + h)]) + L.dt_bias[h]));
+      const double a = in.a[static_cast<size_t>(t * g.n_v_heads + h)];
+      const double sp = std::log1p(std::exp(a + L.dt_bias[h]));
       const double decay = std::exp(L.decay[static_cast<size_t>(h)] * sp);
       for (double& s : S) s *= decay;
       for (int64_t j = 0; j < g.v_dim; ++j) {
@@ -192,8 +195,8 @@ TEST(GatedDelta, SequencesInOneCallAreIndependent) {
   for (const Inputs* in : {&a, &b, &c}) {
     Slots alone(1, L.shape);
     const std::vector<float> want = run_chunk(L, *in, 0, in->n, alone, 0, pool);
-    EXPECT_EQ(std::vector<float>(out.begin() + static_cast<long>(at), out.begin() + static_cast<long>(at + want.size())),
-              want);
+    const auto begin = out.begin() + static_cast<long>(at);
+    EXPECT_EQ(std::vector<float>(begin, begin + static_cast<long>(want.size())), want);
     at += want.size();
   }
 }

@@ -112,7 +112,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufConversion,
                                          Case{"apertus", "apertus", kernels::RopeLayout::neox},
                                          Case{"qwen3_next", "qwen3next", kernels::RopeLayout::neox},
                                          Case{"qwen3_5", "qwen35", kernels::RopeLayout::neox},
-                                         Case{"qwen3_5_moe", "qwen35moe", kernels::RopeLayout::neox}),
+                                         Case{"qwen3_5_moe", "qwen35moe", kernels::RopeLayout::neox},
+                                         Case{"granite_hybrid", "granitehybrid", kernels::RopeLayout::normal}),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.arch; });
 
 TEST(GgufConversion, ExpertsAreSlicesOfTheFile) {

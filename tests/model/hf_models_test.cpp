@@ -56,6 +56,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "ernie4_5"       ? "ernie4_5"
                            : GetParam() == "cohere"         ? "command-r"
                            : GetParam() == "lfm2_moe"       ? "lfm2moe"
+                           : GetParam().starts_with("granite_hybrid") ? "granitehybrid"
                            : GetParam() == "qwen3_next"     ? "qwen3next"
                            : GetParam() == "qwen3_5"        ? "qwen35"     // its text model
                            : GetParam() == "qwen3_5_moe"    ? "qwen35moe"
@@ -119,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
                                          "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
                                          "hunyuan_dense", "minimax_m2", "apertus", "qwen3_next", "qwen3_5",
-                                         "qwen3_5_moe"),
+                                         "qwen3_5_moe", "granite_hybrid", "granite_hybrid_dense"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
@@ -229,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(Types, HfQuantized, testing::Values(DType::q8_0, DType:
 TEST(HfQuantized, EveryNewLayoutQuantizesAndRuns) {
   for (const char* name : {"glm4", "glm4_moe", "exaone4", "olmo3", "deepseek_v2", "deepseek_v3", "ernie4_5",
                            "ernie4_5_moe", "cohere", "cohere2", "lfm2", "lfm2_moe", "glm4_moe_lite", "qwen3_next",
-                           "qwen3_5"}) {
+                           "qwen3_5", "granite_hybrid"}) {
     SCOPED_TRACE(name);
     const auto ref = reference(name);
     auto model = Model::load(fixture_dir(name), {.quantize = parse_quant_scheme("q4_k_m")});

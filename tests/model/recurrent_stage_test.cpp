@@ -105,5 +105,19 @@ TEST(RecurrentStage, NoCacheTypeIsRefusedForTheirLayers) {
   }
 }
 
+// Mamba-2's scan has no CUDA kernel yet: a CUDA stage holding one of Granite
+// 4.0-H's Mamba-2 layers is refused with the reason, one of its attention
+// layers alone is not; its state is the conv history and [32, 16] per head.
+TEST(RecurrentStage, Mamba2LayersStayOnTheCpu) {
+  const auto model = Model::load(fixture_dir("granite_hybrid"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.recurrent_state_floats(), 3 * (128 + 2 * 16) + 4 * 32 * 16);
+  const std::string why = stage_layers_refusal("cuda", c, 0, c.n_layer, KvType::f16);
+  EXPECT_NE(why.find("cannot run the Mamba-2 layer 0"), std::string::npos) << why;
+  EXPECT_NE(why.find("place those layers on a cpu stage"), std::string::npos) << why;
+  EXPECT_EQ(stage_layers_refusal("cuda", c, 2, 3, KvType::f16), "");
+  EXPECT_EQ(stage_layers_refusal("cpu", c, 0, c.n_layer, KvType::f16), "");
+}
+
 }  // namespace
 }  // namespace troupe
