@@ -166,7 +166,12 @@ void GgufModel::bind_granite_hybrid_layer(const std::string& b, int64_t il, Laye
     l.ssm_dt_bias = vector(b + "ssm_dt.bias", g.n_heads);
     l.ssm_a = f32_tensor(b + "ssm_a", {1, g.n_heads});
     l.ssm_d = f32_tensor(b + "ssm_d", {1, g.n_heads});
-    l.ssm_norm = f32_tensor(b + "ssm_norm.weight", {g.inner() / g.n_groups, g.n_groups});
+    // {inner / groups, groups}; llama.cpp's own writers drop a trailing
+    // group count of 1.
+    const std::string norm = b + "ssm_norm.weight";
+    l.ssm_norm = g.n_groups == 1 && file_.tensor(norm).shape.size() == 1
+                     ? f32_tensor(norm, {g.inner()})
+                     : f32_tensor(norm, {g.inner() / g.n_groups, g.n_groups});
     l.wo = matrix(b + "ssm_out.weight", g.inner(), e);
   } else {
     l.wq = matrix(b + "attn_q.weight", e, c.q_dim());

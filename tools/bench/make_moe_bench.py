@@ -42,8 +42,18 @@ heads of 128 in the DeltaNet, attention heads of 256 (2 kv heads), the FFN
         --llama-quantize /path/to/llama-quantize --hidden 1024 --layers 24 --heads 8 --kv-heads 2 \\
         --out ~/.cache/troupe/bench/qwen35-1k
 
+--arch granite_hybrid: GraniteMoeHybridForCausalLM as Granite 4.0-H-Micro
+lays it out (dense: the shared MLP alone): Mamba-2 layers (32 heads of 64,
+state 128, one group, a 4-tap conv) with attention at two of every ten
+layers, no RoPE, the MLP 4x the hidden size. With --llama-quantize, Q8_0 and
+Q4_K_M too.
+
+    python3 tools/bench/make_moe_bench.py --arch granite_hybrid --llama-cpp /path/to/llama.cpp \\
+        --llama-quantize /path/to/llama-quantize --hidden 1024 --layers 20 --heads 16 --kv-heads 4 \\
+        --out ~/.cache/troupe/bench/granite-h-1k
+
 write oss-moe-f16.gguf (and oss-moe-mxfp4.gguf), ds-moe-f16.gguf,
-lfm2-350m-{f16,q8_0,q4_k_m}.gguf, qwen35-1k-{f16,q8_0,q4_k_m}.gguf. Needs
+lfm2-350m-{f16,q8_0,q4_k_m}.gguf, qwen35-1k-{f16,q8_0,q4_k_m}.gguf, granite-h-1k-{f16,q8_0,q4_k_m}.gguf. Needs
 torch, transformers and numpy (tools/fixtures/README.md has the versions).
 """
 import argparse
@@ -59,7 +69,7 @@ sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2", "lfm2", "qwen35"], default="gpt_oss")
+    ap.add_argument("--arch", choices=["gpt_oss", "deepseek_v2", "lfm2", "qwen35", "granite_hybrid"], default="gpt_oss")
     ap.add_argument("--llama-cpp", required=True, help="a llama.cpp source tree (with convert_hf_to_gguf.py)")
     ap.add_argument("--llama-quantize", help="llama.cpp's llama-quantize, to also write the MXFP4_MOE file")
     ap.add_argument("--out", required=True, help="output prefix: <out>-f16.gguf, <out>-mxfp4.gguf")
@@ -74,7 +84,8 @@ def main():
 
     import torch
     from transformers import (DeepseekV2Config, DeepseekV2ForCausalLM, GptOssConfig, GptOssForCausalLM, Lfm2Config,
-                              Lfm2ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig)
+                              GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM, Lfm2ForCausalLM,
+                              Qwen3_5ForCausalLM, Qwen3_5TextConfig)
 
     torch.manual_seed(args.seed)
     common = dict(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
@@ -104,6 +115,19 @@ def main():
                                                         partial_rotary_factor=0.25))
         config.architectures = ["Qwen3_5ForCausalLM"]
         model = Qwen3_5ForCausalLM(config).eval()
+    elif args.arch == "granite_hybrid":
+        attn = {i for i in range(args.layers) if i % 10 in (4, 9)}
+        config = GraniteMoeHybridConfig(vocab_size=257, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                                        num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                                        intermediate_size=args.hidden * 4, shared_intermediate_size=args.hidden * 4,
+                                        num_local_experts=0, num_experts_per_tok=0, max_position_embeddings=4096,
+                                        bos_token_id=1,
+                                        eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
+                                        position_embedding_type="nope",
+                                        layer_types=["attention" if i in attn else "mamba" for i in range(args.layers)],
+                                        mamba_n_heads=32, mamba_n_groups=1, mamba_d_state=128, mamba_d_head="auto",
+                                        mamba_d_conv=4, mamba_expand=2, mamba_conv_bias=True)
+        model = GraniteMoeHybridForCausalLM(config).eval()
     else:
         # V2-Lite's ratios: the expert width 1408 / 2048 of the hidden size,
         # the dense layer's 10944 / 2048, the kv rank 512 / 2048.
@@ -144,6 +168,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         d = pathlib.Path(tmp) / args.arch
         model.save_pretrained(d)
+        if args.arch == "granite_hybrid":
+            # llama.cpp's converter reads the published spelling of the layer
+            # kinds ("mamba" / "attention"); transformers 5 saves its own.
+            cfg = json.loads((d / "config.json").read_text())
+            cfg["layer_types"] = [{"linear_attention": "mamba", "full_attention": "attention"}.get(t, t)
+                                  for t in cfg["layer_types"]]
+            (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
         vocab = {sym: i for i, sym in enumerate(conv_fixture.byte_symbols() + ["\u0120\u0120"])}
         (d / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": []},
                                                       "added_tokens": []}))
@@ -153,7 +184,7 @@ def main():
         conv.main()
     print(f"wrote {f16} ({f16.stat().st_size >> 20} MiB)")
     if args.llama_quantize:
-        types = ["MXFP4_MOE"] if args.arch == "gpt_oss" else ["Q8_0", "Q4_K_M"] if args.arch in ("lfm2", "qwen35") else []
+        types = ["MXFP4_MOE"] if args.arch == "gpt_oss" else ["Q8_0", "Q4_K_M"] if args.arch in ("lfm2", "qwen35", "granite_hybrid") else []
         for t in types:
             q = out.with_name(out.name + "-" + t.lower().replace("_moe", "") + ".gguf")
             subprocess.run([args.llama_quantize, str(f16), str(q), t], check=True)
