@@ -138,6 +138,8 @@ class CudaBackend final : public Backend {
   void gated_delta_net(float* out, float* qkv, const float* b, const float* a, const PagedKvView& state,
                        const AttnSeq* seqs, int n_seqs, const float* conv_w, const float* decay, const float* dt_bias,
                        const kernels::GatedDeltaShape& shape) override;
+  void mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq* seqs, int n_seqs,
+                   const kernels::Mamba2Weights& w, const kernels::Mamba2Shape& shape) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
                  float scale, int32_t window, float softcap,
                  const float* sinks) override;

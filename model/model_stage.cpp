@@ -117,14 +117,6 @@ int64_t stage_state_slots(const ModelConfig& c, const StageOptions& o) {
 
 std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
                                  KvType type) {
-  if (backend != "cpu" && c.recurrent_kind == ModelConfig::RecurrentKind::mamba2) {
-    for (int64_t il = first; il < last; ++il) {
-      if (c.is_recurrent(il)) {
-        return "the " + std::string(backend) + " backend cannot run the Mamba-2 layer " + std::to_string(il) +
-               " (its scan runs on the cpu backend; place those layers on a cpu stage)";
-      }
-    }
-  }
   if (backend != "cuda" || type != KvType::q8_0 || c.n_embd % kKvQ8Group == 0) return {};
   for (int64_t il = first; il < last; ++il) {
     if (c.is_conv(il)) {

@@ -382,6 +382,67 @@ void CudaBackend::gated_delta_net(float* out, float* qkv, const float* b, const 
   m.record(op);
 }
 
+void CudaBackend::mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq* seqs, int n_seqs,
+                              const kernels::Mamba2Weights& w, const kernels::Mamba2Shape& g) {
+  if (g.n_heads <= 0 || g.n_heads > 65535 || g.head_dim <= 0 || g.n_groups <= 0 || g.n_heads % g.n_groups != 0 ||
+      g.d_state <= 0 || g.d_state > cuda::kMamba2MaxState || g.taps < 1 || g.taps > cuda::kGdnMaxTaps) {
+    throw Error(Errc::invalid_argument, "cuda mamba2_scan: bad shape (heads " + std::to_string(g.n_heads) + " of " +
+                                            std::to_string(g.head_dim) + ", state " + std::to_string(g.d_state) +
+                                            ", groups " + std::to_string(g.n_groups) + ", taps " +
+                                            std::to_string(g.taps) + ")");
+  }
+  if (state.state == nullptr || state.state_floats != g.state_floats() || state.block_size <= 0) {
+    throw Error(Errc::invalid_argument, "cuda mamba2_scan: the state slots hold " +
+                                            std::to_string(state.state_floats) + " floats each, the layer needs " +
+                                            std::to_string(g.state_floats()));
+  }
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) {
+    throw Error(Errc::invalid_argument, "cuda mamba2_scan: bad sequences");
+  }
+  int64_t n_tokens = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq& s = seqs[i];
+    if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0 || s.state_slot < 0 || s.state_slot >= state.n_state_slots ||
+        (s.n_q > 0 && s.block_table == nullptr)) {
+      throw Error(Errc::invalid_argument, "cuda mamba2_scan: sequence " + std::to_string(i) +
+                                              " has a negative count, no block table, or state slot " +
+                                              std::to_string(s.state_slot) + " outside the " +
+                                              std::to_string(state.n_state_slots) + " slots");
+    }
+    n_tokens = std::max<int64_t>(n_tokens, static_cast<int64_t>(s.q_begin) + s.n_q);
+  }
+  Impl& m = *impl_;
+  cuda::build_attn_plan(seqs, n_seqs, state.block_size, m.plan);
+  if (m.plan.max_q == 0) return;
+  if (y == nullptr || proj == nullptr || w.conv == nullptr || w.a == nullptr || w.dt_bias == nullptr ||
+      w.d == nullptr || w.norm == nullptr) {
+    throw Error(Errc::invalid_argument, "cuda mamba2_scan: a null input or output");
+  }
+  const void* meta = m.stage(cuda::StageTag::seqs, m.plan.blob.data(), m.plan.blob.size());
+  Op op(OpKind::mamba2_scan);
+  op.mamba2 = {.y = y,
+               .proj = proj,
+               .state = state.state,
+               .conv = w.conv,
+               .conv_bias = w.conv_bias,
+               .a = w.a,
+               .dt_bias = w.dt_bias,
+               .d = w.d,
+               .norm = w.norm,
+               .meta = meta,
+               .n_seqs = m.plan.n_seqs,
+               .max_q = m.plan.max_q,
+               .n_tokens = n_tokens,
+               .state_floats = state.state_floats,
+               .n_heads = g.n_heads,
+               .head_dim = g.head_dim,
+               .d_state = g.d_state,
+               .n_groups = g.n_groups,
+               .taps = g.taps,
+               .norm_eps = w.norm_eps};
+  m.record(op);
+}
+
 void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
                             int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
   check_view("attention", kv);

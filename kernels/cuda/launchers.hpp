@@ -170,6 +170,27 @@ inline constexpr int64_t kGdnMaxKeyDim = 512;
 inline constexpr int64_t kGdnMaxTaps = 16;
 void gated_delta_net(const GdnArgs& args, const AttnMeta& meta, cudaStream_t stream);
 
+// Mamba-2's scan (see Backend::mamba2_scan): the conv over proj's x B C
+// columns in place, the scan per (sequence, head) into y [n_tokens, inner],
+// then the grouped gated RMSNorm of y by z.
+struct Mamba2Args {
+  float* y = nullptr;
+  float* proj = nullptr;   // [n_tokens, inner + conv_dim + n_heads]
+  float* state = nullptr;  // [n_slots, state_floats]
+  int64_t state_floats = 0;
+  const float* conv = nullptr;       // [conv_dim, taps]
+  const float* conv_bias = nullptr;  // [conv_dim] or null
+  const float* a = nullptr;          // [n_heads] -exp(A_log)
+  const float* dt_bias = nullptr;    // [n_heads]
+  const float* d = nullptr;          // [n_heads]
+  const float* norm = nullptr;       // [inner]
+  float norm_eps = 1e-5f;
+  int64_t n_heads = 0, head_dim = 0, d_state = 0, n_groups = 0, taps = 0;
+  int64_t n_tokens = 0;  // rows of proj and y (every sequence's)
+};
+inline constexpr int64_t kMamba2MaxState = 4096;
+void mamba2_scan(const Mamba2Args& args, const AttnMeta& meta, cudaStream_t stream);
+
 // ---- attention_mma.cu --------------------------------------------------
 // The tensor-core prefill kernel: on devices of compute capability cc_major
 // >= 8, for head_dim a multiple of 16 (up to kAttnMaxHeadDim) whose tiles

@@ -18,7 +18,7 @@ static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 9 * 8 && sizeof(RopeOp) == 12 * 8 &&
-                  sizeof(AttnOp) == 27 * 8 && sizeof(GdnOp) == 18 * 8,
+                  sizeof(AttnOp) == 27 * 8 && sizeof(GdnOp) == 18 * 8 && sizeof(Mamba2Op) == 20 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -154,6 +154,31 @@ void execute(const Op& op, const DeviceContext& ctx) {
                           .n_seqs = static_cast<int32_t>(d.n_seqs),
                           .max_q = static_cast<int32_t>(d.max_q)};
       gated_delta_net(args, meta, s);
+      return;
+    }
+    case OpKind::mamba2_scan: {
+      const Mamba2Op& d = op.mamba2;
+      const Mamba2Args args{.y = d.y,
+                            .proj = d.proj,
+                            .state = d.state,
+                            .state_floats = d.state_floats,
+                            .conv = d.conv,
+                            .conv_bias = d.conv_bias,
+                            .a = d.a,
+                            .dt_bias = d.dt_bias,
+                            .d = d.d,
+                            .norm = d.norm,
+                            .norm_eps = static_cast<float>(d.norm_eps),
+                            .n_heads = d.n_heads,
+                            .head_dim = d.head_dim,
+                            .d_state = d.d_state,
+                            .n_groups = d.n_groups,
+                            .taps = d.taps,
+                            .n_tokens = d.n_tokens};
+      const AttnMeta meta{.seqs = static_cast<const DevSeq*>(d.meta),
+                          .n_seqs = static_cast<int32_t>(d.n_seqs),
+                          .max_q = static_cast<int32_t>(d.max_q)};
+      mamba2_scan(args, meta, s);
       return;
     }
     case OpKind::attention: {

@@ -37,6 +37,7 @@ enum class OpKind : int64_t {
   short_conv,  // an AttnOp: out = y, q = bcx, k = weight, v = bias, n_head = taps
   sigmoid_gate,     // an ElementOp: y *= sigmoid(a)
   gated_delta_net,  // a GdnOp
+  mamba2_scan,      // a Mamba2Op
 };
 
 struct H2dOp {
@@ -176,6 +177,30 @@ struct GdnOp {
   int64_t tiled;
 };
 
+// Mamba-2's scan (launchers.hpp, Mamba2Args) and the staged DevSeq blob.
+struct Mamba2Op {
+  float* y;
+  float* proj;
+  float* state;
+  const float* conv;
+  const float* conv_bias;
+  const float* a;
+  const float* dt_bias;
+  const float* d;
+  const float* norm;
+  const void* meta;
+  int64_t n_seqs;
+  int64_t max_q;
+  int64_t n_tokens;
+  int64_t state_floats;
+  int64_t n_heads;
+  int64_t head_dim;
+  int64_t d_state;
+  int64_t n_groups;
+  int64_t taps;
+  double norm_eps;
+};
+
 struct Op {
   OpKind kind;
   union {
@@ -188,6 +213,7 @@ struct Op {
     RopeOp rope;
     AttnOp attn;
     GdnOp gdn;
+    Mamba2Op mamba2;
   };
 
   explicit Op(OpKind k);  // zero-fills every byte, then sets the kind

@@ -291,7 +291,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
                                           dir + "/gguf/olmoe.gguf", dir + "/gguf/granitemoe.gguf",
                                           dir + "/gguf/hunyuan_dense.gguf", dir + "/gguf/minimax_m2.gguf",
                                           dir + "/gguf/apertus.gguf", dir + "/gguf/qwen3_next.gguf",
-                                          dir + "/hf/qwen3_5", dir + "/gguf/qwen3_5_moe.gguf"};
+                                          dir + "/hf/qwen3_5", dir + "/gguf/qwen3_5_moe.gguf",
+                                          dir + "/gguf/granite_hybrid.gguf", dir + "/hf/granite_hybrid_dense"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     const std::string arch = std::filesystem::path(path).stem().string();

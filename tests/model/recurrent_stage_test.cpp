@@ -105,18 +105,16 @@ TEST(RecurrentStage, NoCacheTypeIsRefusedForTheirLayers) {
   }
 }
 
-// Mamba-2's scan has no CUDA kernel yet: a CUDA stage holding one of Granite
-// 4.0-H's Mamba-2 layers is refused with the reason, one of its attention
-// layers alone is not; its state is the conv history and [32, 16] per head.
-TEST(RecurrentStage, Mamba2LayersStayOnTheCpu) {
+// Granite 4.0-H's Mamba-2 layers keep the conv history and [32, 16] per
+// head; no cache type is refused for them on either backend.
+TEST(RecurrentStage, Mamba2StateAndBackends) {
   const auto model = Model::load(fixture_dir("granite_hybrid"));
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.recurrent_state_floats(), 3 * (128 + 2 * 16) + 4 * 32 * 16);
-  const std::string why = stage_layers_refusal("cuda", c, 0, c.n_layer, KvType::f16);
-  EXPECT_NE(why.find("cannot run the Mamba-2 layer 0"), std::string::npos) << why;
-  EXPECT_NE(why.find("place those layers on a cpu stage"), std::string::npos) << why;
-  EXPECT_EQ(stage_layers_refusal("cuda", c, 2, 3, KvType::f16), "");
-  EXPECT_EQ(stage_layers_refusal("cpu", c, 0, c.n_layer, KvType::f16), "");
+  EXPECT_EQ(stage_state_bytes(c, 0, c.n_layer), 3 * c.recurrent_state_floats() * 4);  // layers 0, 1 and 3
+  for (const char* backend : {"cpu", "cuda"}) {
+    EXPECT_EQ(stage_layers_refusal(backend, c, 0, c.n_layer, KvType::q8_0), "") << backend;
+  }
 }
 
 }  // namespace
