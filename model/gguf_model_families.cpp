@@ -447,15 +447,7 @@ void GgufModel::bind_lfm2_layer(const std::string& b, int64_t il, LayerWeights& 
   if (c.is_conv(il)) {
     l.conv_in = matrix(b + "shortconv.in_proj.weight", c.n_embd, 3 * c.n_embd);
     l.wo = matrix(b + "shortconv.out_proj.weight", c.n_embd, c.n_embd);
-    // {taps, n_embd}: each channel's taps, oldest first. The converter keeps
-    // it f32; a 16-bit copy is widened.
-    const std::string name = b + "shortconv.conv.weight";
-    const gguf::TensorInfo& t = file_.tensor(name);
-    file_.expect_shape(t, {c.conv_kernel, c.n_embd});
-    if (t.type != DType::f32 && t.type != DType::f16 && t.type != DType::bf16) {
-      fail("tensor '" + name + "' is " + std::string(dtype_name(t.type)) + ", expected f32, f16 or bf16");
-    }
-    l.conv_w = store_f32(store_, t.type, t.data, c.conv_kernel * c.n_embd);
+    l.conv_w = conv_taps(b + "shortconv.conv.weight", c.conv_kernel, c.n_embd);
   } else {
     l.wq = matrix(b + "attn_q.weight", c.n_embd, c.q_dim());
     l.wk = matrix(b + "attn_k.weight", c.n_embd, c.kv_dim());

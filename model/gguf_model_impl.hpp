@@ -80,6 +80,9 @@ class GgufModel final : public Model {
   // n_head_kv to the attention layers' count and returns 1 for each layer
   // with none; a single value: n_head_kv, and an empty list.
   std::vector<uint8_t> read_kv_head_counts(const std::string& p);
+  // A depthwise conv's taps, {taps, channels} in f32, f16 or bf16, as an f32
+  // copy [channels, taps] (LFM2, the Gated DeltaNet, Mamba-2).
+  const float* conv_taps(const std::string& name, int64_t taps, int64_t channels);
   // An f32 tensor of this shape (ne order), e.g. Mamba-2's {1, n_heads}.
   const float* f32_tensor(const std::string& name, std::initializer_list<int64_t> shape) const;
   void bind_qwen_hybrid_layer(const std::string& b, int64_t il, LayerWeights& l);

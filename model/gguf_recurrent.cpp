@@ -19,6 +19,17 @@
 
 namespace troupe::gguf_load {
 
+// {taps, channels}: each channel's taps, oldest first (f32 from the
+// converters; a 16-bit copy is widened).
+const float* GgufModel::conv_taps(const std::string& name, int64_t taps, int64_t channels) {
+  const gguf::TensorInfo& t = file_.tensor(name);
+  file_.expect_shape(t, {taps, channels});
+  if (t.type != DType::f32 && t.type != DType::f16 && t.type != DType::bf16) {
+    fail("tensor '" + name + "' is " + std::string(dtype_name(t.type)) + ", expected f32, f16 or bf16");
+  }
+  return store_f32(store_, t.type, t.data, taps * channels);
+}
+
 void GgufModel::read_qwen_hybrid(const std::string& p) {
   ModelConfig& c = config_;
   c.attn_output_gate = true;
@@ -77,15 +88,7 @@ void GgufModel::bind_qwen_hybrid_layer(const std::string& b, int64_t il, LayerWe
       l.gdn_b = matrix(b + "ssm_beta.weight", e, hv);
       l.gdn_a = matrix(b + "ssm_alpha.weight", e, hv);
     }
-    // {taps, conv_dim}: each channel's taps, oldest first (f32 from the
-    // converter; a 16-bit copy is widened).
-    const std::string conv = b + "ssm_conv1d.weight";
-    const gguf::TensorInfo& t = file_.tensor(conv);
-    file_.expect_shape(t, {c.conv_kernel, c.gdn_conv_dim()});
-    if (t.type != DType::f32 && t.type != DType::f16 && t.type != DType::bf16) {
-      fail("tensor '" + conv + "' is " + std::string(dtype_name(t.type)) + ", expected f32, f16 or bf16");
-    }
-    l.gdn_conv = store_f32(store_, t.type, t.data, c.conv_kernel * c.gdn_conv_dim());
+    l.gdn_conv = conv_taps(b + "ssm_conv1d.weight", c.conv_kernel, c.gdn_conv_dim());
     l.gdn_decay = vector(b + "ssm_a", hv);
     l.gdn_dt_bias = vector(b + "ssm_dt.bias", hv);
     l.gdn_norm = vector(b + "ssm_norm.weight", c.gdn_v_dim);
@@ -155,13 +158,7 @@ void GgufModel::bind_granite_hybrid_layer(const std::string& b, int64_t il, Laye
   if (c.is_recurrent(il)) {
     const kernels::Mamba2Shape g = c.mamba2_shape();
     l.ssm_in = matrix(b + "ssm_in.weight", e, g.proj_width());
-    const std::string conv = b + "ssm_conv1d.weight";
-    const gguf::TensorInfo& t = file_.tensor(conv);
-    file_.expect_shape(t, {g.taps, g.conv_dim()});
-    if (t.type != DType::f32 && t.type != DType::f16 && t.type != DType::bf16) {
-      fail("tensor '" + conv + "' is " + std::string(dtype_name(t.type)) + ", expected f32, f16 or bf16");
-    }
-    l.ssm_conv = store_f32(store_, t.type, t.data, g.taps * g.conv_dim());
+    l.ssm_conv = conv_taps(b + "ssm_conv1d.weight", g.taps, g.conv_dim());
     l.ssm_conv_b = vector(b + "ssm_conv1d.bias", g.conv_dim(), /*required=*/false);
     l.ssm_dt_bias = vector(b + "ssm_dt.bias", g.n_heads);
     l.ssm_a = f32_tensor(b + "ssm_a", {1, g.n_heads});

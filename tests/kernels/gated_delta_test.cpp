@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "tests/kernels/random_rows.hpp"
 
 namespace troupe {
 namespace {
@@ -21,23 +22,17 @@ namespace {
 // 2 key heads of 8, 4 value heads of 6 (two per key head), 4 taps.
 constexpr kernels::GatedDeltaShape kShape{.n_k_heads = 2, .n_v_heads = 4, .k_dim = 8, .v_dim = 6, .taps = 4};
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::max_abs_diff;
 
 struct Layer {
   kernels::GatedDeltaShape shape = kShape;
   std::vector<float> conv_w, decay, dt_bias;
   explicit Layer(uint32_t seed, bool tiled = false) {
     shape.tiled = tiled;
-    conv_w = random_floats(static_cast<size_t>(shape.conv_dim() * shape.taps), seed, 0.5f);
-    decay = random_floats(static_cast<size_t>(shape.n_v_heads), seed + 1);
+    conv_w = test::normal_floats(static_cast<size_t>(shape.conv_dim() * shape.taps), seed, 0.5f);
+    decay = test::normal_floats(static_cast<size_t>(shape.n_v_heads), seed + 1);
     for (float& d : decay) d = -std::exp(d);  // -exp(A_log)
-    dt_bias = random_floats(static_cast<size_t>(shape.n_v_heads), seed + 2);
+    dt_bias = test::normal_floats(static_cast<size_t>(shape.n_v_heads), seed + 2);
   }
 };
 
@@ -46,9 +41,9 @@ struct Inputs {
   int64_t n = 0;
   std::vector<float> qkv, b, a;
   Inputs(int64_t n_tokens, uint32_t seed) : n(n_tokens) {
-    qkv = random_floats(static_cast<size_t>(n * kShape.conv_dim()), seed);
-    b = random_floats(static_cast<size_t>(n * kShape.n_v_heads), seed + 1);
-    a = random_floats(static_cast<size_t>(n * kShape.n_v_heads), seed + 2);
+    qkv = test::normal_floats(static_cast<size_t>(n * kShape.conv_dim()), seed);
+    b = test::normal_floats(static_cast<size_t>(n * kShape.n_v_heads), seed + 1);
+    a = test::normal_floats(static_cast<size_t>(n * kShape.n_v_heads), seed + 2);
   }
 };
 
@@ -125,13 +120,6 @@ std::vector<float> run_chunk(const Layer& L, const Inputs& in, int64_t begin, in
   kernels::gated_delta_net(out.data(), qkv.data(), in.b.data() + begin * hv, in.a.data() + begin * hv, slots.view, &s,
                            1, L.conv_w.data(), L.decay.data(), L.dt_bias.data(), L.shape, pool);
   return out;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0.0f;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
 }
 
 TEST(GatedDelta, WholeSequenceMatchesTheRecurrentRule) {

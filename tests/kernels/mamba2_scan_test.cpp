@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "tests/kernels/random_rows.hpp"
 
 namespace troupe {
 namespace {
@@ -21,25 +22,19 @@ namespace {
 // 4 heads of 6, a state of 5, B and C in 2 groups, 4 taps.
 constexpr kernels::Mamba2Shape kShape{.n_heads = 4, .head_dim = 6, .d_state = 5, .n_groups = 2, .taps = 4};
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::max_abs_diff;
 
 struct Layer {
   std::vector<float> conv, conv_bias, a, dt_bias, d, norm;
   explicit Layer(uint32_t seed) {
     const kernels::Mamba2Shape& g = kShape;
-    conv = random_floats(static_cast<size_t>(g.conv_dim() * g.taps), seed, 0.5f);
-    conv_bias = random_floats(static_cast<size_t>(g.conv_dim()), seed + 1, 0.2f);
-    a = random_floats(static_cast<size_t>(g.n_heads), seed + 2);
+    conv = test::normal_floats(static_cast<size_t>(g.conv_dim() * g.taps), seed, 0.5f);
+    conv_bias = test::normal_floats(static_cast<size_t>(g.conv_dim()), seed + 1, 0.2f);
+    a = test::normal_floats(static_cast<size_t>(g.n_heads), seed + 2);
     for (float& x : a) x = -std::exp(x);  // -exp(A_log)
-    dt_bias = random_floats(static_cast<size_t>(g.n_heads), seed + 3);
-    d = random_floats(static_cast<size_t>(g.n_heads), seed + 4);
-    norm = random_floats(static_cast<size_t>(g.inner()), seed + 5, 0.3f);
+    dt_bias = test::normal_floats(static_cast<size_t>(g.n_heads), seed + 3);
+    d = test::normal_floats(static_cast<size_t>(g.n_heads), seed + 4);
+    norm = test::normal_floats(static_cast<size_t>(g.inner()), seed + 5, 0.3f);
     for (float& x : norm) x += 1.0f;
   }
   kernels::Mamba2Weights weights() const {
@@ -131,18 +126,11 @@ std::vector<float> run_chunk(const Layer& L, const std::vector<float>& proj, int
   return y;
 }
 
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0.0f;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
 TEST(Mamba2Scan, WholeSequenceMatchesTheRecurrence) {
   ThreadPool pool(2);
   const Layer L(3);
   const int64_t n = 11;
-  const auto proj = random_floats(static_cast<size_t>(n * kShape.proj_width()), 9);
+  const auto proj = test::normal_floats(static_cast<size_t>(n * kShape.proj_width()), 9);
   Slots slots(2);
   EXPECT_LT(max_abs_diff(run_chunk(L, proj, 0, n, slots, 1, pool), reference(L, proj, n)), 2e-5f);
 }
@@ -151,7 +139,7 @@ TEST(Mamba2Scan, ChunksGiveTheBitsOfOneCall) {
   ThreadPool pool(2);
   const Layer L(4);
   const int64_t n = 13;
-  const auto proj = random_floats(static_cast<size_t>(n * kShape.proj_width()), 10);
+  const auto proj = test::normal_floats(static_cast<size_t>(n * kShape.proj_width()), 10);
   Slots whole_slots(1);
   const std::vector<float> whole = run_chunk(L, proj, 0, n, whole_slots, 0, pool);
   for (const int64_t chunk : {1, 2, 5}) {
@@ -172,9 +160,9 @@ TEST(Mamba2Scan, SequencesInOneCallAreIndependent) {
   const int64_t W = kShape.proj_width();
   const std::vector<int64_t> lens{7, 3, 1};
   std::vector<std::vector<float>> projs;
-  for (size_t i = 0; i < lens.size(); ++i) projs.push_back(random_floats(static_cast<size_t>(lens[i] * W), 20 + i));
+  for (size_t i = 0; i < lens.size(); ++i) projs.push_back(test::normal_floats(static_cast<size_t>(lens[i] * W), 20 + i));
   Slots slots(3);
-  const auto other = random_floats(static_cast<size_t>(4 * W), 30);
+  const auto other = test::normal_floats(static_cast<size_t>(4 * W), 30);
   run_chunk(L, other, 0, 4, slots, 0, pool);  // slot 0 holds another sequence's state
   std::vector<float> proj;
   std::vector<AttnSeq> seqs;
@@ -200,7 +188,7 @@ TEST(Mamba2Scan, SequencesInOneCallAreIndependent) {
 TEST(Mamba2Scan, BadSlotsAreRefused) {
   ThreadPool pool(1);
   const Layer L(6);
-  const auto proj = random_floats(static_cast<size_t>(2 * kShape.proj_width()), 40);
+  const auto proj = test::normal_floats(static_cast<size_t>(2 * kShape.proj_width()), 40);
   Slots slots(2);
   EXPECT_THROW(run_chunk(L, proj, 0, 2, slots, 2, pool), Error);
   EXPECT_THROW(run_chunk(L, proj, 0, 2, slots, -1, pool), Error);
