@@ -1,33 +1,59 @@
 // The causal depthwise conv of the recurrent layers (Gated DeltaNet, Mamba-2)
-// over one channel of one sequence, its history in the sequence's state slot.
+// over one sequence's new tokens, its history in the sequence's state slot.
 #pragma once
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
+
+#include "kernels/cpu/vec_ops.hpp"
 
 namespace troupe::kernels::cpu {
 
 inline constexpr int64_t kMaxConvTaps = 16;
+inline constexpr int64_t kConvBlock = 64;  // channels a call keeps on the stack
 
-// x: the channel's n new inputs, stride apart; becomes SiLU(bias + the conv)
-// in place (last to first, so each output reads inputs not yet overwritten).
-// hist: the channel's last taps - 1 inputs, hist_stride apart, oldest first;
-// read (unless fresh: zeros before position 0), then the last taps - 1 of
-// [hist, x] written back.
-inline void causal_conv_channel(float* x, int64_t stride, int64_t n, float* hist, int64_t hist_stride,
-                                const float* w, float bias, int64_t taps, bool fresh) {
+// Channels [c0, c1) of one sequence's n new tokens: x's rows are `stride`
+// apart, its channel ch at x[t * stride + ch]; each becomes SiLU(bias + the
+// conv). hist: the last taps - 1 inputs of each channel, rows of conv_dim
+// (channel ch at hist[k * conv_dim + ch]), oldest first; read (unless
+// fresh: zeros before position 0), then the last taps - 1 inputs of
+// [hist, x] written back. w: [conv_dim, taps]; bias: [conv_dim] or null.
+// Token by token over blocks of channels, so the taps and the SiLU run
+// across contiguous channels (the vector ops' SiLU); the raw inputs the
+// later tokens need stay in a ring of taps rows.
+inline void causal_conv_rows(float* x, int64_t stride, int64_t n, float* hist, int64_t conv_dim, const float* w,
+                             const float* bias, int64_t taps, bool fresh, int64_t c0, int64_t c1,
+                             const VecOps& ops) {
   const int64_t h = taps - 1;
-  float old[kMaxConvTaps];
-  for (int64_t k = 0; k < h; ++k) old[k] = fresh ? 0.0f : hist[k * hist_stride];
-  auto input = [&](int64_t t) { return t < 0 ? old[h + t] : x[t * stride]; };  // t >= -h
-  float next[kMaxConvTaps];
-  for (int64_t k = 0; k < h; ++k) next[k] = input(n - h + k);
-  for (int64_t t = n - 1; t >= 0; --t) {
-    float acc = bias;
-    for (int64_t k = 0; k < taps; ++k) acc += w[k] * input(t - h + k);
-    x[t * stride] = acc / (1.0f + std::exp(-acc));
+  float ring[kMaxConvTaps][kConvBlock];  // raw inputs t - h .. t, row (t + h) % taps holds t's
+  float wt[kMaxConvTaps][kConvBlock];    // the taps, transposed
+  float acc[kConvBlock];
+  float ones[kConvBlock];
+  std::fill(ones, ones + kConvBlock, 1.0f);
+  for (int64_t b0 = c0; b0 < c1; b0 += kConvBlock) {
+    const int64_t nb = std::min(kConvBlock, c1 - b0);
+    for (int64_t k = 0; k < taps; ++k) {
+      for (int64_t j = 0; j < nb; ++j) wt[k][j] = w[(b0 + j) * taps + k];
+    }
+    for (int64_t k = 0; k < h; ++k) {  // position -h + k into row k
+      for (int64_t j = 0; j < nb; ++j) ring[k][j] = fresh ? 0.0f : hist[k * conv_dim + b0 + j];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = x + t * stride + b0;
+      float* in = ring[(t + h) % taps];
+      std::copy(row, row + nb, in);
+      for (int64_t j = 0; j < nb; ++j) acc[j] = bias != nullptr ? bias[b0 + j] : 0.0f;
+      for (int64_t k = 0; k < taps; ++k) {  // tap k reads position t - h + k
+        const float* r = ring[(t + k) % taps];
+        for (int64_t j = 0; j < nb; ++j) acc[j] += wt[k][j] * r[j];
+      }
+      ops.swiglu(row, acc, ones, nb);  // silu(acc)
+    }
+    for (int64_t k = 0; k < h; ++k) {  // the last h positions, n - h + k, oldest first
+      const float* r = ring[(n + k) % taps];
+      for (int64_t j = 0; j < nb; ++j) hist[k * conv_dim + b0 + j] = r[j];
+    }
   }
-  for (int64_t k = 0; k < h; ++k) hist[k * hist_stride] = next[k];
 }
 
 }  // namespace troupe::kernels::cpu

@@ -83,15 +83,14 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
   const int64_t hist_floats = (g.taps - 1) * C;
   auto slot = [&](const AttnSeq& s) { return state.state + static_cast<int64_t>(s.state_slot) * state.state_floats; };
 
-  // 1. The conv, channel by channel (each reads only its own history).
+  // 1. The conv, over ranges of channels (each reads only its own history).
+  const cpu::VecOps& ops = cpu::vec_ops();
   pool.parallel_for(C, [&](int64_t c0, int64_t c1) {
     for (int i = 0; i < n_seqs; ++i) {
       const AttnSeq& s = seqs[i];
       if (s.n_q == 0) continue;
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        cpu::causal_conv_channel(qkv + static_cast<int64_t>(s.q_begin) * C + ch, C, s.n_q, slot(s) + ch, C,
-                                 conv_w + ch * g.taps, 0.0f, g.taps, s.n_past == 0);
-      }
+      cpu::causal_conv_rows(qkv + static_cast<int64_t>(s.q_begin) * C, C, s.n_q, slot(s), C, conv_w, nullptr, g.taps,
+                            s.n_past == 0, c0, c1, ops);
     }
   });
 
@@ -99,7 +98,6 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
   // rows are independent of every other head's.
   const int64_t per_k = g.n_v_heads / g.n_k_heads;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(g.k_dim));
-  const cpu::VecOps& ops = cpu::vec_ops();
   pool.parallel_for(static_cast<int64_t>(n_seqs) * g.n_v_heads, [&](int64_t j0, int64_t j1) {
     float qn[kMaxKeyDim], kn[kMaxKeyDim];    // one head's normed query and key
     float sk[kMaxValueDim], sq[kMaxValueDim];  // each state row's products with them

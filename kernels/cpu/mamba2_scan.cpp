@@ -56,22 +56,19 @@ void mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq*
   auto slot = [&](const AttnSeq& s) { return state.state + static_cast<int64_t>(s.state_slot) * state.state_floats; };
 
   // 1. The conv over x, B and C (each proj row's [inner, inner + conv)),
-  // channel by channel, with its bias and SiLU.
+  // over ranges of channels, with its bias and SiLU.
+  const cpu::VecOps& ops = cpu::vec_ops();
   pool.parallel_for(conv, [&](int64_t c0, int64_t c1) {
     for (int i = 0; i < n_seqs; ++i) {
       const AttnSeq& s = seqs[i];
       if (s.n_q == 0) continue;
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        cpu::causal_conv_channel(proj + static_cast<int64_t>(s.q_begin) * width + inner + ch, width, s.n_q,
-                                 slot(s) + ch, conv, w.conv + ch * g.taps, w.conv_bias ? w.conv_bias[ch] : 0.0f,
-                                 g.taps, s.n_past == 0);
-      }
+      cpu::causal_conv_rows(proj + static_cast<int64_t>(s.q_begin) * width + inner, width, s.n_q, slot(s), conv,
+                            w.conv, w.conv_bias, g.taps, s.n_past == 0, c0, c1, ops);
     }
   });
 
   // 2. The scan, head by head: h = exp(dt A) h + dt x B^T; y = h C + D x.
   const int64_t per_group = g.n_heads / g.n_groups;
-  const cpu::VecOps& ops = cpu::vec_ops();
   pool.parallel_for(static_cast<int64_t>(n_seqs) * g.n_heads, [&](int64_t j0, int64_t j1) {
     float out[kMaxHeadDim];
     for (int64_t j = j0; j < j1; ++j) {
