@@ -35,9 +35,9 @@
 #include "actors/tokenizer_actor.hpp"
 #include "actors/open_requests.hpp"
 #include "actors/pipeline_model_info.hpp"
+#include "actors/pipeline_remote.hpp"
 #include "actors/watchdog.hpp"
 #include "model/device.hpp"
-#include "model/model_identity.hpp"
 #include "model/model_tokenizer.hpp"
 #include "model/stage_plan.hpp"
 
@@ -299,37 +299,9 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   // Remote stages: what this head expects each worker to hold.
   const bool any_remote = std::any_of(plan.begin(), plan.end(), [](const PlannedStage& s) { return s.is_remote(); });
   const RemoteSettings& rs = config.remote;
-  const bool tls = !rs.tls_cert.empty() || !rs.tls_key.empty() || !rs.tls_ca.empty();
-  std::vector<RemoteStageOptions> remote_options(plan.size());
+  const bool tls = remote_tls(rs);
+  std::vector<RemoteStageOptions> remote_options = remote_stage_options(*impl->model, plan, config, limits);
   if (any_remote) {
-    require(!tls || (!rs.tls_cert.empty() && !rs.tls_key.empty() && !rs.tls_ca.empty()),
-            "remote.tls needs a certificate, a key and a CA file together");
-    const std::string model_id = model_identity(*impl->model);
-    const std::string model_name = model_display_name(*impl->model);
-    for (size_t i = 0; i < plan.size(); ++i) {
-      if (!plan[i].is_remote()) continue;
-      const auto [host, port] = parse_host_port(plan[i].remote);
-      remote_options[i] = {.host = host,
-                           .port = port,
-                           .secret = rs.secret,
-                           .expect = {.model_id = model_id,
-                                      .model_name = model_name,
-                                      .first_layer = plan[i].first_layer,
-                                      .last_layer = plan[i].last_layer,
-                                      .kv_blocks = config.n_kv_blocks,
-                                      .kv_block_size = config.kv_block_size,
-                                      .kv_dtype = kv_type_name(config.kv_type),
-                                      .max_tokens = limits.max_tokens,
-                                      .max_seqs = limits.max_seqs,
-                                      .state_slots = stage_state_slots(mc, {.first_layer = plan[i].first_layer,
-                                                                            .last_layer = plan[i].last_layer,
-                                                                            .max_seqs = limits.max_seqs,
-                                                                            .n_state_slots = n_state_slots})},
-                           .step_timeout = std::chrono::milliseconds(rs.step_timeout_ms),
-                           .hello_timeout = std::chrono::milliseconds(rs.hello_timeout_ms),
-                           .tls = tls,
-                           .wire_version = rs.wire_version != 0 ? rs.wire_version : kStageWireVersion};
-    }
     impl->cfg.load<caf::io::middleman>();
     if (tls) {
 #ifdef TROUPE_HAVE_CAF_OPENSSL

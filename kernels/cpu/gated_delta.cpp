@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/recurrent_steps.hpp"
 #include "kernels/cpu/vec_ops.hpp"
 #include "kernels/cpu_kernels.hpp"
 
@@ -29,48 +29,15 @@ void check_gdn(const PagedKvView& state, const AttnSeq* seqs, int n_seqs, const 
                                             ", value heads " + std::to_string(g.n_v_heads) + ", taps " +
                                             std::to_string(g.taps) + ")");
   }
-  if (state.state == nullptr || state.state_floats != g.state_floats()) {
-    throw Error(Errc::invalid_argument, "gated_delta_net: the state slots hold " + std::to_string(state.state_floats) +
-                                            " floats each, the layer needs " + std::to_string(g.state_floats()));
-  }
-  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) {
-    throw Error(Errc::invalid_argument, "gated_delta_net: bad sequences");
-  }
-  for (int i = 0; i < n_seqs; ++i) {
-    const AttnSeq& s = seqs[i];
-    if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0) {
-      throw Error(Errc::invalid_argument, "gated_delta_net: sequence " + std::to_string(i) +
-                                              " has negative q_begin, n_q or n_past");
-    }
-    if (s.state_slot < 0 || s.state_slot >= state.n_state_slots) {
-      throw Error(Errc::invalid_argument, "gated_delta_net: sequence " + std::to_string(i) + " has state slot " +
-                                              std::to_string(s.state_slot) + " outside the " +
-                                              std::to_string(state.n_state_slots) + " slots");
-    }
-  }
-}
-
-float dot(const float* a, const float* b, int64_t n) {
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
+  cpu::check_state_slots("gated_delta_net", state, g.state_floats(), seqs, n_seqs);
 }
 
 // x / sqrt(sum x^2 + 1e-6), times s (the FLA library's l2norm, as
 // transformers computes it).
-void l2norm(float* y, const float* x, int64_t n, float s) {
-  const float inv = s / std::sqrt(dot(x, x, n) + 1e-6f);
+void l2norm(const cpu::VecOps& ops, float* y, const float* x, int64_t n, float s) {
+  const float inv = s / std::sqrt(ops.sum_sq_diff(x, 0.0f, n) + 1e-6f);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv;
 }
-
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 }  // namespace
 
@@ -110,18 +77,19 @@ void gated_delta_net(float* out, float* qkv, const float* b, const float* a, con
       for (int64_t t = 0; t < s.n_q; ++t) {
         const int64_t row = static_cast<int64_t>(s.q_begin) + t;
         const float* x = qkv + row * C;
-        l2norm(qn, x + kh * g.k_dim, g.k_dim, q_scale);
-        l2norm(kn, x + key_dim + kh * g.k_dim, g.k_dim, 1.0f);
+        l2norm(ops, qn, x + kh * g.k_dim, g.k_dim, q_scale);
+        l2norm(ops, kn, x + key_dim + kh * g.k_dim, g.k_dim, 1.0f);
         const float* v = x + 2 * key_dim + h * g.v_dim;
         const float beta = 1.0f / (1.0f + std::exp(-b[row * g.n_v_heads + h]));
-        const float gate = std::exp(decay[h] * softplus(a[row * g.n_v_heads + h] + dt_bias[h]));
+        const float gate = std::exp(decay[h] * cpu::softplus(a[row * g.n_v_heads + h] + dt_bias[h]));
         float* o = out + row * g.n_v_heads * g.v_dim + h * g.v_dim;
         // Row d of the decayed and updated state is gate Sd + delta k, so
         // its products with k and q follow from the old row's: two
         // vectorized passes read S, one writes it.
         ops.dot_tile(sk, kn, S, g.k_dim, g.v_dim, g.k_dim, 1.0f);
         ops.dot_tile(sq, qn, S, g.k_dim, g.v_dim, g.k_dim, 1.0f);
-        const float kq = dot(kn, qn, g.k_dim);
+        float kq = 0.0f;
+        ops.dot_tile(&kq, kn, qn, 0, 1, g.k_dim, 1.0f);
         for (int64_t d = 0; d < g.v_dim; ++d) {
           const float delta = (v[d] - gate * sk[d]) * beta;
           o[d] = gate * sq[d] + delta * kq;

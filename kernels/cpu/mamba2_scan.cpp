@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/recurrent_steps.hpp"
 #include "kernels/cpu/vec_ops.hpp"
 #include "kernels/cpu_kernels.hpp"
 
@@ -25,26 +25,8 @@ void check_scan(const PagedKvView& state, const AttnSeq* seqs, int n_seqs, const
                                             ", groups " + std::to_string(g.n_groups) + ", taps " +
                                             std::to_string(g.taps) + ")");
   }
-  if (state.state == nullptr || state.state_floats != g.state_floats()) {
-    throw Error(Errc::invalid_argument, "mamba2_scan: the state slots hold " + std::to_string(state.state_floats) +
-                                            " floats each, the layer needs " + std::to_string(g.state_floats()));
-  }
-  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "mamba2_scan: bad sequences");
-  for (int i = 0; i < n_seqs; ++i) {
-    const AttnSeq& s = seqs[i];
-    if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0) {
-      throw Error(Errc::invalid_argument, "mamba2_scan: sequence " + std::to_string(i) +
-                                              " has negative q_begin, n_q or n_past");
-    }
-    if (s.state_slot < 0 || s.state_slot >= state.n_state_slots) {
-      throw Error(Errc::invalid_argument, "mamba2_scan: sequence " + std::to_string(i) + " has state slot " +
-                                              std::to_string(s.state_slot) + " outside the " +
-                                              std::to_string(state.n_state_slots) + " slots");
-    }
-  }
+  cpu::check_state_slots("mamba2_scan", state, g.state_floats(), seqs, n_seqs);
 }
-
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 }  // namespace
 
@@ -83,7 +65,7 @@ void mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq*
         const float* x = r + inner + h * g.head_dim;
         const float* B = r + 2 * inner + grp * g.d_state;
         const float* C = r + 2 * inner + g.n_groups * g.d_state + grp * g.d_state;
-        const float dt = softplus(r[inner + conv + h] + w.dt_bias[h]);
+        const float dt = cpu::softplus(r[inner + conv + h] + w.dt_bias[h]);
         const float decay = std::exp(dt * w.a[h]);
         for (int64_t p = 0; p < g.head_dim; ++p) {
           float* Hp = H + p * g.d_state;
@@ -108,7 +90,7 @@ void mamba2_scan(float* y, float* proj, const PagedKvView& state, const AttnSeq*
     for (int64_t r = r0; r < r1; ++r) {
       float* yr = y + r * inner;
       const float* z = proj + r * width;
-      for (int64_t k = 0; k < inner; ++k) yr[k] *= z[k] / (1.0f + std::exp(-z[k]));
+      ops.swiglu(yr, z, yr, inner);  // y * silu(z)
       for (int64_t q = 0; q < g.n_groups; ++q) {
         float* v = yr + q * group;
         const float ms = ops.sum_sq_diff(v, 0.0f, group) / static_cast<float>(group);

@@ -1,16 +1,47 @@
-// The causal depthwise conv of the recurrent layers (Gated DeltaNet, Mamba-2)
-// over one sequence's new tokens, its history in the sequence's state slot.
+// What the recurrent layers' kernels (gated_delta.cpp, mamba2_scan.cpp)
+// share: the checks of a batch's state slots, softplus, and the causal
+// depthwise conv over one sequence's new tokens, its history in the
+// sequence's state slot.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 
+#include "core/error.hpp"
 #include "kernels/cpu/vec_ops.hpp"
+#include "memory/paged_kv.hpp"
 
 namespace troupe::kernels::cpu {
 
 inline constexpr int64_t kMaxConvTaps = 16;
 inline constexpr int64_t kConvBlock = 64;  // channels a call keeps on the stack
+
+// Throws Errc::invalid_argument (naming fn) unless the slots hold
+// state_floats each and every sequence has sane counts and a slot among them.
+inline void check_state_slots(const char* fn, const PagedKvView& state, int64_t state_floats, const AttnSeq* seqs,
+                              int n_seqs) {
+  const std::string f(fn);
+  if (state.state == nullptr || state.state_floats != state_floats) {
+    throw Error(Errc::invalid_argument, f + ": the state slots hold " + std::to_string(state.state_floats) +
+                                            " floats each, the layer needs " + std::to_string(state_floats));
+  }
+  if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, f + ": bad sequences");
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq& s = seqs[i];
+    if (s.n_q < 0 || s.n_past < 0 || s.q_begin < 0) {
+      throw Error(Errc::invalid_argument, f + ": sequence " + std::to_string(i) + " has negative q_begin, n_q or n_past");
+    }
+    if (s.state_slot < 0 || s.state_slot >= state.n_state_slots) {
+      throw Error(Errc::invalid_argument, f + ": sequence " + std::to_string(i) + " has state slot " +
+                                              std::to_string(s.state_slot) + " outside the " +
+                                              std::to_string(state.n_state_slots) + " slots");
+    }
+  }
+}
+
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 // Channels [c0, c1) of one sequence's n new tokens: x's rows are `stride`
 // apart, its channel ch at x[t * stride + ch]; each becomes SiLU(bias + the
