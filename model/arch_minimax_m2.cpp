@@ -4,8 +4,7 @@
 // every layer Mixtral's experts (block_sparse_moe.experts.E.w1/w3/w2) chosen
 // by sigmoid scores plus a correction bias (e_score_correction_bias), the
 // chosen scores renormalized: DeepSeek-V3's router without groups.
-// (The published checkpoints are FP8, which the safetensors reader refuses
-// by name; bf16 and f32 copies and GGUF files load.)
+// The published checkpoints are FP8 in blocks of 128x128 (model/hf_fp8.hpp).
 #include <cstdint>
 #include <string>
 

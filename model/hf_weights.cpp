@@ -58,7 +58,28 @@ const safetensors::TensorInfo& HfWeights::bytes(std::string_view name, std::init
   return *t;
 }
 
+Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out) {
+  if (t.shape != std::vector<int64_t>{n_out, n_in}) {
+    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
+                                      ", expected " + shape_str({n_out, n_in}));
+  }
+  constexpr std::string_view kSuffix = "weight";
+  const std::string scale_name =
+      std::string_view(t.name).ends_with(kSuffix) ? t.name.substr(0, t.name.size() - kSuffix.size()) + fp8_->scale_suffix
+                                                  : t.name + "." + fp8_->scale_suffix;
+  const safetensors::TensorInfo* scale = ckpt_.find(scale_name);
+  if (scale == nullptr) {
+    throw Error(Errc::bad_format, t.file + ": FP8 tensor '" + t.name + "' has no scale '" + scale_name + "'");
+  }
+  if (!pool_) pool_ = std::make_unique<ThreadPool>();
+  return dequantize_fp8(t, *scale, *fp8_, store_, *pool_);
+}
+
 Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
+  if (fp8_) {
+    const safetensors::TensorInfo* raw = ckpt_.find(resolve(name));
+    if (raw != nullptr && raw->dtype == "F8_E4M3") return fp8_matrix(*raw, n_in, n_out);
+  }
   const safetensors::TensorInfo& t = expect(name, {n_out, n_in});
   const auto elem = static_cast<uintptr_t>(row_bytes(*t.type, 1));
   const void* data = t.data;

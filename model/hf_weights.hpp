@@ -4,12 +4,16 @@
 // matrices) into the model's WeightStore otherwise.
 #pragma once
 
-#include <initializer_list>
-#include <string>
 #include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 
+#include "core/thread_pool.hpp"
 #include "model/hf_config.hpp"
+#include "model/hf_fp8.hpp"
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
 #include "model/weight_store.hpp"
@@ -19,6 +23,11 @@ namespace troupe {
 class HfWeights {
  public:
   HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
+
+  // The checkpoint's FP8 scheme (model/hf_fp8.hpp): matrix() dequantizes
+  // its F8_E4M3 matrices with their scales. Without one, such a matrix is
+  // Error(unsupported) like any dtype Troupe does not compute with.
+  void set_fp8(const Fp8Scheme& scheme) { fp8_ = scheme; }
 
   bool has(std::string_view name) const { return ckpt_.find(resolve(name)) != nullptr; }
   // Names that start with `from` are looked up with `to` in its place, so a
@@ -37,7 +46,8 @@ class HfWeights {
                                                std::initializer_list<int64_t> b) const;
 
   // A torch nn.Linear weight: [n_out, n_in], rows of n_in. Kept in its
-  // dtype (f32, f16, bf16); copied only if its bytes are misaligned.
+  // dtype (f32, f16, bf16); copied only if its bytes are misaligned. An
+  // FP8 one (with set_fp8) is dequantized into the store.
   Weight matrix(std::string_view name, int64_t n_in, int64_t n_out);
   // A GPT-2 Conv1D weight, stored [n_in, n_out]: transposed at load into
   // [n_out, n_in] rows, in its own dtype.
@@ -57,10 +67,13 @@ class HfWeights {
 
  private:
   std::string resolve(std::string_view name) const;
+  Weight fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out);
 
   const safetensors::Checkpoint& ckpt_;
   WeightStore& store_;
   std::string rename_from_, rename_to_;
+  std::optional<Fp8Scheme> fp8_;
+  std::unique_ptr<ThreadPool> pool_;  // made for the first FP8 matrix
 };
 
 // Which optional tensors a Llama-family checkpoint carries.

@@ -136,6 +136,9 @@ class Model {
   const std::string& path() const { return path_; }
   // Bytes of weights one decode step reads (for roofline figures).
   int64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes the model allocated at load (weights not used in place from the
+  // file's mapping).
+  int64_t stored_bytes() const { return static_cast<int64_t>(store_.bytes()); }
 
  protected:
   ModelConfig config_;

@@ -26,6 +26,28 @@ void* WeightStore::allocate(size_t bytes) {
   return p;
 }
 
+void* WeightStore::allocate_transient(size_t bytes) {
+  void* p = allocate(bytes);
+  transient_.emplace(reinterpret_cast<uintptr_t>(p), bytes);
+  return p;
+}
+
+const void* WeightStore::transient_block(const void* p) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  auto it = transient_.upper_bound(at);
+  if (it == transient_.begin()) return nullptr;
+  --it;
+  return at < it->first + it->second ? reinterpret_cast<const void*>(it->first) : nullptr;
+}
+
+void WeightStore::release(const void* block) {
+  auto it = transient_.find(reinterpret_cast<uintptr_t>(block));
+  if (it == transient_.end()) throw Error(Errc::internal, "WeightStore::release: not a transient block");
+  bytes_ -= it->second;
+  transient_.erase(it);
+  std::erase_if(blocks_, [&](const std::unique_ptr<void, Free>& b) { return b.get() == block; });
+}
+
 const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n) {
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16) {
     throw Error(Errc::unsupported, "store_f32: " + std::string(dtype_name(t)) + " is not a float type");
@@ -106,6 +128,12 @@ void for_each_matrix(ModelWeights& w, const std::function<void(const std::string
 void quantize_weights(ModelWeights& w, const ModelConfig& c, const QuantScheme& scheme, WeightStore& store,
                       const std::string& model_path) {
   const QuantShape shape = quant_shape(c);
+  // How many matrices live in each transient block (slices of one fused
+  // matrix share it): a block goes once all of them are converted.
+  std::map<const void*, int64_t> users;
+  for_each_matrix(w, [&](const std::string&, Weight& m, bool) {
+    if (const void* b = store.transient_block(m.data)) ++users[b];
+  });
   // The rows of each matrix split over every hardware thread: the k-quant
   // quantizers make this most of a mixed load's time.
   ThreadPool pool;
@@ -129,7 +157,9 @@ void quantize_weights(ModelWeights& w, const ModelConfig& c, const QuantScheme& 
         quantize_row(to, row.data(), dst + r * dst_row, m.n_in);
       }
     });
+    const void* source = store.transient_block(m.data);
     m = Weight{.data = dst, .type = to, .n_in = m.n_in, .n_out = m.n_out};
+    if (source != nullptr && --users[source] == 0) store.release(source);
   });
 }
 

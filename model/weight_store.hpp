@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,14 @@ class WeightStore {
   // 64-byte aligned (what SIMD loads like); lives as long as the store.
   void* allocate(size_t bytes);
   float* floats(int64_t n) { return static_cast<float*>(allocate(static_cast<size_t>(n) * sizeof(float))); }
+  // A copy the quantizer frees once it has converted every matrix inside
+  // it (an FP8 checkpoint's matrices, dequantized), so that --quantize ends
+  // at the quantized size.
+  void* allocate_transient(size_t bytes);
+  // The transient block holding p, or nullptr.
+  const void* transient_block(const void* p) const;
+  // Frees a block transient_block returned.
+  void release(const void* block);
   size_t bytes() const { return bytes_; }
 
  private:
@@ -30,6 +39,7 @@ class WeightStore {
     void operator()(void* p) const noexcept;
   };
   std::vector<std::unique_ptr<void, Free>> blocks_;
+  std::map<uintptr_t, size_t> transient_;  // start -> bytes
   size_t bytes_ = 0;
 };
 

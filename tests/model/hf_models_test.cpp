@@ -45,7 +45,7 @@ TEST_P(HfArch, BatchedStageMatchesTransformers) {
                            : GetParam() == "glm4_moe"       ? "glm4moe"
                            : GetParam().starts_with("exaone") ? "exaone4"
                            : GetParam() == "deepseek_v2"    ? "deepseek2"
-                           : GetParam() == "deepseek_v3"    ? "deepseek3"
+                           : GetParam().starts_with("deepseek_v3") ? "deepseek3"
                            : GetParam() == "glm4_moe_lite"  ? "deepseek3"  // GLM-4.7-Flash: V3's layer
                            : GetParam() == "seed_oss"       ? "llama"      // the Llama layer with q/k/v biases
                            : GetParam() == "qwen3_vl"       ? "qwen3"      // its text model
@@ -120,7 +120,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "ministral3", "mistral3", "glm4_moe_lite", "seed_oss",
                                          "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
                                          "hunyuan_dense", "minimax_m2", "apertus", "qwen3_next", "qwen3_5",
-                                         "qwen3_5_moe", "granite_hybrid", "granite_hybrid_dense"),
+                                         "qwen3_5_moe", "granite_hybrid", "granite_hybrid_dense",
+                                         // FP8 checkpoints (tools/fixtures/make_hf_fp8_models.py)
+                                         "qwen3_fp8", "qwen3moe_fp8", "deepseek_v3_fp8", "llama_fp8_tensor",
+                                         "qwen3_fp8_channel"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or
