@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
-#include "model/hf_fp8.hpp"
+#include "model/hf_quantization.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_loaders.hpp"
 #include "model/safetensors.hpp"
@@ -76,10 +76,10 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
                                     supported_hf_architectures());
   }
 
-  const std::optional<Fp8Scheme> fp8 = read_quantization_config(cfg);
+  const std::optional<HfQuantScheme> quantization = read_quantization_config(cfg);
   checkpoint_ = safetensors::Checkpoint::open_dir(dir);
   HfWeights src(checkpoint_, store_);
-  if (fp8) src.set_fp8(*fp8);
+  if (quantization) src.set_quantization(*quantization);
   arch->load_hf(cfg, src, config_, weights_);
   config_.name = fs::path(dir).filename().string();
   if (config_.name.empty()) config_.name = fs::path(dir).parent_path().filename().string();

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "model/hf_fp8.hpp"
+#include "model/hf_int_packed.hpp"
 
 namespace troupe {
 namespace {
@@ -58,6 +60,11 @@ const safetensors::TensorInfo& HfWeights::bytes(std::string_view name, std::init
   return *t;
 }
 
+ThreadPool& HfWeights::pool() {
+  if (!pool_) pool_ = std::make_unique<ThreadPool>();
+  return *pool_;
+}
+
 Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out) {
   if (t.shape != std::vector<int64_t>{n_out, n_in}) {
     throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
@@ -65,20 +72,37 @@ Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int
   }
   constexpr std::string_view kSuffix = "weight";
   const std::string scale_name =
-      std::string_view(t.name).ends_with(kSuffix) ? t.name.substr(0, t.name.size() - kSuffix.size()) + fp8_->scale_suffix
-                                                  : t.name + "." + fp8_->scale_suffix;
+      std::string_view(t.name).ends_with(kSuffix) ? t.name.substr(0, t.name.size() - kSuffix.size()) + quant_->scale_suffix
+                                                  : t.name + "." + quant_->scale_suffix;
   const safetensors::TensorInfo* scale = ckpt_.find(scale_name);
   if (scale == nullptr) {
     throw Error(Errc::bad_format, t.file + ": FP8 tensor '" + t.name + "' has no scale '" + scale_name + "'");
   }
-  if (!pool_) pool_ = std::make_unique<ThreadPool>();
-  return dequantize_fp8(t, *scale, *fp8_, store_, *pool_);
+  return dequantize_fp8(t, *scale, *quant_, store_, pool());
+}
+
+// base: the module's name with its trailing '.' ("model.layers.0.mlp.up_proj.").
+Weight HfWeights::int4_matrix(const std::string& base, int64_t n_in, int64_t n_out) {
+  const safetensors::TensorInfo& packed = *ckpt_.find(base + "weight_packed");
+  const safetensors::TensorInfo* scale = ckpt_.find(base + "weight_scale");
+  if (scale == nullptr) {
+    throw Error(Errc::bad_format, packed.file + ": packed tensor '" + packed.name + "' has no scale '" + base +
+                                      "weight_scale'");
+  }
+  return unpack_int4(packed, *scale, ckpt_.find(base + "weight_zero_point"), *quant_, n_in, n_out, store_, pool());
 }
 
 Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
-  if (fp8_) {
+  if (quant_ && quant_->kind == HfQuantScheme::Kind::fp8) {
     const safetensors::TensorInfo* raw = ckpt_.find(resolve(name));
     if (raw != nullptr && raw->dtype == "F8_E4M3") return fp8_matrix(*raw, n_in, n_out);
+  }
+  if (quant_ && quant_->kind == HfQuantScheme::Kind::int4_packed && name.ends_with("weight")) {
+    const std::string full = resolve(name);
+    const std::string base = full.substr(0, full.size() - std::string_view("weight").size());
+    if (ckpt_.find(full) == nullptr && ckpt_.find(base + "weight_packed") != nullptr) {
+      return int4_matrix(base, n_in, n_out);
+    }
   }
   const safetensors::TensorInfo& t = expect(name, {n_out, n_in});
   const auto elem = static_cast<uintptr_t>(row_bytes(*t.type, 1));

@@ -13,7 +13,7 @@
 
 #include "core/thread_pool.hpp"
 #include "model/hf_config.hpp"
-#include "model/hf_fp8.hpp"
+#include "model/hf_quantization.hpp"
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
 #include "model/weight_store.hpp"
@@ -24,10 +24,11 @@ class HfWeights {
  public:
   HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
 
-  // The checkpoint's FP8 scheme (model/hf_fp8.hpp): matrix() dequantizes
-  // its F8_E4M3 matrices with their scales. Without one, such a matrix is
-  // Error(unsupported) like any dtype Troupe does not compute with.
-  void set_fp8(const Fp8Scheme& scheme) { fp8_ = scheme; }
+  // The checkpoint's quantization (model/hf_quantization.hpp): matrix()
+  // reads its F8_E4M3 matrices with their scales, or its packed 4-bit ones.
+  // Without one, such a matrix is Error(unsupported) like any dtype Troupe
+  // does not compute with.
+  void set_quantization(const HfQuantScheme& scheme) { quant_ = scheme; }
 
   bool has(std::string_view name) const { return ckpt_.find(resolve(name)) != nullptr; }
   // Names that start with `from` are looked up with `to` in its place, so a
@@ -46,8 +47,8 @@ class HfWeights {
                                                std::initializer_list<int64_t> b) const;
 
   // A torch nn.Linear weight: [n_out, n_in], rows of n_in. Kept in its
-  // dtype (f32, f16, bf16); copied only if its bytes are misaligned. An
-  // FP8 one (with set_fp8) is dequantized into the store.
+  // dtype (f32, f16, bf16); copied only if its bytes are misaligned. A
+  // quantized one (set_quantization) is unpacked into the store.
   Weight matrix(std::string_view name, int64_t n_in, int64_t n_out);
   // A GPT-2 Conv1D weight, stored [n_in, n_out]: transposed at load into
   // [n_out, n_in] rows, in its own dtype.
@@ -68,12 +69,14 @@ class HfWeights {
  private:
   std::string resolve(std::string_view name) const;
   Weight fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out);
+  Weight int4_matrix(const std::string& base, int64_t n_in, int64_t n_out);
+  ThreadPool& pool();
 
   const safetensors::Checkpoint& ckpt_;
   WeightStore& store_;
   std::string rename_from_, rename_to_;
-  std::optional<Fp8Scheme> fp8_;
-  std::unique_ptr<ThreadPool> pool_;  // made for the first FP8 matrix
+  std::optional<HfQuantScheme> quant_;
+  std::unique_ptr<ThreadPool> pool_;  // made for the first quantized matrix
 };
 
 // Which optional tensors a Llama-family checkpoint carries.

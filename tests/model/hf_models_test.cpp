@@ -121,9 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          "qwen3_vl", "qwen3_vl_moe", "olmoe", "granitemoe",
                                          "hunyuan_dense", "minimax_m2", "apertus", "qwen3_next", "qwen3_5",
                                          "qwen3_5_moe", "granite_hybrid", "granite_hybrid_dense",
-                                         // FP8 checkpoints (tools/fixtures/make_hf_fp8_models.py)
+                                         // pre-quantized checkpoints (tools/fixtures/make_hf_quantized_models.py)
                                          "qwen3_fp8", "qwen3moe_fp8", "deepseek_v3_fp8", "llama_fp8_tensor",
-                                         "qwen3_fp8_channel"),
+                                         "qwen3_fp8_channel", "qwen3_w4a16", "llama_w4a16_asym"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or

@@ -1,8 +1,9 @@
-// FP8 checkpoints: the e4m3 decoding and the block grids against torch
-// (tests/fixtures/fp8_e4m3.json, from tools/fixtures/make_hf_fp8_models.py),
-// the dequantized matrices' type, --quantize over them, and the errors a
-// malformed or unsupported quantization_config or scale gets. The fixtures'
-// logits against transformers are HfArch's (hf_models_test.cpp).
+// Pre-quantized checkpoints (FP8, compressed-tensors' packed 4-bit): the
+// e4m3 decoding and the block grids against torch (tests/fixtures/
+// fp8_e4m3.json, from tools/fixtures/make_hf_quantized_models.py), the types
+// the matrices load as, --quantize over them, and the errors a malformed or
+// unsupported quantization_config or tensor gets. The fixtures' logits
+// against transformers are HfArch's (hf_models_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "core/thread_pool.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/hf_fp8.hpp"
+#include "model/hf_int_packed.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
@@ -61,7 +63,7 @@ TEST(Fp8, PartialBlocksAreTorchsValues) {
                             .data = reinterpret_cast<const uint8_t*>(scale.data()), .n_bytes = 24};
   WeightStore store;
   ThreadPool pool(2);
-  const Fp8Scheme scheme{.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16, .to = DType::f32};
+  const HfQuantScheme scheme{.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16, .to = DType::f32};
   const Weight m = dequantize_fp8(w, s, scheme, store, pool);
   ASSERT_EQ(m.type, DType::f32);
   const auto* got = static_cast<const float*>(m.data);
@@ -104,6 +106,15 @@ TEST(Fp8, SchemesFromTheConfig) {
   EXPECT_EQ(ct->scale_suffix, "weight_scale");
   EXPECT_EQ(ct->block_rows, 128);
   EXPECT_EQ(ct->to, DType::f32);
+  const Json int4_group = {{"weights", {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"},
+                                        {"group_size", 128}, {"symmetric", false}}}};
+  const auto w4 = read_quantization_config(config_with(
+      {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+       {"config_groups", {{"group_0", int4_group}}}}));
+  ASSERT_TRUE(w4.has_value());
+  EXPECT_EQ(w4->kind, HfQuantScheme::Kind::int4_packed);
+  EXPECT_EQ(w4->group_size, 128);
+  EXPECT_FALSE(w4->symmetric);
   // Plain floats, and gpt-oss's MXFP4 (its architecture reads it).
   EXPECT_FALSE(read_quantization_config(HfConfig(Json{{"dtype", "bfloat16"}}, "c.json")).has_value());
   EXPECT_FALSE(read_quantization_config(config_with({{"quant_method", "mxfp4"}})).has_value());
@@ -121,9 +132,16 @@ TEST(Fp8, OtherMethodsAreRefusedByName) {
       {"e5m2", "e4m3"});
   st_test::expect_error(
       [] {
-        read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"}}));
+        read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "marlin-24"}}));
       },
-      Errc::unsupported, {"'pack-quantized'", "float-quantized"});
+      Errc::unsupported, {"'marlin-24'", "float-quantized", "pack-quantized"});
+  const Json int8_packed = {{"weights", {{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}}};
+  st_test::expect_error(
+      [&] {
+        read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+                                              {"config_groups", {{"group_0", int8_packed}}}}));
+      },
+      Errc::unsupported, {"'group_0'", "8-bit", "4-bit int"});
   const Json int8_group = {{"weights", {{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}}};
   st_test::expect_error(
       [&] {
@@ -148,7 +166,7 @@ TEST(Fp8, MatrixWithoutItsScaleIsNamed) {
   HfWeights src(ckpt, store);
   // No quantization_config: the dtype is refused as before.
   st_test::expect_error([&] { src.matrix("a.weight", 8, 4); }, Errc::unsupported, {"'a.weight'", "F8_E4M3"});
-  src.set_fp8({.scale_suffix = "weight_scale_inv", .to = DType::f32});
+  src.set_quantization({.scale_suffix = "weight_scale_inv", .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 8, 4); }, Errc::bad_format,
                         {"FP8 tensor 'a.weight'", "'a.weight_scale_inv'"});
   st_test::expect_error([&] { src.matrix("a.weight", 4, 8); }, Errc::bad_format, {"[4, 8]", "expected [8, 4]"});
@@ -199,6 +217,58 @@ TEST(Fp8, QuantizingFreesTheDequantizedMatrices) {
   ModelStage stage(q8, backend, stage_options(prompts.size()));
   const BatchRun run = run_batched(q8, prompts, 0, {&stage});
   for (const float v : run.prompt_logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+// compressed-tensors' symmetric groups of 32 with fp16-exact scales load as
+// q4_0, bit for bit: the file's size, the q4_0 kernels. (HfArch holds their
+// logits to transformers under exact math; the default int8 path is held to
+// the q4_0 type's own bound in the kernel tests.)
+TEST(Int4, SymmetricGroupsOf32AreQ4_0) {
+  auto model = Model::load(fixture_dir("qwen3_w4a16"));
+  const LayerWeights& l = model->weights().layers[1];
+  EXPECT_EQ(l.wq.type, DType::q4_0);
+  EXPECT_EQ(l.w_down.type, DType::q4_0);
+  EXPECT_EQ(model->weights().tok_embd.type, DType::f32);  // an embedding is not a Linear
+  // Asymmetric groups of 16 have no q4_0 form: floats.
+  auto asym = Model::load(fixture_dir("llama_w4a16_asym"));
+  EXPECT_EQ(asym->weights().layers[0].wv.type, DType::f32);
+}
+
+TEST(Int4, PackedTensorsAreChecked) {
+  st_test::TempDir dir("int4");
+  // 4 rows of 32: a word holds 8 values; nibble 9 is the value 1.
+  const std::vector<uint32_t> words(4 * 4, 0x99999999u);
+  const std::vector<float> scale{0.5f, 0.25f, 1.0f, 2.0f};   // fp16-exact, one per row
+  const std::vector<float> inexact{0.1f, 0.25f, 1.0f, 2.0f};  // 0.1 is not
+  st_test::write_safetensors(dir.file("model.safetensors"),
+                             {{"a.weight_packed", "I32", {4, 4}, st_test::as_bytes(words)},
+                              {"a.weight_scale", "F32", {4, 1}, st_test::as_bytes(scale)},
+                              {"b.weight_packed", "I32", {4, 4}, st_test::as_bytes(words)},
+                              {"b.weight_scale", "F32", {4, 1}, st_test::as_bytes(inexact)},
+                              {"c.weight_packed", "I32", {4, 3}, std::vector<uint8_t>(48)},
+                              {"c.weight_scale", "F32", {4, 1}, st_test::as_bytes(scale)}});
+  const auto ckpt = safetensors::Checkpoint::open_dir(dir.path().string());
+  WeightStore store;
+  HfWeights src(ckpt, store);
+  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale", .to = DType::f32});
+  const Weight a = src.matrix("a.weight", 32, 4);
+  ASSERT_EQ(a.type, DType::q4_0);
+  std::vector<float> row(32);
+  dequantize_row(DType::q4_0, static_cast<const uint8_t*>(a.data) + 3 * row_bytes(DType::q4_0, 32), row.data(), 32);
+  for (const float v : row) EXPECT_EQ(v, 2.0f);
+  const Weight b = src.matrix("b.weight", 32, 4);
+  ASSERT_EQ(b.type, DType::f32);
+  EXPECT_EQ(static_cast<const float*>(b.data)[0], 0.1f);
+  st_test::expect_error([&] { src.matrix("c.weight", 32, 4); }, Errc::bad_format,
+                        {"'c.weight_packed'", "I32 [4, 3]", "expected I32 [4, 4]"});
+  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
+                        .symmetric = false, .to = DType::f32});
+  st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
+                        {"asymmetric tensor 'a.weight_packed'", "no zero point"});
+  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
+                        .group_size = 16, .to = DType::f32});
+  st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
+                        {"'a.weight_scale'", "[4, 1]", "expected F32 [4, 2]"});
 }
 
 }  // namespace

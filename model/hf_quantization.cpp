@@ -1,0 +1,135 @@
+// quantization_config: the FP8 methods, compressed-tensors' FP8 and packed
+// 4-bit formats, and the refusal of every other method.
+#include "model/hf_quantization.hpp"
+
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+using Json = nlohmann::json;
+
+// The type the dequantized matrices take: the checkpoint's own, as
+// transformers gives them the model's dtype.
+DType checkpoint_dtype(const HfConfig& cfg) {
+  const std::string name = cfg.get_string("dtype", cfg.get_string("torch_dtype", "bfloat16"));
+  if (name == "float32") return DType::f32;
+  if (name == "float16") return DType::f16;
+  return DType::bf16;
+}
+
+constexpr const char* kInstead = ". Use a GGUF file, or the unquantized checkpoint with --quantize";
+
+// A [rows, cols] pair of positive block sizes; Error(bad_format) otherwise.
+std::pair<int64_t, int64_t> block_pair(const HfConfig& cfg, const Json& v, const char* key) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+      v[0].get<int64_t>() <= 0 || v[1].get<int64_t>() <= 0) {
+    cfg.fail(Errc::bad_format, std::string("quantization_config: '") + key + "' is not a pair of positive integers");
+  }
+  return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+}
+
+HfQuantScheme read_fp8_method(const HfConfig& cfg, const Json& q) {
+  HfQuantScheme s{.kind = HfQuantScheme::Kind::fp8, .scale_suffix = "weight_scale_inv", .to = checkpoint_dtype(cfg)};
+  // DeepSeek writes "e4m3", MiniMax "float8_e4m3fn".
+  if (q.contains("fmt") && !q["fmt"].is_null() && q["fmt"] != "e4m3" && q["fmt"] != "float8_e4m3fn") {
+    cfg.fail(Errc::unsupported, "quantization_config: FP8 format " + q["fmt"].dump() + " is not supported; "
+                                "supported: e4m3 (float8_e4m3fn)");
+  }
+  if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
+    std::tie(s.block_rows, s.block_cols) = block_pair(cfg, q["weight_block_size"], "weight_block_size");
+  }
+  return s;
+}
+
+// One config group's weights, as a scheme of the given format.
+HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Json& w, const std::string& format) {
+  const std::string where = "quantization_config: group '" + group + "' ";
+  if (!w.is_object()) cfg.fail(Errc::bad_format, where + "has no 'weights' object");
+  const Json& bits = w.contains("num_bits") ? w["num_bits"] : Json();
+  const Json& type = w.contains("type") ? w["type"] : Json();
+  const std::string strategy = w.contains("strategy") && w["strategy"].is_string() ? w["strategy"].get<std::string>() : "";
+  HfQuantScheme s{.to = checkpoint_dtype(cfg)};
+  if (format == "float-quantized") {
+    if (bits != 8 || type != "float") {
+      cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() +
+                                      " weights in float-quantized; supported: 8-bit float");
+    }
+    s.kind = HfQuantScheme::Kind::fp8;
+    s.scale_suffix = "weight_scale";
+    if (strategy == "block") {
+      std::tie(s.block_rows, s.block_cols) = block_pair(cfg, w["block_structure"], "block_structure");
+    } else if (strategy != "tensor" && strategy != "channel") {
+      cfg.fail(Errc::unsupported, where + "has weight strategy '" + strategy + "'; supported: tensor, channel, block");
+    }
+    return s;
+  }
+  // pack-quantized
+  if (bits != 4 || type != "int") {
+    cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() +
+                                    " weights in pack-quantized; supported: 4-bit int" + kInstead);
+  }
+  s.kind = HfQuantScheme::Kind::int4_packed;
+  s.scale_suffix = "weight_scale";
+  s.symmetric = !w.contains("symmetric") || w["symmetric"] != false;
+  if (strategy == "group") {
+    const Json& g = w.contains("group_size") ? w["group_size"] : Json();
+    if (!g.is_number_integer() || g.get<int64_t>() <= 0) {
+      cfg.fail(Errc::bad_format, where + "has no positive 'group_size'");
+    }
+    s.group_size = g.get<int64_t>();
+  } else if (strategy != "channel") {
+    cfg.fail(Errc::unsupported, where + "has weight strategy '" + strategy + "' in pack-quantized; supported: "
+                                        "group, channel");
+  }
+  return s;
+}
+
+// compressed-tensors: the format (top level, or each group's own) and every
+// group's weights. Activation settings are not read: Troupe keeps
+// activations in float, what the weights were made to approximate.
+std::optional<HfQuantScheme> read_compressed_tensors(const HfConfig& cfg, const Json& q) {
+  const std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+  if (format == "dense") return std::nullopt;  // weights stored as plain floats
+  if (format != "float-quantized" && format != "pack-quantized") {
+    cfg.fail(Errc::unsupported, "quantization_config: compressed-tensors format '" + format +
+                                    "' is not supported; supported: float-quantized (FP8), pack-quantized "
+                                    "(4-bit integers)" + kInstead);
+  }
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
+    cfg.fail(Errc::bad_format, "quantization_config: no 'config_groups' object");
+  }
+  std::optional<HfQuantScheme> scheme;
+  for (const auto& [group, g] : q["config_groups"].items()) {
+    const HfQuantScheme s = read_group(cfg, group, g.is_object() && g.contains("weights") ? g["weights"] : Json(),
+                                       format);
+    if (scheme && (s.kind != scheme->kind || s.block_rows != scheme->block_rows ||
+                   s.block_cols != scheme->block_cols || s.group_size != scheme->group_size ||
+                   s.symmetric != scheme->symmetric)) {
+      cfg.fail(Errc::unsupported, "quantization_config: groups quantized differently (group '" + group + "')");
+    }
+    scheme = s;
+  }
+  return scheme;
+}
+
+}  // namespace
+
+std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg) {
+  if (!cfg.has("quantization_config")) return std::nullopt;
+  const Json& q = cfg.json()["quantization_config"];
+  if (!q.is_object() || !q.contains("quant_method") || !q["quant_method"].is_string()) {
+    cfg.fail(Errc::bad_format, "quantization_config has no 'quant_method' string");
+  }
+  const std::string method = q["quant_method"].get<std::string>();
+  if (method == "fp8") return read_fp8_method(cfg, q);
+  if (method == "compressed-tensors") return read_compressed_tensors(cfg, q);
+  if (method == "mxfp4") return std::nullopt;  // gpt-oss's experts, read by its architecture
+  cfg.fail(Errc::unsupported, "quantization method '" + method +
+                                  "' is not supported; supported: fp8, compressed-tensors (FP8 or packed 4-bit "
+                                  "weights), mxfp4 (gpt-oss)" + kInstead);
+}
+
+}  // namespace troupe
