@@ -1,5 +1,5 @@
-// quantization_config: the FP8 methods, compressed-tensors' FP8 and packed
-// 4-bit formats, and the refusal of every other method.
+// quantization_config: the FP8 methods, GPTQ, AWQ, compressed-tensors' FP8
+// and packed 4-bit formats, and the refusal of every other method.
 #include "model/hf_quantization.hpp"
 
 #include <utility>
@@ -40,6 +40,52 @@ HfQuantScheme read_fp8_method(const HfConfig& cfg, const Json& q) {
   }
   if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
     std::tie(s.block_rows, s.block_cols) = block_pair(cfg, q["weight_block_size"], "weight_block_size");
+  }
+  return s;
+}
+
+// An integer key that one of two spellings may give (AWQ's older configs
+// say "w_bit" and "q_group_size").
+int64_t int_key(const HfConfig& cfg, const Json& q, const char* key, const char* alt, int64_t fallback) {
+  for (const char* k : {key, alt}) {
+    if (!q.contains(k) || q[k].is_null()) continue;
+    if (!q[k].is_number_integer()) cfg.fail(Errc::bad_format, std::string("quantization_config: '") + k + "' is not an integer");
+    return q[k].get<int64_t>();
+  }
+  return fallback;
+}
+
+// GPTQ and AWQ: 4-bit groups of group_size inputs (-1: a group per row).
+HfQuantScheme read_gptq_awq(const HfConfig& cfg, const Json& q, HfQuantScheme::Kind kind) {
+  const char* method = kind == HfQuantScheme::Kind::gptq ? "gptq" : "awq";
+  const int64_t bits = int_key(cfg, q, "bits", "w_bit", -1);
+  if (bits < 0) cfg.fail(Errc::bad_format, std::string("quantization_config: ") + method + " without 'bits'");
+  if (bits != 4) {
+    cfg.fail(Errc::unsupported, std::string("quantization_config: ") + method + " with " + std::to_string(bits) +
+                                    "-bit weights is not supported; supported: 4" + kInstead);
+  }
+  HfQuantScheme s{.kind = kind, .to = checkpoint_dtype(cfg)};
+  const int64_t group = int_key(cfg, q, "group_size", "q_group_size", -1);
+  if (group == 0 || group < -1) cfg.fail(Errc::bad_format, "quantization_config: group_size " + std::to_string(group));
+  s.group_size = group < 0 ? 0 : group;
+  if (kind == HfQuantScheme::Kind::gptq) {
+    const std::string format = q.contains("checkpoint_format") && q["checkpoint_format"].is_string()
+                                   ? q["checkpoint_format"].get<std::string>() : "gptq";
+    if (format != "gptq" && format != "gptq_v2") {
+      cfg.fail(Errc::unsupported, "quantization_config: GPTQ checkpoint_format '" + format +
+                                      "' is not supported; supported: gptq, gptq_v2" + kInstead);
+    }
+    s.zero_offset = format == "gptq" ? 1 : 0;
+    return s;
+  }
+  const std::string version = q.contains("version") && q["version"].is_string() ? q["version"].get<std::string>()
+                                                                                : "gemm";
+  if (version != "gemm" && version != "GEMM") {
+    cfg.fail(Errc::unsupported, "quantization_config: AWQ version '" + version + "' is not supported; supported: "
+                                "gemm" + kInstead);
+  }
+  if (q.contains("zero_point") && q["zero_point"] == false) {
+    cfg.fail(Errc::unsupported, "quantization_config: AWQ without zero points is not supported" + std::string(kInstead));
   }
   return s;
 }
@@ -126,10 +172,12 @@ std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg) {
   const std::string method = q["quant_method"].get<std::string>();
   if (method == "fp8") return read_fp8_method(cfg, q);
   if (method == "compressed-tensors") return read_compressed_tensors(cfg, q);
+  if (method == "gptq") return read_gptq_awq(cfg, q, HfQuantScheme::Kind::gptq);
+  if (method == "awq") return read_gptq_awq(cfg, q, HfQuantScheme::Kind::awq);
   if (method == "mxfp4") return std::nullopt;  // gpt-oss's experts, read by its architecture
   cfg.fail(Errc::unsupported, "quantization method '" + method +
-                                  "' is not supported; supported: fp8, compressed-tensors (FP8 or packed 4-bit "
-                                  "weights), mxfp4 (gpt-oss)" + kInstead);
+                                  "' is not supported; supported: fp8, gptq and awq (4-bit), compressed-tensors "
+                                  "(FP8 or packed 4-bit weights), mxfp4 (gpt-oss)" + kInstead);
 }
 
 }  // namespace troupe

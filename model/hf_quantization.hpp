@@ -1,7 +1,8 @@
 // Pre-quantized Hugging Face checkpoints: what config.json's
 // quantization_config says about the matrices, for the methods Troupe reads
-// (the FP8 releases, model/hf_fp8.hpp; compressed-tensors' packed 4-bit
-// integers, model/hf_int_packed.hpp). Every other method is refused by name.
+// (the FP8 releases, model/hf_fp8.hpp; 4-bit integers from GPTQ, AWQ and
+// compressed-tensors, model/hf_int4.hpp). Every other method is refused by
+// name.
 #pragma once
 
 #include <cstdint>
@@ -19,19 +20,32 @@ struct HfQuantScheme {
     // ([] or [1]), one per row ([n_out] or [n_out, 1]), or a grid
     // [ceil(n_out / block_rows), ceil(n_in / block_cols)]; value = float8 x scale.
     fp8,
+    // The 4-bit integers (model/hf_int4.hpp), value = (q - zero) x scale
+    // over groups of group_size inputs (0: a group per row):
     // compressed-tensors "pack-quantized": "<m>.weight_packed" I32
-    // [n_out, n_in / 8] (element i of a row at bits 4 (i % 8) of word i / 8,
-    // stored as q + 8), "<m>.weight_scale" [n_out, n_in / group_size], and
-    // without symmetric "<m>.weight_zero_point" I32 [ceil(n_out / 8),
-    // groups] packed along the rows; value = (q - zero) x scale.
+    // [n_out, n_in / 8] (input i of a row in bits 4 (i % 8) of word i / 8,
+    // stored q + 8), "<m>.weight_scale" [n_out, groups], and unless
+    // symmetric "<m>.weight_zero_point" I32 [ceil(n_out / 8), groups]
+    // packed down the rows (zero + 8).
     int4_packed,
+    // GPTQ: "<m>.qweight" I32 [n_in / 8, n_out] (input k of output o in bits
+    // 4 (k % 8) of word [k / 8][o]), "<m>.qzeros" I32 [groups, n_out / 8]
+    // (output o in bits 4 (o % 8); the first format, checkpoint_format
+    // "gptq", stores zero - 1), "<m>.scales" [groups, n_out], and
+    // "<m>.g_idx" I32 [n_in], each input's group (act-order checkpoints).
+    gptq,
+    // AWQ (version "gemm"): "<m>.qweight" I32 [n_in, n_out / 8] and
+    // "<m>.qzeros" [groups, n_out / 8] with the 8 outputs of a word in the
+    // order 0 2 4 6 1 3 5 7, "<m>.scales" [groups, n_out].
+    awq,
   };
   Kind kind = Kind::fp8;
   std::string scale_suffix;  // fp8: "weight_scale_inv" (quant_method "fp8") or "weight_scale"
   int64_t block_rows = 0;    // fp8: 0 when the checkpoint has no block grid
   int64_t block_cols = 0;
-  int64_t group_size = 0;    // int4_packed: 0 for one group per row (strategy "channel")
-  bool symmetric = true;     // int4_packed
+  int64_t group_size = 0;    // the integer kinds: 0 for one group per row
+  bool symmetric = true;     // int4_packed: no zero points stored (all 8)
+  int zero_offset = 0;       // gptq: 1 for checkpoint_format "gptq", whose zeros are stored minus 1
   DType to = DType::bf16;    // the type a matrix is dequantized to: the config's dtype (bf16 when unsaid)
 };
 

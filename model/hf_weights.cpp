@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 #include "model/hf_fp8.hpp"
-#include "model/hf_int_packed.hpp"
+#include "model/hf_int4.hpp"
 
 namespace troupe {
 namespace {
@@ -83,13 +83,12 @@ Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int
 
 // base: the module's name with its trailing '.' ("model.layers.0.mlp.up_proj.").
 Weight HfWeights::int4_matrix(const std::string& base, int64_t n_in, int64_t n_out) {
-  const safetensors::TensorInfo& packed = *ckpt_.find(base + "weight_packed");
-  const safetensors::TensorInfo* scale = ckpt_.find(base + "weight_scale");
-  if (scale == nullptr) {
-    throw Error(Errc::bad_format, packed.file + ": packed tensor '" + packed.name + "' has no scale '" + base +
-                                      "weight_scale'");
-  }
-  return unpack_int4(packed, *scale, ckpt_.find(base + "weight_zero_point"), *quant_, n_in, n_out, store_, pool());
+  const bool gptq_awq = quant_->kind != HfQuantScheme::Kind::int4_packed;
+  const Int4Tensors t{.codes = ckpt_.find(base + (gptq_awq ? "qweight" : "weight_packed")),
+                      .scale = ckpt_.find(base + (gptq_awq ? "scales" : "weight_scale")),
+                      .zero = ckpt_.find(base + (gptq_awq ? "qzeros" : "weight_zero_point")),
+                      .g_idx = quant_->kind == HfQuantScheme::Kind::gptq ? ckpt_.find(base + "g_idx") : nullptr};
+  return read_int4(t, *quant_, n_in, n_out, store_, pool());
 }
 
 Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
@@ -97,12 +96,11 @@ Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
     const safetensors::TensorInfo* raw = ckpt_.find(resolve(name));
     if (raw != nullptr && raw->dtype == "F8_E4M3") return fp8_matrix(*raw, n_in, n_out);
   }
-  if (quant_ && quant_->kind == HfQuantScheme::Kind::int4_packed && name.ends_with("weight")) {
+  if (quant_ && quant_->kind != HfQuantScheme::Kind::fp8 && name.ends_with("weight")) {
     const std::string full = resolve(name);
     const std::string base = full.substr(0, full.size() - std::string_view("weight").size());
-    if (ckpt_.find(full) == nullptr && ckpt_.find(base + "weight_packed") != nullptr) {
-      return int4_matrix(base, n_in, n_out);
-    }
+    const char* codes = quant_->kind == HfQuantScheme::Kind::int4_packed ? "weight_packed" : "qweight";
+    if (ckpt_.find(full) == nullptr && ckpt_.find(base + codes) != nullptr) return int4_matrix(base, n_in, n_out);
   }
   const safetensors::TensorInfo& t = expect(name, {n_out, n_in});
   const auto elem = static_cast<uintptr_t>(row_bytes(*t.type, 1));

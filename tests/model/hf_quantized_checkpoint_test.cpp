@@ -14,7 +14,7 @@
 #include "core/thread_pool.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/hf_fp8.hpp"
-#include "model/hf_int_packed.hpp"
+#include "model/hf_int4.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
@@ -115,6 +115,16 @@ TEST(Fp8, SchemesFromTheConfig) {
   EXPECT_EQ(w4->kind, HfQuantScheme::Kind::int4_packed);
   EXPECT_EQ(w4->group_size, 128);
   EXPECT_FALSE(w4->symmetric);
+  const auto gptq = read_quantization_config(config_with({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", -1}}));
+  ASSERT_TRUE(gptq.has_value());
+  EXPECT_EQ(gptq->kind, HfQuantScheme::Kind::gptq);
+  EXPECT_EQ(gptq->group_size, 0);   // a group per row
+  EXPECT_EQ(gptq->zero_offset, 1);  // the first format: zeros stored minus 1
+  const auto awq = read_quantization_config(
+      config_with({{"quant_method", "awq"}, {"w_bit", 4}, {"q_group_size", 128}, {"zero_point", true}}));
+  ASSERT_TRUE(awq.has_value());
+  EXPECT_EQ(awq->kind, HfQuantScheme::Kind::awq);
+  EXPECT_EQ(awq->group_size, 128);
   // Plain floats, and gpt-oss's MXFP4 (its architecture reads it).
   EXPECT_FALSE(read_quantization_config(HfConfig(Json{{"dtype", "bfloat16"}}, "c.json")).has_value());
   EXPECT_FALSE(read_quantization_config(config_with({{"quant_method", "mxfp4"}})).has_value());
@@ -123,10 +133,21 @@ TEST(Fp8, SchemesFromTheConfig) {
 }
 
 TEST(Fp8, OtherMethodsAreRefusedByName) {
-  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "gptq"}, {"bits", 4}})); },
-                        Errc::unsupported, {"config.json", "'gptq'", "fp8", "GGUF", "--quantize"});
-  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "awq"}})); }, Errc::unsupported,
-                        {"'awq'"});
+  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "bitsandbytes"}})); },
+                        Errc::unsupported, {"config.json", "'bitsandbytes'", "fp8", "gptq", "GGUF", "--quantize"});
+  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "gptq"}, {"bits", 8}})); },
+                        Errc::unsupported, {"gptq with 8-bit", "supported: 4"});
+  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "awq"}})); }, Errc::bad_format,
+                        {"awq without 'bits'"});
+  st_test::expect_error(
+      [] { read_quantization_config(config_with({{"quant_method", "awq"}, {"w_bit", 4}, {"version", "gemv"}})); },
+      Errc::unsupported, {"AWQ version 'gemv'", "gemm"});
+  st_test::expect_error(
+      [] {
+        read_quantization_config(
+            config_with({{"quant_method", "gptq"}, {"bits", 4}, {"checkpoint_format", "marlin"}}));
+      },
+      Errc::unsupported, {"checkpoint_format 'marlin'"});
   st_test::expect_error(
       [] { read_quantization_config(config_with({{"quant_method", "fp8"}, {"fmt", "e5m2"}})); }, Errc::unsupported,
       {"e5m2", "e4m3"});
@@ -219,8 +240,8 @@ TEST(Fp8, QuantizingFreesTheDequantizedMatrices) {
   for (const float v : run.prompt_logits) ASSERT_TRUE(std::isfinite(v));
 }
 
-// compressed-tensors' symmetric groups of 32 with fp16-exact scales load as
-// q4_0, bit for bit: the file's size, the q4_0 kernels. (HfArch holds their
+// 4-bit groups of 32 with fp16-exact scales load as q4_0 or q4_1, bit for
+// bit: the file's size, those types' kernels. (HfArch holds their
 // logits to transformers under exact math; the default int8 path is held to
 // the q4_0 type's own bound in the kernel tests.)
 TEST(Int4, SymmetricGroupsOf32AreQ4_0) {
@@ -232,6 +253,13 @@ TEST(Int4, SymmetricGroupsOf32AreQ4_0) {
   // Asymmetric groups of 16 have no q4_0 form: floats.
   auto asym = Model::load(fixture_dir("llama_w4a16_asym"));
   EXPECT_EQ(asym->weights().layers[0].wv.type, DType::f32);
+  // GPTQ's symmetric groups of 32 too; its act-order groups scatter over
+  // the columns (floats); AWQ's zero points make q4_1 blocks.
+  EXPECT_EQ(Model::load(fixture_dir("qwen3_gptq"))->weights().layers[0].wo.type, DType::q4_0);
+  EXPECT_EQ(Model::load(fixture_dir("qwen3_gptq_act_order"))->weights().layers[0].wo.type, DType::f32);
+  auto awq = Model::load(fixture_dir("qwen3_awq"));
+  EXPECT_EQ(awq->weights().layers[1].w_gate.type, DType::q4_1);
+  EXPECT_LT(awq->stored_bytes(), Model::load(fixture_dir("qwen3_gptq_act_order"))->stored_bytes() / 4);
 }
 
 TEST(Int4, PackedTensorsAreChecked) {
@@ -264,11 +292,40 @@ TEST(Int4, PackedTensorsAreChecked) {
   src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
                         .symmetric = false, .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
-                        {"asymmetric tensor 'a.weight_packed'", "no zero point"});
+                        {"model.safetensors: quantized tensor 'a.weight_packed'", "no zero point"});
   src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
                         .group_size = 16, .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
-                        {"'a.weight_scale'", "[4, 1]", "expected F32 [4, 2]"});
+                        {"'a.weight_scale'", "[4, 1]", "expected a float [4, 2]"});
+}
+
+// A q4_1 block's minimum is -d x zero rounded once to fp16: where that
+// product needs more than fp16's 11 bits, each value is off by at most half
+// an fp16 step of the minimum (AWQ's fp16 kernels round as much).
+TEST(Int4, Q4_1MinimumIsRoundedOnce) {
+  st_test::TempDir dir("int4_q4_1");
+  const float d = 1.0009765625f;  // 1 + 2^-10: on fp16's grid, its last bit set
+  const std::vector<uint32_t> codes(4, 0x99999999u);  // every code 9
+  const std::vector<uint32_t> zero{3u};               // row 0's zero point: 3
+  st_test::write_safetensors(dir.file("model.safetensors"),
+                             {{"a.weight_packed", "I32", {1, 4}, st_test::as_bytes(codes)},
+                              {"a.weight_scale", "F32", {1, 1}, st_test::as_bytes(std::vector<float>{d})},
+                              {"a.weight_zero_point", "I32", {1, 1}, st_test::as_bytes(zero)}});
+  const auto ckpt = safetensors::Checkpoint::open_dir(dir.path().string());
+  WeightStore store;
+  HfWeights src(ckpt, store);
+  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
+                        .symmetric = false, .to = DType::f32});
+  const Weight a = src.matrix("a.weight", 32, 1);
+  ASSERT_EQ(a.type, DType::q4_1);
+  std::vector<float> row(32);
+  dequantize_row(DType::q4_1, a.data, row.data(), 32);
+  const float exact = 6.0f * d;  // (9 - 3) d
+  const float half_step = 3.0f * d * std::ldexp(1.0f, -11);  // half of fp16's relative step at |m|
+  for (const float v : row) {
+    EXPECT_NE(v, exact);  // 3 d needs 12 bits: the minimum was rounded
+    EXPECT_LE(std::fabs(v - exact), half_step);
+  }
 }
 
 }  // namespace
