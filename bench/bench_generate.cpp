@@ -102,7 +102,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(n_prefill));
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const std::string& path : models) {
+    const auto load_start = Clock::now();
     auto model = troupe::Model::load(path);
+    std::fprintf(stderr, "%s: loaded in %.2f s, %.0f MB made at load\n", path.c_str(),
+                 std::chrono::duration<double>(Clock::now() - load_start).count(),
+                 static_cast<double>(model->stored_bytes()) / 1e6);
     std::mt19937 rng(7);
     std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(model->config().n_vocab - 1));
     std::vector<int32_t> prompt(static_cast<size_t>(n_prefill));

@@ -112,7 +112,7 @@ def main():
         self.gguf_writer.add_tokenizer_pre("qwen2")
         self.gguf_writer.add_token_list(tokens)
         self.gguf_writer.add_token_types([1] * len(tokens))
-        self.gguf_writer.add_token_merges([])
+        self.gguf_writer.add_token_merges(["! !"])  # llama.cpp refuses a BPE vocabulary without merges
         self.gguf_writer.add_bos_token_id(1)
         self.gguf_writer.add_eos_token_id(2)
     get_model_class("Qwen3ForCausalLM").set_vocab = vocab
