@@ -5,7 +5,9 @@ start from inputs that get past the first checks:
 
   gguf_model         tiny Llama GGUFs written by troupe-make-model
   safetensors_model  config.json + NUL + model.safetensors, the test
-                     fixtures' Llama/Qwen2/GPT-2 shrunk to 1 layer, width 8
+                     fixtures' Llama/Qwen2/GPT-2 shrunk to 1 layer, width 8,
+                     and the FP8, GPTQ, AWQ and 4-bit compressed-tensors
+                     ones cut to 1 layer
   tokenizer_json     tokenizer.json (byte-level BPE; SentencePiece-style BPE
                      with byte fallback) + NUL + a text to encode
   jinja_template     the interpreter cases of tests/fixtures/chat_templates.json
@@ -98,6 +100,33 @@ def safetensors_seeds(src, out):
                    if name != "__metadata__" and not re.search(r"\.(layers|h)\.1\.", name)]
         blob = json.dumps(cfg, indent=1).encode() + b"\0" + safetensors_bytes(tensors, dtype)
         write(out / "safetensors_model" / f"{arch}_{dtype.lower()}.bin", blob)
+
+
+def quantized_seeds(src, out):
+    # The pre-quantized fixtures (FP8, GPTQ, AWQ, compressed-tensors 4-bit)
+    # cut to their first layer, every tensor's bytes as the fixture has them:
+    # their scales, packed words and quantization_config are what the
+    # fuzzer mutates.
+    for name in ("qwen3_fp8", "qwen3_gptq", "qwen3_awq", "qwen3_w4a16"):
+        d = src / "tests/fixtures/hf" / name
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["num_hidden_layers"] = 1
+        cfg["layer_types"] = cfg["layer_types"][:1]
+        raw = (d / "model.safetensors").read_bytes()
+        n = struct.unpack("<Q", raw[:8])[0]
+        header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+        kept, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+        for tensor, t in sorted(header.items()):
+            if tensor == "__metadata__" or ".layers.1." in tensor:
+                continue
+            begin, end = t["data_offsets"]
+            kept[tensor] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [offset, offset + end - begin]}
+            blobs.append(data[begin:end])
+            offset += end - begin
+        text = json.dumps(kept, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        blob = json.dumps(cfg, indent=1).encode() + b"\0" + struct.pack("<Q", len(text)) + text + b"".join(blobs)
+        write(out / "safetensors_model" / f"{name}.bin", blob)
 
 
 def byte_level_chars():
@@ -261,6 +290,7 @@ def main():
         (out / name).mkdir(parents=True)
     gguf_seeds(out, args.make_model)
     safetensors_seeds(src, out)
+    quantized_seeds(src, out)
     tokenizer_seeds(out)
     jinja_seeds(src, out)
     config_seeds(src, out)
