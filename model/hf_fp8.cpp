@@ -14,12 +14,6 @@
 namespace troupe {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 const std::array<float, 256>& e4m3_table() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
@@ -37,15 +31,15 @@ float e4m3_to_f32(uint8_t b) {
   const int mant = b & 0x7;
   if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
   if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant/8 x 2^-6
-  return sign * std::ldexp(static_cast<float>(8 + mant), exp - 10);     // (1 + mant/8) x 2^(exp-7)
+  return sign * std::ldexp(static_cast<float>(8 + mant), exp - 10);      // (1 + mant/8) x 2^(exp-7)
 }
 
 Weight dequantize_fp8(const safetensors::TensorInfo& w, const safetensors::TensorInfo& scale, const HfQuantScheme& s,
                       WeightStore& store, ThreadPool& pool) {
   const int64_t n_out = w.shape.at(0), n_in = w.shape.at(1);
   if (!scale.type) {
-    throw Error(Errc::unsupported, scale.file + ": scale '" + scale.name + "' has dtype " + scale.dtype +
-                                       "; supported: F32, BF16, F16");
+    throw Error(Errc::unsupported,
+                scale.file + ": scale '" + scale.name + "' has dtype " + scale.dtype + "; supported: F32, BF16, F16");
   }
   // The grid [sr, sc] of blocks [br, bc] the scale's shape names.
   const std::vector<int64_t>& sh = scale.shape;
@@ -65,9 +59,9 @@ Weight dequantize_fp8(const safetensors::TensorInfo& w, const safetensors::Tenso
               std::to_string((n_in + s.block_cols - 1) / s.block_cols) + "] (blocks of " +
               std::to_string(s.block_rows) + "x" + std::to_string(s.block_cols) + ")";
     }
-    throw Error(Errc::bad_format, scale.file + ": scale '" + scale.name + "' has shape " + shape_str(sh) +
-                                      " for FP8 matrix '" + w.name + "' " + shape_str(w.shape) + ", expected " +
-                                      want);
+    throw Error(Errc::bad_format, scale.file + ": scale '" + scale.name + "' has shape " +
+                                      safetensors::shape_string(sh) + " for FP8 matrix '" + w.name + "' " +
+                                      safetensors::shape_string(w.shape) + ", expected " + want);
   }
   const int64_t sc = (n_in + bc - 1) / bc;
   std::vector<float> scales(static_cast<size_t>(n_scales));

@@ -16,20 +16,15 @@ namespace {
 
 using safetensors::TensorInfo;
 
-std::string shape_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // One of the tensors of codes' matrix, checked (dtype nullptr: any).
 const TensorInfo& expect_tensor(const TensorInfo* t, const char* role, const TensorInfo& codes, const char* dtype,
                                 const std::vector<int64_t>& shape) {
-  if (t == nullptr) throw Error(Errc::bad_format, codes.file + ": quantized tensor '" + codes.name + "' has no " + role);
+  if (t == nullptr)
+    throw Error(Errc::bad_format, codes.file + ": quantized tensor '" + codes.name + "' has no " + role);
   if ((dtype != nullptr && t->dtype != dtype) || t->shape != shape) {
-    throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' is " + t->dtype + " " + shape_str(t->shape) +
-                                      ", expected " + (dtype != nullptr ? dtype : "a float") + " " +
-                                      shape_str(shape));
+    throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' is " + t->dtype + " " +
+                                      safetensors::shape_string(t->shape) + ", expected " +
+                                      (dtype != nullptr ? dtype : "a float") + " " + safetensors::shape_string(shape));
   }
   return *t;
 }
@@ -44,8 +39,8 @@ inline uint32_t field(const TensorInfo& t, int64_t w, int64_t i) {
 
 std::vector<float> floats_of(const TensorInfo& t) {
   if (!t.type) {
-    throw Error(Errc::unsupported, t.file + ": scale '" + t.name + "' has dtype " + t.dtype +
-                                       "; supported: F32, BF16, F16");
+    throw Error(Errc::unsupported,
+                t.file + ": scale '" + t.name + "' has dtype " + t.dtype + "; supported: F32, BF16, F16");
   }
   std::vector<uint8_t> raw(static_cast<size_t>(t.n_bytes));  // unaligned in the file
   std::memcpy(raw.data(), t.data, raw.size());
@@ -64,8 +59,8 @@ constexpr int kAwqField[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 // rows ([rows][n_in], 0..15).
 struct Int4Matrix {
   int64_t n_groups = 0;
-  std::vector<float> scale;   // [n_out][n_groups]
-  std::vector<uint8_t> zero;  // [n_out][n_groups]
+  std::vector<float> scale;    // [n_out][n_groups]
+  std::vector<uint8_t> zero;   // [n_out][n_groups]
   std::vector<int32_t> group;  // [n_in]
   std::function<void(int64_t r0, int64_t r1, uint8_t* codes)> read;
 };
@@ -82,7 +77,8 @@ Int4Matrix compressed_tensors(const Int4Tensors& t, const HfQuantScheme& s, int6
     const TensorInfo& z = expect_tensor(t.zero, "zero point", name, "I32", {(n_out + 7) / 8, m.n_groups});
     for (int64_t r = 0; r < n_out; ++r) {
       for (int64_t g = 0; g < m.n_groups; ++g) {
-        m.zero[static_cast<size_t>(r * m.n_groups + g)] = static_cast<uint8_t>(field(z, (r / 8) * m.n_groups + g, r % 8));
+        m.zero[static_cast<size_t>(r * m.n_groups + g)] =
+            static_cast<uint8_t>(field(z, (r / 8) * m.n_groups + g, r % 8));
       }
     }
   }
@@ -90,7 +86,8 @@ Int4Matrix compressed_tensors(const Int4Tensors& t, const HfQuantScheme& s, int6
   for (int64_t c = 0; c < n_in; ++c) m.group[static_cast<size_t>(c)] = static_cast<int32_t>(c / gs);
   m.read = [&codes, n_in, words](int64_t r0, int64_t r1, uint8_t* out) {
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = 0; c < n_in; ++c) out[(r - r0) * n_in + c] = static_cast<uint8_t>(field(codes, r * words + c / 8, c % 8));
+      for (int64_t c = 0; c < n_in; ++c)
+        out[(r - r0) * n_in + c] = static_cast<uint8_t>(field(codes, r * words + c / 8, c % 8));
     }
   };
   return m;
@@ -129,8 +126,8 @@ Int4Matrix gptq(const Int4Tensors& t, const HfQuantScheme& s, int64_t n_in, int6
     std::memcpy(m.group.data(), g.data, static_cast<size_t>(n_in) * 4);
     for (const int32_t v : m.group) {
       if (v < 0 || v >= m.n_groups) {
-        throw Error(Errc::bad_format, g.file + ": tensor '" + g.name + "' names group " + std::to_string(v) +
-                                          " of " + std::to_string(m.n_groups));
+        throw Error(Errc::bad_format, g.file + ": tensor '" + g.name + "' names group " + std::to_string(v) + " of " +
+                                          std::to_string(m.n_groups));
       }
     }
   } else {
@@ -139,7 +136,8 @@ Int4Matrix gptq(const Int4Tensors& t, const HfQuantScheme& s, int64_t n_in, int6
   // Input k of output o: field k % 8 of word [k / 8][o].
   m.read = [&codes, n_in, n_out](int64_t r0, int64_t r1, uint8_t* out) {
     for (int64_t k = 0; k < n_in; ++k) {
-      for (int64_t r = r0; r < r1; ++r) out[(r - r0) * n_in + k] = static_cast<uint8_t>(field(codes, (k / 8) * n_out + r, k % 8));
+      for (int64_t r = r0; r < r1; ++r)
+        out[(r - r0) * n_in + k] = static_cast<uint8_t>(field(codes, (k / 8) * n_out + r, k % 8));
     }
   };
   return m;
@@ -179,11 +177,11 @@ bool as_blocks(const Int4Matrix& m, int64_t n_in) {
 Weight read_int4(const Int4Tensors& t, const HfQuantScheme& s, int64_t n_in, int64_t n_out, WeightStore& store,
                  ThreadPool& pool) {
   if ((s.kind != HfQuantScheme::Kind::int4_packed) && (n_in % 8 != 0 || n_out % 8 != 0)) {
-    throw Error(Errc::bad_format, t.codes->file + ": tensor '" + t.codes->name + "' packs a [" +
-                                      std::to_string(n_out) + ", " + std::to_string(n_in) +
+    throw Error(Errc::bad_format, t.codes->file + ": tensor '" + t.codes->name + "' packs a [" + std::to_string(n_out) +
+                                      ", " + std::to_string(n_in) +
                                       "] matrix; GPTQ and AWQ need both sides a multiple of 8");
   }
-  const Int4Matrix m = s.kind == HfQuantScheme::Kind::gptq ? gptq(t, s, n_in, n_out)
+  const Int4Matrix m = s.kind == HfQuantScheme::Kind::gptq  ? gptq(t, s, n_in, n_out)
                        : s.kind == HfQuantScheme::Kind::awq ? awq(t, s, n_in, n_out)
                                                             : compressed_tensors(t, s, n_in, n_out);
   const bool blocks = as_blocks(m, n_in);

@@ -35,8 +35,8 @@ HfQuantScheme read_fp8_method(const HfConfig& cfg, const Json& q) {
   HfQuantScheme s{.kind = HfQuantScheme::Kind::fp8, .scale_suffix = "weight_scale_inv", .to = checkpoint_dtype(cfg)};
   // DeepSeek writes "e4m3", MiniMax "float8_e4m3fn".
   if (q.contains("fmt") && !q["fmt"].is_null() && q["fmt"] != "e4m3" && q["fmt"] != "float8_e4m3fn") {
-    cfg.fail(Errc::unsupported, "quantization_config: FP8 format " + q["fmt"].dump() + " is not supported; "
-                                "supported: e4m3 (float8_e4m3fn)");
+    cfg.fail(Errc::unsupported, "quantization_config: FP8 format " + q["fmt"].dump() +
+                                    " is not supported; supported: e4m3 (float8_e4m3fn)");
   }
   if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
     std::tie(s.block_rows, s.block_cols) = block_pair(cfg, q["weight_block_size"], "weight_block_size");
@@ -49,7 +49,8 @@ HfQuantScheme read_fp8_method(const HfConfig& cfg, const Json& q) {
 int64_t int_key(const HfConfig& cfg, const Json& q, const char* key, const char* alt, int64_t fallback) {
   for (const char* k : {key, alt}) {
     if (!q.contains(k) || q[k].is_null()) continue;
-    if (!q[k].is_number_integer()) cfg.fail(Errc::bad_format, std::string("quantization_config: '") + k + "' is not an integer");
+    if (!q[k].is_number_integer())
+      cfg.fail(Errc::bad_format, std::string("quantization_config: '") + k + "' is not an integer");
     return q[k].get<int64_t>();
   }
   return fallback;
@@ -70,7 +71,8 @@ HfQuantScheme read_gptq_awq(const HfConfig& cfg, const Json& q, HfQuantScheme::K
   s.group_size = group < 0 ? 0 : group;
   if (kind == HfQuantScheme::Kind::gptq) {
     const std::string format = q.contains("checkpoint_format") && q["checkpoint_format"].is_string()
-                                   ? q["checkpoint_format"].get<std::string>() : "gptq";
+                                   ? q["checkpoint_format"].get<std::string>()
+                                   : "gptq";
     if (format != "gptq" && format != "gptq_v2") {
       cfg.fail(Errc::unsupported, "quantization_config: GPTQ checkpoint_format '" + format +
                                       "' is not supported; supported: gptq, gptq_v2" + kInstead);
@@ -78,14 +80,15 @@ HfQuantScheme read_gptq_awq(const HfConfig& cfg, const Json& q, HfQuantScheme::K
     s.zero_offset = format == "gptq" ? 1 : 0;
     return s;
   }
-  const std::string version = q.contains("version") && q["version"].is_string() ? q["version"].get<std::string>()
-                                                                                : "gemm";
+  const std::string version =
+      q.contains("version") && q["version"].is_string() ? q["version"].get<std::string>() : "gemm";
   if (version != "gemm" && version != "GEMM") {
-    cfg.fail(Errc::unsupported, "quantization_config: AWQ version '" + version + "' is not supported; supported: "
-                                "gemm" + kInstead);
+    cfg.fail(Errc::unsupported,
+             "quantization_config: AWQ version '" + version + "' is not supported; supported: gemm" + kInstead);
   }
   if (q.contains("zero_point") && q["zero_point"] == false) {
-    cfg.fail(Errc::unsupported, "quantization_config: AWQ without zero points is not supported" + std::string(kInstead));
+    cfg.fail(Errc::unsupported,
+             "quantization_config: AWQ without zero points is not supported" + std::string(kInstead));
   }
   return s;
 }
@@ -96,7 +99,8 @@ HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Js
   if (!w.is_object()) cfg.fail(Errc::bad_format, where + "has no 'weights' object");
   const Json& bits = w.contains("num_bits") ? w["num_bits"] : Json();
   const Json& type = w.contains("type") ? w["type"] : Json();
-  const std::string strategy = w.contains("strategy") && w["strategy"].is_string() ? w["strategy"].get<std::string>() : "";
+  const std::string strategy =
+      w.contains("strategy") && w["strategy"].is_string() ? w["strategy"].get<std::string>() : "";
   HfQuantScheme s{.to = checkpoint_dtype(cfg)};
   if (format == "float-quantized") {
     if (bits != 8 || type != "float") {
@@ -106,7 +110,8 @@ HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Js
     s.kind = HfQuantScheme::Kind::fp8;
     s.scale_suffix = "weight_scale";
     if (strategy == "block") {
-      std::tie(s.block_rows, s.block_cols) = block_pair(cfg, w["block_structure"], "block_structure");
+      std::tie(s.block_rows, s.block_cols) =
+          block_pair(cfg, w.contains("block_structure") ? w["block_structure"] : Json(), "block_structure");
     } else if (strategy != "tensor" && strategy != "channel") {
       cfg.fail(Errc::unsupported, where + "has weight strategy '" + strategy + "'; supported: tensor, channel, block");
     }
@@ -127,8 +132,8 @@ HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Js
     }
     s.group_size = g.get<int64_t>();
   } else if (strategy != "channel") {
-    cfg.fail(Errc::unsupported, where + "has weight strategy '" + strategy + "' in pack-quantized; supported: "
-                                        "group, channel");
+    cfg.fail(Errc::unsupported,
+             where + "has weight strategy '" + strategy + "' in pack-quantized; supported: group, channel");
   }
   return s;
 }
@@ -142,18 +147,17 @@ std::optional<HfQuantScheme> read_compressed_tensors(const HfConfig& cfg, const 
   if (format != "float-quantized" && format != "pack-quantized") {
     cfg.fail(Errc::unsupported, "quantization_config: compressed-tensors format '" + format +
                                     "' is not supported; supported: float-quantized (FP8), pack-quantized "
-                                    "(4-bit integers)" + kInstead);
+                                    "(4-bit integers)" + std::string(kInstead));
   }
   if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
     cfg.fail(Errc::bad_format, "quantization_config: no 'config_groups' object");
   }
   std::optional<HfQuantScheme> scheme;
   for (const auto& [group, g] : q["config_groups"].items()) {
-    const HfQuantScheme s = read_group(cfg, group, g.is_object() && g.contains("weights") ? g["weights"] : Json(),
-                                       format);
-    if (scheme && (s.kind != scheme->kind || s.block_rows != scheme->block_rows ||
-                   s.block_cols != scheme->block_cols || s.group_size != scheme->group_size ||
-                   s.symmetric != scheme->symmetric)) {
+    const HfQuantScheme s =
+        read_group(cfg, group, g.is_object() && g.contains("weights") ? g["weights"] : Json(), format);
+    if (scheme && (s.kind != scheme->kind || s.block_rows != scheme->block_rows || s.block_cols != scheme->block_cols ||
+                   s.group_size != scheme->group_size || s.symmetric != scheme->symmetric)) {
       cfg.fail(Errc::unsupported, "quantization_config: groups quantized differently (group '" + group + "')");
     }
     scheme = s;
@@ -177,7 +181,7 @@ std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg) {
   if (method == "mxfp4") return std::nullopt;  // gpt-oss's experts, read by its architecture
   cfg.fail(Errc::unsupported, "quantization method '" + method +
                                   "' is not supported; supported: fp8, gptq and awq (4-bit), compressed-tensors "
-                                  "(FP8 or packed 4-bit weights), mxfp4 (gpt-oss)" + kInstead);
+                                  "(FP8 or packed 4-bit weights), mxfp4 (gpt-oss)" + std::string(kInstead));
 }
 
 }  // namespace troupe

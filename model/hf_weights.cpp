@@ -1,7 +1,6 @@
 // HfWeights: checked, converted views of safetensors tensors, and the
 // tensor names the Llama family shares.
 #include "model/hf_weights.hpp"
-#include "model/model_loaders.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -9,15 +8,10 @@
 #include "core/error.hpp"
 #include "model/hf_fp8.hpp"
 #include "model/hf_int4.hpp"
+#include "model/model_loaders.hpp"
 
 namespace troupe {
 namespace {
-
-std::string shape_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 }  // namespace
 
@@ -29,8 +23,8 @@ std::string HfWeights::resolve(std::string_view name) const {
 const safetensors::TensorInfo& HfWeights::expect(std::string_view name, std::initializer_list<int64_t> shape) const {
   const safetensors::TensorInfo& t = ckpt_.tensor(resolve(name));
   if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end())) {
-    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
-                                      ", expected " + shape_str(std::vector<int64_t>(shape)));
+    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + safetensors::shape_string(t.shape) +
+                                      ", expected " + safetensors::shape_string(std::vector<int64_t>(shape)));
   }
   return t;
 }
@@ -40,9 +34,9 @@ const safetensors::TensorInfo& HfWeights::expect_either(std::string_view name, s
   const safetensors::TensorInfo& t = ckpt_.tensor(resolve(name));
   if (!std::equal(t.shape.begin(), t.shape.end(), a.begin(), a.end()) &&
       !std::equal(t.shape.begin(), t.shape.end(), b.begin(), b.end())) {
-    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
-                                      ", expected " + shape_str(std::vector<int64_t>(a)) + " or " +
-                                      shape_str(std::vector<int64_t>(b)));
+    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + safetensors::shape_string(t.shape) +
+                                      ", expected " + safetensors::shape_string(std::vector<int64_t>(a)) + " or " +
+                                      safetensors::shape_string(std::vector<int64_t>(b)));
   }
   return t;
 }
@@ -54,8 +48,9 @@ const safetensors::TensorInfo& HfWeights::bytes(std::string_view name, std::init
     throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' has dtype " + t->dtype + ", expected U8");
   }
   if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end())) {
-    throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' has shape " + shape_str(t->shape) +
-                                      ", expected " + shape_str(std::vector<int64_t>(shape)));
+    throw Error(Errc::bad_format, t->file + ": tensor '" + t->name + "' has shape " +
+                                      safetensors::shape_string(t->shape) + ", expected " +
+                                      safetensors::shape_string(std::vector<int64_t>(shape)));
   }
   return *t;
 }
@@ -67,13 +62,13 @@ ThreadPool& HfWeights::pool() {
 
 Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out) {
   if (t.shape != std::vector<int64_t>{n_out, n_in}) {
-    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
-                                      ", expected " + shape_str({n_out, n_in}));
+    throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + safetensors::shape_string(t.shape) +
+                                      ", expected " + safetensors::shape_string({n_out, n_in}));
   }
   constexpr std::string_view kSuffix = "weight";
-  const std::string scale_name =
-      std::string_view(t.name).ends_with(kSuffix) ? t.name.substr(0, t.name.size() - kSuffix.size()) + quant_->scale_suffix
-                                                  : t.name + "." + quant_->scale_suffix;
+  const std::string scale_name = std::string_view(t.name).ends_with(kSuffix)
+                                     ? t.name.substr(0, t.name.size() - kSuffix.size()) + quant_->scale_suffix
+                                     : t.name + "." + quant_->scale_suffix;
   const safetensors::TensorInfo* scale = ckpt_.find(scale_name);
   if (scale == nullptr) {
     throw Error(Errc::bad_format, t.file + ": FP8 tensor '" + t.name + "' has no scale '" + scale_name + "'");

@@ -120,13 +120,13 @@ class HeaderParser {
   throw Error(Errc::bad_format, path + ": " + what);
 }
 
-std::string join(const std::vector<int64_t>& v) {
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
-
-}  // namespace
 
 int64_t TensorInfo::n_elements() const {
   int64_t n = 1;
@@ -276,7 +276,7 @@ const TensorInfo& Checkpoint::tensor(std::string_view name) const {
   if (t == nullptr) throw Error(Errc::bad_format, dir_ + ": missing tensor '" + std::string(name) + "'");
   if (!t->type) {
     throw Error(Errc::unsupported, t->file + ": tensor '" + t->name + "' has dtype " + t->dtype + " " +
-                                       join(t->shape) + "; supported dtypes are F32, F16 and BF16");
+                                       shape_string(t->shape) + "; supported dtypes are F32, F16 and BF16");
   }
   return *t;
 }

@@ -31,6 +31,9 @@ struct TensorInfo {
   int64_t n_elements() const;
 };
 
+// "[2, 3]": a shape as the error messages give it.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // One .safetensors file, validated in full when opened: the header is a JSON
 // object; every tensor has a known dtype, a shape whose byte size matches its
 // range, and a range inside the data section that overlaps no other tensor.

@@ -27,8 +27,9 @@ void* WeightStore::allocate(size_t bytes) {
 }
 
 void* WeightStore::allocate_transient(size_t bytes) {
-  void* p = allocate(bytes);
-  transient_.emplace(reinterpret_cast<uintptr_t>(p), bytes);
+  void* p = ::operator new(bytes == 0 ? 1 : bytes, kAlign);
+  transient_.emplace(reinterpret_cast<uintptr_t>(p), Transient{.block = std::unique_ptr<void, Free>(p), .bytes = bytes});
+  bytes_ += bytes;
   return p;
 }
 
@@ -37,15 +38,14 @@ const void* WeightStore::transient_block(const void* p) const {
   auto it = transient_.upper_bound(at);
   if (it == transient_.begin()) return nullptr;
   --it;
-  return at < it->first + it->second ? reinterpret_cast<const void*>(it->first) : nullptr;
+  return at < it->first + it->second.bytes ? reinterpret_cast<const void*>(it->first) : nullptr;
 }
 
 void WeightStore::release(const void* block) {
   auto it = transient_.find(reinterpret_cast<uintptr_t>(block));
   if (it == transient_.end()) throw Error(Errc::internal, "WeightStore::release: not a transient block");
-  bytes_ -= it->second;
+  bytes_ -= it->second.bytes;
   transient_.erase(it);
-  std::erase_if(blocks_, [&](const std::unique_ptr<void, Free>& b) { return b.get() == block; });
 }
 
 const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n) {

@@ -38,8 +38,12 @@ class WeightStore {
   struct Free {
     void operator()(void* p) const noexcept;
   };
+  struct Transient {
+    std::unique_ptr<void, Free> block;
+    size_t bytes = 0;
+  };
   std::vector<std::unique_ptr<void, Free>> blocks_;
-  std::map<uintptr_t, size_t> transient_;  // start -> bytes
+  std::map<uintptr_t, Transient> transient_;  // by start: a DeepSeek-V3 has tens of thousands
   size_t bytes_ = 0;
 };
 

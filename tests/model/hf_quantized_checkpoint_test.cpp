@@ -57,10 +57,14 @@ TEST(Fp8, PartialBlocksAreTorchsValues) {
   const auto bytes = r["bytes"].get<std::vector<uint8_t>>();
   const auto scale = r["scale"].get<std::vector<float>>();
   const auto want = r["values"].get<std::vector<float>>();
-  safetensors::TensorInfo w{.name = "m.weight", .dtype = "F8_E4M3", .shape = {20, 24}, .data = bytes.data(),
-                            .n_bytes = 480};
-  safetensors::TensorInfo s{.name = "m.weight_scale_inv", .dtype = "F32", .type = DType::f32, .shape = {3, 2},
-                            .data = reinterpret_cast<const uint8_t*>(scale.data()), .n_bytes = 24};
+  safetensors::TensorInfo w{
+      .name = "m.weight", .dtype = "F8_E4M3", .shape = {20, 24}, .data = bytes.data(), .n_bytes = 480};
+  safetensors::TensorInfo s{.name = "m.weight_scale_inv",
+                            .dtype = "F32",
+                            .type = DType::f32,
+                            .shape = {3, 2},
+                            .data = reinterpret_cast<const uint8_t*>(scale.data()),
+                            .n_bytes = 24};
   WeightStore store;
   ThreadPool pool(2);
   const HfQuantScheme scheme{.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16, .to = DType::f32};
@@ -69,8 +73,8 @@ TEST(Fp8, PartialBlocksAreTorchsValues) {
   const auto* got = static_cast<const float*>(m.data);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
   // In bf16 (a release's dtype): each value rounded once.
-  const Weight h = dequantize_fp8(w, s, {.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16,
-                                         .to = DType::bf16}, store, pool);
+  const Weight h = dequantize_fp8(
+      w, s, {.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16, .to = DType::bf16}, store, pool);
   const auto* half = static_cast<const uint16_t*>(h.data);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(half[i], f32_to_bf16(want[i])) << i;
   // A grid that names other blocks is refused with both shapes.
@@ -85,32 +89,34 @@ TEST(Fp8, PartialBlocksAreTorchsValues) {
 }
 
 TEST(Fp8, SchemesFromTheConfig) {
-  const auto fp8 = read_quantization_config(config_with(
-      {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 64}}}));
+  const auto fp8 = read_quantization_config(
+      config_with({{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 64}}}));
   ASSERT_TRUE(fp8.has_value());
   EXPECT_EQ(fp8->scale_suffix, "weight_scale_inv");
   EXPECT_EQ(fp8->block_rows, 128);
   EXPECT_EQ(fp8->block_cols, 64);
   EXPECT_EQ(fp8->to, DType::bf16);
-  const auto per_tensor = read_quantization_config(
-      config_with({{"quant_method", "fp8"}, {"weight_block_size", nullptr}}, "float16"));
+  const auto per_tensor =
+      read_quantization_config(config_with({{"quant_method", "fp8"}, {"weight_block_size", nullptr}}, "float16"));
   ASSERT_TRUE(per_tensor.has_value());
   EXPECT_EQ(per_tensor->block_rows, 0);
   EXPECT_EQ(per_tensor->to, DType::f16);
-  const Json block_group = {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "block"},
-                                         {"block_structure", {128, 128}}}}};
-  const auto ct = read_quantization_config(config_with(
-      {{"quant_method", "compressed-tensors"}, {"format", "float-quantized"},
-       {"config_groups", {{"group_0", block_group}}}}, "float32"));
+  const Json block_group = {
+      {"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "block"}, {"block_structure", {128, 128}}}}};
+  const auto ct = read_quantization_config(config_with({{"quant_method", "compressed-tensors"},
+                                                        {"format", "float-quantized"},
+                                                        {"config_groups", {{"group_0", block_group}}}},
+                                                       "float32"));
   ASSERT_TRUE(ct.has_value());
   EXPECT_EQ(ct->scale_suffix, "weight_scale");
   EXPECT_EQ(ct->block_rows, 128);
   EXPECT_EQ(ct->to, DType::f32);
-  const Json int4_group = {{"weights", {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"},
-                                        {"group_size", 128}, {"symmetric", false}}}};
-  const auto w4 = read_quantization_config(config_with(
-      {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
-       {"config_groups", {{"group_0", int4_group}}}}));
+  const Json int4_group = {
+      {"weights",
+       {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}, {"symmetric", false}}}};
+  const auto w4 = read_quantization_config(config_with({{"quant_method", "compressed-tensors"},
+                                                        {"format", "pack-quantized"},
+                                                        {"config_groups", {{"group_0", int4_group}}}}));
   ASSERT_TRUE(w4.has_value());
   EXPECT_EQ(w4->kind, HfQuantScheme::Kind::int4_packed);
   EXPECT_EQ(w4->group_size, 128);
@@ -128,29 +134,41 @@ TEST(Fp8, SchemesFromTheConfig) {
   // Plain floats, and gpt-oss's MXFP4 (its architecture reads it).
   EXPECT_FALSE(read_quantization_config(HfConfig(Json{{"dtype", "bfloat16"}}, "c.json")).has_value());
   EXPECT_FALSE(read_quantization_config(config_with({{"quant_method", "mxfp4"}})).has_value());
-  EXPECT_FALSE(read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "dense"}}))
-                   .has_value());
+  EXPECT_FALSE(
+      read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "dense"}})).has_value());
 }
 
 TEST(Fp8, OtherMethodsAreRefusedByName) {
-  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "bitsandbytes"}})); },
-                        Errc::unsupported, {"config.json", "'bitsandbytes'", "fp8", "gptq", "GGUF", "--quantize"});
-  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "gptq"}, {"bits", 8}})); },
-                        Errc::unsupported, {"gptq with 8-bit", "supported: 4"});
-  st_test::expect_error([] { read_quantization_config(config_with({{"quant_method", "awq"}})); }, Errc::bad_format,
-                        {"awq without 'bits'"});
   st_test::expect_error(
-      [] { read_quantization_config(config_with({{"quant_method", "awq"}, {"w_bit", 4}, {"version", "gemv"}})); },
+      [] {
+        read_quantization_config(config_with({{"quant_method", "bitsandbytes"}}));
+      },
+      Errc::unsupported, {"config.json", "'bitsandbytes'", "fp8", "gptq", "GGUF", "--quantize"});
+  st_test::expect_error(
+      [] {
+        read_quantization_config(config_with({{"quant_method", "gptq"}, {"bits", 8}}));
+      },
+      Errc::unsupported, {"gptq with 8-bit", "supported: 4"});
+  st_test::expect_error(
+      [] {
+        read_quantization_config(config_with({{"quant_method", "awq"}}));
+      },
+      Errc::bad_format, {"awq without 'bits'"});
+  st_test::expect_error(
+      [] {
+        read_quantization_config(config_with({{"quant_method", "awq"}, {"w_bit", 4}, {"version", "gemv"}}));
+      },
       Errc::unsupported, {"AWQ version 'gemv'", "gemm"});
   st_test::expect_error(
       [] {
-        read_quantization_config(
-            config_with({{"quant_method", "gptq"}, {"bits", 4}, {"checkpoint_format", "marlin"}}));
+        read_quantization_config(config_with({{"quant_method", "gptq"}, {"bits", 4}, {"checkpoint_format", "marlin"}}));
       },
       Errc::unsupported, {"checkpoint_format 'marlin'"});
   st_test::expect_error(
-      [] { read_quantization_config(config_with({{"quant_method", "fp8"}, {"fmt", "e5m2"}})); }, Errc::unsupported,
-      {"e5m2", "e4m3"});
+      [] {
+        read_quantization_config(config_with({{"quant_method", "fp8"}, {"fmt", "e5m2"}}));
+      },
+      Errc::unsupported, {"e5m2", "e4m3"});
   st_test::expect_error(
       [] {
         read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "marlin-24"}}));
@@ -159,7 +177,8 @@ TEST(Fp8, OtherMethodsAreRefusedByName) {
   const Json int8_packed = {{"weights", {{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}}};
   st_test::expect_error(
       [&] {
-        read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+        read_quantization_config(config_with({{"quant_method", "compressed-tensors"},
+                                              {"format", "pack-quantized"},
                                               {"config_groups", {{"group_0", int8_packed}}}}));
       },
       Errc::unsupported, {"'group_0'", "8-bit", "4-bit int"});
@@ -171,11 +190,24 @@ TEST(Fp8, OtherMethodsAreRefusedByName) {
                                               {"config_groups", {{"group_0", int8_group}}}}));
       },
       Errc::unsupported, {"'group_0'", "\"int\"", "8-bit float"});
-  st_test::expect_error([] { read_quantization_config(config_with({{"bits", 4}})); }, Errc::bad_format,
-                        {"quant_method"});
   st_test::expect_error(
-      [] { read_quantization_config(config_with({{"quant_method", "fp8"}, {"weight_block_size", {128, 0}}})); },
+      [] {
+        read_quantization_config(config_with({{"bits", 4}}));
+      },
+      Errc::bad_format, {"quant_method"});
+  st_test::expect_error(
+      [] {
+        read_quantization_config(config_with({{"quant_method", "fp8"}, {"weight_block_size", {128, 0}}}));
+      },
       Errc::bad_format, {"weight_block_size"});
+  const Json no_structure = {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "block"}}}};
+  st_test::expect_error(
+      [&] {
+        read_quantization_config(config_with({{"quant_method", "compressed-tensors"},
+                                              {"format", "float-quantized"},
+                                              {"config_groups", {{"group_0", no_structure}}}}));
+      },
+      Errc::bad_format, {"'block_structure'"});
 }
 
 TEST(Fp8, MatrixWithoutItsScaleIsNamed) {
@@ -266,7 +298,7 @@ TEST(Int4, PackedTensorsAreChecked) {
   st_test::TempDir dir("int4");
   // 4 rows of 32: a word holds 8 values; nibble 9 is the value 1.
   const std::vector<uint32_t> words(4 * 4, 0x99999999u);
-  const std::vector<float> scale{0.5f, 0.25f, 1.0f, 2.0f};   // fp16-exact, one per row
+  const std::vector<float> scale{0.5f, 0.25f, 1.0f, 2.0f};    // fp16-exact, one per row
   const std::vector<float> inexact{0.1f, 0.25f, 1.0f, 2.0f};  // 0.1 is not
   st_test::write_safetensors(dir.file("model.safetensors"),
                              {{"a.weight_packed", "I32", {4, 4}, st_test::as_bytes(words)},
@@ -289,12 +321,12 @@ TEST(Int4, PackedTensorsAreChecked) {
   EXPECT_EQ(static_cast<const float*>(b.data)[0], 0.1f);
   st_test::expect_error([&] { src.matrix("c.weight", 32, 4); }, Errc::bad_format,
                         {"'c.weight_packed'", "I32 [4, 3]", "expected I32 [4, 4]"});
-  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
-                        .symmetric = false, .to = DType::f32});
+  src.set_quantization(
+      {.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale", .symmetric = false, .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
                         {"model.safetensors: quantized tensor 'a.weight_packed'", "no zero point"});
-  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
-                        .group_size = 16, .to = DType::f32});
+  src.set_quantization(
+      {.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale", .group_size = 16, .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
                         {"'a.weight_scale'", "[4, 1]", "expected a float [4, 2]"});
 }
@@ -304,7 +336,7 @@ TEST(Int4, PackedTensorsAreChecked) {
 // an fp16 step of the minimum (AWQ's fp16 kernels round as much).
 TEST(Int4, Q4_1MinimumIsRoundedOnce) {
   st_test::TempDir dir("int4_q4_1");
-  const float d = 1.0009765625f;  // 1 + 2^-10: on fp16's grid, its last bit set
+  const float d = 1.0009765625f;                      // 1 + 2^-10: on fp16's grid, its last bit set
   const std::vector<uint32_t> codes(4, 0x99999999u);  // every code 9
   const std::vector<uint32_t> zero{3u};               // row 0's zero point: 3
   st_test::write_safetensors(dir.file("model.safetensors"),
@@ -314,13 +346,13 @@ TEST(Int4, Q4_1MinimumIsRoundedOnce) {
   const auto ckpt = safetensors::Checkpoint::open_dir(dir.path().string());
   WeightStore store;
   HfWeights src(ckpt, store);
-  src.set_quantization({.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale",
-                        .symmetric = false, .to = DType::f32});
+  src.set_quantization(
+      {.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale", .symmetric = false, .to = DType::f32});
   const Weight a = src.matrix("a.weight", 32, 1);
   ASSERT_EQ(a.type, DType::q4_1);
   std::vector<float> row(32);
   dequantize_row(DType::q4_1, a.data, row.data(), 32);
-  const float exact = 6.0f * d;  // (9 - 3) d
+  const float exact = 6.0f * d;                              // (9 - 3) d
   const float half_step = 3.0f * d * std::ldexp(1.0f, -11);  // half of fp16's relative step at |m|
   for (const float v : row) {
     EXPECT_NE(v, exact);  // 3 d needs 12 bits: the minimum was rounded
