@@ -4,7 +4,7 @@
 // every layer Mixtral's experts (block_sparse_moe.experts.E.w1/w3/w2) chosen
 // by sigmoid scores plus a correction bias (e_score_correction_bias), the
 // chosen scores renormalized: DeepSeek-V3's router without groups.
-// The published checkpoints are FP8 in blocks of 128x128 (model/hf_fp8.hpp).
+// The published checkpoints are FP8 in blocks of 128x128 (model/hf_8bit.hpp).
 #include <cstdint>
 #include <string>
 

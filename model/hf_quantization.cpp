@@ -1,5 +1,5 @@
-// quantization_config: the FP8 methods, GPTQ, AWQ, compressed-tensors' FP8
-// and packed 4-bit formats, and the refusal of every other method.
+// quantization_config: the FP8 methods, GPTQ, AWQ, compressed-tensors' FP8,
+// int8 and packed 4-bit formats, and the refusal of every other method.
 #include "model/hf_quantization.hpp"
 
 #include <utility>
@@ -117,6 +117,32 @@ HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Js
     }
     return s;
   }
+  if (format == "int-quantized" || format == "naive-quantized") {
+    if (bits != 8 || type != "int") {
+      cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() + " weights in " + format +
+                                      "; supported: 8-bit int" + kInstead);
+    }
+    if (w.contains("symmetric") && w["symmetric"] == false) {
+      cfg.fail(Errc::unsupported, where + "has asymmetric int8 weights; supported: symmetric" + std::string(kInstead));
+    }
+    s.kind = HfQuantScheme::Kind::int8;
+    s.scale_suffix = "weight_scale";
+    if (strategy == "group") {
+      const Json& g = w.contains("group_size") ? w["group_size"] : Json();
+      if (!g.is_number_integer() || g.get<int64_t>() <= 0) {
+        cfg.fail(Errc::bad_format, where + "has no positive 'group_size'");
+      }
+      s.block_rows = 1;
+      s.block_cols = g.get<int64_t>();
+    } else if (strategy == "block") {
+      std::tie(s.block_rows, s.block_cols) =
+          block_pair(cfg, w.contains("block_structure") ? w["block_structure"] : Json(), "block_structure");
+    } else if (strategy != "tensor" && strategy != "channel") {
+      cfg.fail(Errc::unsupported,
+               where + "has weight strategy '" + strategy + "'; supported: tensor, channel, group, block");
+    }
+    return s;
+  }
   // pack-quantized
   if (bits != 4 || type != "int") {
     cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() +
@@ -144,10 +170,12 @@ HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Js
 std::optional<HfQuantScheme> read_compressed_tensors(const HfConfig& cfg, const Json& q) {
   const std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
   if (format == "dense") return std::nullopt;  // weights stored as plain floats
-  if (format != "float-quantized" && format != "pack-quantized") {
+  if (format != "float-quantized" && format != "pack-quantized" && format != "int-quantized" &&
+      format != "naive-quantized") {
     cfg.fail(Errc::unsupported, "quantization_config: compressed-tensors format '" + format +
-                                    "' is not supported; supported: float-quantized (FP8), pack-quantized "
-                                    "(4-bit integers)" + std::string(kInstead));
+                                    "' is not supported; supported: float-quantized (FP8), int-quantized and "
+                                    "naive-quantized (int8), pack-quantized (4-bit integers)" +
+                                    std::string(kInstead));
   }
   if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
     cfg.fail(Errc::bad_format, "quantization_config: no 'config_groups' object");
@@ -181,7 +209,7 @@ std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg) {
   if (method == "mxfp4") return std::nullopt;  // gpt-oss's experts, read by its architecture
   cfg.fail(Errc::unsupported, "quantization method '" + method +
                                   "' is not supported; supported: fp8, gptq and awq (4-bit), compressed-tensors "
-                                  "(FP8 or packed 4-bit weights), mxfp4 (gpt-oss)" + std::string(kInstead));
+                                  "(FP8, int8 or packed 4-bit weights), mxfp4 (gpt-oss)" + std::string(kInstead));
 }
 
 }  // namespace troupe

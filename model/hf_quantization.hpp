@@ -1,6 +1,6 @@
 // Pre-quantized Hugging Face checkpoints: what config.json's
 // quantization_config says about the matrices, for the methods Troupe reads
-// (the FP8 releases, model/hf_fp8.hpp; 4-bit integers from GPTQ, AWQ and
+// (the FP8 and int8 releases, model/hf_8bit.hpp; 4-bit integers from GPTQ, AWQ and
 // compressed-tensors, model/hf_int4.hpp). Every other method is refused by
 // name.
 #pragma once
@@ -20,6 +20,10 @@ struct HfQuantScheme {
     // ([] or [1]), one per row ([n_out] or [n_out, 1]), or a grid
     // [ceil(n_out / block_rows), ceil(n_in / block_cols)]; value = float8 x scale.
     fp8,
+    // compressed-tensors "int-quantized" (or "naive-quantized"):
+    // "<m>.weight" I8 [n_out, n_in] with "<m>.weight_scale", the grids of
+    // fp8 (a group of g inputs: blocks of 1 x g); value = int8 x scale.
+    int8,
     // The 4-bit integers (model/hf_int4.hpp), value = (q - zero) x scale
     // over groups of group_size inputs (0: a group per row):
     // compressed-tensors "pack-quantized": "<m>.weight_packed" I32
@@ -40,8 +44,8 @@ struct HfQuantScheme {
     awq,
   };
   Kind kind = Kind::fp8;
-  std::string scale_suffix;  // fp8: "weight_scale_inv" (quant_method "fp8") or "weight_scale"
-  int64_t block_rows = 0;    // fp8: 0 when the checkpoint has no block grid
+  std::string scale_suffix;  // fp8, int8: "weight_scale_inv" (quant_method "fp8") or "weight_scale"
+  int64_t block_rows = 0;    // fp8, int8: 0 when the checkpoint has no block grid
   int64_t block_cols = 0;
   int64_t group_size = 0;    // the integer kinds: 0 for one group per row
   bool symmetric = true;     // int4_packed: no zero points stored (all 8)

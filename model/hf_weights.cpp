@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "model/hf_fp8.hpp"
+#include "model/hf_8bit.hpp"
 #include "model/hf_int4.hpp"
 #include "model/model_loaders.hpp"
 
@@ -60,7 +60,7 @@ ThreadPool& HfWeights::pool() {
   return *pool_;
 }
 
-Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out) {
+Weight HfWeights::eight_bit_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out) {
   if (t.shape != std::vector<int64_t>{n_out, n_in}) {
     throw Error(Errc::bad_format, t.file + ": tensor '" + t.name + "' has shape " + safetensors::shape_string(t.shape) +
                                       ", expected " + safetensors::shape_string({n_out, n_in}));
@@ -71,9 +71,9 @@ Weight HfWeights::fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int
                                      : t.name + "." + quant_->scale_suffix;
   const safetensors::TensorInfo* scale = ckpt_.find(scale_name);
   if (scale == nullptr) {
-    throw Error(Errc::bad_format, t.file + ": FP8 tensor '" + t.name + "' has no scale '" + scale_name + "'");
+    throw Error(Errc::bad_format, t.file + ": " + t.dtype + " tensor '" + t.name + "' has no scale '" + scale_name + "'");
   }
-  return dequantize_fp8(t, *scale, *quant_, store_, pool());
+  return read_8bit(t, *scale, *quant_, store_, pool());
 }
 
 // base: the module's name with its trailing '.' ("model.layers.0.mlp.up_proj.").
@@ -87,11 +87,14 @@ Weight HfWeights::int4_matrix(const std::string& base, int64_t n_in, int64_t n_o
 }
 
 Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
-  if (quant_ && quant_->kind == HfQuantScheme::Kind::fp8) {
+  const bool eight_bit = quant_ && (quant_->kind == HfQuantScheme::Kind::fp8 || quant_->kind == HfQuantScheme::Kind::int8);
+  if (eight_bit) {
     const safetensors::TensorInfo* raw = ckpt_.find(resolve(name));
-    if (raw != nullptr && raw->dtype == "F8_E4M3") return fp8_matrix(*raw, n_in, n_out);
+    if (raw != nullptr && raw->dtype == (quant_->kind == HfQuantScheme::Kind::fp8 ? "F8_E4M3" : "I8")) {
+      return eight_bit_matrix(*raw, n_in, n_out);
+    }
   }
-  if (quant_ && quant_->kind != HfQuantScheme::Kind::fp8 && name.ends_with("weight")) {
+  if (quant_ && !eight_bit && name.ends_with("weight")) {
     const std::string full = resolve(name);
     const std::string base = full.substr(0, full.size() - std::string_view("weight").size());
     const char* codes = quant_->kind == HfQuantScheme::Kind::int4_packed ? "weight_packed" : "qweight";

@@ -25,7 +25,8 @@ class HfWeights {
   HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
 
   // The checkpoint's quantization (model/hf_quantization.hpp): matrix()
-  // reads its F8_E4M3 matrices with their scales, or its packed 4-bit ones.
+  // reads its F8_E4M3 or I8 matrices with their scales, or its packed 4-bit
+  // ones.
   // Without one, such a matrix is Error(unsupported) like any dtype Troupe
   // does not compute with.
   void set_quantization(const HfQuantScheme& scheme) { quant_ = scheme; }
@@ -68,7 +69,7 @@ class HfWeights {
 
  private:
   std::string resolve(std::string_view name) const;
-  Weight fp8_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out);
+  Weight eight_bit_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out);
   Weight int4_matrix(const std::string& base, int64_t n_in, int64_t n_out);
   ThreadPool& pool();
 

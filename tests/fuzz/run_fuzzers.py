@@ -34,7 +34,7 @@ SOURCES = [
     "model/gguf.cpp", "model/gguf_metadata.cpp", "model/gguf_model.cpp", "model/gguf_model_families.cpp",
     "model/gguf_recurrent.cpp",
     "model/gguf_vocab.cpp",
-    "model/hf_config.cpp", "model/hf_fp8.cpp", "model/hf_int4.cpp", "model/hf_quantization.cpp",
+    "model/hf_config.cpp", "model/hf_8bit.cpp", "model/hf_int4.cpp", "model/hf_quantization.cpp",
     "model/hf_model.cpp", "model/hf_weights.cpp", "model/model_load.cpp",
     "model/rope_scaling.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",

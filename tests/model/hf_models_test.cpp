@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfArch,
                                          // pre-quantized checkpoints (tools/fixtures/make_hf_quantized_models.py)
                                          "qwen3_fp8", "qwen3moe_fp8", "deepseek_v3_fp8", "llama_fp8_tensor",
                                          "qwen3_fp8_channel", "qwen3_w4a16", "llama_w4a16_asym", "qwen3_gptq",
-                                         "qwen3_gptq_act_order", "qwen3_awq"),
+                                         "qwen3_gptq_act_order", "qwen3_awq", "qwen3_w8a8", "llama_w8a8_group"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A full prefill chunk through the MoE fixtures whose shared expert or

@@ -13,7 +13,7 @@
 
 #include "core/thread_pool.hpp"
 #include "kernels/cpu_backend.hpp"
-#include "model/hf_fp8.hpp"
+#include "model/hf_8bit.hpp"
 #include "model/hf_int4.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model.hpp"
@@ -68,23 +68,23 @@ TEST(Fp8, PartialBlocksAreTorchsValues) {
   WeightStore store;
   ThreadPool pool(2);
   const HfQuantScheme scheme{.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16, .to = DType::f32};
-  const Weight m = dequantize_fp8(w, s, scheme, store, pool);
+  const Weight m = read_8bit(w, s, scheme, store, pool);
   ASSERT_EQ(m.type, DType::f32);
   const auto* got = static_cast<const float*>(m.data);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
   // In bf16 (a release's dtype): each value rounded once.
-  const Weight h = dequantize_fp8(
+  const Weight h = read_8bit(
       w, s, {.scale_suffix = "weight_scale_inv", .block_rows = 8, .block_cols = 16, .to = DType::bf16}, store, pool);
   const auto* half = static_cast<const uint16_t*>(h.data);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(half[i], f32_to_bf16(want[i])) << i;
   // A grid that names other blocks is refused with both shapes.
   s.shape = {2, 2};
-  st_test::expect_error([&] { dequantize_fp8(w, s, scheme, store, pool); }, Errc::bad_format,
-                        {"'m.weight_scale_inv'", "[2, 2]", "'m.weight' [20, 24]", "[3, 2] (blocks of 8x16)"});
+  st_test::expect_error([&] { read_8bit(w, s, scheme, store, pool); }, Errc::bad_format,
+                        {"'m.weight_scale_inv'", "[2, 2]", "8-bit matrix 'm.weight' [20, 24]", "[3, 2] (blocks of 8x16)"});
   s.shape = {3, 2};
   s.dtype = "I32";
   s.type.reset();
-  st_test::expect_error([&] { dequantize_fp8(w, s, scheme, store, pool); }, Errc::unsupported,
+  st_test::expect_error([&] { read_8bit(w, s, scheme, store, pool); }, Errc::unsupported,
                         {"'m.weight_scale_inv'", "I32"});
 }
 
@@ -173,7 +173,7 @@ TEST(Fp8, OtherMethodsAreRefusedByName) {
       [] {
         read_quantization_config(config_with({{"quant_method", "compressed-tensors"}, {"format", "marlin-24"}}));
       },
-      Errc::unsupported, {"'marlin-24'", "float-quantized", "pack-quantized"});
+      Errc::unsupported, {"'marlin-24'", "float-quantized", "int-quantized", "pack-quantized"});
   const Json int8_packed = {{"weights", {{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}}};
   st_test::expect_error(
       [&] {
@@ -221,7 +221,7 @@ TEST(Fp8, MatrixWithoutItsScaleIsNamed) {
   st_test::expect_error([&] { src.matrix("a.weight", 8, 4); }, Errc::unsupported, {"'a.weight'", "F8_E4M3"});
   src.set_quantization({.scale_suffix = "weight_scale_inv", .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 8, 4); }, Errc::bad_format,
-                        {"FP8 tensor 'a.weight'", "'a.weight_scale_inv'"});
+                        {"F8_E4M3 tensor 'a.weight'", "'a.weight_scale_inv'"});
   st_test::expect_error([&] { src.matrix("a.weight", 4, 8); }, Errc::bad_format, {"[4, 8]", "expected [8, 4]"});
 }
 
@@ -329,6 +329,34 @@ TEST(Int4, PackedTensorsAreChecked) {
       {.kind = HfQuantScheme::Kind::int4_packed, .scale_suffix = "weight_scale", .group_size = 16, .to = DType::f32});
   st_test::expect_error([&] { src.matrix("a.weight", 32, 4); }, Errc::bad_format,
                         {"'a.weight_scale'", "[4, 1]", "expected a float [4, 2]"});
+}
+
+// int8 with a scale per row on fp16's grid is q8_0, the file's bytes; in
+// groups of 16, floats. A -128 (which q8_0 leaves out) makes floats too.
+TEST(Int8, RowsOfOneScaleAreQ8_0) {
+  auto model = Model::load(fixture_dir("qwen3_w8a8"));
+  EXPECT_EQ(model->weights().layers[1].wq.type, DType::q8_0);
+  EXPECT_EQ(model->weights().layers[0].w_down.type, DType::q8_0);
+  EXPECT_EQ(Model::load(fixture_dir("llama_w8a8_group"))->weights().layers[0].wk.type, DType::f32);
+
+  std::vector<uint8_t> bytes(2 * 32, 0x05);  // 5
+  const std::vector<float> scale{0.5f, 0.25f};
+  safetensors::TensorInfo w{.name = "m.weight", .dtype = "I8", .shape = {2, 32}, .data = bytes.data(), .n_bytes = 64};
+  safetensors::TensorInfo s{.name = "m.weight_scale", .dtype = "F32", .type = DType::f32, .shape = {2, 1},
+                            .data = reinterpret_cast<const uint8_t*>(scale.data()), .n_bytes = 8};
+  WeightStore store;
+  ThreadPool pool(2);
+  const HfQuantScheme scheme{.kind = HfQuantScheme::Kind::int8, .scale_suffix = "weight_scale", .to = DType::f32};
+  const Weight q = read_8bit(w, s, scheme, store, pool);
+  ASSERT_EQ(q.type, DType::q8_0);
+  std::vector<float> row(32);
+  dequantize_row(DType::q8_0, static_cast<const uint8_t*>(q.data) + row_bytes(DType::q8_0, 32), row.data(), 32);
+  for (const float v : row) EXPECT_EQ(v, 1.25f);
+  bytes[7] = 0x80;  // -128
+  const Weight f = read_8bit(w, s, scheme, store, pool);
+  ASSERT_EQ(f.type, DType::f32);
+  EXPECT_EQ(static_cast<const float*>(f.data)[7], -64.0f);
+  EXPECT_EQ(static_cast<const float*>(f.data)[32], 1.25f);
 }
 
 // A q4_1 block's minimum is -d x zero rounded once to fp16: where that

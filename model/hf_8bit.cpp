@@ -1,5 +1,6 @@
-// The dequantization of float8 e4m3 matrices at load.
-#include "model/hf_fp8.hpp"
+// 8-bit matrices with scales at load: float8 e4m3 dequantized, int8 kept
+// as q8_0 blocks where that is exact.
+#include "model/hf_8bit.hpp"
 
 #include <array>
 #include <cmath>
@@ -23,6 +24,15 @@ const std::array<float, 256>& e4m3_table() {
   return table;
 }
 
+const std::array<float, 256>& int8_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = static_cast<float>(static_cast<int8_t>(b));
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
 
 float e4m3_to_f32(uint8_t b) {
@@ -34,8 +44,8 @@ float e4m3_to_f32(uint8_t b) {
   return sign * std::ldexp(static_cast<float>(8 + mant), exp - 10);      // (1 + mant/8) x 2^(exp-7)
 }
 
-Weight dequantize_fp8(const safetensors::TensorInfo& w, const safetensors::TensorInfo& scale, const HfQuantScheme& s,
-                      WeightStore& store, ThreadPool& pool) {
+Weight read_8bit(const safetensors::TensorInfo& w, const safetensors::TensorInfo& scale, const HfQuantScheme& s,
+                 WeightStore& store, ThreadPool& pool) {
   const int64_t n_out = w.shape.at(0), n_in = w.shape.at(1);
   if (!scale.type) {
     throw Error(Errc::unsupported,
@@ -60,7 +70,7 @@ Weight dequantize_fp8(const safetensors::TensorInfo& w, const safetensors::Tenso
               std::to_string(s.block_rows) + "x" + std::to_string(s.block_cols) + ")";
     }
     throw Error(Errc::bad_format, scale.file + ": scale '" + scale.name + "' has shape " +
-                                      safetensors::shape_string(sh) + " for FP8 matrix '" + w.name + "' " +
+                                      safetensors::shape_string(sh) + " for 8-bit matrix '" + w.name + "' " +
                                       safetensors::shape_string(w.shape) + ", expected " + want);
   }
   const int64_t sc = (n_in + bc - 1) / bc;
@@ -71,7 +81,29 @@ Weight dequantize_fp8(const safetensors::TensorInfo& w, const safetensors::Tenso
     std::memcpy(raw.data(), scale.data, raw.size());
     dequantize_row(*scale.type, raw.data(), scales.data(), n_scales);
   }
-  const std::array<float, 256>& lut = e4m3_table();
+  const bool int8 = w.dtype == "I8";
+  // int8 rows whose blocks of 32 share a scale on fp16's grid are q8_0
+  // blocks, d x q; -128 is left out (q8_0 holds -127..127, and the int8
+  // kernels' sign trick counts on it).
+  bool as_q8_0 = int8 && n_in % kQK == 0 && bc % kQK == 0;
+  for (size_t i = 0; as_q8_0 && i < scales.size(); ++i) as_q8_0 = fp16_to_f32(f32_to_fp16(scales[i])) == scales[i];
+  for (int64_t i = 0; as_q8_0 && i < n_out * n_in; ++i) as_q8_0 = w.data[i] != 0x80;
+  if (as_q8_0) {
+    const int64_t blocks = n_in / kQK;
+    auto* q = static_cast<BlockQ8_0*>(store.allocate(static_cast<size_t>(row_bytes(DType::q8_0, n_in) * n_out)));
+    pool.parallel_for(n_out, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* rs = scales.data() + (r / br) * sc;
+        for (int64_t b = 0; b < blocks; ++b) {
+          BlockQ8_0& blk = q[r * blocks + b];
+          blk.d = f32_to_fp16(rs[b * kQK / bc]);
+          std::memcpy(blk.qs, w.data + r * n_in + b * kQK, kQK);
+        }
+      }
+    });
+    return Weight{.data = q, .type = DType::q8_0, .n_in = n_in, .n_out = n_out};
+  }
+  const std::array<float, 256>& lut = int8 ? int8_table() : e4m3_table();
   const int64_t dst_row = row_bytes(s.to, n_in);
   auto* dst = static_cast<uint8_t*>(store.allocate_transient(static_cast<size_t>(dst_row * n_out)));
   pool.parallel_for(n_out, [&](int64_t r0, int64_t r1) {
