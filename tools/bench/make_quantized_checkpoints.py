@@ -1,8 +1,9 @@
 """Writes one random Qwen3-shaped model as the quantized releases store it,
 for bench_generate and llama-bench: <out>-bf16 (plain), <out>-gptq
 (symmetric groups of 128: Troupe reads q4_0), <out>-awq (zero points,
-groups of 128: q4_1) and <out>-fp8 (128x128 blocks: bf16 at load), plus
-<out>-gptq-q4_0.gguf and <out>-bf16-q4_1.gguf for llama.cpp: its converter
+groups of 128: q4_1), <out>-w8a8 (int8 rows: q8_0) and <out>-fp8 (128x128
+blocks: bf16 at load), plus <out>-gptq-q4_0.gguf, <out>-bf16-q4_1.gguf and
+<out>-bf16-q8_0.gguf for llama.cpp: its converter
 dequantizes the GPTQ directory to f16 (AWQ it does not read: the bf16 one
 stands in) and llama-quantize makes the GGUF type Troupe reads each as, the
 files a llama.cpp user would make.
@@ -70,6 +71,7 @@ def main():
                   "checkpoint_format": "gptq"}, lambda w: quant.quantize_gptq(w, GROUP, True, False, g)),
         "awq": ({"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm"},
                 lambda w: quant.quantize_awq(w, GROUP, awq)),
+        "w8a8": (quant.quantization_config("int8", None), lambda w: quant.quantize_int8(w, None)),
         "fp8": ({"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                  "weight_block_size": [128, 128]},
                 lambda w: (dict(zip(("weight", "weight_scale_inv"),
@@ -116,7 +118,7 @@ def main():
         self.gguf_writer.add_bos_token_id(1)
         self.gguf_writer.add_eos_token_id(2)
     get_model_class("Qwen3ForCausalLM").set_vocab = vocab
-    for form, qtype in (("gptq", "Q4_0"), ("bf16", "Q4_1")):
+    for form, qtype in (("gptq", "Q4_0"), ("bf16", "Q4_1"), ("bf16", "Q8_0")):
         d = Path(f"{args.out}-{form}")
         f16 = Path(f"{args.out}-{form}-f16.gguf")
         sys.argv = ["convert_hf_to_gguf.py", str(d), "--outtype", "f16", "--outfile", str(f16)]
