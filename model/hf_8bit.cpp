@@ -2,6 +2,7 @@
 // as q8_0 blocks where that is exact.
 #include "model/hf_8bit.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -47,10 +48,7 @@ float e4m3_to_f32(uint8_t b) {
 Weight read_8bit(const safetensors::TensorInfo& w, const safetensors::TensorInfo& scale, const HfQuantScheme& s,
                  WeightStore& store, ThreadPool& pool) {
   const int64_t n_out = w.shape.at(0), n_in = w.shape.at(1);
-  if (!scale.type) {
-    throw Error(Errc::unsupported,
-                scale.file + ": scale '" + scale.name + "' has dtype " + scale.dtype + "; supported: F32, BF16, F16");
-  }
+  const std::vector<float> scales = scale_floats(scale);
   // The grid [sr, sc] of blocks [br, bc] the scale's shape names.
   const std::vector<int64_t>& sh = scale.shape;
   const int64_t n_scales = scale.n_elements();
@@ -74,20 +72,12 @@ Weight read_8bit(const safetensors::TensorInfo& w, const safetensors::TensorInfo
                                       safetensors::shape_string(w.shape) + ", expected " + want);
   }
   const int64_t sc = (n_in + bc - 1) / bc;
-  std::vector<float> scales(static_cast<size_t>(n_scales));
-  {
-    // The file promises no alignment: copy the raw values first.
-    std::vector<uint8_t> raw(static_cast<size_t>(scale.n_bytes));
-    std::memcpy(raw.data(), scale.data, raw.size());
-    dequantize_row(*scale.type, raw.data(), scales.data(), n_scales);
-  }
   const bool int8 = w.dtype == "I8";
   // int8 rows whose blocks of 32 share a scale on fp16's grid are q8_0
   // blocks, d x q; -128 is left out (q8_0 holds -127..127, and the int8
   // kernels' sign trick counts on it).
-  bool as_q8_0 = int8 && n_in % kQK == 0 && bc % kQK == 0;
-  for (size_t i = 0; as_q8_0 && i < scales.size(); ++i) as_q8_0 = fp16_to_f32(f32_to_fp16(scales[i])) == scales[i];
-  for (int64_t i = 0; as_q8_0 && i < n_out * n_in; ++i) as_q8_0 = w.data[i] != 0x80;
+  const bool as_q8_0 = int8 && n_in % kQK == 0 && bc % kQK == 0 && on_fp16_grid(scales) &&
+                       std::find(w.data, w.data + n_out * n_in, uint8_t{0x80}) == w.data + n_out * n_in;
   if (as_q8_0) {
     const int64_t blocks = n_in / kQK;
     auto* q = static_cast<BlockQ8_0*>(store.allocate(static_cast<size_t>(row_bytes(DType::q8_0, n_in) * n_out)));

@@ -37,18 +37,6 @@ inline uint32_t field(const TensorInfo& t, int64_t w, int64_t i) {
   return (word >> (4 * i)) & 0xfu;
 }
 
-std::vector<float> floats_of(const TensorInfo& t) {
-  if (!t.type) {
-    throw Error(Errc::unsupported,
-                t.file + ": scale '" + t.name + "' has dtype " + t.dtype + "; supported: F32, BF16, F16");
-  }
-  std::vector<uint8_t> raw(static_cast<size_t>(t.n_bytes));  // unaligned in the file
-  std::memcpy(raw.data(), t.data, raw.size());
-  std::vector<float> out(static_cast<size_t>(t.n_elements()));
-  dequantize_row(*t.type, raw.data(), out.data(), t.n_elements());
-  return out;
-}
-
 // AWQ packs the 8 outputs of a word in the order 0 2 4 6 1 3 5 7: output
 // o % 8 sits in field kAwqField[o % 8].
 constexpr int kAwqField[8] = {0, 4, 1, 5, 2, 6, 3, 7};
@@ -70,7 +58,7 @@ Int4Matrix compressed_tensors(const Int4Tensors& t, const HfQuantScheme& s, int6
   const int64_t gs = s.group_size > 0 ? s.group_size : n_in, words = (n_in + 7) / 8;
   Int4Matrix m{.n_groups = (n_in + gs - 1) / gs};
   const TensorInfo& codes = expect_tensor(t.codes, "codes", name, "I32", {n_out, words});
-  m.scale = floats_of(expect_tensor(t.scale, "scale", name, nullptr, {n_out, m.n_groups}));
+  m.scale = scale_floats(expect_tensor(t.scale, "scale", name, nullptr, {n_out, m.n_groups}));
   m.zero.assign(static_cast<size_t>(n_out * m.n_groups), 8);
   if (!s.symmetric) {
     // Packed down the columns: row r's zero is field r % 8 of word [r / 8][g].
@@ -98,7 +86,7 @@ Int4Matrix compressed_tensors(const Int4Tensors& t, const HfQuantScheme& s, int6
 template <bool kAwq>
 void read_output_major(Int4Matrix& m, const Int4Tensors& t, const HfQuantScheme& s, int64_t n_out) {
   const TensorInfo& name = *t.codes;
-  const std::vector<float> scales = floats_of(expect_tensor(t.scale, "scales", name, nullptr, {m.n_groups, n_out}));
+  const std::vector<float> scales = scale_floats(expect_tensor(t.scale, "scales", name, nullptr, {m.n_groups, n_out}));
   const TensorInfo& z = expect_tensor(t.zero, "qzeros", name, "I32", {m.n_groups, n_out / 8});
   m.scale.resize(static_cast<size_t>(n_out * m.n_groups));
   m.zero.resize(m.scale.size());
@@ -169,7 +157,7 @@ bool as_blocks(const Int4Matrix& m, int64_t n_in) {
   for (int64_t c = 0; c < n_in; ++c) {
     if (m.group[static_cast<size_t>(c)] != m.group[static_cast<size_t>(c - c % kQK)]) return false;
   }
-  return std::all_of(m.scale.begin(), m.scale.end(), [](float v) { return fp16_to_f32(f32_to_fp16(v)) == v; });
+  return on_fp16_grid(m.scale);
 }
 
 }  // namespace

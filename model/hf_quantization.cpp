@@ -2,6 +2,9 @@
 // int8 and packed 4-bit formats, and the refusal of every other method.
 #include "model/hf_quantization.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "core/error.hpp"
@@ -20,6 +23,15 @@ DType checkpoint_dtype(const HfConfig& cfg) {
   return DType::bf16;
 }
 
+// w[key], or null where w has no such key (a const JSON object's [] must
+// not be asked for a missing one).
+Json field(const Json& w, const char* key) { return w.is_object() && w.contains(key) ? w[key] : Json(); }
+
+std::string string_field(const Json& w, const char* key, const std::string& fallback) {
+  const Json v = field(w, key);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+
 constexpr const char* kInstead = ". Use a GGUF file, or the unquantized checkpoint with --quantize";
 
 // A [rows, cols] pair of positive block sizes; Error(bad_format) otherwise.
@@ -34,12 +46,13 @@ std::pair<int64_t, int64_t> block_pair(const HfConfig& cfg, const Json& v, const
 HfQuantScheme read_fp8_method(const HfConfig& cfg, const Json& q) {
   HfQuantScheme s{.kind = HfQuantScheme::Kind::fp8, .scale_suffix = "weight_scale_inv", .to = checkpoint_dtype(cfg)};
   // DeepSeek writes "e4m3", MiniMax "float8_e4m3fn".
-  if (q.contains("fmt") && !q["fmt"].is_null() && q["fmt"] != "e4m3" && q["fmt"] != "float8_e4m3fn") {
-    cfg.fail(Errc::unsupported, "quantization_config: FP8 format " + q["fmt"].dump() +
+  const Json fmt = field(q, "fmt");
+  if (!fmt.is_null() && fmt != "e4m3" && fmt != "float8_e4m3fn") {
+    cfg.fail(Errc::unsupported, "quantization_config: FP8 format " + fmt.dump() +
                                     " is not supported; supported: e4m3 (float8_e4m3fn)");
   }
-  if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
-    std::tie(s.block_rows, s.block_cols) = block_pair(cfg, q["weight_block_size"], "weight_block_size");
+  if (const Json block = field(q, "weight_block_size"); !block.is_null()) {
+    std::tie(s.block_rows, s.block_cols) = block_pair(cfg, block, "weight_block_size");
   }
   return s;
 }
@@ -48,10 +61,10 @@ HfQuantScheme read_fp8_method(const HfConfig& cfg, const Json& q) {
 // say "w_bit" and "q_group_size").
 int64_t int_key(const HfConfig& cfg, const Json& q, const char* key, const char* alt, int64_t fallback) {
   for (const char* k : {key, alt}) {
-    if (!q.contains(k) || q[k].is_null()) continue;
-    if (!q[k].is_number_integer())
-      cfg.fail(Errc::bad_format, std::string("quantization_config: '") + k + "' is not an integer");
-    return q[k].get<int64_t>();
+    const Json v = field(q, k);
+    if (v.is_null()) continue;
+    if (!v.is_number_integer()) cfg.fail(Errc::bad_format, std::string("quantization_config: '") + k + "' is not an integer");
+    return v.get<int64_t>();
   }
   return fallback;
 }
@@ -70,9 +83,7 @@ HfQuantScheme read_gptq_awq(const HfConfig& cfg, const Json& q, HfQuantScheme::K
   if (group == 0 || group < -1) cfg.fail(Errc::bad_format, "quantization_config: group_size " + std::to_string(group));
   s.group_size = group < 0 ? 0 : group;
   if (kind == HfQuantScheme::Kind::gptq) {
-    const std::string format = q.contains("checkpoint_format") && q["checkpoint_format"].is_string()
-                                   ? q["checkpoint_format"].get<std::string>()
-                                   : "gptq";
+    const std::string format = string_field(q, "checkpoint_format", "gptq");
     if (format != "gptq" && format != "gptq_v2") {
       cfg.fail(Errc::unsupported, "quantization_config: GPTQ checkpoint_format '" + format +
                                       "' is not supported; supported: gptq, gptq_v2" + kInstead);
@@ -80,86 +91,66 @@ HfQuantScheme read_gptq_awq(const HfConfig& cfg, const Json& q, HfQuantScheme::K
     s.zero_offset = format == "gptq" ? 1 : 0;
     return s;
   }
-  const std::string version =
-      q.contains("version") && q["version"].is_string() ? q["version"].get<std::string>() : "gemm";
+  const std::string version = string_field(q, "version", "gemm");
   if (version != "gemm" && version != "GEMM") {
     cfg.fail(Errc::unsupported,
              "quantization_config: AWQ version '" + version + "' is not supported; supported: gemm" + kInstead);
   }
-  if (q.contains("zero_point") && q["zero_point"] == false) {
+  if (field(q, "zero_point") == false) {
     cfg.fail(Errc::unsupported,
              "quantization_config: AWQ without zero points is not supported" + std::string(kInstead));
   }
   return s;
 }
 
+// What a compressed-tensors format holds: its weights' width and type, the
+// kind Troupe reads it as, and the strategies (scale grids) it takes.
+struct CtFormat {
+  std::string_view name;
+  int64_t bits;
+  std::string_view type;
+  HfQuantScheme::Kind kind;
+  bool tensor, group, block;  // besides "channel", which every one takes
+};
+constexpr CtFormat kCtFormats[] = {
+    {"float-quantized", 8, "float", HfQuantScheme::Kind::fp8, true, false, true},
+    {"int-quantized", 8, "int", HfQuantScheme::Kind::int8, true, true, true},
+    {"naive-quantized", 8, "int", HfQuantScheme::Kind::int8, true, true, true},
+    {"pack-quantized", 4, "int", HfQuantScheme::Kind::int4_packed, false, true, false},
+};
+
 // One config group's weights, as a scheme of the given format.
-HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Json& w, const std::string& format) {
+HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Json& w, const CtFormat& f) {
   const std::string where = "quantization_config: group '" + group + "' ";
   if (!w.is_object()) cfg.fail(Errc::bad_format, where + "has no 'weights' object");
-  const Json& bits = w.contains("num_bits") ? w["num_bits"] : Json();
-  const Json& type = w.contains("type") ? w["type"] : Json();
-  const std::string strategy =
-      w.contains("strategy") && w["strategy"].is_string() ? w["strategy"].get<std::string>() : "";
-  HfQuantScheme s{.to = checkpoint_dtype(cfg)};
-  if (format == "float-quantized") {
-    if (bits != 8 || type != "float") {
-      cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() +
-                                      " weights in float-quantized; supported: 8-bit float");
-    }
-    s.kind = HfQuantScheme::Kind::fp8;
-    s.scale_suffix = "weight_scale";
-    if (strategy == "block") {
-      std::tie(s.block_rows, s.block_cols) =
-          block_pair(cfg, w.contains("block_structure") ? w["block_structure"] : Json(), "block_structure");
-    } else if (strategy != "tensor" && strategy != "channel") {
-      cfg.fail(Errc::unsupported, where + "has weight strategy '" + strategy + "'; supported: tensor, channel, block");
-    }
-    return s;
+  const Json bits = field(w, "num_bits"), type = field(w, "type");
+  if (bits != f.bits || type != f.type) {
+    cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() + " weights in " +
+                                    std::string(f.name) + "; supported: " + std::to_string(f.bits) + "-bit " +
+                                    std::string(f.type) + kInstead);
   }
-  if (format == "int-quantized" || format == "naive-quantized") {
-    if (bits != 8 || type != "int") {
-      cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() + " weights in " + format +
-                                      "; supported: 8-bit int" + kInstead);
-    }
-    if (w.contains("symmetric") && w["symmetric"] == false) {
-      cfg.fail(Errc::unsupported, where + "has asymmetric int8 weights; supported: symmetric" + std::string(kInstead));
-    }
-    s.kind = HfQuantScheme::Kind::int8;
-    s.scale_suffix = "weight_scale";
-    if (strategy == "group") {
-      const Json& g = w.contains("group_size") ? w["group_size"] : Json();
-      if (!g.is_number_integer() || g.get<int64_t>() <= 0) {
-        cfg.fail(Errc::bad_format, where + "has no positive 'group_size'");
-      }
+  HfQuantScheme s{.kind = f.kind, .scale_suffix = "weight_scale", .to = checkpoint_dtype(cfg)};
+  s.symmetric = field(w, "symmetric") != false;
+  if (!s.symmetric && f.kind == HfQuantScheme::Kind::int8) {
+    cfg.fail(Errc::unsupported, where + "has asymmetric int8 weights; supported: symmetric" + std::string(kInstead));
+  }
+  const std::string strategy = string_field(w, "strategy", "");
+  if (strategy == "group" && f.group) {
+    const Json g = field(w, "group_size");
+    if (!g.is_number_integer() || g.get<int64_t>() <= 0) cfg.fail(Errc::bad_format, where + "has no positive 'group_size'");
+    // A group of g inputs: int4's own groups, or an int8 grid of 1 x g blocks.
+    if (f.kind == HfQuantScheme::Kind::int4_packed) {
+      s.group_size = g.get<int64_t>();
+    } else {
       s.block_rows = 1;
       s.block_cols = g.get<int64_t>();
-    } else if (strategy == "block") {
-      std::tie(s.block_rows, s.block_cols) =
-          block_pair(cfg, w.contains("block_structure") ? w["block_structure"] : Json(), "block_structure");
-    } else if (strategy != "tensor" && strategy != "channel") {
-      cfg.fail(Errc::unsupported,
-               where + "has weight strategy '" + strategy + "'; supported: tensor, channel, group, block");
     }
-    return s;
-  }
-  // pack-quantized
-  if (bits != 4 || type != "int") {
-    cfg.fail(Errc::unsupported, where + "has " + bits.dump() + "-bit " + type.dump() +
-                                    " weights in pack-quantized; supported: 4-bit int" + kInstead);
-  }
-  s.kind = HfQuantScheme::Kind::int4_packed;
-  s.scale_suffix = "weight_scale";
-  s.symmetric = !w.contains("symmetric") || w["symmetric"] != false;
-  if (strategy == "group") {
-    const Json& g = w.contains("group_size") ? w["group_size"] : Json();
-    if (!g.is_number_integer() || g.get<int64_t>() <= 0) {
-      cfg.fail(Errc::bad_format, where + "has no positive 'group_size'");
-    }
-    s.group_size = g.get<int64_t>();
-  } else if (strategy != "channel") {
-    cfg.fail(Errc::unsupported,
-             where + "has weight strategy '" + strategy + "' in pack-quantized; supported: group, channel");
+  } else if (strategy == "block" && f.block) {
+    std::tie(s.block_rows, s.block_cols) = block_pair(cfg, field(w, "block_structure"), "block_structure");
+  } else if (strategy != "channel" && !(strategy == "tensor" && f.tensor)) {
+    cfg.fail(Errc::unsupported, where + "has weight strategy '" + strategy + "' in " + std::string(f.name) +
+                                    "; supported: " + (f.tensor ? "tensor, " : "") + "channel" +
+                                    (f.group ? ", group" : "") + (f.block ? ", block" : ""));
   }
   return s;
 }
@@ -168,22 +159,25 @@ HfQuantScheme read_group(const HfConfig& cfg, const std::string& group, const Js
 // group's weights. Activation settings are not read: Troupe keeps
 // activations in float, what the weights were made to approximate.
 std::optional<HfQuantScheme> read_compressed_tensors(const HfConfig& cfg, const Json& q) {
-  const std::string format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+  const std::string format = string_field(q, "format", "");
   if (format == "dense") return std::nullopt;  // weights stored as plain floats
-  if (format != "float-quantized" && format != "pack-quantized" && format != "int-quantized" &&
-      format != "naive-quantized") {
+  const CtFormat* f = nullptr;
+  for (const CtFormat& c : kCtFormats) {
+    if (c.name == format) f = &c;
+  }
+  if (f == nullptr) {
     cfg.fail(Errc::unsupported, "quantization_config: compressed-tensors format '" + format +
                                     "' is not supported; supported: float-quantized (FP8), int-quantized and "
                                     "naive-quantized (int8), pack-quantized (4-bit integers)" +
                                     std::string(kInstead));
   }
-  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
+  const Json groups = field(q, "config_groups");
+  if (!groups.is_object() || groups.empty()) {
     cfg.fail(Errc::bad_format, "quantization_config: no 'config_groups' object");
   }
   std::optional<HfQuantScheme> scheme;
-  for (const auto& [group, g] : q["config_groups"].items()) {
-    const HfQuantScheme s =
-        read_group(cfg, group, g.is_object() && g.contains("weights") ? g["weights"] : Json(), format);
+  for (const auto& [group, g] : groups.items()) {
+    const HfQuantScheme s = read_group(cfg, group, field(g, "weights"), *f);
     if (scheme && (s.kind != scheme->kind || s.block_rows != scheme->block_rows || s.block_cols != scheme->block_cols ||
                    s.group_size != scheme->group_size || s.symmetric != scheme->symmetric)) {
       cfg.fail(Errc::unsupported, "quantization_config: groups quantized differently (group '" + group + "')");
@@ -198,10 +192,8 @@ std::optional<HfQuantScheme> read_compressed_tensors(const HfConfig& cfg, const 
 std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg) {
   if (!cfg.has("quantization_config")) return std::nullopt;
   const Json& q = cfg.json()["quantization_config"];
-  if (!q.is_object() || !q.contains("quant_method") || !q["quant_method"].is_string()) {
-    cfg.fail(Errc::bad_format, "quantization_config has no 'quant_method' string");
-  }
-  const std::string method = q["quant_method"].get<std::string>();
+  const std::string method = string_field(q, "quant_method", "");
+  if (method.empty()) cfg.fail(Errc::bad_format, "quantization_config has no 'quant_method' string");
   if (method == "fp8") return read_fp8_method(cfg, q);
   if (method == "compressed-tensors") return read_compressed_tensors(cfg, q);
   if (method == "gptq") return read_gptq_awq(cfg, q, HfQuantScheme::Kind::gptq);
@@ -210,6 +202,22 @@ std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg) {
   cfg.fail(Errc::unsupported, "quantization method '" + method +
                                   "' is not supported; supported: fp8, gptq and awq (4-bit), compressed-tensors "
                                   "(FP8, int8 or packed 4-bit weights), mxfp4 (gpt-oss)" + std::string(kInstead));
+}
+
+std::vector<float> scale_floats(const safetensors::TensorInfo& scale) {
+  if (!scale.type) {
+    throw Error(Errc::unsupported,
+                scale.file + ": scale '" + scale.name + "' has dtype " + scale.dtype + "; supported: F32, BF16, F16");
+  }
+  std::vector<uint8_t> raw(static_cast<size_t>(scale.n_bytes));
+  std::memcpy(raw.data(), scale.data, raw.size());
+  std::vector<float> out(static_cast<size_t>(scale.n_elements()));
+  dequantize_row(*scale.type, raw.data(), out.data(), scale.n_elements());
+  return out;
+}
+
+bool on_fp16_grid(const std::vector<float>& values) {
+  return std::all_of(values.begin(), values.end(), [](float v) { return fp16_to_f32(f32_to_fp16(v)) == v; });
 }
 
 }  // namespace troupe

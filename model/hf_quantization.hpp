@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "model/hf_config.hpp"
+#include "model/safetensors.hpp"
 
 namespace troupe {
 
@@ -59,5 +61,14 @@ struct HfQuantScheme {
 // AWQ, bitsandbytes, compressed-tensors' other formats, ...) with what to
 // use instead, and Error(bad_format) for a malformed one.
 std::optional<HfQuantScheme> read_quantization_config(const HfConfig& cfg);
+
+// A scale tensor's values in f32 (copied first: the file promises no
+// alignment). Throws Error(unsupported) naming it for a dtype other than
+// F32, BF16 or F16.
+std::vector<float> scale_floats(const safetensors::TensorInfo& scale);
+
+// Whether fp16 holds every value exactly, as a GGUF block's scale must to
+// keep a checkpoint's groups bit for bit.
+bool on_fp16_grid(const std::vector<float>& values);
 
 }  // namespace troupe

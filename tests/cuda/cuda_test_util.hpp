@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/cuda_backend.hpp"
 
 // Skips the current test, saying why (e.g. "cudaGetDeviceCount failed with
@@ -80,6 +81,31 @@ inline double worst_ratio(const std::vector<float>& got, const std::vector<float
     worst = std::max(worst, err / (abs_tol + rel_tol * std::abs(static_cast<double>(want[i]))));
   }
   return worst;
+}
+
+// The recurrent layers' two rounds over state slots: three sequences from
+// position 0 (slot 2 prefills 9 tokens, slot 0 a short prompt, slot 3 one
+// token), then each continued from its slot. The layers keep no pages; the
+// plan copies `table` all the same. Each round's sequences, and its tokens.
+struct SlotRound {
+  std::vector<AttnSeq> seqs;
+  int32_t n_tokens = 0;
+};
+inline std::vector<SlotRound> slot_rounds(const int32_t* table) {
+  struct Spec {
+    int32_t n_past, n_q, slot;
+  };
+  const std::vector<Spec> rounds[] = {{{0, 9, 2}, {0, 3, 0}, {0, 1, 3}}, {{9, 5, 2}, {3, 1, 0}, {1, 1, 3}}};
+  std::vector<SlotRound> out;
+  for (const auto& specs : rounds) {
+    SlotRound& r = out.emplace_back();
+    for (const Spec& s : specs) {
+      r.seqs.push_back(
+          {.q_begin = r.n_tokens, .n_q = s.n_q, .n_past = s.n_past, .block_table = table, .state_slot = s.slot});
+      r.n_tokens += s.n_q;
+    }
+  }
+  return out;
 }
 
 }  // namespace troupe::test

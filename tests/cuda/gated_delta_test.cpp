@@ -30,28 +30,16 @@ void run(CudaBackend& gpu, bool tiled) {
   std::vector<float> decay = test::random_floats(rng, static_cast<size_t>(hv), 0.1f, 3.0f);
   for (float& d : decay) d = -d;
   const auto dt_bias = test::random_floats(rng, static_cast<size_t>(hv), -1.0f, 1.0f);
-  const std::vector<int32_t> table(8, 0);  // the layer keeps no pages; the plan copies a table all the same
+  const std::vector<int32_t> table(8, 0);
   ThreadPool pool(2);
   DeviceFloats dstate(gpu, state), dw(gpu, conv_w), ddecay(gpu, decay), ddt(gpu, dt_bias);
   const PagedKvView cview{.n_blocks = 8, .block_size = 4, .state = state.data(), .n_state_slots = n_slots,
                           .state_floats = g.state_floats()};
   PagedKvView gview = cview;
   gview.state = dstate.get();
-  struct Spec {
-    int32_t n_past, n_q, slot;
-  };
-  // From position 0 (slot 2 prefills, 0 a short prompt, 3 one token), then
-  // each continued from its slot.
-  const std::vector<Spec> first{{0, 9, 2}, {0, 3, 0}, {0, 1, 3}};
-  const std::vector<Spec> then{{9, 5, 2}, {3, 1, 0}, {1, 1, 3}};
-  for (const auto& specs : {first, then}) {
-    std::vector<AttnSeq> seqs;
-    int32_t n = 0;
-    for (const Spec& s : specs) {
-      seqs.push_back(
-          {.q_begin = n, .n_q = s.n_q, .n_past = s.n_past, .block_table = table.data(), .state_slot = s.slot});
-      n += s.n_q;
-    }
+  for (const test::SlotRound& round : test::slot_rounds(table.data())) {
+    const std::vector<AttnSeq>& seqs = round.seqs;
+    const int32_t n = round.n_tokens;
     const auto qkv = test::random_floats(rng, static_cast<size_t>(n * C), -1.5f, 1.5f);
     const auto b = test::random_floats(rng, static_cast<size_t>(n * hv), -2.0f, 2.0f);
     const auto a = test::random_floats(rng, static_cast<size_t>(n * hv), -2.0f, 2.0f);

@@ -39,25 +39,15 @@ TEST(CudaMamba2, MatchesTheCpu) {
                                   .dt_bias = dt_bias.data(), .d = d.data(), .norm = norm.data(), .norm_eps = 1e-5f};
   const kernels::Mamba2Weights gw{.conv = dconv.get(), .conv_bias = dconv_b.get(), .a = da.get(), .dt_bias = ddt.get(),
                                   .d = dd.get(), .norm = dnorm.get(), .norm_eps = 1e-5f};
-  const std::vector<int32_t> table(8, 0);  // no pages; the plan copies a table all the same
+  const std::vector<int32_t> table(8, 0);
   const PagedKvView cview{.n_blocks = 8, .block_size = 4, .state = state.data(), .n_state_slots = n_slots,
                           .state_floats = g.state_floats()};
   PagedKvView gview = cview;
   gview.state = dstate.get();
   ThreadPool pool(2);
-  struct Spec {
-    int32_t n_past, n_q, slot;
-  };
-  const std::vector<Spec> first{{0, 9, 2}, {0, 3, 0}, {0, 1, 3}};
-  const std::vector<Spec> then{{9, 5, 2}, {3, 1, 0}, {1, 1, 3}};
-  for (const auto& specs : {first, then}) {
-    std::vector<AttnSeq> seqs;
-    int32_t n = 0;
-    for (const Spec& s : specs) {
-      seqs.push_back(
-          {.q_begin = n, .n_q = s.n_q, .n_past = s.n_past, .block_table = table.data(), .state_slot = s.slot});
-      n += s.n_q;
-    }
+  for (const test::SlotRound& round : test::slot_rounds(table.data())) {
+    const std::vector<AttnSeq>& seqs = round.seqs;
+    const int32_t n = round.n_tokens;
     const auto proj = test::random_floats(rng, static_cast<size_t>(n * W), -1.5f, 1.5f);
     DeviceFloats dproj(gpu, proj), dy(gpu, static_cast<size_t>(n * g.inner()));
     gpu.mamba2_scan(dy.get(), dproj.get(), gview, seqs.data(), 3, gw, g);
