@@ -1,7 +1,8 @@
 // Detokenizer actor: RequestOpen registers a sink, the tokenizer's
 // PromptEvent goes to it first, SeqOpen adds the prompt size and admission
-// time, SampledStep streams TokenEvents, RequestDone (or a
-// matched stop string) sends the FinalEvent. Observers get a copy of all.
+// time, SampledStep streams TokenEvents (and holds an embedding request's
+// vector), RequestDone (or a matched stop string) sends the FinalEvent.
+// Observers get a copy of all.
 #include "actors/detokenizer_actor.hpp"
 
 #include <caf/actor_system.hpp>
@@ -76,10 +77,15 @@ class DetokenizerImpl : public detokenizer_actor::base {
         },
         [this](SampledStep& step) {
           for (SampledToken& t : step.tokens) {
-            if (t.status != SampleStatus::token && t.status != SampleStatus::scored) continue;
+            if (t.status != SampleStatus::token && t.status != SampleStatus::scored &&
+                t.status != SampleStatus::embedded) {
+              continue;
+            }
             const auto it = streams_.find(t.id);
             if (it == streams_.end()) continue;
-            if (t.status == SampleStatus::token) {
+            if (t.status == SampleStatus::embedded) {
+              it->second.embedding = std::move(t.embedding);  // the FinalEvent carries it
+            } else if (t.status == SampleStatus::token) {
               on_token(it, t);
             } else {
               it->second.prompt_scores.push_back(score_of(t));
@@ -128,6 +134,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
     IncrementalDecoder decoder;
     StopStringMatcher stops;
     std::vector<TokenScore> prompt_scores;  // prompt logprobs, for the first TokenEvent
+    std::vector<float> embedding;           // an embedding request's vector, for the FinalEvent
   };
 
   TokenScore score_of(SampledToken& t) const {
@@ -191,6 +198,7 @@ class DetokenizerImpl : public detokenizer_actor::base {
     if (r.stopped && (reason == EndReason::stop || reason == EndReason::length)) reason = EndReason::stop;
     FinalEvent f = final_event(it, reason);
     f.tail_text = std::move(tail);
+    if (reason == EndReason::stop) f.embedding = std::move(s.embedding);
     if (r.stopped && reason == EndReason::stop) f.stop_string = std::move(r.stop);
     if (reason == EndReason::error) {
       f.error_code = code;

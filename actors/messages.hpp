@@ -115,11 +115,12 @@ struct StepLogits {
 
 // What sampling one logits row gave.
 enum class SampleStatus : uint8_t {
-  token,    // `token` was chosen
-  skipped,  // no token: the sampler does not know the request (it ended while the step ran)
-  failed,   // no token: sampling failed for this request (`error_code`, `error`)
-  scored,   // a prompt token's logprob (`token` is the prompt's): prompt logprobs
-  unused,   // no token: the row of a rejected proposal, or a recomputed position
+  token,     // `token` was chosen
+  skipped,   // no token: the sampler does not know the request (it ended while the step ran)
+  failed,    // no token: sampling failed for this request (`error_code`, `error`)
+  scored,    // a prompt token's logprob (`token` is the prompt's): prompt logprobs
+  unused,    // no token: the row of a rejected proposal, or a recomputed position
+  embedded,  // an embedding request's last row: `embedding` is its vector, and the request is finished
 };
 
 struct SampledToken {
@@ -131,6 +132,7 @@ struct SampledToken {
   std::vector<TokenLogprob> top_logprobs;
   Errc error_code = Errc::internal;  // with status failed
   std::string error;
+  std::vector<float> embedding;  // with status embedded
 
   static SampledToken chosen(RequestId id, int32_t token, bool finished) {
     return {.id = id, .status = SampleStatus::token, .token = token, .finished = finished};
@@ -255,8 +257,13 @@ typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
-  return f(caf::meta::type_name("GenerateParams"), x.max_new_tokens, x.sampling, x.stop, x.priority,
-           x.ignore_eos, x.speculative, x.prompt_logprobs, x.format);
+  return f(caf::meta::type_name("GenerateParams"), x.max_new_tokens, x.sampling, x.stop, x.priority, x.ignore_eos,
+           x.speculative, x.prompt_logprobs, x.format, x.embed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, EmbedParams& x) {
+  return f(caf::meta::type_name("EmbedParams"), x.on, x.pooling, x.normalize, x.dimensions);
 }
 
 template <class Inspector>
@@ -278,8 +285,8 @@ typename Inspector::result_type inspect(Inspector& f, TokenScore& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinalEvent& x) {
   return f(caf::meta::type_name("FinalEvent"), x.id, x.reason, x.error_code, x.error_message, x.error_param,
-           x.tail_text, x.stop_string, x.prompt_tokens, x.completion_tokens, x.queue_seconds,
-           x.first_token_seconds, x.total_seconds);
+           x.tail_text, x.stop_string, x.prompt_tokens, x.completion_tokens, x.queue_seconds, x.first_token_seconds,
+           x.total_seconds, x.embedding);
 }
 
 template <class Inspector>
@@ -407,8 +414,8 @@ typename Inspector::result_type inspect(Inspector& f, StepLogits& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
-  return f(caf::meta::type_name("SampledToken"), x.id, x.status, x.token, x.finished, x.logprob,
-           x.top_logprobs, x.error_code, x.error);
+  return f(caf::meta::type_name("SampledToken"), x.id, x.status, x.token, x.finished, x.logprob, x.top_logprobs,
+           x.error_code, x.error, x.embedding);
 }
 
 template <class Inspector>

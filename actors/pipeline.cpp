@@ -202,7 +202,8 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                       .max_seqs = sc.max_batch_size,
                       .n_kv_blocks = config.n_kv_blocks,
                       .kv_block_size = config.kv_block_size,
-                      .kv_type = config.kv_type};
+                      .kv_type = config.kv_type,
+                      .embedding_output = pipeline_embedding(config, mc).pooling != Pooling::none};
   std::vector<StagePlacement> placements;
   for (const StageSpec& s : config.stages) {
     placements.push_back({.first_layer = s.first_layer,

@@ -6,19 +6,20 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/request_types.hpp"
 #include "actors/stage_status.hpp"
+#include "memory/kv_type.hpp"
+#include "model/model.hpp"
 #include "telemetry/actor_summary.hpp"
 #include "telemetry/anomaly.hpp"
 #include "telemetry/chrome_trace.hpp"
-#include "memory/kv_type.hpp"
-#include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace caf {
@@ -107,6 +108,15 @@ struct PipelineConfig {
   // reasoning_content (llama.cpp's --reasoning-format): "auto" (empty; when
   // the chat template speaks of </think>), "deepseek" (always), "none".
   std::string reasoning_format;
+  // An embedding pipeline (`--embedding`): it takes embedding requests
+  // (EmbedParams, /v1/embeddings) and no others, its last stage returning
+  // final hidden rows that the sampler pools. Unset: on when the model
+  // declares a pooling (sentence-transformers files, GGUF pooling_type).
+  std::optional<bool> embedding;
+  // `--pooling last|mean`: replaces the model's declared pooling; empty: the
+  // model's (last when it declares none, as a causal model's last token has
+  // seen the whole input).
+  std::string pooling;
   int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
   TraceOptions trace;
   // TTFT and step-time excursions: counted (Pipeline::anomaly_counts), kept

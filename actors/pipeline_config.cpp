@@ -106,8 +106,9 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
     r.fail("replicas", "several replicas run only under `troupe serve` (read them with parse_replicas)");
   }
   r.only_keys(root, "",
-              {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads", "kv", "scheduler", "trace", "anomaly",
-                "server", "quantize", "tool_call_parser", "reasoning_format"});
+              {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads",
+               "kv", "scheduler", "trace", "anomaly", "server", "quantize", "tool_call_parser", "reasoning_format",
+               "embedding", "pooling"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (root.contains("quantize")) {
@@ -143,6 +144,13 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
       c.reasoning_format != "none") {
     r.fail("reasoning_format", "must be one of auto, deepseek, none");
   }
+  if (root.contains("embedding")) {
+    bool on = false;
+    r.get(root, "embedding", "", on);
+    c.embedding = on;
+  }
+  r.get(root, "pooling", "", c.pooling);
+  if (!c.pooling.empty() && c.pooling != "last" && c.pooling != "mean") r.fail("pooling", "must be last or mean");
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);
   if (const auto it = root.find("kv"); it != root.end()) {

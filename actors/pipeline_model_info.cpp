@@ -36,9 +36,34 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
   for (const PlannedStage& s : plan) {
     info.kv_bytes_per_token += stage_kv_token_bytes(mc, s.first_layer, s.last_layer, config.kv_type);
   }
+  const EmbeddingSpec embedding = pipeline_embedding(config, mc);
+  info.pooling = embedding.pooling;
+  info.normalize = embedding.normalize;
+  info.n_embd = static_cast<int32_t>(mc.n_embd);
   return info;
 }
 
+EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig& model) {
+  const EmbeddingSpec& declared = model.embedding;
+  const bool on = config.embedding.value_or(declared.pooling != Pooling::none);
+  if (!on) {
+    if (!config.pooling.empty()) {
+      throw Error(Errc::invalid_argument, "PipelineConfig: pooling '" + config.pooling +
+                                              "' is for an embedding pipeline, and this one generates (embedding off)");
+    }
+    return {.pooling = Pooling::none, .normalize = declared.normalize};
+  }
+  EmbeddingSpec spec{.pooling = declared.pooling != Pooling::none ? declared.pooling : Pooling::last,
+                     .normalize = declared.normalize};
+  if (!config.pooling.empty()) {
+    const std::optional<Pooling> p = parse_pooling(config.pooling);
+    if (!p || *p == Pooling::none) {
+      throw Error(Errc::invalid_argument, "PipelineConfig: pooling '" + config.pooling + "' is not last or mean");
+    }
+    spec.pooling = *p;
+  }
+  return spec;
+}
 
 void set_answer_syntax(ModelInfo& info, const ChatPrompter& prompter, const PipelineConfig& config) {
   info.tool_call_syntax = grammar::detect_tool_call_syntax(prompter.source());

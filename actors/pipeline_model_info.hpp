@@ -15,6 +15,13 @@ namespace troupe {
 ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const std::vector<PlannedStage>& plan,
                               int32_t context_length, const PipelineConfig& config);
 
+// What the pipeline embeds with: pooling none for a generating pipeline;
+// else the config's pooling, or the model's declared one (last when it
+// declares none), and the model's normalization. Throws
+// Error(invalid_argument) for an unknown pooling name, or a pooling asked of
+// a generating pipeline.
+EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig& model);
+
 // How the model's chat answers are read: its tool-call syntax and its
 // <think> blocks, from the chat template in use unless the config names
 // them (tool_call_parser, reasoning_format). Throws Error(invalid_argument)

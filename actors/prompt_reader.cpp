@@ -153,10 +153,16 @@ std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r) const {
 }
 
 std::vector<int32_t> PromptReader::admit(EngineRequest& r) const {
+  check_embed_params(r.params.embed, model_);
   check_generate_params(r.params);
   check_logit_bias(r.params.sampling.logit_bias, model_.n_vocab);
   check_output_format(r.params.format);
   std::vector<int32_t> ids = prompt_ids(r);
+  if (r.params.embed.on) {
+    check_embed_length(static_cast<int32_t>(ids.size()), model_.context_length, prompt_field(r));
+    r.params.max_new_tokens = 1;  // the scheduler's accounting; nothing is generated
+    return ids;
+  }
   r.params.max_new_tokens = fit_to_context(static_cast<int32_t>(ids.size()), r.params.max_new_tokens,
                                            r.fit_max_tokens, model_.context_length, prompt_field(r));
   return ids;

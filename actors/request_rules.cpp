@@ -20,6 +20,36 @@ void check_generate_params(const GenerateParams& p) {
   check_sampling(p.sampling);
 }
 
+void check_embed_params(EmbedParams& e, const ModelInfo& model) {
+  const bool embedding_model = model.pooling != Pooling::none;
+  if (embedding_model && !e.on) {
+    throw RequestError(Errc::invalid_argument, "model",
+                       model.name + " is an embedding model: it answers /v1/embeddings, and generates no text");
+  }
+  if (!embedding_model && e.on) {
+    throw RequestError(Errc::invalid_argument, "model",
+                       model.name +
+                           " generates text and serves no embeddings (an embedding model, or "
+                           "--embedding, makes an embedding server)");
+  }
+  if (!e.on) return;
+  if (e.dimensions < 0 || e.dimensions > model.n_embd) {
+    throw RequestError(Errc::invalid_argument, "dimensions",
+                       "dimensions must be between 1 and the model's " + std::to_string(model.n_embd) + ", got " +
+                           std::to_string(e.dimensions));
+  }
+  e.pooling = model.pooling;
+  if (e.normalize < 0) e.normalize = model.normalize ? 1 : 0;
+}
+
+void check_embed_length(int32_t n_prompt, int32_t context_length, std::string_view prompt_param) {
+  if (n_prompt > context_length) {
+    throw RequestError(Errc::too_long, std::string(prompt_param),
+                       "the input has " + std::to_string(n_prompt) + " tokens but the context holds " +
+                           std::to_string(context_length));
+  }
+}
+
 void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab) {
   for (const TokenBias& b : bias) {
     if (b.token < 0 || b.token >= n_vocab) {

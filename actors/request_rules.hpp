@@ -19,6 +19,15 @@ namespace troupe {
 // max_new_tokens >= 1, no empty stop string, sampling in range.
 void check_generate_params(const GenerateParams& params);
 
+// An embedding pipeline (model.pooling not none) takes embedding requests
+// only, and a generating one none, each refused naming what the model does;
+// `dimensions` in [0, n_embd]. Fills the request's pooling and normalization
+// from the pipeline's where it names none.
+void check_embed_params(EmbedParams& embed, const ModelInfo& model);
+
+// An embedding request's input may fill the context (nothing is generated).
+void check_embed_length(int32_t n_prompt, int32_t context_length, std::string_view prompt_param);
+
 // Every logit_bias token in [0, n_vocab).
 void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab);
 

@@ -12,11 +12,23 @@
 #include "core/error.hpp"
 #include "grammar/output_format.hpp"
 #include "grammar/tool_calls.hpp"
+#include "model/pooling.hpp"
 #include "model/sampler.hpp"
 
 namespace troupe {
 
 using RequestId = int64_t;
+
+// An embedding request (/v1/embeddings): the prompt's final hidden states
+// pooled into one vector that the FinalEvent carries; nothing is generated.
+// Only an embedding pipeline (PipelineConfig::embedding) takes one, and
+// only such requests.
+struct EmbedParams {
+  bool on = false;
+  Pooling pooling = Pooling::none;  // set at the front door: the pipeline's
+  int8_t normalize = -1;            // L2-normalize: 1 yes, 0 no, -1 as the model declares
+  int32_t dimensions = 0;           // keep the first N dimensions (Matryoshka models), then normalize; 0: all
+};
 
 struct GenerateParams {
   int32_t max_new_tokens = 128;
@@ -40,6 +52,7 @@ struct GenerateParams {
   // prefix of a document the format accepts, and ends the request when
   // the document is complete.
   OutputFormat format;
+  EmbedParams embed;
 };
 
 // A prompt given as text: rendered chat text or plain text.
@@ -129,6 +142,11 @@ struct ModelInfo {
   // The model answers in harmony messages (gpt-oss: its template writes
   // <|channel|> and <|message|>): reasoning, answer and calls are channels.
   bool harmony = false;
+  // An embedding pipeline pools (last, mean) what a generating one (none)
+  // would sample; its vectors are n_embd wide, normalized as `normalize`.
+  Pooling pooling = Pooling::none;
+  bool normalize = true;
+  int32_t n_embd = 0;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;
@@ -193,6 +211,7 @@ struct FinalEvent {
   double queue_seconds = 0;  // submit -> first scheduled (or -> end when never scheduled)
   double first_token_seconds = 0;  // submit -> first token event (0 without one)
   double total_seconds = 0;  // submit -> this event
+  std::vector<float> embedding;  // an embedding request's vector (reason stop)
 };
 
 struct PipelineStats {

@@ -1,18 +1,20 @@
 // Sampler actor: SeqOpen builds a request's Sampler (and, for a
 // constrained output, its token grammar over the vocabulary trie, built
 // on the first such request), StepLogits samples, verifies proposed tokens
-// or scores prompt tokens row by row, SeqClose forgets. Rows of requests
+// or scores prompt tokens row by row (an embedding request's rows are
+// pooled instead), SeqClose forgets. Rows of requests
 // it does not know (cancelled while the step ran) are answered "finished,
 // no token".
 #include "actors/sampler_actor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
-
+#include <optional>
 #include <unordered_map>
 
 #include "actors/actor_meter.hpp"
 #include "grammar/token_grammar.hpp"
+#include "model/pooling.hpp"
 #include "model/sampler.hpp"
 #include "model/vocab_trie.hpp"
 
@@ -28,7 +30,10 @@ struct SamplerState {
           n_prompt(static_cast<int32_t>(open.prompt.size())),
           ignore_eos(open.params.ignore_eos),
           logprobs(open.params.sampling.logprobs || open.params.sampling.n_logprobs > 0),
-          score_prompt(open.params.prompt_logprobs) {}
+          score_prompt(open.params.prompt_logprobs) {
+      const EmbedParams& e = open.params.embed;
+      if (e.on) pooler.emplace(e.pooling, e.normalize != 0, e.dimensions, n_prompt);
+    }
     Sampler sampler;
     std::unique_ptr<TokenConstraint> constraint;  // the output format's; null: unconstrained
     std::vector<int32_t> history;  // prompt + generated
@@ -37,6 +42,7 @@ struct SamplerState {
     bool ignore_eos;
     bool logprobs;
     bool score_prompt;
+    std::optional<EmbeddingPooler> pooler;  // an embedding request: its rows are hidden states
   };
   std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const grammar::TokenTrie> trie;  // built on the first constrained request
@@ -83,6 +89,19 @@ void record_logprobs(const Sampler& sampler, SampledToken& out) {
 // rejected proposal, an end token): later rows are unused.
 void sample_row(SamplerState::Seq& seq, const Tokenizer& tokenizer, std::span<float> logits, int32_t pos,
                 int32_t next, bool& closed, SampledToken& out) {
+  if (seq.pooler) {
+    // An embedding pipeline's rows are the final hidden states; the prompt's
+    // last one completes the request.
+    if (closed || pos >= seq.n_prompt || !seq.pooler->add(logits, pos)) {
+      out.status = SampleStatus::unused;
+      return;
+    }
+    out.status = SampleStatus::embedded;
+    out.embedding = seq.pooler->result();
+    out.finished = true;
+    closed = true;
+    return;
+  }
   const auto n_hist = static_cast<int32_t>(seq.history.size());
   if (closed || pos + 1 > n_hist) {
     out.status = SampleStatus::unused;

@@ -124,13 +124,16 @@ class SchedulerImpl : public scheduler_actor::base {
     std::string why = stopping_ ? "the pipeline shut down" : std::string();
     if (why.empty() && live_.count(r.id) != 0) why = "duplicate request id";
     if (why.empty()) {
-      const AddStatus status = engines_.add({.id = r.id,
-                                             .prompt = std::move(r.prompt),
-                                             .max_new_tokens = r.params.max_new_tokens,
-                                             .priority = r.params.priority,
-                                             .arrival = Clock::now(),
-                                             .speculative = r.params.speculative,
-                                             .score_prompt = r.params.prompt_logprobs});
+      const AddStatus status =
+          engines_.add({.id = r.id,
+                        .prompt = std::move(r.prompt),
+                        .max_new_tokens = r.params.max_new_tokens,
+                        .priority = r.params.priority,
+                        .arrival = Clock::now(),
+                        .speculative = r.params.speculative,
+                        // Mean pooling reads every prompt row, as prompt scoring does.
+                        .score_prompt = r.params.prompt_logprobs || r.params.embed.pooling == Pooling::mean,
+                        .embed = r.params.embed.on});
       if (status == AddStatus::queue_full) {
         ++n_errors_;
         send(detokenizer_, RequestDone{.id = r.id,

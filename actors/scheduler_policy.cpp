@@ -157,13 +157,12 @@ AddStatus SchedulerPolicy::add(Request request) {
     why = "empty prompt";
   } else if (request.max_new_tokens < 1) {
     why = "max_new_tokens must be at least 1";
-  } else if (n + 1 > static_cast<size_t>(limit_)) {
+  } else if (n + (request.embed ? 0 : 1) > static_cast<size_t>(limit_)) {
     // +1: there must be room for at least one generated token.
     const bool by_kv = kv_.capacity_tokens() < cfg_.context_length;
     code = by_kv ? Errc::out_of_memory : Errc::invalid_argument;
-    why = "prompt of " + std::to_string(n) + " tokens leaves no room to generate within " +
-          (by_kv ? "the KV cache capacity of " : "context_length ") + std::to_string(limit_) +
-          " tokens";
+    why = "prompt of " + std::to_string(n) + " tokens leaves no room to " + (request.embed ? "embed" : "generate") +
+          " within " + (by_kv ? "the KV cache capacity of " : "context_length ") + std::to_string(limit_) + " tokens";
   }
   if (!why.empty()) {
     pending_rejects_.push_back(
@@ -183,6 +182,8 @@ AddStatus SchedulerPolicy::add(Request request) {
   s.level = level_of(s.tokens.size());
   s.speculative = request.speculative && cfg_.spec_max_draft > 0;
   s.score_prompt = request.score_prompt;
+  s.chunk =
+      request.score_prompt && !request.embed ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
   queue(s.priority, s.level).push_back(s.id);
   ++n_waiting_;
   seqs_.emplace(s.id, std::move(s));
@@ -320,9 +321,8 @@ void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
     }
     ++next;
     const int32_t remaining = static_cast<int32_t>(run->tokens.size()) - run->n_computed;
-    const int32_t chunk = run->score_prompt ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
-    const int32_t n = cfg_.chunked_prefill || run->score_prompt ? std::min({remaining, chunk, prefill_budget})
-                                                                : remaining;
+    const int32_t n =
+        cfg_.chunked_prefill || run->score_prompt ? std::min({remaining, run->chunk, prefill_budget}) : remaining;
     if (n <= prefill_budget) schedule_running(*run, n, st);
   }
 }
@@ -354,9 +354,7 @@ bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   // A scored prompt is computed in full: its cached prefix would have no logits.
   const PrefixProbe probe = s.score_prompt ? PrefixProbe{} : kv_.probe_prefix(s.tokens);
   const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - probe.n_tokens;
-  const int32_t chunk = s.score_prompt ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
-  const int32_t n =
-      cfg_.chunked_prefill || s.score_prompt ? std::min({remaining, chunk, prefill_budget}) : remaining;
+  const int32_t n = cfg_.chunked_prefill || s.score_prompt ? std::min({remaining, s.chunk, prefill_budget}) : remaining;
   if (n > prefill_budget) return false;
   const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
   const int32_t available = kv_.n_available_blocks() - probe.n_revived;
@@ -499,8 +497,8 @@ std::vector<FinishedSeq> SchedulerPolicy::update(const StepPlan& plan, const Ste
     std::optional<FinishReason> reason;
     if (out.finished) {
       reason = FinishReason::stop;
-    } else if (s.n_generated >= s.max_new_tokens ||
-               static_cast<int32_t>(s.tokens.size()) >= limit_) {
+    } else if (s.n_computed >= s.prefill_end &&  // an embedding's prompt may fill the context while it is computed
+               (s.n_generated >= s.max_new_tokens || static_cast<int32_t>(s.tokens.size()) >= limit_)) {
       reason = FinishReason::length;
     }
     if (!reason) continue;

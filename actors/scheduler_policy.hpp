@@ -30,6 +30,7 @@ struct Request {
   Clock::time_point arrival{};
   bool speculative = true;    // may feed proposed tokens (when the config has speculation on)
   bool score_prompt = false;  // logits for every prompt token (prompt logprobs); no prefix reuse
+  bool embed = false;         // an embedding request: its prompt may fill the context, nothing follows it
 };
 
 struct SchedulerConfig {
@@ -294,6 +295,9 @@ class SchedulerPolicy {
     bool is_short = false;    // prompt + max_new_tokens <= short_request_tokens
     bool speculative = false; // proposals allowed (config and request)
     bool score_prompt = false;
+    // Its prompt's chunk: a scored prompt's rows are n_vocab wide (at most
+    // score_chunk of them a step); an embedding's are n_embd wide.
+    int32_t chunk = 0;
     double spec_hits = 0.0;   // decayed counts of accepted and verified proposals
     double spec_trials = 0.0;
     int32_t spec_idle = 0;    // steps since the last proposal while k was 0

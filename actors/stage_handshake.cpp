@@ -19,6 +19,7 @@ json to_json(const StageFacts& f) {
               {"max_tokens", f.max_tokens},
               {"max_seqs", f.max_seqs},
               {"state_slots", f.state_slots},
+              {"embedding_output", f.embedding_output},
               {"device", f.device}};
 }
 
@@ -36,6 +37,7 @@ StageFacts from_json(const json& j) {
   f.max_tokens = j.at("max_tokens").get<int64_t>();
   f.max_seqs = j.at("max_seqs").get<int64_t>();
   f.state_slots = j.value("state_slots", int64_t{0});
+  f.embedding_output = j.value("embedding_output", false);
   f.device = j.value("device", std::string());
   return f;
 }
@@ -137,6 +139,11 @@ std::string check_hello(uint32_t head_version, const std::string& hello, const S
     return "step limits differ: the head sends up to " + std::to_string(h.max_tokens) + " tokens and " +
            std::to_string(h.max_seqs) + " sequences a step, the worker holds " + std::to_string(w.max_tokens) +
            " and " + std::to_string(w.max_seqs);
+  }
+  if (h.embedding_output != w.embedding_output) {
+    return std::string("output differs: the head ") + (h.embedding_output ? "serves embeddings" : "generates") +
+           ", the worker " + (w.embedding_output ? "serves embeddings" : "generates") +
+           " (give both --embedding, or neither)";
   }
   if (h.state_slots > w.state_slots) {
     return "recurrent state differs: the head runs up to " + std::to_string(h.state_slots) +

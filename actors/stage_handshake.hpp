@@ -14,8 +14,10 @@ namespace troupe {
 // 4: logits rows per sequence (speculative decoding, prompt logprobs);
 // 5: GenerateParams carries logit_bias and an output format (SeqOpen);
 // 6: an output format may be a tool choice (OutputFormat::Kind::tool_calls);
-// 7: a step's sequence names its recurrent-state slot (StageSeq::state_slot).
-inline constexpr uint32_t kStageWireVersion = 7;
+// 7: a step's sequence names its recurrent-state slot (StageSeq::state_slot);
+// 8: embedding requests (GenerateParams::embed, a SampledToken's and a
+//    FinalEvent's vector).
+inline constexpr uint32_t kStageWireVersion = 8;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {
@@ -31,6 +33,9 @@ struct StageFacts {
   // Recurrent-state slots (sequences in flight at once) of a stage with
   // recurrent layers; 0 for one without.
   int64_t state_slots = 0;
+  // What a last stage returns: logits, or an embedding model's normed hidden
+  // rows (StageOptions::embedding_output). Stages before the last: hidden.
+  bool embedding_output = false;
   std::string device;      // the worker's device ("cpu", "cuda:0"); informative
 };
 

@@ -230,7 +230,8 @@ stage_worker_actor spawn_stage_worker(caf::actor_system& system, const StageWork
                             .n_kv_blocks = o.kv_blocks,
                             .kv_block_size = o.kv_block_size,
                             .kv_type = o.kv_type,
-                            .n_state_slots = o.state_slots > 0 ? o.state_slots : 2 * o.max_seqs};
+                            .n_state_slots = o.state_slots > 0 ? o.state_slots : 2 * o.max_seqs,
+                            .embedding_output = o.embedding};
   const Device device = parse_device(o.device);
   const StageFootprint fp = ModelStage::footprint(model, limits, device.is_cuda());
   auto parts = std::make_shared<WorkerParts>();
@@ -247,6 +248,7 @@ stage_worker_actor spawn_stage_worker(caf::actor_system& system, const StageWork
                   .max_tokens = o.max_tokens,
                   .max_seqs = o.max_seqs,
                   .state_slots = parts->stage->state_slots(),
+                  .embedding_output = o.embedding && last == n_layer,
                   .device = device.str()};
   if (last == n_layer) parts->tokenizer = load_model_tokenizer(model);
   parts->secret = o.secret;

@@ -33,6 +33,9 @@ struct StageWorkerOptions {
   // sequences the head runs at once, its max_batch_size times its engines.
   // 0: 2 max_seqs (a head of two stages).
   int64_t state_slots = 0;
+  // A last stage of an embedding pipeline (`--embedding`): it returns
+  // normed hidden rows where it would return logits. Must equal the head's.
+  bool embedding = false;
   std::string secret;            // empty: none required
   uint32_t wire_version = kStageWireVersion;  // tests pose as another version
   std::function<void(const std::string&)> log;  // one line per session event; may be empty

@@ -15,10 +15,11 @@
 
 #include "core/error.hpp"
 #include "model/gguf.hpp"
+#include "model/gguf_model_impl.hpp"
 #include "model/gguf_vocab.hpp"
 #include "model/model.hpp"
 #include "model/model_loaders.hpp"
-#include "model/gguf_model_impl.hpp"
+#include "model/pooling.hpp"
 #include "model/rope_scaling.hpp"
 
 namespace troupe {
@@ -180,6 +181,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   const std::optional<uint32_t> expert_ff = a.moe ? file_.find_u32(p + "expert_feed_forward_length") : std::nullopt;
   c.n_ff = expert_ff ? *expert_ff : file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
+  // Embedding models (llama.cpp's converter writes what sentence-transformers
+  // declares); vectors L2-normalized, as llama.cpp's embeddings are by default.
+  if (const auto pooling = file_.find_u32(p + "pooling_type"))
+    c.embedding.pooling = gguf_pooling(*pooling, file_.path());
   const bool layer_norm = a.norms == GgufNorms::layer_before;
   const bool parallel = a.norms == GgufNorms::layer_parallel;
   c.norm_eps = file_.get_f32(p + (layer_norm || parallel ? "attention.layer_norm_epsilon"

@@ -12,6 +12,7 @@
 #include "model/hf_quantization.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_loaders.hpp"
+#include "model/pooling.hpp"
 #include "model/safetensors.hpp"
 #include "tokenizer/chat_template.hpp"
 
@@ -70,6 +71,13 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
     if (!a.is_string()) cfg.fail(Errc::bad_format, "'architectures' holds a non-string");
     listed += (listed.empty() ? "" : ", ") + a.get<std::string>();
     if (arch == nullptr) arch = find_hf_architecture(a.get<std::string>());
+    // A checkpoint saved from the base model class (sentence-transformers
+    // saves Qwen3Model, e5-mistral ships MistralModel): the causal LM's
+    // layers, without its head.
+    const std::string name = a.get<std::string>();
+    if (arch == nullptr && name.ends_with("Model")) {
+      arch = find_hf_architecture(name.substr(0, name.size() - 5) + "ForCausalLM");
+    }
   }
   if (arch == nullptr) {
     cfg.fail(Errc::unsupported, "architectures [" + listed + "] are not supported; supported: " +
@@ -78,9 +86,12 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
 
   const std::optional<HfQuantScheme> quantization = read_quantization_config(cfg);
   checkpoint_ = safetensors::Checkpoint::open_dir(dir);
+  const EmbeddingSpec embedding = read_sentence_transformers(dir);
   HfWeights src(checkpoint_, store_);
   if (quantization) src.set_quantization(*quantization);
+  src.set_embedding_model(embedding.pooling != Pooling::none);
   arch->load_hf(cfg, src, config_, weights_);
+  config_.embedding = embedding;
   config_.name = fs::path(dir).filename().string();
   if (config_.name.empty()) config_.name = fs::path(dir).parent_path().filename().string();
 

@@ -16,6 +16,7 @@ namespace {
 }  // namespace
 
 std::string HfWeights::resolve(std::string_view name) const {
+  if (bare_ && name.starts_with("model.")) name.remove_prefix(6);
   if (!name.starts_with(rename_from_)) return std::string(name);
   return rename_to_ + std::string(name.substr(rename_from_.size()));
 }
@@ -280,7 +281,11 @@ Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
 void bind_model_ends(HfWeights& src, const ModelConfig& c, ModelWeights& w) {
   w.tok_embd = src.matrix("model.embed_tokens.weight", c.n_embd, c.n_vocab);
   w.output_norm = src.vector("model.norm.weight", c.n_embd);
-  w.output = c.tied_output ? w.tok_embd : src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
+  if (c.tied_output) {
+    w.output = w.tok_embd;
+  } else if (src.has("lm_head.weight") || !src.embedding_model()) {
+    w.output = src.matrix("lm_head.weight", c.n_embd, c.n_vocab);
+  }
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
 }
 

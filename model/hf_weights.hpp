@@ -22,7 +22,19 @@ namespace troupe {
 
 class HfWeights {
  public:
-  HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store) : ckpt_(checkpoint), store_(store) {}
+  // A checkpoint saved from a base model class (sentence-transformers saves
+  // Qwen3Model, not Qwen3ForCausalLM) names its tensors without the
+  // "model." prefix: they are looked up without it.
+  HfWeights(const safetensors::Checkpoint& checkpoint, WeightStore& store)
+      : ckpt_(checkpoint),
+        store_(store),
+        bare_(checkpoint.find("model.embed_tokens.weight") == nullptr &&
+              checkpoint.find("embed_tokens.weight") != nullptr) {}
+
+  // An embedding model's checkpoint (model/pooling.hpp) may lack the output
+  // head: it is then left unbound, and only an embedding stage runs it.
+  void set_embedding_model(bool on) { embedding_model_ = on; }
+  bool embedding_model() const { return embedding_model_; }
 
   // The checkpoint's quantization (model/hf_quantization.hpp): matrix()
   // reads its F8_E4M3 or I8 matrices with their scales, or its packed 4-bit
@@ -76,6 +88,8 @@ class HfWeights {
   const safetensors::Checkpoint& ckpt_;
   WeightStore& store_;
   std::string rename_from_, rename_to_;
+  bool bare_ = false;
+  bool embedding_model_ = false;
   std::optional<HfQuantScheme> quant_;
   std::unique_ptr<ThreadPool> pool_;  // made for the first quantized matrix
 };

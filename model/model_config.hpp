@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu_kernels.hpp"
+#include "model/pooling.hpp"
 
 namespace troupe {
 
@@ -39,6 +40,8 @@ struct ModelConfig {
   float rope_mscale = 1.0f;
   int32_t sliding_window = 0;            // 0: full causal attention
   bool tied_output = false;              // output projection is the token embedding
+  // What an embedding model declares (pooling none: a model that generates).
+  EmbeddingSpec embedding;
   int64_t n_expert = 0;                  // mixture-of-experts FFN: experts per layer (0: dense FFN)
   int64_t n_expert_used = 0;             // experts each token is routed to (top-k)
   int64_t n_ff_shared = 0;               // Qwen2-MoE's shared expert width (0: none)

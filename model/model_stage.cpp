@@ -198,7 +198,14 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   if (has_head()) {
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);
     weights_.output_norm_b = upload_vector(backend_, host.output_norm_b, c.n_embd, owned_);
-    weights_.output = upload(backend_, host.output, owned_);
+    if (!options_.embedding_output) {
+      if (host.output.data == nullptr) {
+        throw Error(Errc::unsupported, c.name +
+                                           " has no output head (lm_head.weight): it is an embedding model; "
+                                           "run it for embeddings (--embedding)");
+      }
+      weights_.output = upload(backend_, host.output, owned_);
+    }
   }
   weights_.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t il = first_; il < last_; ++il) upload_layer(il);
@@ -343,7 +350,7 @@ void ModelStage::copy_kv_block(int32_t src, int32_t dst) {
 }
 
 int64_t ModelStage::output_width() const {
-  return has_head() ? model_->config().n_vocab : model_->config().n_embd;
+  return has_head() && !options_.embedding_output ? model_->config().n_vocab : model_->config().n_embd;
 }
 
 void ModelStage::check_batch(const BatchView& batch) const {
@@ -466,6 +473,16 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   if (n_rows == 0) return;
   const int64_t group = std::min(n_rows, options_.max_seqs);
   float* last = arena_.floats(group * c.n_embd);     // [group, n_embd]
+  if (options_.embedding_output) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
+      const int64_t n = std::min(group, n_rows - r0);
+      backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
+      arch_->output_norm(ctx, last, n);
+      backend_.copy_to_host(out + r0 * c.n_embd, last, static_cast<size_t>(n * c.n_embd) * sizeof(float));
+      backend_.synchronize();
+    }
+    return;
+  }
   float* logits = arena_.floats(group * c.n_vocab);  // [group, n_vocab]
   for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
     const int64_t n = std::min(group, n_rows - r0);

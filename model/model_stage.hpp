@@ -36,6 +36,11 @@ struct StageOptions {
   // is not the model's last: the early exit of self-speculative decoding
   // (the first L layers as a draft model).
   bool early_exit = false;
+  // The last stage returns final-normed hidden rows [n_rows, n_embd] where
+  // it would return logits: an embedding model's rows, pooled by the
+  // sampler (model/pooling.hpp). The output head is then not read at all,
+  // so a checkpoint saved without one runs.
+  bool embedding_output = false;
 };
 
 // Bytes one cached token takes in a stage of layers [first, last): K and V
@@ -89,12 +94,14 @@ class ModelStage {
   int64_t last_layer() const { return last_; }
   const Model& model() const { return *model_; }
   const StageOptions& options() const { return options_; }
-  // Width of this stage's output row: n_vocab with a head, else n_embd.
+  // Width of this stage's output row: n_vocab with a head (n_embd for an
+  // embedding model's), else n_embd.
   int64_t output_width() const;
 
   // Runs the stage's layers on one batch.
   // in:  first stage: batch.tokens; other stages: hidden_in [n_tokens, n_embd] (host).
-  // out: with a head: logits [n_logit_rows, n_vocab]; else hidden [n_tokens, n_embd] (host).
+  // out: with a head: logits [n_logit_rows, n_vocab] (embedding_output:
+  // normed hidden rows [n_logit_rows, n_embd]); else hidden [n_tokens, n_embd] (host).
   // Throws Error(invalid_argument) for a batch past the stage's limits.
   void forward(const BatchView& batch, const float* hidden_in, float* out);
 

@@ -4,7 +4,6 @@
 #include "net/request_parser.hpp"
 
 #include <boost/json/serialize.hpp>
-#include <boost/json/stream_parser.hpp>
 #include <boost/json/value.hpp>
 
 #include <algorithm>
@@ -19,156 +18,6 @@ namespace troupe::net {
 namespace {
 
 namespace json = boost::json;
-
-const char* kind_name(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-      return "an integer";
-    case json::kind::double_:
-      return "a number";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "a value";
-}
-
-[[noreturn]] void wrong_type(const std::string& param, const char* expected, const json::value& got) {
-  throw invalid_field(param, "'" + param + "' must be " + expected + ", got " + kind_name(got), "invalid_type");
-}
-
-[[noreturn]] void out_of_range(const std::string& param, const std::string& range) {
-  throw invalid_field(param, "'" + param + "' must be " + range, "invalid_value");
-}
-
-json::object parse_object(std::string_view body, const char* what) {
-  json::stream_parser p;
-  boost::system::error_code ec;
-  const size_t used = p.write(body.data(), body.size(), ec);
-  if (!ec) p.finish(ec);
-  if (ec) {
-    throw ApiError(
-        400, std::string(what) + " is not valid JSON (" + ec.message() + " near byte " + std::to_string(used) + ")", {},
-        "invalid_json");
-  }
-  json::value root = p.release();
-  if (!root.is_object()) {
-    throw ApiError(400, std::string(what) + " must be a JSON object, got " + kind_name(root), {}, "invalid_json");
-  }
-  return std::move(root.as_object());
-}
-
-
-std::optional<bool> get_bool(const json::object& o, const char* key) {
-  const json::value* v = field(o, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_bool()) wrong_type(key, "a boolean", *v);
-  return v->as_bool();
-}
-
-// An integer in [lo, hi]; a number with a fraction is a type error.
-std::optional<int64_t> get_int(const json::object& o, const char* key, int64_t lo, int64_t hi) {
-  const json::value* v = field(o, key);
-  if (v == nullptr) return std::nullopt;
-  int64_t x = 0;
-  if (v->is_int64()) {
-    x = v->as_int64();
-  } else if (v->is_uint64()) {
-    x = std::numeric_limits<int64_t>::max();  // beyond any range we accept
-  } else {
-    wrong_type(key, "an integer", *v);
-  }
-  if (x < lo || x > hi) out_of_range(key, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return x;
-}
-
-std::string fmt(double x) {
-  std::string s = std::to_string(x);
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
-}
-
-// A finite number in [lo, hi] (or (lo, hi] when lo_open).
-std::optional<float> get_number(const json::object& o, const char* key, double lo, double hi, bool lo_open = false) {
-  const json::value* v = field(o, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) wrong_type(key, "a number", *v);
-  const double x = v->to_number<double>();
-  if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi) {
-    out_of_range(key, std::string("a number in ") + (lo_open ? "(" : "[") + fmt(lo) + ", " + fmt(hi) + "]");
-  }
-  return static_cast<float>(x);
-}
-
-std::optional<std::string> get_string(const json::object& o, const char* key) {
-  const json::value* v = field(o, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_string()) wrong_type(key, "a string", *v);
-  return std::string(v->as_string().data(), v->as_string().size());
-}
-
-std::vector<int32_t> token_list(const json::array& a, const std::string& param) {
-  std::vector<int32_t> out;
-  out.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::string p = param + "[" + std::to_string(i) + "]";
-    // A token id is a whole number in [0, 2^31); the vocabulary's own bound
-    // is the engine's rule (it knows the model).
-    const bool integer = a[i].is_int64() || a[i].is_uint64();
-    if (!integer) wrong_type(p, "a token id (an integer)", a[i]);
-    const bool negative = a[i].is_int64() && a[i].as_int64() < 0;
-    const bool huge = a[i].is_uint64() || a[i].as_int64() > std::numeric_limits<int32_t>::max();
-    if (negative || huge) {
-      const std::string got = a[i].is_uint64() ? std::to_string(a[i].as_uint64()) : std::to_string(a[i].as_int64());
-      out_of_range(p, "a token id from 0 to " + std::to_string(std::numeric_limits<int32_t>::max()) + ", got " + got);
-    }
-    out.push_back(static_cast<int32_t>(a[i].as_int64()));
-  }
-  return out;
-}
-
-// "prompt": a string, an array of strings (a batch), an array of token ids,
-// or an array of such arrays.
-void read_prompt(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
-  const json::value* v = field(o, "prompt");
-  if (v == nullptr) throw invalid_field("prompt", "'prompt' is required", "missing_field");
-  if (v->is_string()) {
-    r.prompts.emplace_back(v->as_string().data(), v->as_string().size());
-    return;
-  }
-  if (!v->is_array()) wrong_type("prompt", "a string or an array", *v);
-  const json::array& a = v->as_array();
-  if (a.empty()) throw invalid_field("prompt", "'prompt' must not be an empty array");
-  if (a[0].is_int64() || a[0].is_uint64()) {
-    r.token_prompts.push_back(token_list(a, "prompt"));
-    return;
-  }
-  if (a.size() > static_cast<size_t>(limits.max_prompts)) {
-    out_of_range("prompt", "a batch of at most " + std::to_string(limits.max_prompts) + " prompts");
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::string p = "prompt[" + std::to_string(i) + "]";
-    if (a[i].is_string()) {
-      if (!r.token_prompts.empty()) wrong_type(p, "an array of token ids like the other prompts", a[i]);
-      r.prompts.emplace_back(a[i].as_string().data(), a[i].as_string().size());
-    } else if (a[i].is_array()) {
-      if (!r.prompts.empty()) wrong_type(p, "a string like the other prompts", a[i]);
-      if (a[i].as_array().empty()) throw invalid_field(p, "'" + p + "' must not be empty");
-      r.token_prompts.push_back(token_list(a[i].as_array(), p));
-    } else {
-      wrong_type(p, "a string or an array of token ids", a[i]);
-    }
-  }
-}
 
 std::string message_content(const json::value& c, const std::string& param, bool may_be_null) {
   if (c.is_null()) {
@@ -463,7 +312,7 @@ void read_chat_fields(const json::object& o, const RequestLimits& limits, Parsed
 
 void read_completion_fields(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
   r.endpoint = Endpoint::completions;
-  read_prompt(o, limits, r);
+  read_prompts(o, "prompt", limits.max_prompts, r.prompts, r.token_prompts);
   r.echo = get_bool(o, "echo").value_or(false);
   if (auto lp = get_int(o, "logprobs", 0, 5)) {
     r.logprobs = true;

@@ -4,15 +4,16 @@
 // net/http_replies.cpp.
 #include "net/routes.hpp"
 
-#include <boost/json.hpp>
-
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
 #include <ctime>
 #include <random>
 
 #include "grammar/tool_call_grammar.hpp"
 #include "net/api_error.hpp"
+#include "net/embeddings_reply.hpp"
+#include "net/embeddings_request.hpp"
 #include "net/http_replies.hpp"
 #include "net/openai_response.hpp"
 #include "net/static_assets.hpp"
@@ -296,7 +297,21 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
 void ServerCore::admit(JobSpec& spec) {
   int32_t max_tokens = 0;
   for (const PreparedChoice& c : spec.choices) max_tokens = std::max(max_tokens, c.request.params.max_new_tokens);
-  const Admission a = admission_.try_admit(static_cast<int32_t>(spec.choices.size()), max_tokens);
+  const Admission a = admit_requests(static_cast<int32_t>(spec.choices.size()), max_tokens);
+  if (a.max_tokens_cap > 0) {
+    bool capped = false;
+    for (PreparedChoice& c : spec.choices) {
+      if (c.request.params.max_new_tokens > a.max_tokens_cap) {
+        c.request.params.max_new_tokens = a.max_tokens_cap;
+        capped = true;
+      }
+    }
+    if (capped) metrics_.degraded();
+  }
+}
+
+Admission ServerCore::admit_requests(int32_t n, int32_t max_tokens) {
+  const Admission a = admission_.try_admit(n, max_tokens);
   if (a.draining) {
     throw ApiError(503, "the server is shutting down; retry on another instance", {}, "server_shutting_down")
         .with_retry_after(a.retry_after);
@@ -325,16 +340,23 @@ void ServerCore::admit(JobSpec& spec) {
                    {}, "rate_limit_exceeded")
         .with_retry_after(a.retry_after);
   }
-  if (a.max_tokens_cap > 0) {
-    bool capped = false;
-    for (PreparedChoice& c : spec.choices) {
-      if (c.request.params.max_new_tokens > a.max_tokens_cap) {
-        c.request.params.max_new_tokens = a.max_tokens_cap;
-        capped = true;
-      }
-    }
-    if (capped) metrics_.degraded();
+  return a;
+}
+
+RouteResult ServerCore::embeddings(const HttpRequest& req) {
+  if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
+  EmbeddingsRequest r = parse_embeddings_request(req.body, options_.limits.max_embedding_inputs);
+  const std::string id = backend_.served_model().id;
+  if (!r.model.empty() && r.model != id) {
+    throw invalid_field("model", "the model '" + r.model + "' does not exist; this server serves '" + id + "'",
+                        "model_not_found");
   }
+  // A batch holds a bounded share of the house: its inputs take turns in
+  // that many slots.
+  const auto slots = static_cast<int32_t>(
+      std::min<size_t>(r.size(), static_cast<size_t>(std::max(1, options_.limits.embedding_parallel))));
+  admit_requests(slots, 1);
+  return RouteResult{.async = make_embeddings_reply(*this, std::move(r), id, slots)};
 }
 
 RouteResult ServerCore::generate(const HttpRequest& req, Endpoint endpoint) {
@@ -427,6 +449,10 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       if (path == "/v1/completions" || path == "/v1/chat/completions") {
         if (!post) return method_not_allowed("POST");
         return generate(req, path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions);
+      }
+      if (path == "/v1/embeddings") {
+        if (!post) return method_not_allowed("POST");
+        return embeddings(req);
       }
       if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
         if (!get) return method_not_allowed("GET");

@@ -28,6 +28,8 @@ struct ServerLimits {
   size_t ws_max_message_bytes = 64 << 10;  // larger WebSocket messages: close 1009
   size_t send_queue_bytes = 4 << 20;       // per connection; a client this far behind is dropped
   int32_t ws_max_requests = 16;            // running at once on one WebSocket
+  int32_t max_embedding_inputs = 2048;     // inputs in one /v1/embeddings request (OpenAI's limit)
+  int32_t embedding_parallel = 16;         // of those, running in the engine at once
   RequestLimits request;                   // max_tokens, n, stop strings, batch size
 };
 
@@ -60,6 +62,10 @@ class ServerCore {
   // degradation cap to the spec's max_new_tokens.
   void admit(JobSpec& spec);
 
+  // Admits n requests or throws ApiError(429) with Retry-After (503 while
+  // draining); the admission's cap on max_tokens, if any.
+  Admission admit_requests(int32_t n, int32_t max_tokens);
+
   // An error reply with OpenAI's body, counted in the metrics.
   HttpReply error_reply(const ApiError& e);
 
@@ -78,6 +84,7 @@ class ServerCore {
   // and the key may come as ?api_key=.
   bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
+  RouteResult embeddings(const HttpRequest& req);
 
   EngineClient& backend_;
   CoreOptions options_;

@@ -13,5 +13,6 @@ void add_serve_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // Builds with the actor layer (TROUPE_HAVE_STAGE).
 void add_stage_command(CLI::App& app);
+void add_embed_command(CLI::App& app);
 
 }  // namespace troupe::cli

@@ -41,6 +41,8 @@ struct ServeArgs {
   std::string chat_template;
   std::string tool_call_parser;
   std::string reasoning_format;
+  bool embedding = false;
+  std::string pooling;
   int64_t max_body = -1;
   int max_queue = -1;
   int max_running = -1;
@@ -116,6 +118,8 @@ net::ServeConfig resolve(const ServeArgs& a) {
   }
   if (!a.tool_call_parser.empty()) c.pipeline.tool_call_parser = a.tool_call_parser;
   if (!a.reasoning_format.empty()) c.pipeline.reasoning_format = a.reasoning_format;
+  if (a.embedding) c.pipeline.embedding = true;
+  if (!a.pooling.empty()) c.pipeline.pooling = a.pooling;
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
   for (PipelineConfig& r : c.replicas) {
@@ -124,6 +128,8 @@ net::ServeConfig resolve(const ServeArgs& a) {
     r.chat_template = c.pipeline.chat_template;
     r.tool_call_parser = c.pipeline.tool_call_parser;
     r.reasoning_format = c.pipeline.reasoning_format;
+    r.embedding = c.pipeline.embedding;
+    r.pooling = c.pipeline.pooling;
     chains.push_back(&r);
   }
   // The remote stages' shared secret may come from the environment, out of
@@ -252,8 +258,15 @@ void run_serve(const ServeArgs& a) {
         std::printf("troupe serve: speculative decoding: %s, up to %d proposals per step\n", how.c_str(),
                     sc.spec_max_draft);
       }
-      std::printf("troupe serve: ready: model '%s', context %d tokens. Open %s in a browser to chat.\n",
-                  info.id.c_str(), info.engine.context_length, url.c_str());
+      if (info.engine.pooling != Pooling::none) {
+        std::printf("troupe serve: ready: embedding model '%s' (%s pooling, %d dimensions%s), inputs up to %d "
+                    "tokens: POST %sv1/embeddings\n",
+                    info.id.c_str(), to_string(info.engine.pooling), info.engine.n_embd,
+                    info.engine.normalize ? ", normalized" : "", info.engine.context_length, url.c_str());
+      } else {
+        std::printf("troupe serve: ready: model '%s', context %d tokens. Open %s in a browser to chat.\n",
+                    info.id.c_str(), info.engine.context_length, url.c_str());
+      }
       std::fflush(stdout);
     }
     return s.failed;
@@ -302,6 +315,13 @@ void add_serve_command(CLI::App& app) {
                   "A chat answer's <think> block: auto (apart, as reasoning_content, when the chat template "
                   "speaks of </think>), deepseek (always apart), none (left in the content)")
       ->check(CLI::IsMember({"auto", "deepseek", "none"}));
+  cmd->add_flag("--embedding", a->embedding,
+                "Serve embeddings (/v1/embeddings) instead of generating: the default for a model that declares a "
+                "pooling (sentence-transformers files, GGUF pooling_type)");
+  cmd->add_option("--pooling", a->pooling,
+                  "An embedding's pooling: last (the final token's state) or mean (default: what the model "
+                  "declares, else last)")
+      ->check(CLI::IsMember({"last", "mean"}));
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (default 1 MiB; larger: 413)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", a->max_queue, "Requests queued beyond those running (default 64; more: 429)")

@@ -46,6 +46,7 @@ struct StageArgs {
   int64_t max_tokens = SchedulerConfig{}.max_tokens_per_step;
   int64_t max_seqs = SchedulerConfig{}.max_batch_size;
   int64_t state_slots = 0;
+  bool embedding = false;
   int32_t ctx = SchedulerConfig{}.context_length;
   std::string secret;
   std::string tls_cert, tls_key, tls_ca;
@@ -140,6 +141,8 @@ void run_stage(const StageArgs& a) {
        .max_tokens = a.max_tokens,
        .max_seqs = a.max_seqs,
        .state_slots = a.state_slots,
+       // As the head decides: asked for, or declared by the model.
+       .embedding = a.embedding || model->config().embedding.pooling != Pooling::none,
        .secret = secret,
        .wire_version = a.wire_version,
        .log = [](const std::string& line) { std::fprintf(stderr, "troupe stage: %s\n", line.c_str()); }},
@@ -187,6 +190,9 @@ void add_stage_command(CLI::App& app) {
   cmd->add_option("--layers", a->layers, "FIRST:LAST, the layers this worker holds (LAST exclusive; empty: to the end)")
       ->required();
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N");
+  cmd->add_flag("--embedding", a->embedding,
+                "The last stage of an embedding pipeline (the head's --embedding; the default for a model that "
+                "declares a pooling)");
   cmd->add_option("-t,--threads", a->threads, "CPU kernel threads (0: all hardware threads)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (default 127.0.0.1:7001; port 0: any free port)");
   cmd->add_option("--kv-blocks", a->kv_blocks, "KV pages (must equal the head's; default 512)")->check(CLI::PositiveNumber);

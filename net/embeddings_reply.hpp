@@ -1,0 +1,31 @@
+// The asynchronous reply of POST /v1/embeddings: each input is one engine
+// request (an embedding request, EmbedParams), at most `parallel` of them in
+// flight at once; the reply is OpenAI's list once all are in, or the first
+// input's error (the others then cancelled).
+#pragma once
+
+#include <memory>
+
+#include "net/embeddings_request.hpp"
+#include "net/engine_client.hpp"
+#include "net/http_types.hpp"
+
+namespace troupe::net {
+
+class ServerCore;
+
+// `slots`: the requests admitted for it (AdmissionControl), released when it
+// ends; at most that many inputs run at once.
+std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRequest request, std::string model_id,
+                                                  int32_t slots);
+
+// The reply body: {"object": "list", "data": [{"object": "embedding",
+// "index": i, "embedding": [...] or base64}], "model", "usage"}. Floats are
+// written in their shortest exact form.
+std::string embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model_id,
+                            int64_t prompt_tokens);
+
+// RFC 4648 base64 of bytes (OpenAI's base64 vectors: little-endian float32).
+std::string base64_encode(std::string_view bytes);
+
+}  // namespace troupe::net

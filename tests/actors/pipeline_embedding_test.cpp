@@ -1,0 +1,171 @@
+// Embedding pipelines: requests through the tokenizer, scheduler (chunked
+// prefill, prefix reuse), the last stage's hidden rows and the sampler's
+// pooler give sentence-transformers' vectors (tests/fixtures/hf/
+// {qwen3_embedding,llama_embedding_mean}); the front door refuses requests
+// of the other kind; a remote last stage pools in its worker.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "actors/pipeline.hpp"
+#include "tests/actors/pipeline_test_util.hpp"
+#include "tests/actors/stage_process.hpp"
+
+namespace troupe {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+constexpr float kTolerance = 2e-5f;  // as tests/model/embedding_model_test.cpp
+
+std::string fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name; }
+
+Json reference(const std::string& name) {
+  std::ifstream in(fixture(name) + "/reference.json");
+  return Json::parse(in);
+}
+
+// Small steps: the longest text (138 tokens) takes several prefill chunks,
+// and runs beside the others.
+PipelineConfig embedding_config(const std::string& name) {
+  PipelineConfig c{.model_path = fixture(name)};
+  c.stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}};
+  c.scheduler.max_batch_size = 4;
+  c.scheduler.max_tokens_per_step = 48;
+  c.scheduler.prefill_chunk = 32;
+  c.n_kv_blocks = 64;
+  return c;
+}
+
+EngineRequest embed_text(const std::string& text, int32_t dims = 0) {
+  EngineRequest r = EngineRequest::from_text({.text = text});
+  r.params.embed = {.on = true, .dimensions = dims};
+  return r;
+}
+
+void expect_vector(const std::vector<float>& got, const Json& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i].get<float>(), kTolerance) << what << "[" << i << "]";
+}
+
+// Every text at once (they share steps), then again (the prefix cache
+// holds them: last pooling reuses it, mean pooling recomputes).
+void expect_reference_vectors(Pipeline& p, const Json& ref) {
+  const auto texts = ref["texts"].get<std::vector<std::string>>();
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::future<Completion>> runs;
+    for (const std::string& t : texts) runs.push_back(p.generate(embed_text(t)));
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Completion c = test::wait_for(runs[i], 60s);
+      ASSERT_EQ(c.final.reason, EndReason::stop) << c.final.error_message;
+      EXPECT_TRUE(c.tokens.empty());
+      EXPECT_EQ(c.final.completion_tokens, 0);
+      EXPECT_EQ(c.final.prompt_tokens, static_cast<int32_t>(ref["token_ids"][i].size()));
+      expect_vector(c.final.embedding, ref["embeddings"][i],
+                    "round " + std::to_string(round) + " text " + std::to_string(i));
+    }
+  }
+}
+
+TEST(PipelineEmbedding, LastPoolingMatchesSentenceTransformers) {
+  const Json ref = reference("qwen3_embedding");
+  auto p = Pipeline::start(embedding_config("qwen3_embedding"));
+  EXPECT_EQ(p->model_info().pooling, Pooling::last);
+  expect_reference_vectors(*p, ref);
+  EXPECT_GT(p->stats().prefix_hit_tokens, 0u);  // the second round reused the first's pages
+
+  // Token ids, and the leading dimensions normalized again.
+  EngineRequest ids = EngineRequest::from_tokens(ref["token_ids"][1].get<std::vector<int32_t>>());
+  ids.params.embed = {.on = true, .dimensions = ref["matryoshka_dims"].get<int32_t>()};
+  auto run = p->generate(std::move(ids));
+  expect_vector(test::wait_for(run, 60s).final.embedding, ref["matryoshka_embeddings"][1], "matryoshka");
+}
+
+TEST(PipelineEmbedding, MeanPoolingMatchesSentenceTransformers) {
+  const Json ref = reference("llama_embedding_mean");
+  auto p = Pipeline::start(embedding_config("llama_embedding_mean"));
+  EXPECT_EQ(p->model_info().pooling, Pooling::mean);
+  EXPECT_FALSE(p->model_info().normalize);
+  expect_reference_vectors(*p, ref);
+  const KvSnapshot kv = p->kv_snapshot();
+  EXPECT_EQ(kv.invariant_error, "");
+  EXPECT_EQ(kv.n_used, 0);
+}
+
+FinalEvent final_of(Pipeline& p, EngineRequest r) {
+  auto run = p.generate(std::move(r));
+  return test::wait_for(run, 60s).final;
+}
+
+TEST(PipelineEmbedding, FrontDoorRefusesTheOtherKind) {
+  auto p = Pipeline::start(embedding_config("qwen3_embedding"));
+  FinalEvent f = final_of(*p, EngineRequest::from_text({.text = "hello"}, test::greedy(4)));
+  EXPECT_EQ(f.reason, EndReason::error);
+  EXPECT_EQ(f.error_code, Errc::invalid_argument);
+  EXPECT_EQ(f.error_param, "model");
+  EXPECT_NE(f.error_message.find("is an embedding model"), std::string::npos) << f.error_message;
+
+  f = final_of(*p, embed_text("hello", 65));  // the model has 64 dimensions
+  EXPECT_EQ(f.error_param, "dimensions");
+  // The whole context may be embedded (nothing is generated), not one more.
+  const int32_t ctx = p->model_info().context_length;
+  EngineRequest fill = EngineRequest::from_tokens(std::vector<int32_t>(static_cast<size_t>(ctx), 7));
+  fill.params.embed.on = true;
+  EXPECT_EQ(final_of(*p, fill).reason, EndReason::stop);
+  fill.tokens.push_back(7);
+  f = final_of(*p, fill);
+  EXPECT_EQ(f.error_code, Errc::too_long);
+  EXPECT_EQ(f.error_param, "prompt");
+
+  // A generating pipeline over the same files: the head is missing.
+  PipelineConfig gen = embedding_config("qwen3_embedding");
+  gen.embedding = false;
+  EXPECT_NE(test::start_error(gen).find("no output head"), std::string::npos) << test::start_error(gen);
+  // And a generating model refuses embedding requests.
+  auto stories = Pipeline::start(test::stories_config(test::split(1)));
+  f = final_of(*stories, embed_text("Once upon a time"));
+  EXPECT_EQ(f.error_param, "model");
+  EXPECT_NE(f.error_message.find("serves no embeddings"), std::string::npos) << f.error_message;
+}
+
+TEST(PipelineEmbedding, ConfigChoosesThePooling) {
+  PipelineConfig c = embedding_config("qwen3_embedding");
+  c.pooling = "first";
+  EXPECT_NE(test::start_error(c).find("is not last or mean"), std::string::npos);
+  // --embedding over a generating model: last pooling unless told.
+  PipelineConfig s = test::stories_config(test::split(1));
+  s.embedding = true;
+  s.pooling = "mean";
+  auto p = Pipeline::start(s);
+  EXPECT_EQ(p->model_info().pooling, Pooling::mean);
+  const FinalEvent f = final_of(*p, embed_text("Once upon a time"));
+  EXPECT_EQ(f.reason, EndReason::stop);
+  EXPECT_EQ(f.embedding.size(), static_cast<size_t>(p->model_info().n_embd));
+  s.embedding = false;
+  EXPECT_NE(test::start_error(s).find("is for an embedding pipeline"), std::string::npos);
+}
+
+// The last stage in a `troupe stage` worker: its sampler pools, and the
+// vectors cross back in the sampled step.
+TEST(PipelineEmbedding, RemoteLastStagePools) {
+  const Json ref = reference("qwen3_embedding");
+  test::StageProcess w;
+  ASSERT_TRUE(w.start({"-m", fixture("qwen3_embedding"), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
+  PipelineConfig c = embedding_config("qwen3_embedding");
+  c.stages = {{.first_layer = 0, .last_layer = 1, .threads = 1},
+              {.first_layer = 1, .last_layer = -1, .remote = w.address()}};
+  c.remote.step_timeout_ms = 10000;
+  auto p = Pipeline::start(c);
+  expect_reference_vectors(*p, ref);
+
+  // A head that would generate from the same worker is refused at the handshake.
+  c.embedding = false;
+  EXPECT_NE(test::start_error(c).find("output differs"), std::string::npos) << test::start_error(c);
+}
+
+}  // namespace
+}  // namespace troupe

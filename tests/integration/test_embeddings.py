@@ -1,0 +1,83 @@
+"""The official `openai` package's embeddings client against `troupe serve`
+on the sentence-transformers fixture tests/fixtures/hf/qwen3_embedding: the
+vectors sentence-transformers computed for its texts (reference.json, from
+tools/fixtures/make_embedding_models.py), in both encodings the client asks
+for, and the errors a client meets."""
+import json
+import math
+import os
+import pathlib
+
+import pytest
+
+from conftest import Server
+
+openai = pytest.importorskip("openai")
+
+HERE = pathlib.Path(__file__).resolve().parent
+FIXTURE = HERE.parent / "fixtures" / "hf" / "qwen3_embedding"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
+MODEL = "qwen3_embedding"
+TOLERANCE = 2e-5  # as tests/model/embedding_model_test.cpp
+
+
+@pytest.fixture(scope="module")
+def server(request, artifacts):
+    troupe = os.path.abspath(request.config.getoption("--troupe"))
+    if not os.path.exists(troupe):
+        pytest.skip(f"no troupe binary at {troupe}")
+    s = Server(troupe, str(FIXTURE), ["-t", "1"], artifacts / "serve-embeddings.log")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url("/v1"), api_key="unused", max_retries=0, timeout=60)
+
+
+def assert_close(got, want):
+    assert len(got) == len(want)
+    worst = max(abs(a - b) for a, b in zip(got, want))
+    assert worst < TOLERANCE, worst
+
+
+def test_batch_matches_sentence_transformers(client):
+    # No encoding_format: the client asks for base64 and decodes it.
+    r = client.embeddings.create(model=MODEL, input=REFERENCE["texts"])
+    assert r.object == "list" and r.model == MODEL
+    assert [d.index for d in r.data] == list(range(len(REFERENCE["texts"])))
+    for d, want in zip(r.data, REFERENCE["embeddings"]):
+        assert_close(d.embedding, want)
+    assert r.usage.prompt_tokens == sum(len(t) for t in REFERENCE["token_ids"])
+    assert r.usage.total_tokens == r.usage.prompt_tokens
+
+
+def test_float_encoding_and_dimensions(client):
+    n = REFERENCE["matryoshka_dims"]
+    r = client.embeddings.create(model=MODEL, input=REFERENCE["texts"][1], encoding_format="float", dimensions=n)
+    assert_close(r.data[0].embedding, REFERENCE["matryoshka_embeddings"][1])
+    assert math.isclose(sum(x * x for x in r.data[0].embedding), 1.0, rel_tol=1e-5)
+
+
+def test_token_ids(client):
+    r = client.embeddings.create(model=MODEL, input=REFERENCE["token_ids"][:2], encoding_format="float")
+    for d, want in zip(r.data, REFERENCE["embeddings"][:2]):
+        assert_close(d.embedding, want)
+
+
+def test_errors_name_the_field(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model=MODEL, input=[[1] * 300])  # the context holds 256
+    assert e.value.body["param"] == "input"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model=MODEL, input="a", dimensions=1000)
+    assert e.value.body["param"] == "dimensions"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL, prompt="hello", max_tokens=4)
+    assert "embedding model" in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model="text-embedding-3-small", input="a")
+    assert e.value.body["param"] == "model"
+    # The server still answers.
+    assert len(client.embeddings.create(model=MODEL, input="a").data) == 1

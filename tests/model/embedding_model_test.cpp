@@ -1,0 +1,273 @@
+// Embedding models: the sentence-transformers directories of
+// tests/fixtures/hf/{qwen3_embedding,llama_embedding_mean} (made and
+// embedded by sentence-transformers itself, tools/fixtures/
+// make_embedding_models.py) through a stage's hidden-row output and the
+// pooler; what the files declare; the pooler's rules; refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "model/model_tokenizer.hpp"
+#include "model/pooling.hpp"
+#include "safetensors_test_util.hpp"
+#include "tests/model/hf_reference_run.hpp"
+
+namespace troupe {
+namespace {
+
+using hf_test::fixture_dir;
+using hf_test::reference;
+using Json = nlohmann::json;
+
+// sentence-transformers computes in f32 in its own summation order; a
+// normalized vector's components are below 1, so 2e-5 is far below any
+// real error (a wrong row or norm moves them by 1e-2 or more).
+constexpr float kTolerance = 2e-5f;
+
+void expect_near_vector(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], kTolerance) << what << " [" << i << "]";
+}
+
+// Every text of the fixture in one batch through an embedding stage, then
+// pooled: the rows each sequence needs (its last, or all of them).
+std::vector<std::vector<float>> embed_all(const std::shared_ptr<const Model>& model,
+                                          const std::vector<std::vector<int32_t>>& inputs, int32_t dims) {
+  const ModelConfig& c = model->config();
+  const Pooling pooling = c.embedding.pooling;
+  int64_t n_tokens = 0;
+  for (const auto& in : inputs) n_tokens += static_cast<int64_t>(in.size());
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(
+      model, backend,
+      {.max_tokens = n_tokens, .max_seqs = 8, .n_kv_blocks = 128, .kv_block_size = 16, .embedding_output = true});
+  EXPECT_EQ(stage.output_width(), c.n_embd);
+  std::vector<std::vector<int32_t>> tables(inputs.size());
+  std::vector<BatchSeq> seqs;
+  std::vector<int32_t> tokens;
+  int32_t next_block = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto n = static_cast<int32_t>(inputs[i].size());
+    for (int32_t b = 0; b * 16 < n; ++b) tables[i].push_back(next_block++);
+    seqs.push_back(
+        {.n_tokens = n, .n_past = 0, .block_table = tables[i], .n_logits = pooling == Pooling::mean ? n : 1});
+    tokens.insert(tokens.end(), inputs[i].begin(), inputs[i].end());
+  }
+  const BatchView view{.tokens = tokens, .seqs = seqs};
+  std::vector<float> rows(static_cast<size_t>(view.n_logit_rows() * c.n_embd));
+  stage.forward(view, nullptr, rows.data());
+  std::vector<std::vector<float>> out;
+  int64_t row = 0;
+  for (const BatchSeq& s : seqs) {
+    EmbeddingPooler pooler(pooling, c.embedding.normalize, dims, s.n_tokens);
+    bool done = false;
+    for (int32_t j = 0; j < s.n_logits; ++j, ++row) {
+      const std::span<const float> r(rows.data() + row * c.n_embd, static_cast<size_t>(c.n_embd));
+      done = pooler.add(r, s.n_tokens - s.n_logits + j);
+    }
+    EXPECT_TRUE(done);
+    out.push_back(pooler.result());
+  }
+  return out;
+}
+
+// The model's tokenizer gives the reference's ids for each text, and the
+// stage and pooler its vectors.
+void expect_reference_vectors(const std::shared_ptr<const Model>& model, const Json& ref, const std::string& what) {
+  const auto tokenizer = load_model_tokenizer(*model);
+  const auto texts = ref["texts"].get<std::vector<std::string>>();
+  const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tokenizer->encode(texts[i], true, false), ids[i]) << i;
+  const auto want = ref["embeddings"].get<std::vector<std::vector<float>>>();
+  const auto got = embed_all(model, ids, 0);
+  for (size_t i = 0; i < want.size(); ++i) expect_near_vector(got[i], want[i], what + " text " + std::to_string(i));
+}
+
+class EmbeddingFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EmbeddingFixture, MatchesSentenceTransformers) {
+  const std::string name = GetParam();
+  const Json ref = reference(name);
+  auto model = Model::load(fixture_dir(name));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(to_string(c.embedding.pooling), ref["pooling"].get<std::string>());
+  EXPECT_EQ(c.embedding.normalize, ref["normalize"].get<bool>());
+
+  // The tokenizer files: Qwen's post-processor appends <|endoftext|>, the
+  // other prepends <s>, as sentence-transformers' tokenizer did.
+  expect_reference_vectors(model, ref, name);
+  const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+
+  // Matryoshka: the leading dimensions, normalized again.
+  const auto dims = ref["matryoshka_dims"].get<int32_t>();
+  const auto want_short = ref["matryoshka_embeddings"].get<std::vector<std::vector<float>>>();
+  if (!c.embedding.normalize) return;  // the reference's cut vectors are normalized again
+  const auto got_short = embed_all(model, ids, dims);
+  for (size_t i = 0; i < want_short.size(); ++i)
+    expect_near_vector(got_short[i], want_short[i], "short " + std::to_string(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingFixture, ::testing::Values("qwen3_embedding", "llama_embedding_mean"));
+
+// llama.cpp's converter made the GGUF from the same directory: it wrote
+// qwen3.pooling_type from modules.json and add_eos_token from the
+// post-processor; GGUF vectors are normalized.
+TEST(EmbeddingModel, GgufConversionMatchesSentenceTransformers) {
+  const Json ref = reference("qwen3_embedding");
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/qwen3_embedding.gguf");
+  EXPECT_EQ(model->config().embedding.pooling, Pooling::last);
+  EXPECT_TRUE(model->config().embedding.normalize);
+  expect_reference_vectors(model, ref, "gguf");
+}
+
+// Saved from Qwen3Model: tensors without "model.", no lm_head (not tied).
+TEST(EmbeddingModel, HeadlessCheckpointRunsOnlyForEmbeddings) {
+  auto model = Model::load(fixture_dir("qwen3_embedding"));
+  EXPECT_EQ(model->weights().output.data, nullptr);
+  CpuBackend backend({.n_threads = 1});
+  try {
+    ModelStage stage(model, backend, {.max_tokens = 16, .max_seqs = 1, .n_kv_blocks = 4});
+    FAIL() << "a generating stage over a headless model";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("no output head"), std::string::npos) << e.what();
+  }
+}
+
+// sentence-transformers 2-5 write one boolean per mode and name modules
+// sentence_transformers.models.*; the reader takes both forms.
+class StDir {
+ public:
+  StDir() : dir_("st_files") {}
+  void modules(const Json& list) { st_test::write_text(dir_.file("modules.json"), list.dump()); }
+  void pooling(const Json& cfg) {
+    std::filesystem::create_directories(dir_.path() / "1_Pooling");
+    st_test::write_text((dir_.path() / "1_Pooling" / "config.json").string(), cfg.dump());
+  }
+  std::string path() const { return dir_.path().string(); }
+
+ private:
+  st_test::TempDir dir_;
+};
+
+Json classic_modules(bool normalize, const char* extra = nullptr) {
+  Json m = Json::array(
+      {{{"idx", 0}, {"name", "0"}, {"path", ""}, {"type", "sentence_transformers.models.Transformer"}},
+       {{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"}, {"type", "sentence_transformers.models.Pooling"}}});
+  if (normalize)
+    m.push_back(
+        {{"idx", 2}, {"name", "2"}, {"path", "2_Normalize"}, {"type", "sentence_transformers.models.Normalize"}});
+  if (extra != nullptr) m.push_back({{"idx", 3}, {"name", "3"}, {"path", "3_X"}, {"type", extra}});
+  return m;
+}
+
+Json flags(const char* on) {
+  Json j{{"word_embedding_dimension", 64},
+         {"pooling_mode_cls_token", false},
+         {"pooling_mode_mean_tokens", false},
+         {"pooling_mode_max_tokens", false},
+         {"pooling_mode_mean_sqrt_len_tokens", false},
+         {"pooling_mode_weightedmean_tokens", false},
+         {"pooling_mode_lasttoken", false},
+         {"include_prompt", true}};
+  if (on != nullptr) j[on] = true;
+  return j;
+}
+
+TEST(SentenceTransformers, ReadsTheClassicFiles) {
+  StDir d;
+  d.modules(classic_modules(true));
+  d.pooling(flags("pooling_mode_lasttoken"));
+  EmbeddingSpec s = read_sentence_transformers(d.path());
+  EXPECT_EQ(s.pooling, Pooling::last);
+  EXPECT_TRUE(s.normalize);
+  d.modules(classic_modules(false));
+  d.pooling(flags("pooling_mode_mean_tokens"));
+  s = read_sentence_transformers(d.path());
+  EXPECT_EQ(s.pooling, Pooling::mean);
+  EXPECT_FALSE(s.normalize);
+}
+
+TEST(SentenceTransformers, NoModulesFileIsAGenerator) {
+  st_test::TempDir dir("st_none");
+  EXPECT_EQ(read_sentence_transformers(dir.path().string()).pooling, Pooling::none);
+}
+
+void expect_refused(const StDir& d, Errc code, const std::string& words) {
+  try {
+    read_sentence_transformers(d.path());
+    FAIL() << "accepted; expected: " << words;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(SentenceTransformers, RefusesWhatItCannotRun) {
+  StDir d;
+  d.modules(classic_modules(true));
+  d.pooling(flags("pooling_mode_cls_token"));
+  expect_refused(d, Errc::unsupported, "pooling mode 'cls'");
+  d.pooling(flags("pooling_mode_max_tokens"));
+  expect_refused(d, Errc::unsupported, "pooling mode 'max'");
+  d.pooling(flags(nullptr));
+  expect_refused(d, Errc::bad_format, "names no pooling mode");
+  Json two = flags("pooling_mode_lasttoken");
+  two["pooling_mode_mean_tokens"] = true;
+  d.pooling(two);
+  expect_refused(d, Errc::unsupported, "more than one pooling mode");
+  Json no_prompt = flags("pooling_mode_mean_tokens");
+  no_prompt["include_prompt"] = false;
+  d.pooling(no_prompt);
+  expect_refused(d, Errc::unsupported, "include_prompt false");
+  d.pooling(flags("pooling_mode_lasttoken"));
+  d.modules(classic_modules(true, "sentence_transformers.models.Dense"));
+  expect_refused(d, Errc::unsupported, "sentence_transformers.models.Dense");
+  st_test::write_text(d.path() + "/modules.json", "{not json");
+  expect_refused(d, Errc::bad_format, "modules.json");
+}
+
+TEST(GgufPooling, LlamaCppsEnum) {
+  EXPECT_EQ(gguf_pooling(0, "f.gguf"), Pooling::none);
+  EXPECT_EQ(gguf_pooling(1, "f.gguf"), Pooling::mean);
+  EXPECT_EQ(gguf_pooling(3, "f.gguf"), Pooling::last);
+  EXPECT_THROW(gguf_pooling(2, "f.gguf"), Error);  // cls: an encoder's
+  EXPECT_THROW(gguf_pooling(4, "f.gguf"), Error);  // rank: a classifier's
+  EXPECT_THROW(gguf_pooling(9, "f.gguf"), Error);
+}
+
+TEST(EmbeddingPooler, MeanStartsOverWhenASequenceIsRecomputed) {
+  EmbeddingPooler p(Pooling::mean, false, 0, 3);
+  const std::vector<float> a{1, 2}, b{3, 4}, c{5, 6};
+  EXPECT_FALSE(p.add(a, 0));
+  EXPECT_FALSE(p.add(a, 1));  // preempted here, then recomputed from the start
+  EXPECT_FALSE(p.add(a, 0));
+  EXPECT_FALSE(p.add(b, 1));
+  EXPECT_TRUE(p.add(c, 2));
+  EXPECT_EQ(p.result(), (std::vector<float>{3, 4}));
+}
+
+TEST(EmbeddingPooler, LastTruncatesThenNormalizes) {
+  EmbeddingPooler p(Pooling::last, true, 2, 2);
+  EXPECT_FALSE(p.add(std::vector<float>{9, 9, 9}, 0));
+  EXPECT_TRUE(p.add(std::vector<float>{3, 4, 100}, 1));
+  const std::vector<float> v = p.result();
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_FLOAT_EQ(v[0], 0.6f);
+  EXPECT_FLOAT_EQ(v[1], 0.8f);
+}
+
+TEST(EmbeddingPooler, RefusesNoPoolingAndEmptyInputs) {
+  EXPECT_THROW(EmbeddingPooler(Pooling::none, true, 0, 3), Error);
+  EXPECT_THROW(EmbeddingPooler(Pooling::last, true, 0, 0), Error);
+}
+
+}  // namespace
+}  // namespace troupe
