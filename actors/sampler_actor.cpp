@@ -2,13 +2,13 @@
 // constrained output, its token grammar over the vocabulary trie, built
 // on the first such request), StepLogits samples, verifies proposed tokens
 // or scores prompt tokens row by row (an embedding request's rows are
-// pooled instead), SeqClose forgets. Rows of requests
-// it does not know (cancelled while the step ran) are answered "finished,
-// no token".
+// pooled instead), SeqClose forgets. Rows of requests it does not know
+// (cancelled while the step ran) are answered "finished, no token".
 #include "actors/sampler_actor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
 #include <optional>
 #include <unordered_map>
 

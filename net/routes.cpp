@@ -4,8 +4,9 @@
 // net/http_replies.cpp.
 #include "net/routes.hpp"
 
-#include <algorithm>
 #include <boost/json.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -44,6 +45,14 @@ ApiError not_ready_error(const LoadState& s) {
 }
 
 std::string json_string(const std::string& s) { return boost::json::serialize(boost::json::value(s)); }
+
+// A request's "model" must be the served id (where it may be left out, when
+// it names one).
+void check_model_name(const std::string& asked, const std::string& served, bool required = false) {
+  if ((asked.empty() && !required) || asked == served) return;
+  throw invalid_field("model", "the model '" + asked + "' does not exist; this server serves '" + served + "'",
+                      "model_not_found");
+}
 
 // [{"name":"executor_0","where":"cuda:0","layers":[0,30],"up":true}, ...]
 std::string stages_json(const std::vector<StageHealth>& stages) {
@@ -196,13 +205,10 @@ std::string ServerCore::metrics_text() {
   return metrics_.render(snap);
 }
 
-JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model_name) {
+JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model) {
   if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
   const ServedModel model = backend_.served_model();
-  if (check_model_name && r.model != model.id) {
-    throw invalid_field("model", "the model '" + r.model + "' does not exist; this server serves '" + model.id + "'",
-                        "model_not_found");
-  }
+  if (check_model) check_model_name(r.model, model.id, /*required=*/true);
   const bool chat = r.endpoint == Endpoint::chat;
   JobSpec spec;
   spec.meta = ResponseMeta{.endpoint = r.endpoint,
@@ -347,10 +353,7 @@ RouteResult ServerCore::embeddings(const HttpRequest& req) {
   if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
   EmbeddingsRequest r = parse_embeddings_request(req.body, options_.limits.max_embedding_inputs);
   const std::string id = backend_.served_model().id;
-  if (!r.model.empty() && r.model != id) {
-    throw invalid_field("model", "the model '" + r.model + "' does not exist; this server serves '" + id + "'",
-                        "model_not_found");
-  }
+  check_model_name(r.model, id);
   // A batch holds a bounded share of the house: its inputs take turns in
   // that many slots.
   const auto slots = static_cast<int32_t>(
@@ -363,7 +366,7 @@ RouteResult ServerCore::generate(const HttpRequest& req, Endpoint endpoint) {
   const bool chat = endpoint == Endpoint::chat;
   const ParsedRequest r = chat ? parse_chat_request(req.body, options_.limits.request)
                                : parse_completion_request(req.body, options_.limits.request);
-  JobSpec spec = prepare(r, chat ? "chat" : "completions", /*check_model_name=*/true);
+  JobSpec spec = prepare(r, chat ? "chat" : "completions", /*check_model=*/true);
   admit(spec);
   return RouteResult{.async = make_generation_reply(*this, std::move(spec), r.stream, r.include_usage)};
 }
@@ -436,10 +439,7 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
       TokenizeRequest t = path == "/tokenize" ? parse_tokenize_request(req.body, options_.limits.request)
                                               : parse_detokenize_request(req.body);
-      if (const std::string id = backend_.served_model().id; !t.model.empty() && t.model != id) {
-        throw invalid_field("model", "the model '" + t.model + "' does not exist; this server serves '" + id + "'",
-                            "model_not_found");
-      }
+      check_model_name(t.model, backend_.served_model().id);
       return RouteResult{.async = make_tokenize_reply(*this, std::move(t))};
     }
     if (path.substr(0, 4) == "/v1/") {

@@ -56,7 +56,7 @@ class ServerCore {
   // The JobSpec of a parsed request: the model name checked, one engine
   // request per choice, defaults filled. The engine checks the prompts.
   // Throws ApiError.
-  JobSpec prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model_name);
+  JobSpec prepare(const ParsedRequest& r, std::string_view endpoint_label, bool check_model);
 
   // Admits n choices or throws ApiError(429) with Retry-After; applies the
   // degradation cap to the spec's max_new_tokens.

@@ -103,7 +103,7 @@ void WsConnection::generate(const std::string& id, const ParsedRequest& r) {
           .with_retry_after(1);
     }
   }
-  JobSpec spec = core_.prepare(r, "websocket", /*check_model_name=*/!r.model.empty());
+  JobSpec spec = core_.prepare(r, "websocket", /*check_model=*/!r.model.empty());
   core_.admit(spec);
   auto listener = std::make_shared<RequestListener>(weak_from_this(), out_, id, spec);
   auto job = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), std::move(spec), listener);

@@ -26,6 +26,7 @@
 #include "model/generator.hpp"
 #include "model/model.hpp"
 #include "model/model_stage.hpp"
+#include "model/pooling.hpp"
 
 namespace troupe {
 namespace {
@@ -317,6 +318,53 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
       EXPECT_LT(worst, 1e-3f) << "prompt " << i;
       const GenerateRequest greedy{.max_new_tokens = 8, .sampling = {.temperature = 0.0f}, .stop_tokens = {-1}};
       EXPECT_EQ(on_gpu.generate(prompts[i], greedy), on_cpu.generate(prompts[i], greedy)) << "prompt " << i;
+    }
+  }
+}
+
+// Embedding models on the GPU (StageOptions::embedding_output): each text of
+// the sentence-transformers fixtures fed in chunks of 8 tokens (the fp32
+// GEMV path), its rows pooled, against sentence-transformers' vectors.
+TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
+  TROUPE_REQUIRE_GPU();
+  for (const std::string name : {"qwen3_embedding", "llama_embedding_mean"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in);
+    const auto ref = nlohmann::json::parse(in);
+    auto model = Model::load(dir);
+    const ModelConfig& c = model->config();
+    CudaBackendOptions options = test::small_options();
+    options.f32_weights = WeightPrecision::f32;
+    CudaBackend gpu(options);
+    ModelStage stage(model, gpu, {.max_tokens = 8, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16,
+                                  .embedding_output = true});
+    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto n = static_cast<int32_t>(ids[t].size());
+      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
+      std::iota(table.begin(), table.end(), 0);
+      EmbeddingPooler pooler(c.embedding.pooling, c.embedding.normalize, 0, n);
+      for (int32_t past = 0; past < n; past += 8) {
+        const int32_t k = std::min(8, n - past);
+        const bool all = c.embedding.pooling == Pooling::mean;
+        const BatchSeq seq{.n_tokens = k, .n_past = past, .block_table = table,
+                           .n_logits = all ? k : (past + k == n ? 1 : 0)};
+        const std::span<const int32_t> tokens(ids[t].data() + past, static_cast<size_t>(k));
+        std::vector<float> rows(static_cast<size_t>(seq.n_logits * c.n_embd));
+        stage.forward({.tokens = tokens, .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
+        for (int32_t j = 0; j < seq.n_logits; ++j) {
+          pooler.add(std::span<const float>(rows.data() + j * c.n_embd, static_cast<size_t>(c.n_embd)),
+                     past + k - seq.n_logits + j);
+        }
+      }
+      const std::vector<float> got = pooler.result();
+      const auto want = ref["embeddings"][t].get<std::vector<float>>();
+      ASSERT_EQ(got.size(), want.size());
+      float worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+      EXPECT_LT(worst, 1e-4f) << "text " << t;
     }
   }
 }
