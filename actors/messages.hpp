@@ -263,7 +263,7 @@ typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EmbedParams& x) {
-  return f(caf::meta::type_name("EmbedParams"), x.on, x.pooling, x.normalize, x.dimensions);
+  return f(caf::meta::type_name("EmbedParams"), x.on, x.pooling, x.normalize, x.dimensions, x.truncate);
 }
 
 template <class Inspector>

@@ -42,11 +42,24 @@ void check_embed_params(EmbedParams& e, const ModelInfo& model) {
   if (e.normalize < 0) e.normalize = model.normalize ? 1 : 0;
 }
 
-void check_embed_length(int32_t n_prompt, int32_t context_length, std::string_view prompt_param) {
-  if (n_prompt > context_length) {
+void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, int32_t context_length,
+                     std::string_view prompt_param) {
+  if (truncate < -1) {
+    throw RequestError(Errc::invalid_argument, "truncate_prompt_tokens",
+                       "truncate_prompt_tokens must be -1 (the context) or at least 1, got " +
+                           std::to_string(truncate));
+  }
+  if (truncate > context_length) {
+    throw RequestError(Errc::too_long, "truncate_prompt_tokens",
+                       "truncate_prompt_tokens " + std::to_string(truncate) + " is more than the context holds (" +
+                           std::to_string(context_length) + " tokens)");
+  }
+  const auto keep = static_cast<size_t>(truncate == -1 ? context_length : truncate);
+  if (truncate != 0 && ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(keep));
+  if (static_cast<int64_t>(ids.size()) > context_length) {
     throw RequestError(Errc::too_long, std::string(prompt_param),
-                       "the input has " + std::to_string(n_prompt) + " tokens but the context holds " +
-                           std::to_string(context_length));
+                       "the input has " + std::to_string(ids.size()) + " tokens but the context holds " +
+                           std::to_string(context_length) + " (truncate_prompt_tokens keeps the last ones)");
   }
 }
 

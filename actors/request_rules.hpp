@@ -25,8 +25,10 @@ void check_generate_params(const GenerateParams& params);
 // from the pipeline's where it names none.
 void check_embed_params(EmbedParams& embed, const ModelInfo& model);
 
-// An embedding request's input may fill the context (nothing is generated).
-void check_embed_length(int32_t n_prompt, int32_t context_length, std::string_view prompt_param);
+// An embedding request's input may fill the context (nothing is generated);
+// with `truncate` (EmbedParams) a longer one loses its first tokens.
+void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, int32_t context_length,
+                     std::string_view prompt_param);
 
 // Every logit_bias token in [0, n_vocab).
 void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab);

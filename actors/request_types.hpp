@@ -28,6 +28,10 @@ struct EmbedParams {
   Pooling pooling = Pooling::none;  // set at the front door: the pipeline's
   int8_t normalize = -1;            // L2-normalize: 1 yes, 0 no, -1 as the model declares
   int32_t dimensions = 0;           // keep the first N dimensions (Matryoshka models), then normalize; 0: all
+  // vLLM's truncate_prompt_tokens: an input longer than this keeps its last
+  // this many tokens (a causal model's last token is the one pooled); -1:
+  // the context's length; 0: none (a longer input is refused).
+  int32_t truncate = 0;
 };
 
 struct GenerateParams {

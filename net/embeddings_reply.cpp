@@ -47,7 +47,10 @@ class EmbeddingsReply : public AsyncReply, public std::enable_shared_from_this<E
       r = EngineRequest::from_tokens(request_.token_lists[i]);
     }
     r.prompt_field = request_.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
-    r.params.embed = {.on = true, .normalize = request_.normalize, .dimensions = request_.dimensions};
+    r.params.embed = {.on = true,
+                      .normalize = request_.normalize,
+                      .dimensions = request_.dimensions,
+                      .truncate = request_.truncate};
     return r;
   }
 

@@ -19,6 +19,7 @@ struct EmbeddingsRequest {
   int32_t dimensions = 0;          // keep the first N (Matryoshka models); 0: all
   int8_t normalize = -1;           // vLLM's `normalize`: -1 as the model declares
   bool add_special_tokens = true;  // vLLM's: BOS/EOS as the tokenizer adds them
+  int32_t truncate = 0;            // vLLM's truncate_prompt_tokens (EmbedParams::truncate)
 
   size_t size() const { return texts.empty() ? token_lists.size() : texts.size(); }
 };

@@ -121,6 +121,25 @@ TEST(PipelineEmbedding, FrontDoorRefusesTheOtherKind) {
   EXPECT_EQ(f.error_code, Errc::too_long);
   EXPECT_EQ(f.error_param, "prompt");
 
+  // vLLM's truncate_prompt_tokens: the last tokens are kept.
+  std::vector<int32_t> long_input(static_cast<size_t>(ctx + 40));
+  for (size_t i = 0; i < long_input.size(); ++i) long_input[i] = static_cast<int32_t>(1 + i % 300);
+  auto embed_ids = [&](std::vector<int32_t> ids, int32_t truncate) {
+    EngineRequest r = EngineRequest::from_tokens(std::move(ids));
+    r.params.embed = {.on = true, .truncate = truncate};
+    return final_of(*p, std::move(r));
+  };
+  const FinalEvent whole = embed_ids({long_input.end() - ctx, long_input.end()}, 0);
+  const FinalEvent cut = embed_ids(long_input, -1);
+  ASSERT_EQ(cut.reason, EndReason::stop) << cut.error_message;
+  EXPECT_EQ(cut.prompt_tokens, ctx);
+  // The same tokens, computed in other chunks or from the prefix cache: the
+  // same vector but for the summation order of other batch shapes.
+  expect_vector(cut.embedding, Json(whole.embedding), "truncated to the context");
+  expect_vector(embed_ids(long_input, 10).embedding,
+                Json(embed_ids({long_input.end() - 10, long_input.end()}, 0).embedding), "truncated to 10");
+  EXPECT_EQ(embed_ids(long_input, ctx + 1).error_param, "truncate_prompt_tokens");
+
   // A generating pipeline over the same files: the head is missing.
   PipelineConfig gen = embedding_config("qwen3_embedding");
   gen.embedding = false;

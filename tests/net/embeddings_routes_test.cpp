@@ -145,6 +145,14 @@ TEST_F(EmbeddingRoutes, BadInputsNameTheirField) {
   const HttpReply r =
       post("/v1/embeddings", json{{"input", {std::vector<int32_t>{5}, std::vector<int32_t>(300, 5)}}}.dump());
   EXPECT_EQ(error_of(r)["param"], "input[1]");
+  EXPECT_EQ(error_of(post("/v1/embeddings", R"({"input": "a", "truncate_prompt_tokens": 0})"))["param"],
+            "truncate_prompt_tokens");
+  EXPECT_EQ(error_of(post("/v1/embeddings", R"({"input": "a", "truncate_prompt_tokens": 257})"))["param"],
+            "truncate_prompt_tokens");
+  const HttpReply cut = post("/v1/embeddings",
+                             json{{"input", {std::vector<int32_t>(300, 5)}}, {"truncate_prompt_tokens", -1}}.dump());
+  EXPECT_EQ(cut.status, 200) << cut.body;
+  EXPECT_EQ(json::parse(cut.body)["usage"]["prompt_tokens"], 256);
   // This server embeds; it does not complete.
   const json e = error_of(post("/v1/completions", R"({"model": "qwen3_embedding", "prompt": "hi"})"));
   EXPECT_EQ(e["param"], "model");
@@ -153,15 +161,19 @@ TEST_F(EmbeddingRoutes, BadInputsNameTheirField) {
 }
 
 TEST_F(EmbeddingRoutes, ClientThatLeavesFreesItsRequests) {
+  // Seconds of work (512 inputs of 250 tokens, three at a time): the client
+  // leaves long before the last one.
   json input = json::array();
-  for (int i = 0; i < 12; ++i) input.push_back(std::vector<int32_t>(200, 5 + i));
+  for (int i = 0; i < 512; ++i) input.push_back(std::vector<int32_t>(250, 5 + i % 300));
+  const uint64_t admitted = backend_->stats().admitted;
   RouteResult r = core_->handle({.method = "POST", .target = "/v1/embeddings", .body = json{{"input", input}}.dump()});
   ASSERT_TRUE(r.async);
   auto w = std::make_shared<RecordingWriter>();
   r.async->start(w);
   EXPECT_EQ(core_->admission().in_flight(), 3);  // its slots (embedding_parallel)
   // Running in the engine (several steps each), then the client leaves.
-  ASSERT_TRUE(troupe::test::wait_until([&] { return backend_->stats().running > 0; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      troupe::test::wait_until([&] { return backend_->stats().admitted > admitted; }, std::chrono::seconds(30)));
   r.async->cancel();
   EXPECT_TRUE(troupe::test::wait_until(
       [&] {
@@ -184,6 +196,8 @@ TEST(EmbeddingsRequest, Parses) {
   EXPECT_EQ(r.dimensions, 8);
   EXPECT_EQ(r.normalize, 0);
   EXPECT_FALSE(r.add_special_tokens);
+  EXPECT_EQ(parse_embeddings_request(R"({"input": "a", "truncate_prompt_tokens": -1})", 2).truncate, -1);
+  EXPECT_THROW(parse_embeddings_request(R"({"input": "a", "truncate_prompt_tokens": -2})", 2), ApiError);
   EXPECT_EQ(parse_embeddings_request(R"({"input": [1, 2, 3]})", 16).token_lists.size(), 1u);
   EXPECT_THROW(parse_embeddings_request(R"({"input": ["a", "b", "c"]})", 2), ApiError);
   EXPECT_THROW(parse_embeddings_request(R"({"input": 5})", 2), ApiError);
