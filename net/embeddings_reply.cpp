@@ -74,6 +74,9 @@ class EmbeddingsReply : public AsyncReply, public std::enable_shared_from_this<E
     std::lock_guard lock(mutex_);
     ids_[i] = -1;
     --running_;
+    // Each input is one of the engine's requests, in /metrics as any other.
+    core_.metrics().request_started("embeddings", f.prompt_tokens);
+    core_.metrics().request_ended(f);
     if (ended_) return;
     if (f.reason != EndReason::stop || f.embedding.empty()) {
       const bool cancelled = f.reason == EndReason::cancelled;

@@ -204,7 +204,9 @@ struct Metrics::Impl {
   std::map<int32_t, ReplicaSeries> replicas;  // created at the first scrape that names them
 
   Impl() {
-    for (const char* e : {"completions", "chat", "websocket"}) requests[e] = &requests_f.Add({{"endpoint", e}});
+    for (const char* e : {"completions", "chat", "websocket", "embeddings"}) {
+      requests[e] = &requests_f.Add({{"endpoint", e}});
+    }
     const char* fin[] = {"stop", "length", "cancelled", "error"};
     for (size_t i = 0; i < finished.size(); ++i) finished[i] = &finished_f.Add({{"reason", fin[i]}});
     const char* rej[] = {"overload", "invalid", "unauthorized", "too_large", "not_ready", "cancelled", "internal"};
@@ -243,7 +245,7 @@ void Metrics::request_ended(const FinalEvent& f) {
   }
   impl_->e2e.Observe(f.total_seconds);
   impl_->queue.Observe(f.queue_seconds);
-  impl_->gen_len.Observe(f.completion_tokens);
+  if (f.embedding.empty()) impl_->gen_len.Observe(f.completion_tokens);  // an embedding generates nothing
 }
 
 void Metrics::rejected(RejectReason r) { impl_->rejected[static_cast<size_t>(r)]->Increment(); }

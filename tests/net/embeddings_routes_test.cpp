@@ -94,6 +94,11 @@ TEST_F(EmbeddingRoutes, VectorsAreSentenceTransformers) {
   }
   EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
   EXPECT_EQ(j["usage"]["total_tokens"], tokens);
+  // Each input counts as a request in /metrics.
+  const std::string metrics = core_->metrics_text();
+  EXPECT_NE(metrics.find("troupe_requests_total{endpoint=\"embeddings\"} " + std::to_string(input.size())),
+            std::string::npos)
+      << metrics.substr(0, 2000);
 }
 
 TEST_F(EmbeddingRoutes, Base64IsLittleEndianFloat32) {
