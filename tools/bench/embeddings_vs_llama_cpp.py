@@ -14,10 +14,11 @@ build is the caller's: this project neither builds nor ships it.
 
     tools/bench/embeddings_vs_llama_cpp.py --troupe build/release/troupe \\
         --llama-server /path/to/llama-server --model qwen3-embedding-shaped.gguf \\
-        --threads 1,2 --inputs 64 --tokens 128 --batch 8 --clients 2 --rounds 3
+        --threads 1,2 --inputs 64 --tokens 128 --batch 8 --clients 2 --rounds 3 [--troupe-env TROUPE_NO_AMX=1]
 """
 import argparse
 import json
+import os
 import random
 import socket
 import statistics
@@ -69,7 +70,10 @@ def start(engine, args, threads):
         ctx = args.clients * 2048
         cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(threads), "--embedding",
                "-c", str(ctx), "-np", str(args.clients), "-b", "2048", "-ub", "2048"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if engine == "troupe":
+        env.update(kv.split("=", 1) for kv in args.troupe_env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"
     wait_ready(base, proc)
     return proc, base
@@ -119,6 +123,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8, help="inputs per request")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
     args = ap.parse_args()
 
     inputs = texts(args.inputs, args.tokens)
@@ -132,7 +138,8 @@ def main():
             for engine in order:
                 proc, base = start(engine, args, threads)
                 try:
-                    measure(base, inputs[:args.batch], args.batch, 1)  # warm-up
+                    # Warm-up on other texts: a measured input must not be in a prefix cache.
+                    measure(base, texts(args.batch, args.tokens, seed=99), args.batch, 1)
                     got[engine] = measure(base, inputs, args.batch, args.clients)
                 finally:
                     proc.terminate()
@@ -148,7 +155,7 @@ def main():
         rows.append((threads, med, statistics.median(ratios), min(ratios), max(ratios)))
 
     print(f"\n{args.inputs} inputs of ~{args.tokens} words, {args.batch} per request, {args.clients} clients, "
-          f"{args.rounds} rounds\n")
+          f"{args.rounds} rounds{', Troupe with ' + ' '.join(args.troupe_env) if args.troupe_env else ''}\n")
     print("| threads | llama.cpp inputs/s | Troupe inputs/s | llama.cpp tok/s | Troupe tok/s | Troupe / llama.cpp |")
     print("|---|---|---|---|---|---|")
     for threads, med, ratio, lo, hi in rows:
