@@ -101,7 +101,7 @@ class EmbeddingsReply : public AsyncReply, public std::enable_shared_from_this<E
       end_locked();
       return;
     }
-    while (next_ < request_.size() && running_ < slots_) submit_locked();
+    while (next_ < request_.size() && running_ < slots_ && !ended_) submit_locked();
   }
 
   void fail_locked(const ApiError& e) {
