@@ -1,12 +1,14 @@
-// libFuzzer target for the HTTP request parser (net/request_parser.cpp): any
-// bytes as a /v1/completions, a /v1/chat/completions, a /tokenize and a
-// /detokenize body. The
+// libFuzzer target for the HTTP request parsers (net/request_parser.cpp,
+// net/embeddings_request.cpp): any bytes as a /v1/completions, a
+// /v1/chat/completions, a /tokenize, a /detokenize and a /v1/embeddings
+// body. The
 // parser must either return a request within the limits or throw ApiError
 // (a 400 with a JSON body); anything else (a crash, a sanitizer report,
 // another exception) is a bug. Built and run by run_fuzzers.py.
 #include <cstddef>
 #include <cstdint>
 
+#include "net/embeddings_request.hpp"
 #include "tests/fuzz/request_limits_check.hpp"
 
 using namespace troupe::fuzz;
@@ -30,6 +32,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     (void)troupe::net::parse_detokenize_request(text);
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
+  }
+  try {
+    constexpr int32_t kMaxInputs = 16;
+    const troupe::net::EmbeddingsRequest r = troupe::net::parse_embeddings_request(text, kMaxInputs);
+    // Exactly one kind of input, within the batch; ranges as documented.
+    check(r.texts.empty() != r.token_lists.empty() && r.size() <= kMaxInputs);
+    check(r.dimensions >= 0 && r.truncate >= -1);  // truncate 0: not given
+    check(r.normalize >= -1 && r.normalize <= 1);
+    for (const auto& ids : r.token_lists) check(!ids.empty());
   } catch (const troupe::net::ApiError& e) {
     check_error(e);
   }
