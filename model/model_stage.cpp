@@ -472,25 +472,19 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   const auto n_rows = static_cast<int64_t>(rows_scratch_.size());
   if (n_rows == 0) return;
   const int64_t group = std::min(n_rows, options_.max_seqs);
-  float* last = arena_.floats(group * c.n_embd);     // [group, n_embd]
-  if (options_.embedding_output) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
-      const int64_t n = std::min(group, n_rows - r0);
-      backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
-      arch_->output_norm(ctx, last, n);
-      backend_.copy_to_host(out + r0 * c.n_embd, last, static_cast<size_t>(n * c.n_embd) * sizeof(float));
-      backend_.synchronize();
-    }
-    return;
-  }
-  float* logits = arena_.floats(group * c.n_vocab);  // [group, n_vocab]
+  // An embedding stage's rows are the normed hidden states themselves.
+  const int64_t width = output_width();
+  float* last = arena_.floats(group * c.n_embd);  // [group, n_embd]
+  float* logits = options_.embedding_output ? last : arena_.floats(group * width);  // [group, width]
   for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
     const int64_t n = std::min(group, n_rows - r0);
     backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
     arch_->output_norm(ctx, last, n);
-    backend_.matmul(logits, last, weights_.output, n);
-    if (c.final_softcap > 0.0f) backend_.soft_cap(logits, c.final_softcap, n * c.n_vocab);  // Gemma 2
-    backend_.copy_to_host(out + r0 * c.n_vocab, logits, static_cast<size_t>(n * c.n_vocab) * sizeof(float));
+    if (!options_.embedding_output) {
+      backend_.matmul(logits, last, weights_.output, n);
+      if (c.final_softcap > 0.0f) backend_.soft_cap(logits, c.final_softcap, n * width);  // Gemma 2
+    }
+    backend_.copy_to_host(out + r0 * width, logits, static_cast<size_t>(n * width) * sizeof(float));
     backend_.synchronize();
   }
 }

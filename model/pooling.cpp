@@ -138,11 +138,11 @@ EmbeddingPooler::EmbeddingPooler(Pooling pooling, bool normalize, int32_t dims, 
 }
 
 bool EmbeddingPooler::add(std::span<const float> row, int32_t pos) {
-  if (pos == 0) {
-    n_rows_ = 0;
-    sum_.assign(row.size(), 0.0);
-  }
   if (pooling_ == Pooling::mean) {
+    if (pos == 0) {  // the first row, or a preempted sequence's recompute
+      n_rows_ = 0;
+      sum_.assign(row.size(), 0.0);
+    }
     if (sum_.size() != row.size()) throw Error(Errc::internal, "EmbeddingPooler: rows of different widths");
     for (size_t i = 0; i < row.size(); ++i) sum_[i] += row[i];
     ++n_rows_;
