@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "tokenizer/hf_bpe_tokenizer.hpp"
 #include "tokenizer/hf_normalizer.hpp"
 #include "tokenizer/hf_pre_tokenizer.hpp"
+#include "tokenizer/wordpiece_tokenizer.hpp"
 
 namespace troupe::hf {
 
@@ -58,6 +60,11 @@ Json parse_json(std::string_view text, const std::string& file);
 Normalizer parse_normalizer(const JsonAt& at);
 PreTokenizer parse_pre_tokenizer(const JsonAt& at);
 HfDecoder parse_decoder(const JsonAt& at);
+
+// A WordPiece "model" (its unk_token looked up in model_ids, the model's own
+// vocab; in_model is left to the caller) and the decoder it runs with.
+WordPieceModel parse_wordpiece_model(const JsonAt& model, const std::unordered_map<std::string, int32_t>& model_ids);
+WordPieceDecoder parse_wordpiece_decoder(const JsonAt& at);
 
 // Special token texts tokenizer_config.json names; "" for none.
 struct SpecialNames {

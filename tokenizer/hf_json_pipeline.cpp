@@ -56,9 +56,25 @@ void add_normalizers(const JsonAt& at, std::vector<NormalizerStep>& steps) {
     std::string pattern = pattern_of(at["pattern"], regex);
     if (regex) at["pattern"].unsupported("Replace with a Regex pattern is not supported; only {\"String\": ...}");
     steps.push_back({.kind = K::replace, .pattern = std::move(pattern), .content = at["content"].string()});
+  } else if (type == "BertNormalizer") {
+    // strip_accents null (or absent) follows lowercase, as in the original BERT.
+    const bool lower = at.flag("lowercase", true);
+    steps.push_back({.kind = K::bert,
+                     .bert = {.clean_text = at.flag("clean_text", true),
+                              .handle_chinese_chars = at.flag("handle_chinese_chars", true),
+                              .strip_accents = at.flag("strip_accents", lower),
+                              .lowercase = lower}});
+  } else if (type == "Lowercase") {
+    steps.push_back({.kind = K::lowercase});
+  } else if (type == "StripAccents") {
+    steps.push_back({.kind = K::strip_accents});
+  } else if (type == "Strip") {
+    steps.push_back(
+        {.kind = K::strip, .strip_left = at.flag("strip_left", true), .strip_right = at.flag("strip_right", true)});
   } else {
     at["type"].unsupported("normalizer '" + type +
-                           "' is not supported; supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence");
+                           "' is not supported; supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, BertNormalizer, "
+                           "Lowercase, StripAccents, Strip, Sequence");
   }
 }
 
@@ -113,9 +129,21 @@ void add_pre_tokenizers(const JsonAt& at, std::vector<PreTokenizerStep>& steps, 
                                      .split = at.flag("split", true)});
   } else if (type == "Digits") {
     steps.emplace_back(DigitsStep{.individual_digits = at.flag("individual_digits", false)});
+  } else if (type == "BertPreTokenizer") {
+    steps.emplace_back(CharClassStep{.kind = CharClassStep::Kind::bert});
+  } else if (type == "WhitespaceSplit") {
+    steps.emplace_back(CharClassStep{.kind = CharClassStep::Kind::whitespace_split});
+  } else if (type == "Punctuation") {
+    const JsonAt behavior = at["behavior"];
+    steps.emplace_back(CharClassStep{.kind = CharClassStep::Kind::punctuation,
+                                     .behavior = behavior.is_null() ? SplitBehavior::isolated : behavior_of(behavior)});
+  } else if (type == "Whitespace") {
+    steps.emplace_back(
+        SplitStep{.pattern = kWhitespacePattern, .regex = true, .behavior = SplitBehavior::removed, .invert = true});
   } else {
     at["type"].unsupported("pre-tokenizer '" + type +
-                           "' is not supported; supported: Split, ByteLevel, Metaspace, Digits, Sequence");
+                           "' is not supported; supported: Split, ByteLevel, Metaspace, Digits, BertPreTokenizer, "
+                           "Whitespace, WhitespaceSplit, Punctuation, Sequence");
   }
   where.push_back(at.file() + ": " + at.path());
 }

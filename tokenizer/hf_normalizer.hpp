@@ -1,7 +1,7 @@
 // tokenizer.json normalizers: the text rewrites Hugging Face runs on each
 // piece of input between added tokens, before pre-tokenization. Supported:
-// NFC, NFD, NFKC, NFKD (utf8proc), Prepend, Replace with a plain string, and
-// Sequence of these.
+// NFC, NFD, NFKC, NFKD (utf8proc), Prepend, Replace with a plain string,
+// BertNormalizer, Lowercase, StripAccents, Strip, and Sequence of these.
 #pragma once
 
 #include <string>
@@ -11,11 +11,23 @@
 
 namespace troupe::hf {
 
+// BertNormalizer's switches; strip_accents is already resolved (a null in
+// tokenizer.json follows lowercase).
+struct BertNormalizerOptions {
+  bool clean_text = true;            // drop NUL, U+FFFD and controls; whitespace -> ' '
+  bool handle_chinese_chars = true;  // a space either side of each CJK ideograph
+  bool strip_accents = true;         // NFD, then drop nonspacing marks
+  bool lowercase = true;
+};
+
 struct NormalizerStep {
-  enum class Kind { nfc, nfd, nfkc, nfkd, prepend, replace };
+  enum class Kind { nfc, nfd, nfkc, nfkd, prepend, replace, bert, lowercase, strip_accents, strip };
   Kind kind = Kind::nfc;
   std::string pattern;  // replace: the text to find
   std::string content;  // prepend: the text put first; replace: the substitute
+  BertNormalizerOptions bert;
+  bool strip_left = false;  // strip: remove leading / trailing whitespace
+  bool strip_right = false;
 };
 
 class Normalizer {

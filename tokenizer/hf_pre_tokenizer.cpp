@@ -3,12 +3,13 @@
 // non-match spans, the behaviour decides what becomes a piece, and empty
 // pieces are dropped.
 #include "tokenizer/hf_pre_tokenizer.hpp"
-#include "tokenizer/text_util.hpp"
 
 #include "core/error.hpp"
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/regex.hpp"
+#include "tokenizer/text_util.hpp"
+#include "tokenizer/unicode_classes.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace troupe::hf {
@@ -76,6 +77,24 @@ std::vector<Part> apply_behavior(const std::vector<Part>& parts, SplitBehavior b
       return out;
   }
   return out;
+}
+
+// The parts of text when every character with in_class(cp) is a match.
+std::vector<Part> char_class_parts(std::string_view text, bool (*in_class)(char32_t)) {
+  std::vector<Part> parts;
+  size_t run = 0;  // start of the current run of other characters
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = utf8::sequence_length(text, pos);
+    if (len == 0) throw Error(Errc::internal, "tokenizer: pre-tokenizer input is not valid UTF-8");
+    if (in_class(utf8::decode_at(text, pos, len))) {
+      if (pos > run) parts.push_back({run, pos, false});
+      parts.push_back({pos, pos + len, true});
+      run = pos + len;
+    }
+    pos += len;
+  }
+  if (run < text.size()) parts.push_back({run, text.size(), false});
+  return parts;
 }
 
 void literal_matches(std::string_view text, std::string_view pattern, std::vector<Regex::Span>& out) {
@@ -149,6 +168,22 @@ struct PreTokenizer::Step {
       emit(piece, parts_of(piece.text, matches, sp->invert), behavior, out);
       return;
     }
+    if (const auto* cc = std::get_if<CharClassStep>(&spec)) {
+      if (cc->kind == CharClassStep::Kind::punctuation) {
+        emit(piece, char_class_parts(piece.text, unicode::is_punctuation), cc->behavior, out);
+        return;
+      }
+      if (cc->kind == CharClassStep::Kind::whitespace_split) {
+        emit(piece, char_class_parts(piece.text, unicode::is_whitespace), SplitBehavior::removed, out);
+        return;
+      }
+      std::vector<Piece> words;
+      emit(piece, char_class_parts(piece.text, unicode::is_whitespace), SplitBehavior::removed, words);
+      for (const Piece& w : words) {
+        emit(w, char_class_parts(w.text, unicode::is_punctuation), SplitBehavior::isolated, out);
+      }
+      return;
+    }
     cut(piece, *regex, false, out);  // Digits
   }
 
@@ -164,6 +199,10 @@ struct PreTokenizer::Step {
     }
   }
 };
+
+// Rust regex: \w is Alphabetic, marks, Nd, Pc and Join_Control; \s is White_Space.
+const char* const kWhitespacePattern = R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+)"
+                                       R"(|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\p{White_Space}]+)";
 
 PreTokenizer::PreTokenizer() = default;
 PreTokenizer::~PreTokenizer() = default;

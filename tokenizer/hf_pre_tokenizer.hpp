@@ -1,7 +1,8 @@
 // tokenizer.json pre-tokenizers: cut normalized text into the pieces the BPE
 // model merges within. Supported: Split (regex or string, every behaviour,
 // invert), ByteLevel (prefix space, GPT-2's regex, the byte alphabet),
-// Metaspace (prepend schemes, split), Digits, and a Sequence of these.
+// Metaspace (prepend schemes, split), Digits, BertPreTokenizer, Whitespace,
+// WhitespaceSplit, Punctuation, and a Sequence of these.
 #pragma once
 
 #include <memory>
@@ -36,7 +37,21 @@ struct MetaspaceStep {
 struct DigitsStep {
   bool individual_digits = false;  // each digit alone, else runs of digits
 };
-using PreTokenizerStep = std::variant<SplitStep, ByteLevelStep, MetaspaceStep, DigitsStep>;
+// Cuts at characters of a class (unicode_classes.hpp), each such character a
+// match of its own: BertPreTokenizer removes whitespace, then isolates
+// punctuation; WhitespaceSplit removes whitespace; Punctuation splits at
+// punctuation as its behaviour says.
+struct CharClassStep {
+  enum class Kind { bert, whitespace_split, punctuation };
+  Kind kind = Kind::bert;
+  SplitBehavior behavior = SplitBehavior::isolated;  // punctuation only
+};
+using PreTokenizerStep = std::variant<SplitStep, ByteLevelStep, MetaspaceStep, DigitsStep, CharClassStep>;
+
+// Hugging Face's Whitespace pre-tokenizer, \w+|[^\w\s]+ with Rust regex's
+// Unicode classes spelled out for PCRE2, as a SplitStep's pattern (inverted,
+// removed).
+extern const char* const kWhitespacePattern;
 
 class PreTokenizer {
  public:

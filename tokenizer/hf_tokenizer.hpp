@@ -1,8 +1,8 @@
 // Loading Hugging Face tokenizer folders: tokenizer.json (BPE model with
-// byte-level or SentencePiece-style pipelines), tokenizer_config.json (BOS/EOS,
-// chat templates) and chat_template.jinja; or GPT-2's original encoder.json +
-// vocab.bpe (also named vocab.json + merges.txt). docs/models.md lists what is
-// supported.
+// byte-level or SentencePiece-style pipelines, WordPiece with BERT's),
+// tokenizer_config.json (BOS/EOS, chat templates) and chat_template.jinja; or
+// GPT-2's original encoder.json + vocab.bpe (also named vocab.json +
+// merges.txt). docs/models.md lists what is supported.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
-// tokenizer.json -> HfBpeTokenizer: the BPE model's vocab and merges, the
-// added tokens (matched in text before BPE), the post-processor's BOS/EOS,
-// and the normalizer/pre-tokenizer/decoder of hf_json_pipeline.cpp.
+// tokenizer.json -> HfBpeTokenizer or WordPieceTokenizer: the model's vocab
+// (and BPE merges, hf_json_wordpiece.cpp's WordPiece fields), the added tokens
+// (matched in text before the model), the post-processor's BOS/EOS (or
+// BERT's [CLS]/[SEP]), and the normalizer/pre-tokenizer/decoder of
+// hf_json_pipeline.cpp.
 #include <algorithm>
 #include <climits>
 #include <unordered_map>
@@ -82,6 +84,14 @@ void parse_template(const JsonAt& at, Template& t) {
   if (!seen_a) single.bad("no $A sequence");
 }
 
+// BertProcessing / RobertaProcessing name a token as ["[SEP]", 102].
+int32_t processing_id(const JsonAt& at) {
+  at.expect_array();
+  if (at.size() != 2) at.bad("expected [token, id]");
+  at[0].string();
+  return id_of(at[1]);
+}
+
 Template parse_post_processor(const JsonAt& at) {
   Template t;
   if (at.is_null()) return t;
@@ -90,6 +100,12 @@ Template parse_post_processor(const JsonAt& at) {
   if (type == "ByteLevel") return t;  // only offsets; the ids stay as they are
   if (type == "TemplateProcessing") {
     parse_template(at, t);
+    return t;
+  }
+  // cls A sep for one text; RoBERTa's trim_offsets and add_prefix_space only move offsets.
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    t.prefix = processing_id(at["cls"]);
+    t.suffix = processing_id(at["sep"]);
     return t;
   }
   if (type == "Sequence") {
@@ -105,7 +121,8 @@ Template parse_post_processor(const JsonAt& at) {
     return t;
   }
   at["type"].unsupported("post-processor '" + type +
-                         "' is not supported; supported: TemplateProcessing, ByteLevel, Sequence");
+                         "' is not supported; supported: TemplateProcessing, BertProcessing, RobertaProcessing, "
+                         "ByteLevel, Sequence");
 }
 
 // "left right" (exactly one space) or ["left", "right"].
@@ -122,12 +139,22 @@ std::pair<std::string, std::string> merge_pair(const JsonAt& at) {
   return {s.substr(0, space), s.substr(space + 1)};
 }
 
-void check_model(const JsonAt& model) {
+// Files older than "type" are BPE.
+bool is_wordpiece(const JsonAt& model) {
   model.expect_object();
   const JsonAt type = model["type"];
-  if (!type.is_null() && type.string() != "BPE") {
-    type.unsupported("model '" + type.string() + "' is not supported; supported: BPE");
+  const std::string name = type.is_null() ? "BPE" : type.string();
+  if (name == "WordPiece") return true;
+  if (name == "Unigram") {
+    type.unsupported(
+        "model 'Unigram' (SentencePiece unigram, as XLM-RoBERTa and T5 use) is not supported; "
+        "supported: BPE, WordPiece");
   }
+  if (name != "BPE") type.unsupported("model '" + name + "' is not supported; supported: BPE, WordPiece");
+  return false;
+}
+
+void check_bpe_model(const JsonAt& model) {
   const JsonAt dropout = model["dropout"];
   if (!dropout.is_null() && !(dropout.node().is_number() && dropout.node().get<double>() == 0.0)) {
     dropout.unsupported("BPE dropout is not supported (it makes encoding random)");
@@ -136,6 +163,38 @@ void check_model(const JsonAt& model) {
     const JsonAt a = model[affix];
     if (!a.is_null() && !a.string().empty()) a.unsupported("a non-empty " + std::string(affix) + " is not supported");
   }
+}
+
+// The BPE model's unk, switches and merges (in_model is left to the caller).
+HfBpeModel parse_bpe_model(const JsonAt& model, const std::unordered_map<std::string, int32_t>& model_ids) {
+  HfBpeModel m;
+  const JsonAt unk = model["unk_token"];
+  if (!unk.is_null()) {
+    const auto it = model_ids.find(unk.string());
+    if (it == model_ids.end()) unk.bad("'" + unk.string() + "' is not in model.vocab");
+    m.unk_id = it->second;
+  }
+  m.byte_fallback = model.flag("byte_fallback", false);
+  m.fuse_unk = model.flag("fuse_unk", false);
+  m.ignore_merges = model.flag("ignore_merges", false);
+  const JsonAt merges = model["merges"];
+  if (!merges.is_null()) {
+    merges.expect_array();
+    if (merges.size() > kMaxMerges) {
+      merges.bad("has " + std::to_string(merges.size()) + " merges, over the limit of " + std::to_string(kMaxMerges));
+    }
+    m.merges.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+      const auto [left, right] = merge_pair(merges[i]);
+      const auto l = model_ids.find(left);
+      const auto r = model_ids.find(right);
+      if (l == model_ids.end() || r == model_ids.end()) {
+        merges[i].bad("'" + (l == model_ids.end() ? left : right) + "' is not in model.vocab");
+      }
+      m.merges.push_back({l->second, r->second});
+    }
+  }
+  return m;
 }
 
 }  // namespace
@@ -147,7 +206,8 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     if (!top[key].is_null()) top[key].unsupported("is not supported (set it to null)");
   }
   const JsonAt model = top["model"];
-  check_model(model);
+  const bool wordpiece = is_wordpiece(model);
+  if (!wordpiece) check_bpe_model(model);
 
   // Model vocab, then added tokens, into one id-indexed list.
   const JsonAt vocab_at = model["vocab"];
@@ -177,17 +237,16 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
   }
 
   VocabData v;
-  v.model = "hf-bpe";
+  v.model = wordpiece ? "hf-wordpiece" : "hf-bpe";
   v.tokens.resize(static_cast<size_t>(n));
   v.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
-  HfPipeline p;
-  p.model.in_model.assign(static_cast<size_t>(n), false);
+  std::vector<bool> in_model(static_cast<size_t>(n), false);
   std::vector<bool> filled(static_cast<size_t>(n), false);
   for (const auto& [text, id] : model_ids) {
     if (filled[static_cast<size_t>(id)]) vocab_at[text].bad("id " + std::to_string(id) + " is used twice");
     filled[static_cast<size_t>(id)] = true;
     v.tokens[static_cast<size_t>(id)] = text;
-    p.model.in_model[static_cast<size_t>(id)] = true;
+    in_model[static_cast<size_t>(id)] = true;
   }
   const bool has_normalizer = !top["normalizer"].is_null();
   bool any_normalized = false;
@@ -222,36 +281,22 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     }
   }
 
-  // The BPE model.
-  const JsonAt unk = model["unk_token"];
-  if (!unk.is_null()) {
-    const auto it = model_ids.find(unk.string());
-    if (it == model_ids.end()) unk.bad("'" + unk.string() + "' is not in model.vocab");
-    p.model.unk_id = it->second;
+  HfPipeline p;
+  WordPiecePipeline wp;
+  if (wordpiece) {
+    wp.model = parse_wordpiece_model(model, model_ids);
+    wp.model.in_model = std::move(in_model);
+    wp.normalizer = parse_normalizer(top["normalizer"]);
+    wp.pre_tokenizer = parse_pre_tokenizer(top["pre_tokenizer"]);
+    wp.decoder = parse_wordpiece_decoder(top["decoder"]);
+  } else {
+    p.model = parse_bpe_model(model, model_ids);
+    p.model.in_model = std::move(in_model);
+    p.normalizer = parse_normalizer(top["normalizer"]);
+    p.pre_tokenizer = parse_pre_tokenizer(top["pre_tokenizer"]);
+    p.decoder = parse_decoder(top["decoder"]);
   }
-  p.model.byte_fallback = model.flag("byte_fallback", false);
-  p.model.fuse_unk = model.flag("fuse_unk", false);
-  p.model.ignore_merges = model.flag("ignore_merges", false);
-  const JsonAt merges = model["merges"];
-  if (!merges.is_null()) {
-    merges.expect_array();
-    if (merges.size() > kMaxMerges) {
-      merges.bad("has " + std::to_string(merges.size()) + " merges, over the limit of " + std::to_string(kMaxMerges));
-    }
-    p.model.merges.reserve(merges.size());
-    for (size_t i = 0; i < merges.size(); ++i) {
-      const auto [left, right] = merge_pair(merges[i]);
-      const auto l = model_ids.find(left);
-      const auto r = model_ids.find(right);
-      if (l == model_ids.end() || r == model_ids.end()) {
-        merges[i].bad("'" + (l == model_ids.end() ? left : right) + "' is not in model.vocab");
-      }
-      p.model.merges.push_back({l->second, r->second});
-    }
-  }
-  p.normalizer = parse_normalizer(top["normalizer"]);
-  p.pre_tokenizer = parse_pre_tokenizer(top["pre_tokenizer"]);
-  p.decoder = parse_decoder(top["decoder"]);
+  const int32_t model_unk = wordpiece ? wp.model.unk_id : p.model.unk_id;
 
   // Special tokens: the post-processor's BOS/EOS, else tokenizer_config's.
   const Template t = parse_post_processor(top["post_processor"]);
@@ -280,11 +325,12 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     v.eos_id = t.suffix;
     v.add_eos = true;
   }
-  v.unk_id = p.model.unk_id >= 0 ? p.model.unk_id : named(names.unk);
+  v.unk_id = model_unk >= 0 ? model_unk : named(names.unk);
   v.pad_id = named(names.pad);
   if (v.unk_id >= 0 && v.token_types[static_cast<size_t>(v.unk_id)] == static_cast<int32_t>(TokenType::control)) {
     v.token_types[static_cast<size_t>(v.unk_id)] = static_cast<int32_t>(TokenType::unknown);
   }
+  if (wordpiece) return std::make_unique<WordPieceTokenizer>(std::move(v), std::move(wp));
   return std::make_unique<HfBpeTokenizer>(std::move(v), std::move(p));
 }
 

@@ -10,6 +10,7 @@
 #include "tokenizer/bpe_tokenizer.hpp"
 #include "tokenizer/spm_tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
+#include "tokenizer/wordpiece_tokenizer.hpp"
 
 namespace troupe {
 namespace {
@@ -61,12 +62,13 @@ constexpr std::string_view kEogTexts[] = {
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::create(VocabData vocab) {
-  if (vocab.model != "llama" && vocab.model != "gpt2") {
-    throw Error(Errc::unsupported, "tokenizer model '" + vocab.model +
-                                       "' is not supported; supported: llama, gpt2");
+  if (vocab.model != "llama" && vocab.model != "gpt2" && vocab.model != "bert") {
+    throw Error(Errc::unsupported,
+                "tokenizer model '" + vocab.model + "' is not supported; supported: llama, gpt2, bert");
   }
   check_common(vocab);
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  if (vocab.model == "bert") return wordpiece_from_gguf(std::move(vocab));
   return std::make_unique<BpeTokenizer>(std::move(vocab));
 }
 

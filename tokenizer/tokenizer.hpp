@@ -1,8 +1,8 @@
 // Text <-> token ids for the two GGUF tokenizer models: "llama" (SentencePiece
 // BPE with byte fallback, spm_tokenizer.hpp) and "gpt2" (byte-level BPE,
 // bpe_tokenizer.hpp). Both follow Hugging Face's conversion of the GGUF vocab.
-// Hugging Face tokenizer.json files give an HfBpeTokenizer (hf_bpe_tokenizer.hpp,
-// loaded by hf_tokenizer.hpp).
+// Hugging Face tokenizer.json files give an HfBpeTokenizer (hf_bpe_tokenizer.hpp)
+// or a WordPieceTokenizer (wordpiece_tokenizer.hpp), loaded by hf_tokenizer.hpp.
 #pragma once
 
 #include <array>

@@ -20,8 +20,8 @@ enum class TokenType : int32_t {
 };
 
 struct VocabData {
-  std::string model;                // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE);
-                                    // "hf-bpe" for tokenizer.json (hf_tokenizer.hpp builds those)
+  std::string model;                // "llama" (SentencePiece BPE), "gpt2" (byte-level BPE) or "bert" (WordPiece);
+                                    // "hf-bpe" / "hf-wordpiece" for tokenizer.json (hf_tokenizer.hpp builds those)
   std::string pre;                  // pre-tokenizer name for gpt2: "default", "llama-bpe", "qwen2", "smollm", ...
   std::vector<std::string> tokens;  // [n_vocab] token texts as GGUF spells them ("▁the", "Ġthe")
   std::vector<float> scores;        // [n_vocab] SPM merge priorities; may be empty for gpt2
@@ -35,6 +35,7 @@ struct VocabData {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;    // SPM: prepend "▁" to the text (and strip it on decode)
+  bool lowercase = false;           // bert (WordPiece): lower-case the text, and strip its accents
 };
 
 }  // namespace troupe

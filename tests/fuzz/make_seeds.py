@@ -231,6 +231,15 @@ TOOLS = """{%- macro render(m) -%}{{ m.role | upper }}: {{ m.content if m.conten
 {{ raise_exception('no') if messages | length > 100 }}{{ "%s" | replace("s", "d") }}{{ [1, 2, 3][::-1] | join(",") }}"""
 
 
+def wordpiece_seed(src, out):
+    """BERT's tokenizer.json (WordPiece, BertNormalizer, BertPreTokenizer,
+    TemplateProcessing), from the embedding fixture, and text with accents,
+    CJK, controls and a long word."""
+    tok = (src / "tests/fixtures/hf/bert_embedding_cls/tokenizer.json").read_text()
+    text = "\0Caf\u00e9 \u4e2d\u6587, the QUICK fox\u0007\t##s " + "x" * 120
+    write(out / "tokenizer_json" / "wordpiece_bert.bin", json.dumps(json.loads(tok), ensure_ascii=False) + text)
+
+
 def jinja_seeds(src, out):
     fixtures = json.loads((src / "tests/fixtures/chat_templates.json").read_text())
     for case in fixtures["interpreter_cases"]:
@@ -292,6 +301,7 @@ def main():
     safetensors_seeds(src, out)
     quantized_seeds(src, out)
     tokenizer_seeds(out)
+    wordpiece_seed(src, out)
     jinja_seeds(src, out)
     config_seeds(src, out)
     schema_seeds(src, out)

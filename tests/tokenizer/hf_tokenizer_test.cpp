@@ -279,13 +279,13 @@ TEST(HfTokenizerErrors, TinyFileWorks) {
 
 TEST(HfTokenizerErrors, UnsupportedConstructsNameTheirJsonPath) {
   const std::vector<std::pair<json, std::string>> cases = {
-      {{{"model.type", "WordPiece"}}, "model.type"},
+      {{{"model.type", "Unigram"}}, "model.type"},
       {{{"model.dropout", 0.1}}, "model.dropout"},
       {{{"model.continuing_subword_prefix", "##"}}, "model.continuing_subword_prefix"},
-      {{{"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}}}},
+      {{{"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Precompiled"}}}}}}},
        "normalizer.normalizers[1].type"},
       {{{"normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "b"}}}}, "normalizer.pattern"},
-      {{{"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Whitespace"}}}}}}},
+      {{{"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {{{"type", "UnicodeScripts"}}}}}}},
        "pre_tokenizer.pretokenizers[0].type"},
       {{{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(?<=a+)b"}}}, {"behavior", "Isolated"}}}},
        "pre_tokenizer"},
@@ -294,7 +294,9 @@ TEST(HfTokenizerErrors, UnsupportedConstructsNameTheirJsonPath) {
       {{{"decoder",
          {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}},
        "decoder.decoders[0]"},
-      {{{"post_processor", {{"type", "BertProcessing"}}}}, "post_processor.type"},
+      {{{"post_processor",
+         {{"type", "TemplateProcessing"}, {"single", {{{"Sequence", {{"id", "A"}}}}, {{"Sequence", {{"id", "B"}}}}}}}}},
+       "post_processor.single[1]"},
       {{{"truncation", {{"max_length", 8}}}}, "truncation"},
       {{{"added_tokens", {{{"id", 3}, {"content", "<eos>"}, {"special", true}, {"lstrip", true}}}}},
        "added_tokens[0].lstrip"},

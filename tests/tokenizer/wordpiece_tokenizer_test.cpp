@@ -1,0 +1,282 @@
+// BERT-style tokenizer.json files (WordPiece model, BertNormalizer,
+// BertPreTokenizer, WordPiece decoder, Bert/Roberta/Template processing)
+// against what Hugging Face's `tokenizers` computes
+// (tests/fixtures/hf_wordpiece.json, made by
+// tools/fixtures/make_wordpiece_tokenizer_fixtures.py from vocabularies it
+// trains itself): ids, decoding, streaming, single normalizers and
+// pre-tokenizers. Also what stays refused.
+#include "tokenizer/wordpiece_tokenizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "tokenizer/hf_normalizer.hpp"
+#include "tokenizer/hf_pre_tokenizer.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
+#include "tokenizer/incremental_decoder.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace troupe {
+namespace {
+
+using Ids = std::vector<int32_t>;
+using nlohmann::json;
+
+const json& fixture() {
+  static const json f = [] {
+    std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/hf_wordpiece.json");
+    if (!in) throw std::runtime_error("missing fixture tests/fixtures/hf_wordpiece.json");
+    return json::parse(in);
+  }();
+  return f;
+}
+
+// The variant's tokenizer.json with its vocabulary put back.
+json tokenizer_json(size_t variant) {
+  json j = fixture().at("tokenizers").at(variant).at("tokenizer_json");
+  j["model"]["vocab"] = fixture().at("vocabs").at(j["model"]["vocab"].get<std::string>());
+  return j;
+}
+
+std::string stream_decode(const Tokenizer& t, const Ids& ids, bool skip_special) {
+  IncrementalDecoder dec(t, {.skip_special = skip_special});
+  std::string out;
+  for (const int32_t id : ids) {
+    const std::string piece = dec.push(id);
+    EXPECT_TRUE(utf8::is_valid(piece)) << "broken UTF-8 after id " << id;
+    out += piece;
+  }
+  return out + dec.flush();
+}
+
+// The fixture stores decode(ids) as null when it is "[CLS] " + the skipped
+// text + " [SEP]" (empty parts left out).
+std::string decoded_of(const json& c) {
+  if (!c.at("decoded").is_null()) return c.at("decoded").get<std::string>();
+  const std::string skip = c.at("decoded_skip").get<std::string>();
+  return skip.empty() ? "[CLS] [SEP]" : "[CLS] " + skip + " [SEP]";
+}
+
+class WordPieceVariants : public testing::TestWithParam<size_t> {
+ protected:
+  const json& expected() const { return fixture().at("tokenizers").at(GetParam()); }
+};
+
+TEST_P(WordPieceVariants, EncodesLikeHuggingFace) {
+  const auto tok = tokenizer_from_hf_json(tokenizer_json(GetParam()).dump());
+  const json& corpus = fixture().at("corpus");
+  for (const json& c : expected().at("cases")) {
+    const std::string line = corpus.at(c.at("line").get<size_t>()).get<std::string>();
+    SCOPED_TRACE("line " + c.at("line").dump() + ": " + line);
+    const Ids ids = c.at("ids").get<Ids>();
+    EXPECT_EQ(tok->encode(line, true, true), ids);
+    ASSERT_GE(ids.size(), 2u);
+    EXPECT_EQ(tok->encode(line, false, true), Ids(ids.begin() + 1, ids.end() - 1));
+  }
+}
+
+TEST_P(WordPieceVariants, DecodesAndStreamsLikeHuggingFace) {
+  const auto tok = tokenizer_from_hf_json(tokenizer_json(GetParam()).dump());
+  for (const json& c : expected().at("cases")) {
+    SCOPED_TRACE("line " + c.at("line").dump());
+    const Ids ids = c.at("ids").get<Ids>();
+    EXPECT_EQ(tok->decode(ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(tok->decode(ids, false), decoded_of(c));
+    EXPECT_EQ(stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(stream_decode(*tok, ids, false), decoded_of(c));
+  }
+  // "##" pieces first, specials and unk in the middle, cleanup's punctuation.
+  for (const json& c : expected().at("decode_cases")) {
+    const Ids ids = c.at("ids").get<Ids>();
+    SCOPED_TRACE("decode " + c.at("ids").dump());
+    EXPECT_EQ(tok->decode(ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(tok->decode(ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(stream_decode(*tok, ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixture, WordPieceVariants, testing::Range<size_t>(0, 7), [](const auto& p) {
+  return fixture().at("tokenizers").at(p.param).at("name").template get<std::string>();
+});
+
+TEST(WordPieceFixtureFile, HasAllSevenVariants) { EXPECT_EQ(fixture().at("tokenizers").size(), 7u); }
+
+// --- single components, as normalize_str / pre_tokenize_str give them ---
+
+TEST(WordPieceComponents, Normalizers) {
+  const json& texts = fixture().at("components").at("texts");
+  for (const json& c : fixture().at("components").at("normalizers")) {
+    SCOPED_TRACE(c.at("spec").dump());
+    const hf::Normalizer n = hf::Normalizer::from_json(c.at("spec").dump());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const json& want = c.at("out").at(i);
+      const std::string text = texts[i].get<std::string>();
+      EXPECT_EQ(n.apply(text), want.is_null() ? text : want.get<std::string>()) << "text " << i;
+    }
+  }
+}
+
+TEST(WordPieceComponents, PreTokenizers) {
+  const json& texts = fixture().at("components").at("texts");
+  for (const json& c : fixture().at("components").at("pre_tokenizers")) {
+    SCOPED_TRACE(c.at("spec").dump());
+    const hf::PreTokenizer p = hf::PreTokenizer::from_json(c.at("spec").dump());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(p.split(texts[i].get<std::string>(), true), c.at("out").at(i).get<std::vector<std::string>>())
+          << "text " << i;
+    }
+  }
+}
+
+// --- small hand-written files ---
+
+// [CLS] A [SEP] over a vocabulary where "unaffable" is un ##aff ##able.
+json tiny_bert() {
+  return json::parse(R"({
+    "version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [
+      {"id": 0, "content": "[UNK]", "special": true, "normalized": false},
+      {"id": 1, "content": "[CLS]", "special": true, "normalized": false},
+      {"id": 2, "content": "[SEP]", "special": true, "normalized": false}],
+    "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+                   "strip_accents": null, "lowercase": true},
+    "pre_tokenizer": {"type": "BertPreTokenizer"},
+    "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
+    "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+    "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+              "max_input_chars_per_word": 100,
+              "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "un": 3, "##aff": 4, "##able": 5, "a": 6, ".": 7,
+                        "'": 8, "s": 9, "##s": 10}}})");
+}
+
+TEST(WordPieceTokenizer, GreedyLongestMatchAndUnkWholeWord) {
+  const auto t = tokenizer_from_hf_json(tiny_bert().dump());
+  EXPECT_EQ(t->encode("UnAffable", true, true), (Ids{1, 3, 4, 5, 2}));
+  // "unaffablex": no piece covers the final x, so the whole word is unk.
+  EXPECT_EQ(t->encode("unaffablex a.", false, true), (Ids{0, 6, 7}));
+  EXPECT_EQ(t->encode("", true, true), (Ids{1, 2}));
+  EXPECT_EQ(t->encode(" \t\n", false, true), Ids{});
+  // Cleanup works on each piece: " '" alone is left as it is.
+  EXPECT_EQ(t->decode(Ids{1, 3, 4, 5, 7, 8, 9, 2}, false), "[CLS] unaffable. ' s [SEP]");
+  EXPECT_EQ(t->decode(Ids{1, 3, 4, 5, 7, 8, 9, 2}, true), "unaffable. ' s");
+  EXPECT_EQ(t->bos(), 1);
+  EXPECT_EQ(t->eos(), 2);
+}
+
+TEST(WordPieceTokenizer, StreamingGluesContinuingPieces) {
+  const auto t = tokenizer_from_hf_json(tiny_bert().dump());
+  IncrementalDecoder dec(*t, {.skip_special = true});
+  EXPECT_EQ(dec.push(1), "");  // [CLS] skipped: the next piece still opens the text
+  EXPECT_EQ(dec.push(3), "un");
+  EXPECT_EQ(dec.push(4), "aff");
+  EXPECT_EQ(dec.push(6), " a");
+  EXPECT_EQ(dec.push(7), ".");
+  EXPECT_EQ(dec.push(10), "s");
+  EXPECT_EQ(dec.flush(), "");
+  // After a flush the decoder starts over: no space before the first piece.
+  EXPECT_EQ(dec.push(6), "a");
+}
+
+TEST(WordPieceTokenizer, LongWordIsOneUnk) {
+  json j = tiny_bert();
+  j["model"]["max_input_chars_per_word"] = 4;
+  const auto t = tokenizer_from_hf_json(j.dump());
+  EXPECT_EQ(t->encode("unaff unaffable", false, true), (Ids{0, 0}));
+  j["model"]["max_input_chars_per_word"] = 5;
+  EXPECT_EQ(tokenizer_from_hf_json(j.dump())->encode("unaff", false, true), (Ids{3, 4}));
+}
+
+TEST(WordPieceTokenizer, FolderWithBertConfig) {
+  const auto dir = std::filesystem::path(TROUPE_BINARY_DIR) / "wordpiece_tokenizer_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << tiny_bert().dump();
+  std::ofstream(dir / "tokenizer_config.json") << R"({"do_lower_case": true, "unk_token": "[UNK]",
+      "cls_token": "[CLS]", "sep_token": "[SEP]", "tokenize_chinese_chars": true, "strip_accents": null})";
+  const HfTokenizer t = load_hf_tokenizer_files(dir.string());
+  EXPECT_EQ(t.config.unk_id, 0);
+  EXPECT_TRUE(t.config.add_bos);
+  EXPECT_TRUE(t.config.add_eos);
+  EXPECT_EQ(t.tokenizer->encode("UN", true, true), (Ids{1, 3, 2}));
+}
+
+TEST(WordPieceTokenizer, CleanupRulesInHuggingFaceOrder) {
+  EXPECT_EQ(wordpiece_cleanup(" ."), ".");
+  EXPECT_EQ(wordpiece_cleanup(" ' "), "'");
+  EXPECT_EQ(wordpiece_cleanup(" do not"), " don't");
+  EXPECT_EQ(wordpiece_cleanup("a , b ! c ? 's 're 've 'm n't"), "a, b! c?'s're've'mn't");
+}
+
+// --- what stays refused ---
+
+struct Failure {
+  Errc code;
+  std::string message;
+};
+
+Failure failure_of(const json& j) {
+  try {
+    tokenizer_from_hf_json(j.dump());
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+  ADD_FAILURE() << "accepted " << j.dump();
+  return {Errc::internal, ""};
+}
+
+TEST(WordPieceErrors, UnsupportedConstructsNameTheirJsonPath) {
+  json unigram = tiny_bert();
+  unigram["model"] = json::parse(R"({"type": "Unigram", "unk_id": 0, "vocab": [["[UNK]", 0.0]]})");
+  json precompiled = tiny_bert();
+  precompiled["normalizer"] = json::parse(R"({"type": "Precompiled", "precompiled_charsmap": ""})");
+  json scripts = tiny_bert();
+  scripts["pre_tokenizer"] = json::parse(R"({"type": "UnicodeScripts"})");
+  json byte_level = tiny_bert();
+  byte_level["decoder"] = json::parse(R"({"type": "ByteLevel"})");
+  json no_decoder = tiny_bert();
+  no_decoder["decoder"] = nullptr;
+  const std::vector<std::pair<json, std::string>> cases = {
+      {unigram, "model.type: model 'Unigram'"},
+      {precompiled, "normalizer.type: normalizer 'Precompiled'"},
+      {scripts, "pre_tokenizer.type: pre-tokenizer 'UnicodeScripts'"},
+      {byte_level, "decoder.type: decoder 'ByteLevel' with a WordPiece model"},
+      {no_decoder, "decoder: no decoder"},
+  };
+  for (const auto& [j, where] : cases) {
+    const Failure f = failure_of(j);
+    EXPECT_EQ(f.code, Errc::unsupported) << f.message;
+    EXPECT_NE(f.message.find(where), std::string::npos) << f.message << " should say " << where;
+  }
+}
+
+TEST(WordPieceErrors, MalformedModelsAreBadFormat) {
+  json no_unk = tiny_bert();
+  no_unk["model"]["unk_token"] = "<unk>";
+  json no_prefix = tiny_bert();
+  no_prefix["model"].erase("continuing_subword_prefix");
+  json negative = tiny_bert();
+  negative["model"]["max_input_chars_per_word"] = -1;
+  json bad_cls = tiny_bert();
+  bad_cls["post_processor"]["cls"] = "[CLS]";
+  const std::vector<std::pair<json, std::string>> cases = {
+      {no_unk, "model.unk_token"},
+      {no_prefix, "model.continuing_subword_prefix"},
+      {negative, "model.max_input_chars_per_word"},
+      {bad_cls, "post_processor.cls"},
+  };
+  for (const auto& [j, where] : cases) {
+    const Failure f = failure_of(j);
+    EXPECT_EQ(f.code, Errc::bad_format) << f.message;
+    EXPECT_NE(f.message.find(where), std::string::npos) << f.message << " should name " << where;
+  }
+}
+
+}  // namespace
+}  // namespace troupe
