@@ -182,6 +182,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   // The context a request may use: the configured one, capped at the
   // trained one and at what the KV pool can hold at all.
   SchedulerConfig sc = config.scheduler;
+  sc.whole_prompts = !mc.causal;
   if (mc.n_ctx_train > 0 && sc.context_length > mc.n_ctx_train) {
     sc.context_length = static_cast<int32_t>(mc.n_ctx_train);
   }

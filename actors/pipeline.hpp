@@ -111,11 +111,12 @@ struct PipelineConfig {
   // An embedding pipeline (`--embedding`): it takes embedding requests
   // (EmbedParams, /v1/embeddings) and no others, its last stage returning
   // final hidden rows that the sampler pools. Unset: on when the model
-  // declares a pooling (sentence-transformers files, GGUF pooling_type).
+  // declares a pooling (sentence-transformers files, GGUF pooling_type) or
+  // is an encoder (BERT: it cannot generate, and refuses off).
   std::optional<bool> embedding;
-  // `--pooling last|mean`: replaces the model's declared pooling; empty: the
-  // model's (last when it declares none, as a causal model's last token has
-  // seen the whole input).
+  // `--pooling last|mean|cls`: replaces the model's declared pooling; empty:
+  // the model's (when it declares none: last for a causal model, whose last
+  // token has seen the whole input; cls for an encoder). cls needs an encoder.
   std::string pooling;
   int32_t actor_threads = 2;            // CAF's scheduler threads (the light actors)
   TraceOptions trace;

@@ -150,7 +150,9 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
     c.embedding = on;
   }
   r.get(root, "pooling", "", c.pooling);
-  if (!c.pooling.empty() && c.pooling != "last" && c.pooling != "mean") r.fail("pooling", "must be last or mean");
+  if (!c.pooling.empty() && c.pooling != "last" && c.pooling != "mean" && c.pooling != "cls") {
+    r.fail("pooling", "must be last, mean or cls");
+  }
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);
   if (const auto it = root.find("kv"); it != root.end()) {

@@ -40,12 +40,18 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
   info.pooling = embedding.pooling;
   info.normalize = embedding.normalize;
   info.n_embd = static_cast<int32_t>(mc.n_embd);
+  info.encoder = !mc.causal;
   return info;
 }
 
 EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig& model) {
   const EmbeddingSpec& declared = model.embedding;
-  const bool on = config.embedding.value_or(declared.pooling != Pooling::none);
+  // An encoder embeds, whatever its files declare: it has no way to generate.
+  const bool on = config.embedding.value_or(declared.pooling != Pooling::none || !model.causal);
+  if (!on && !model.causal) {
+    throw Error(Errc::unsupported, "PipelineConfig: " + model.name +
+                                       " is an encoder, and generates no text; run it for embeddings (embedding on)");
+  }
   if (!on) {
     if (!config.pooling.empty()) {
       throw Error(Errc::invalid_argument, "PipelineConfig: pooling '" + config.pooling +
@@ -53,15 +59,19 @@ EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig
     }
     return {.pooling = Pooling::none, .normalize = declared.normalize};
   }
-  EmbeddingSpec spec{.pooling = declared.pooling != Pooling::none ? declared.pooling : Pooling::last,
+  // Undeclared: a causal model's last token, an encoder's [CLS] (as vLLM
+  // pools a BERT without sentence-transformers files).
+  const Pooling fallback = model.causal ? Pooling::last : Pooling::cls;
+  EmbeddingSpec spec{.pooling = declared.pooling != Pooling::none ? declared.pooling : fallback,
                      .normalize = declared.normalize};
   if (!config.pooling.empty()) {
     const std::optional<Pooling> p = parse_pooling(config.pooling);
     if (!p || *p == Pooling::none) {
-      throw Error(Errc::invalid_argument, "PipelineConfig: pooling '" + config.pooling + "' is not last or mean");
+      throw Error(Errc::invalid_argument, "PipelineConfig: pooling '" + config.pooling + "' is not last, mean or cls");
     }
     spec.pooling = *p;
   }
+  check_model_pooling(spec.pooling, model.causal, "PipelineConfig: pooling of " + model.name);
   return spec;
 }
 

@@ -159,7 +159,7 @@ std::vector<int32_t> PromptReader::admit(EngineRequest& r) const {
   check_output_format(r.params.format);
   std::vector<int32_t> ids = prompt_ids(r);
   if (r.params.embed.on) {
-    fit_embed_input(ids, r.params.embed.truncate, model_.context_length, prompt_field(r));
+    fit_embed_input(ids, r.params.embed.truncate, model_, prompt_field(r));
     r.params.max_new_tokens = 1;  // the scheduler's accounting; nothing is generated
     return ids;
   }

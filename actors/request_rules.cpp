@@ -42,8 +42,9 @@ void check_embed_params(EmbedParams& e, const ModelInfo& model) {
   if (e.normalize < 0) e.normalize = model.normalize ? 1 : 0;
 }
 
-void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, int32_t context_length,
+void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInfo& model,
                      std::string_view prompt_param) {
+  const int32_t context_length = model.context_length;
   if (truncate < -1) {
     throw RequestError(Errc::invalid_argument, "truncate_prompt_tokens",
                        "truncate_prompt_tokens must be -1 (the context) or at least 1, got " +
@@ -55,7 +56,14 @@ void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, int32_t contex
                            std::to_string(context_length) + " tokens)");
   }
   const auto keep = static_cast<size_t>(truncate == -1 ? context_length : truncate);
-  if (truncate != 0 && ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(keep));
+  if (truncate != 0 && ids.size() > keep) {
+    if (!model.encoder) {
+      ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(keep));
+    } else {
+      const size_t tail = model.eos >= 0 && ids.back() == model.eos && keep >= 2 ? 1 : 0;
+      ids.erase(ids.begin() + static_cast<ptrdiff_t>(keep - tail), ids.end() - static_cast<ptrdiff_t>(tail));
+    }
+  }
   if (static_cast<int64_t>(ids.size()) > context_length) {
     throw RequestError(Errc::too_long, std::string(prompt_param),
                        "the input has " + std::to_string(ids.size()) + " tokens but the context holds " +

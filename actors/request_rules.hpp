@@ -25,9 +25,12 @@ void check_generate_params(const GenerateParams& params);
 // from the pipeline's where it names none.
 void check_embed_params(EmbedParams& embed, const ModelInfo& model);
 
-// An embedding request's input may fill the context (nothing is generated);
-// with `truncate` (EmbedParams) a longer one loses its first tokens.
-void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, int32_t context_length,
+// An embedding request's input may fill the context (nothing is generated).
+// With `truncate` (EmbedParams) a longer one loses its first tokens (a
+// causal model pools its end), or, for an encoder (ModelInfo::encoder), the
+// tokens before its last one when that is `eos` ([SEP]) and else its last
+// ones: as Hugging Face truncates a BERT input, keeping [CLS] and [SEP].
+void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInfo& model,
                      std::string_view prompt_param);
 
 // Every logit_bias token in [0, n_vocab).

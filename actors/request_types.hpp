@@ -151,6 +151,9 @@ struct ModelInfo {
   Pooling pooling = Pooling::none;
   bool normalize = true;
   int32_t n_embd = 0;
+  // An encoder (BERT): it attends both ways, pools its [CLS] or the mean,
+  // and is truncated at the end (fit_embed_input).
+  bool encoder = false;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

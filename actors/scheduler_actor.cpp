@@ -131,8 +131,10 @@ class SchedulerImpl : public scheduler_actor::base {
                         .priority = r.params.priority,
                         .arrival = Clock::now(),
                         .speculative = r.params.speculative,
-                        // Mean pooling reads every prompt row, as prompt scoring does.
-                        .score_prompt = r.params.prompt_logprobs || r.params.embed.pooling == Pooling::mean,
+                        // Mean and CLS pooling read every prompt row, as prompt
+                        // scoring does (CLS keeps the first).
+                        .score_prompt = r.params.prompt_logprobs || r.params.embed.pooling == Pooling::mean ||
+                                        r.params.embed.pooling == Pooling::cls,
                         .embed = r.params.embed.on});
       if (status == AddStatus::queue_full) {
         ++n_errors_;

@@ -53,6 +53,9 @@ SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& 
   require(cfg_.chunked_prefill || cfg_.max_tokens_per_step >= limit_ - 1,
           "without chunked_prefill, max_tokens_per_step must hold the longest prompt (" +
               std::to_string(limit_ - 1) + " tokens)");
+  require(!cfg_.whole_prompts || cfg_.max_tokens_per_step >= limit_,
+          "an encoder computes each prompt in one step: max_tokens_per_step must hold the context (" +
+              std::to_string(limit_) + " tokens)");
   require(cfg_.kv_demand_fraction >= 0.0 && cfg_.kv_demand_fraction <= 1.0,
           "kv_demand_fraction must be in [0, 1]");
   require(cfg_.short_kv_share >= 0.0 && cfg_.short_kv_share < 1.0 && cfg_.short_batch_share >= 0.0 &&
@@ -182,6 +185,7 @@ AddStatus SchedulerPolicy::add(Request request) {
   s.level = level_of(s.tokens.size());
   s.speculative = request.speculative && cfg_.spec_max_draft > 0;
   s.score_prompt = request.score_prompt;
+  s.whole = cfg_.whole_prompts;
   s.chunk =
       request.score_prompt && !request.embed ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
   queue(s.priority, s.level).push_back(s.id);
@@ -321,8 +325,7 @@ void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
     }
     ++next;
     const int32_t remaining = static_cast<int32_t>(run->tokens.size()) - run->n_computed;
-    const int32_t n =
-        cfg_.chunked_prefill || run->score_prompt ? std::min({remaining, run->chunk, prefill_budget}) : remaining;
+    const int32_t n = step_tokens(*run, remaining, prefill_budget);
     if (n <= prefill_budget) schedule_running(*run, n, st);
   }
 }
@@ -349,12 +352,19 @@ bool SchedulerPolicy::schedule_running(Seq& s, int32_t n_tokens, StepState& st) 
   return true;
 }
 
+int32_t SchedulerPolicy::step_tokens(const Seq& s, int32_t remaining, int32_t prefill_budget) const {
+  if (s.whole || !(cfg_.chunked_prefill || s.score_prompt)) return remaining;
+  return std::min({remaining, s.chunk, prefill_budget});
+}
+
 bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   const int32_t prefill_budget = st.budget - st.reserved_decode;
-  // A scored prompt is computed in full: its cached prefix would have no logits.
-  const PrefixProbe probe = s.score_prompt ? PrefixProbe{} : kv_.probe_prefix(s.tokens);
+  // A scored prompt is computed in full: its cached prefix would have no
+  // logits. An encoder's cached keys were computed without the tokens after them.
+  const bool reuse = !s.score_prompt && !s.whole;
+  const PrefixProbe probe = reuse ? kv_.probe_prefix(s.tokens) : PrefixProbe{};
   const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - probe.n_tokens;
-  const int32_t n = cfg_.chunked_prefill || s.score_prompt ? std::min({remaining, s.chunk, prefill_budget}) : remaining;
+  const int32_t n = step_tokens(s, remaining, prefill_budget);
   if (n > prefill_budget) return false;
   const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
   const int32_t available = kv_.n_available_blocks() - probe.n_revived;
@@ -371,7 +381,7 @@ bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   }
 
   remove_waiting(s);
-  const int32_t matched = s.score_prompt ? 0 : kv_.match_prefix(s.id, s.tokens);
+  const int32_t matched = reuse ? kv_.match_prefix(s.id, s.tokens) : 0;
   if (matched != probe.n_tokens || !kv_.reserve(s.id, n)) {
     throw Error(Errc::internal,
                 "SchedulerPolicy: KV changed between probe and admission of " + req_name(s.id));

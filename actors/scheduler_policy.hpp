@@ -38,6 +38,10 @@ struct SchedulerConfig {
   int32_t max_tokens_per_step = 2048;  // token budget of one forward pass
   bool chunked_prefill = true;
   int32_t prefill_chunk = 512;  // prompt tokens per sequence per step
+  // An encoder's prompts (ModelConfig::causal false): each is computed in one
+  // step, never in chunks nor from a cached prefix, since every token's keys
+  // depend on the tokens after it. max_tokens_per_step must hold the context.
+  bool whole_prompts = false;
   // Batching delay: an idle engine with fewer than min_batch_size waiting
   // requests waits until the oldest has waited max_wait. 0 never waits.
   int32_t min_batch_size = 1;
@@ -295,6 +299,7 @@ class SchedulerPolicy {
     bool is_short = false;    // prompt + max_new_tokens <= short_request_tokens
     bool speculative = false; // proposals allowed (config and request)
     bool score_prompt = false;
+    bool whole = false;  // computed in one step (SchedulerConfig::whole_prompts)
     // Its prompt's chunk: a scored prompt's rows are n_vocab wide (at most
     // score_chunk of them a step); an embedding's are n_embd wide.
     int32_t chunk = 0;
@@ -324,6 +329,10 @@ class SchedulerPolicy {
   // the acceptance rate, counts.
   void note_verification(Seq& s, const ScheduledSeq& e, const SeqOutput& out);
   int32_t draft_length(Seq& s, const StepState& st) const;
+  // Prompt tokens s computes this step, of the `remaining` ones: a chunk
+  // (chunked prefill, a scored prompt) or all of them (unchunked, an
+  // encoder's whole prompt); more than prefill_budget means not this step.
+  int32_t step_tokens(const Seq& s, int32_t remaining, int32_t prefill_budget) const;
   bool try_admit(Seq& s, StepState& st);
   void emit(Seq& s, int32_t n_tokens, bool first, StepState& st);
   void preempt(Seq& s, StepState& st);

@@ -86,7 +86,9 @@ class Backend {
   // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit,
   // limit), y = (u + 1) * g * sigmoid(alpha * g). y may alias gate.
   virtual void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) = 0;
-  virtual void gelu(float* y, const float* x, int64_t n) = 0;
+  virtual void gelu(float* y, const float* x, int64_t n) = 0;  // tanh approximation
+  // y = x * Phi(x), the exact (erf) GELU of BERT's "gelu". y may alias x.
+  virtual void gelu_erf(float* y, const float* x, int64_t n) = 0;
   // y = xIELU(x) over n values (Apertus), with the activation's effective
   // parameters (after their softplus): x > 0: alpha_p x^2 + beta x, else
   // (expm1(min(x, eps)) - x) alpha_n + beta x. y may alias x. The default
@@ -102,10 +104,11 @@ class Backend {
   virtual void gather_rows(float* y, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_cols) = 0;
   virtual void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs,
                         int n_seqs) = 0;
-  // See kernels::attention (cpu_kernels.hpp) for window, softcap and sinks
-  // ([n_head] in backend memory, or null).
+  // See kernels::attention (cpu_kernels.hpp) for window, softcap, sinks
+  // ([n_head] in backend memory, or null) and causal.
   virtual void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                         int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) = 0;
+                         int64_t n_head, float scale, int32_t window, float softcap, const float* sinks,
+                         bool causal) = 0;
   // LFM2's gated short convolution, between a conv layer's in and out
   // projections. bcx [n_tokens, 3 n_embd] holds each new token's B, C and x;
   // b*x is written to the token's row of `cache` (cache.k: one row of n_embd

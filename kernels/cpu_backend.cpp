@@ -291,6 +291,11 @@ void CpuBackend::swiglu_oai(float* y, const float* gate, const float* up, int64_
 
 void CpuBackend::gelu(float* y, const float* x, int64_t n) { kernels::gelu(y, x, n); }
 
+// Threaded: an encoder runs it over [n_tokens, n_ff] of every prompt.
+void CpuBackend::gelu_erf(float* y, const float* x, int64_t n) {
+  split_elements(n, [&](int64_t i0, int64_t i1) { kernels::gelu_erf(y + i0, x + i0, i1 - i0); });
+}
+
 void CpuBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   split_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -349,8 +354,9 @@ void CpuBackend::kv_write(const PagedKvView& kv, const float* k, const float* v,
 }
 
 void CpuBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                           int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
-  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window, softcap, sinks);
+                           int64_t n_head, float scale, int32_t window, float softcap, const float* sinks,
+                           bool causal) {
+  kernels::attention(out, q, kv, seqs, n_seqs, n_head, scale, pool_, window, softcap, sinks, causal);
 }
 
 }  // namespace troupe

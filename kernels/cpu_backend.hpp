@@ -56,6 +56,7 @@ class CpuBackend : public Backend {
   void swiglu(float* y, const float* gate, const float* up, int64_t n) override;
   void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) override;
   void gelu(float* y, const float* x, int64_t n) override;
+  void gelu_erf(float* y, const float* x, int64_t n) override;
   void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) override;
   void geglu(float* y, const float* gate, const float* up, int64_t n) override;
   void scale(float* x, float s, int64_t n) override;
@@ -71,8 +72,7 @@ class CpuBackend : public Backend {
                    const kernels::Mamba2Weights& w, const kernels::Mamba2Shape& shape) override;
   void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnSeq* seqs, int n_seqs) override;
   void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-                 float scale, int32_t window, float softcap,
-                 const float* sinks) override;
+                 float scale, int32_t window, float softcap, const float* sinks, bool causal) override;
 
  private:
   // fn(begin, end) over [0, n), split over the pool for a prefill's sizes.

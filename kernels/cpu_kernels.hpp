@@ -54,6 +54,8 @@ void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float a
 
 // y = gelu(x), tanh approximation (GPT-2's "gelu_new"). y may alias x.
 void gelu(float* y, const float* x, int64_t n);
+// y = x * Phi(x), the exact GELU (BERT's "gelu", torch's default). y may alias x.
+void gelu_erf(float* y, const float* x, int64_t n);
 
 // In-place numerically stable softmax over n values.
 void softmax(float* x, int64_t n);
@@ -75,10 +77,11 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 // ([n_head]), are gpt-oss's attention sinks: a logit per head that joins
 // each row's softmax denominator and attends to nothing, so a row's
 // weights sum to less than 1: out = sum_j exp(s_j) v_j / (sum_j exp(s_j) +
-// exp(sink)).
+// exp(sink)). causal false lets every query of a sequence see all of its
+// n_past + n_q keys (an encoder's bidirectional attention; window must be 0).
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-               float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f,
-               const float* sinks = nullptr);
+               float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f, const float* sinks = nullptr,
+               bool causal = true);
 
 // LFM2's gated short convolution of the sequences' new tokens (Backend::short_conv).
 // bcx: [n_tokens, 3, n_embd] (B, C, x); y: [n_tokens, n_embd]; cache: one row

@@ -65,6 +65,7 @@ extern const Architecture granite;   // arch_granite.cpp (also GGUF "granite" fi
 extern const Architecture granitehybrid;  // arch_granite.cpp (also GGUF "granitehybrid" files)
 extern const Architecture starcoder2;  // arch_starcoder2.cpp (also GGUF "starcoder2" files)
 extern const Architecture gpt2;      // arch_gpt2.cpp
+extern const Architecture bert;      // arch_bert.cpp: an encoder (ModelConfig::causal false), for embeddings
 extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" files)
 extern const Architecture glm4;      // arch_glm4.cpp (also GGUF "glm4" files)
 extern const Architecture glm4moe;   // arch_glm4_moe.cpp (also GGUF "glm4moe" files)

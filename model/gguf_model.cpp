@@ -65,6 +65,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen35moe", kernels::RopeLayout::neox, true, true, false, false, false},
     // Granite 4.0-H: experts optional (Micro has none); Granite's scales.
     {"granitehybrid", kernels::RopeLayout::normal, false, false, false, false, true},
+    // An encoder, bound by GgufModel::bind_bert (the fields above do not apply).
+    {"bert", kernels::RopeLayout::normal, false, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -141,6 +143,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   path_ = file_.path();
   const std::string arch = file_.get_string("general.architecture");
   const GgufArch& a = gguf_arch(file_.path(), arch);
+  if (arch == "bert") {
+    bind_bert(options);
+    return;
+  }
   const std::string p = arch + ".";
   ModelConfig& c = config_;
   c.arch = a.runs_as.empty() ? arch : std::string(a.runs_as);
@@ -183,8 +189,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   c.n_ctx_train = file_.get_u32(p + "context_length");
   // Embedding models (llama.cpp's converter writes what sentence-transformers
   // declares); vectors L2-normalized, as llama.cpp's embeddings are by default.
-  if (const auto pooling = file_.find_u32(p + "pooling_type"))
+  if (const auto pooling = file_.find_u32(p + "pooling_type")) {
     c.embedding.pooling = gguf_pooling(*pooling, file_.path());
+    check_model_pooling(c.embedding.pooling, c.causal, file_.path());
+  }
   const bool layer_norm = a.norms == GgufNorms::layer_before;
   const bool parallel = a.norms == GgufNorms::layer_parallel;
   c.norm_eps = file_.get_f32(p + (layer_norm || parallel ? "attention.layer_norm_epsilon"

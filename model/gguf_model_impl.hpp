@@ -49,6 +49,8 @@ class GgufModel final : public Model {
  public:
   explicit GgufModel(gguf::GgufFile file) : file_(std::move(file)) {}
   void bind(const ModelLoadOptions& options);
+  // A "bert" file (gguf_bert.cpp): an encoder, bound apart from the decoders.
+  void bind_bert(const ModelLoadOptions& options);
 
  private:
   Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;

@@ -57,6 +57,7 @@ VocabData vocab_from_gguf(const gguf::GgufFile& file) {
   v.add_bos = file.find_bool("tokenizer.ggml.add_bos_token").value_or(spm);
   v.add_eos = file.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
+  v.lowercase = file.find_bool("tokenizer.ggml.normalizer.lowercase").value_or(false);
   return v;
 }
 

@@ -92,6 +92,7 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   src.set_embedding_model(embedding.pooling != Pooling::none);
   arch->load_hf(cfg, src, config_, weights_);
   config_.embedding = embedding;
+  check_model_pooling(embedding.pooling, config_.causal, dir);
   config_.name = fs::path(dir).filename().string();
   if (config_.name.empty()) config_.name = fs::path(dir).parent_path().filename().string();
 

@@ -114,7 +114,7 @@ void self_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, c
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il), c.attn_softcap, w.attn_sinks);
+  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, scale, c.window(il), c.attn_softcap, w.attn_sinks, c.causal);
   if (gate != nullptr) be.sigmoid_gate(att, gate, n * c.q_dim());
   be.matmul(out, att, w.wo, n);
   if (w.bo != nullptr) be.add_bias(out, w.bo, n, c.n_embd);
@@ -145,7 +145,11 @@ void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, fl
   float* h = ctx.arena.floats(n * n_ff);  // [n_tokens, n_ff]
   ctx.backend.matmul(h, xb, w.w_up, n);
   if (w.b_up != nullptr) ctx.backend.add_bias(h, w.b_up, n, n_ff);
-  ctx.backend.gelu(h, h, n * n_ff);
+  if (ctx.config.gelu_erf) {
+    ctx.backend.gelu_erf(h, h, n * n_ff);
+  } else {
+    ctx.backend.gelu(h, h, n * n_ff);
+  }
   ctx.backend.matmul(out, h, w.w_down, n);
   if (w.b_down != nullptr) ctx.backend.add_bias(out, w.b_down, n, ctx.config.n_embd);
   ctx.arena.rewind(mark);
@@ -386,7 +390,33 @@ void post_norm_residual(const StepContext& ctx, float* x, const float* post_weig
   ctx.arena.rewind(mark);
 }
 
+// x = LayerNorm(x + body(x)): BERT's post-LN residual, the norm (weight and
+// bias) after the add.
+template <class Body>
+void post_layer_norm_residual(const StepContext& ctx, float* x, const float* weight, const float* bias, Body&& body) {
+  const int64_t n = ctx.n_tokens * ctx.config.n_embd;
+  const size_t mark = ctx.arena.used();
+  float* proj = ctx.arena.floats(n);  // [n_tokens, n_embd] block output
+  body(x, proj);
+  ctx.backend.add(x, proj, n);
+  norm(ctx, Norm::layer, x, x, weight, bias, ctx.n_tokens);
+  ctx.arena.rewind(mark);
+}
+
 }  // namespace
+
+void post_layer_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  post_layer_norm_residual(ctx, x, w.attn_norm, w.attn_norm_b, [&](const float* in, float* proj) {
+    self_attention(ctx, il, kv, in, proj, /*rope=*/ctx.config.n_rot > 0);
+  });
+}
+
+void post_layer_norm_gelu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  post_layer_norm_residual(ctx, x, w.ffn_norm, w.ffn_norm_b,
+                           [&](const float* in, float* proj) { gelu_ffn(ctx, w, in, proj); });
+}
 
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
@@ -513,6 +543,13 @@ void embed_tokens(const StepContext& ctx, float* x) {
   ctx.backend.embedding(p, ctx.weights.pos_embd, ctx.pos, ctx.n_tokens);
   ctx.backend.add(x, p, ctx.n_tokens * ctx.config.n_embd);
   ctx.arena.rewind(mark);
+}
+
+void embed_encoder_tokens(const StepContext& ctx, float* x) {
+  embed_tokens(ctx, x);
+  const ModelWeights& w = ctx.weights;
+  if (w.type_embd != nullptr) ctx.backend.add_bias(x, w.type_embd, ctx.n_tokens, ctx.config.n_embd);
+  norm(ctx, Norm::layer, x, x, w.embd_norm, w.embd_norm_b, ctx.n_tokens);
 }
 
 }  // namespace troupe::layers

@@ -70,7 +70,8 @@ inline void swiglu_ffn(const StepContext& ctx, const Weight& gate, const Weight&
   gated_ffn(ctx, gate, up, down, xb, out, n_rows, Gate::silu);
 }
 
-// out [n_tokens, n_embd] = down(gelu(up(xb) + b_up)) + b_down (GPT-2's MLP).
+// out [n_tokens, n_embd] = down(gelu(up(xb) + b_up)) + b_down (GPT-2's MLP;
+// the erf GELU where ModelConfig::gelu_erf, BERT's).
 void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, float* out);
 
 // out [n_rows, n_embd] = one expert on its rows xb [n_rows, n_embd]: a
@@ -130,6 +131,11 @@ int64_t mamba_scratch_floats(const ModelConfig& c, int64_t n_tokens);
 // (attn_post_norm; ffn_post_norm with a SwiGLU FFN).
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 void post_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x);
+// BERT's post-LN blocks: x = LayerNorm(x + f(x)) with attn_norm(_b) after
+// self-attention (causal or not as ModelConfig::causal says; RoPE when
+// n_rot > 0), ffn_norm(_b) after the GELU MLP (gelu_ffn).
+void post_layer_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
+void post_layer_norm_gelu_block(const StepContext& ctx, int64_t il, float* x);
 
 // The last stage's final RMSNorm (weights.output_norm) of the rows that get
 // logits, x [n_rows, n_embd], in place, then divided by logit_scale
@@ -141,5 +147,8 @@ void output_layer_norm(const StepContext& ctx, float* x, int64_t n_rows);
 // First-stage input: x [n_tokens, n_embd] = token embeddings times
 // embed_scale (plus learned position embeddings when the model has them).
 void embed_tokens(const StepContext& ctx, float* x);
+// An encoder's input (BERT): embed_tokens, plus the token-type row when the
+// model has one, then the embeddings' LayerNorm.
+void embed_encoder_tokens(const StepContext& ctx, float* x);
 
 }  // namespace troupe::layers

@@ -131,7 +131,8 @@ void mla_attention(const StepContext& ctx, int64_t il, const PagedKvView& kv, co
   be.rope(q, ctx.pos, n, m.h, m.d, p);
 
   be.kv_write(kv, k, v, ctx.seqs, ctx.n_seqs);
-  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, c.attn_scale, /*window=*/0, c.attn_softcap, nullptr);
+  be.attention(att, q, kv, ctx.seqs, ctx.n_seqs, c.n_head, c.attn_scale, /*window=*/0, c.attn_softcap, nullptr,
+               /*causal=*/true);
   // att [n, h, d] -> [n, h, v]: the values' padding dropped.
   float* att_v = ctx.arena.floats(n * m.h * m.v);  // [n, h, v]
   hs.rows.clear();

@@ -105,6 +105,9 @@ struct LayerWeights {
 struct ModelWeights {
   Weight tok_embd;                      // [n_vocab, n_embd]
   Weight pos_embd;                      // [n_ctx_train, n_embd] learned positions (GPT-2), else empty
+  const float* type_embd = nullptr;     // [n_embd] BERT's token-type 0 row, added to every token
+  const float* embd_norm = nullptr;     // [n_embd] LayerNorm of the embeddings (BERT)
+  const float* embd_norm_b = nullptr;   // [n_embd]
   const float* output_norm = nullptr;   // [n_embd]
   const float* output_norm_b = nullptr; // [n_embd] (LayerNorm models)
   Weight output;                        // [n_vocab, n_embd] (== tok_embd when tied)

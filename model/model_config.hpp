@@ -39,6 +39,13 @@ struct ModelConfig {
   int64_t rope_orig_ctx = 0;
   float rope_mscale = 1.0f;
   int32_t sliding_window = 0;            // 0: full causal attention
+  // false: an encoder (BERT). Every token attends to the whole sequence, so
+  // a prompt is computed in one step, never in chunks nor from a cached
+  // prefix, and nothing is generated after it.
+  bool causal = true;
+  // The dense FFN's GELU: x Phi(x) (BERT's "gelu") or the tanh approximation
+  // (GPT-2's "gelu_new").
+  bool gelu_erf = false;
   bool tied_output = false;              // output projection is the token embedding
   // What an embedding model declares (pooling none: a model that generates).
   EmbeddingSpec embedding;

@@ -194,6 +194,9 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   if (is_first()) {
     weights_.tok_embd = upload_table(backend_, host.tok_embd, owned_);
     weights_.pos_embd = upload_table(backend_, host.pos_embd, owned_);
+    weights_.type_embd = upload_vector(backend_, host.type_embd, c.n_embd, owned_);
+    weights_.embd_norm = upload_vector(backend_, host.embd_norm, c.n_embd, owned_);
+    weights_.embd_norm_b = upload_vector(backend_, host.embd_norm_b, c.n_embd, owned_);
   }
   if (has_head()) {
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);
@@ -389,6 +392,12 @@ void ModelStage::check_batch(const BatchView& batch) const {
     if (max_pos > 0 && end > max_pos) {
       throw Error(Errc::invalid_argument, "position " + std::to_string(end - 1) + " is past the model's " +
                                               std::to_string(max_pos) + " learned positions");
+    }
+    // An encoder's earlier keys depend on the later tokens: a chunk after the
+    // first would attend to keys computed without it.
+    if (!model_->config().causal && s.n_past != 0) {
+      throw Error(Errc::invalid_argument,
+                  "an encoder computes a sequence in one step, not from position " + std::to_string(s.n_past));
     }
     const int64_t need = (end + options_.kv_block_size - 1) / options_.kv_block_size;
     if (static_cast<int64_t>(s.block_table.size()) < need) {

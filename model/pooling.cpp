@@ -54,9 +54,9 @@ Pooling read_pooling_module(const std::filesystem::path& config) {
   }
   if (modes[0] == "lasttoken") return Pooling::last;
   if (modes[0] == "mean") return Pooling::mean;
+  if (modes[0] == "cls") return Pooling::cls;
   throw Error(Errc::unsupported, config.string() + ": pooling mode '" + modes[0] +
-                                     "' is not supported (Troupe pools causal models by their last token or "
-                                     "the mean; CLS pooling needs an encoder model)");
+                                     "' is not supported (Troupe pools by the last token, the mean or CLS)");
 }
 
 }  // namespace
@@ -69,12 +69,14 @@ const char* to_string(Pooling p) {
       return "last";
     case Pooling::mean:
       return "mean";
+    case Pooling::cls:
+      return "cls";
   }
   return "?";
 }
 
 std::optional<Pooling> parse_pooling(std::string_view name) {
-  for (const Pooling p : {Pooling::none, Pooling::last, Pooling::mean}) {
+  for (const Pooling p : {Pooling::none, Pooling::last, Pooling::mean, Pooling::cls}) {
     if (name == to_string(p)) return p;
   }
   return std::nullopt;
@@ -120,15 +122,21 @@ Pooling gguf_pooling(uint32_t pooling_type, const std::string& file) {
       return Pooling::none;
     case 1:
       return Pooling::mean;
+    case 2:
+      return Pooling::cls;
     case 3:
       return Pooling::last;
-    case 2:
     case 4:
-      throw Error(Errc::unsupported, file + ": pooling_type " + std::string(pooling_type == 2 ? "cls" : "rank") +
-                                         " is not supported (it needs an encoder model or a classifier head)");
+      throw Error(Errc::unsupported, file + ": pooling_type rank is not supported (it needs a classifier head)");
     default:
       throw Error(Errc::bad_format, file + ": pooling_type " + std::to_string(pooling_type) + " is not one of 0-4");
   }
+}
+
+void check_model_pooling(Pooling pooling, bool causal, const std::string& what) {
+  if (pooling != Pooling::cls || !causal) return;
+  throw Error(Errc::unsupported, what + ": CLS pooling needs an encoder; in a causal model the first token has seen "
+                                        "only itself (pool by last or mean)");
 }
 
 EmbeddingPooler::EmbeddingPooler(Pooling pooling, bool normalize, int32_t dims, int32_t n_prompt)
@@ -147,8 +155,9 @@ bool EmbeddingPooler::add(std::span<const float> row, int32_t pos) {
     for (size_t i = 0; i < row.size(); ++i) sum_[i] += row[i];
     ++n_rows_;
   }
+  if (pooling_ == Pooling::cls && pos == 0) kept_.assign(row.begin(), row.end());
   if (pos != n_prompt_ - 1) return false;
-  if (pooling_ == Pooling::last) last_.assign(row.begin(), row.end());
+  if (pooling_ == Pooling::last) kept_.assign(row.begin(), row.end());
   if (pooling_ == Pooling::mean && n_rows_ != n_prompt_) {
     throw Error(Errc::internal, "EmbeddingPooler: mean pooling saw " + std::to_string(n_rows_) + " of " +
                                     std::to_string(n_prompt_) + " rows");
@@ -158,8 +167,8 @@ bool EmbeddingPooler::add(std::span<const float> row, int32_t pos) {
 
 std::vector<float> EmbeddingPooler::result() const {
   std::vector<float> v;
-  if (pooling_ == Pooling::last) {
-    v = last_;
+  if (pooling_ != Pooling::mean) {
+    v = kept_;
   } else {
     v.resize(sum_.size());
     for (size_t i = 0; i < sum_.size(); ++i) v[i] = static_cast<float>(sum_[i] / n_rows_);

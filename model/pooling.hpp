@@ -16,10 +16,12 @@ namespace troupe {
 // none: the model generates (its rows are logits). last: the final token's
 // hidden state (Qwen3-Embedding, gte-Qwen2, e5-mistral: causal models, whose
 // last token has seen the whole input). mean: the average over every token.
-enum class Pooling : uint8_t { none, last, mean };
+// cls: the first token's ([CLS]) hidden state, for encoders (bge, gte),
+// whose first token has seen the whole input too.
+enum class Pooling : uint8_t { none, last, mean, cls };
 
 const char* to_string(Pooling p);
-// "last", "mean" (and "none"); nullopt for anything else.
+// "last", "mean", "cls" (and "none"); nullopt for anything else.
 std::optional<Pooling> parse_pooling(std::string_view name);
 
 // What an embedding model declares of itself.
@@ -31,14 +33,20 @@ struct EmbeddingSpec {
 // The sentence-transformers files of a Hugging Face directory (modules.json,
 // the Pooling module's config.json, a Normalize module): pooling none when
 // the directory has no modules.json. Throws Error(unsupported) for modules
-// or poolings Troupe does not run (Dense projections, CLS or max pooling,
-// pooling without the prompt), Error(bad_format) for unreadable files.
+// or poolings Troupe does not run (Dense projections, max or weighted-mean
+// pooling, pooling without the prompt), Error(bad_format) for unreadable
+// files. Whether the model can pool so (CLS needs an encoder) is checked
+// where the model is known (check_model_pooling).
 EmbeddingSpec read_sentence_transformers(const std::string& dir);
 
 // GGUF's `<arch>.pooling_type` (llama.cpp's enum: 0 none, 1 mean, 2 cls,
-// 3 last, 4 rank). Throws Error(unsupported) for cls and rank, which need
-// an encoder or a classifier head, Error(bad_format) for other values.
+// 3 last, 4 rank). Throws Error(unsupported) for rank, which needs a
+// classifier head, Error(bad_format) for other values.
 Pooling gguf_pooling(uint32_t pooling_type, const std::string& file);
+
+// Throws Error(unsupported) naming `what` when a model cannot pool so: CLS
+// pooling of a causal model (its first token has seen only itself).
+void check_model_pooling(Pooling pooling, bool causal, const std::string& what);
 
 // Folds one sequence's final hidden rows [n_embd] into its embedding. Rows
 // come in position order; a row at position 0 starts over (a sequence
@@ -61,7 +69,7 @@ class EmbeddingPooler {
   int32_t n_prompt_;
   int32_t n_rows_ = 0;
   std::vector<double> sum_;  // [n_embd] mean pooling's running sum (double: thousands of rows)
-  std::vector<float> last_;  // [n_embd] last pooling's row
+  std::vector<float> kept_;  // [n_embd] the row last or CLS pooling keeps
 };
 
 }  // namespace troupe

@@ -38,6 +38,11 @@ void gelu(float* y, const float* x, int64_t n) {
   cpu::vec_ops().gelu(y, x, n);
 }
 
+void gelu_erf(float* y, const float* x, int64_t n) {
+  check_n("gelu_erf", n);
+  cpu::vec_ops().gelu_erf(y, x, n);
+}
+
 // Subtracting the max keeps exp() in range. A row of all -inf has no
 // distribution and comes out NaN, as in PyTorch.
 void softmax(float* x, int64_t n) {

@@ -93,6 +93,7 @@ struct AttnJob {
   int64_t qc;     // queries per item
   float scale;
   int32_t window;
+  bool causal;          // false: every query sees the whole sequence
   float softcap;        // 0: off
   const float* sinks;   // [n_head] or null
   std::atomic<int64_t> next{0};
@@ -111,10 +112,11 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
   for (int64_t qi = q0; qi < q1; ++qi) {
     const int64_t p = static_cast<int64_t>(s.n_past) + qi;
     const int64_t first = job.window > 0 ? std::max<int64_t>(0, p - job.window + 1) : 0;
+    const int64_t last = job.causal ? p : static_cast<int64_t>(s.n_past) + s.n_q - 1;
     for (int64_t h = h0; h < h0 + job.hc; ++h) {
       const int64_t row = (static_cast<int64_t>(s.q_begin) + qi) * job.n_head + h;
       it.lo[it.n_rows] = first;
-      it.hi[it.n_rows] = p + 1;
+      it.hi[it.n_rows] = last + 1;
       it.out[it.n_rows] = job.out + row * d;
       it.q[it.n_rows] = job.q + row * d;
       if (it.has_sinks) it.sink[it.n_rows] = job.sinks[h];
@@ -140,8 +142,8 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
     l[r] = 0.0f;
     std::memset(o[r], 0, static_cast<size_t>(d) * sizeof(float));
   }
-  // Rows are ordered by query, and both ends of the visible range grow with
-  // the query, so the union is [first row's lo, last row's hi).
+  // Rows are ordered by query, and neither end of the visible range falls as
+  // the query rises, so the union is [first row's lo, last row's hi).
   const int64_t u_lo = lo[0];
   const int64_t u_hi = hi[n_rows - 1];
 
@@ -249,13 +251,14 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 }
 
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
-               float scale, ThreadPool& pool, int32_t window, float softcap, const float* sinks) {
+               float scale, ThreadPool& pool, int32_t window, float softcap, const float* sinks, bool causal) {
   check_view("attention", kv);
   if (n_head <= 0 || n_head % kv.n_head_kv != 0) {
     throw Error(Errc::invalid_argument, "attention: n_head " + std::to_string(n_head) +
                                             " is not a positive multiple of n_head_kv " + std::to_string(kv.n_head_kv));
   }
   if (window < 0) throw Error(Errc::invalid_argument, "attention: negative window " + std::to_string(window));
+  if (!causal && window > 0) throw Error(Errc::invalid_argument, "attention: a window needs causal attention");
   if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
     throw Error(Errc::invalid_argument, "attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
   }
@@ -316,6 +319,7 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
               .qc = qc,
               .scale = scale,
               .window = window,
+              .causal = causal,
               .softcap = softcap,
               .sinks = sinks};
   if (n_items == 1 || pool.size() == 1) {

@@ -76,6 +76,11 @@ void gelu(float* y, const float* x, int64_t n) {
   }
 }
 
+void gelu_erf(float* y, const float* x, int64_t n) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
 float dot(const float* a, const float* b, int64_t d) {
   float part[kLanes] = {};
   int64_t i = 0;
@@ -110,6 +115,7 @@ const VecOps kScalar{
     .scale = scale,
     .swiglu = swiglu,
     .gelu = gelu,
+    .gelu_erf = gelu_erf,
     .dot_tile = dot_tile,
     .acc_tile = acc_tile,
 };

@@ -25,6 +25,9 @@ struct VecOps {
   void (*swiglu)(float* y, const float* g, const float* u, int64_t n);
   // y[i] = gelu_tanh(x[i]). y may alias x.
   void (*gelu)(float* y, const float* x, int64_t n);
+  // y[i] = x[i] * Phi(x[i]), the exact (erf) GELU of BERT's "gelu". y may
+  // alias x.
+  void (*gelu_erf)(float* y, const float* x, int64_t n);
 
   // Attention tiles over n keys/values laid out `stride` floats apart (one
   // kv head of consecutive slots of a paged block), each of d floats:

@@ -29,6 +29,29 @@ inline __m256 gelu_ps(__m256 x) {
   return times_sigmoid(x, _mm256_mul_ps(_mm256_set1_ps(2.0f * 0.7978845608028654f), inner));
 }
 
+// x * Phi(x) with erfc(|z|), z = x / sqrt(2), from Abramowitz & Stegun
+// 7.1.26 (erf within 1.5e-7; the GELU within 3e-7 of x Phi(x)): x (1 - erfc / 2) for x >= 0,
+// x erfc / 2 below. torch's "gelu" is the erf form; this stays within f32
+// noise of it, where the tanh form is up to 5e-4 away (near x = 2.7).
+inline __m256 gelu_erf_ps(__m256 x) {
+  const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+  const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), z);
+  const __m256 t =
+      _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  const __m256 half_erfc = _mm256_mul_ps(
+      _mm256_set1_ps(0.5f), _mm256_mul_ps(p, exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)))));
+  const __m256 pos = _mm256_fnmadd_ps(x, half_erfc, x);
+  const __m256 neg_v = _mm256_mul_ps(x, half_erfc);
+  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return _mm256_blendv_ps(pos, neg_v, neg);
+}
+
 float sum(const float* x, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
@@ -162,6 +185,15 @@ void gelu(float* y, const float* x, int64_t n) {
   }
 }
 
+void gelu_erf(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu_erf_ps(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(y + i, m, gelu_erf_ps(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
 // D > 0 fixes head_dim at compile time (64, 128: fully unrolled); D == 0 reads d.
 template <int64_t D>
 inline float dot(const float* a, const float* b, int64_t d) {
@@ -248,6 +280,7 @@ const VecOps kAvx2{
     .scale = scale,
     .swiglu = swiglu,
     .gelu = gelu,
+    .gelu_erf = gelu_erf,
     .dot_tile = dot_tile,
     .acc_tile = acc_tile,
 };

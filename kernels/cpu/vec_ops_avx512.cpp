@@ -22,6 +22,29 @@ inline __m512 gelu_ps(__m512 x) {
   return times_sigmoid(x, _mm512_mul_ps(_mm512_set1_ps(2.0f * 0.7978845608028654f), inner));
 }
 
+// x * Phi(x) with erfc(|z|), z = x / sqrt(2), from Abramowitz & Stegun
+// 7.1.26 (erf within 1.5e-7; the GELU within 3e-7 of x Phi(x)): x (1 - erfc / 2) for x >= 0,
+// x erfc / 2 below. torch's "gelu" is the erf form; this stays within f32
+// noise of it, where the tanh form is up to 5e-4 away (near x = 2.7).
+inline __m512 gelu_erf_ps(__m512 x) {
+  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
+  const __m512 a = _mm512_abs_ps(z);
+  const __m512 t =
+      _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  const __m512 half_erfc = _mm512_mul_ps(
+      _mm512_set1_ps(0.5f), _mm512_mul_ps(p, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a)))));
+  const __m512 pos = _mm512_fnmadd_ps(x, half_erfc, x);
+  const __m512 neg_v = _mm512_mul_ps(x, half_erfc);
+  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_blend_ps(neg, pos, neg_v);
+}
+
 float sum(const float* x, int64_t n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
@@ -151,6 +174,15 @@ void gelu(float* y, const float* x, int64_t n) {
   }
 }
 
+void gelu_erf(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu_erf_ps(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, gelu_erf_ps(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 // a . b as 16 partial sums (sum_rows adds them up). D > 0 fixes head_dim at
 // compile time (64, 128: fully unrolled); D == 0 reads d.
 template <int64_t D>
@@ -237,6 +269,7 @@ const VecOps kAvx512{
     .scale = scale,
     .swiglu = swiglu,
     .gelu = gelu,
+    .gelu_erf = gelu_erf,
     .dot_tile = dot_tile,
     .acc_tile = acc_tile,
 };

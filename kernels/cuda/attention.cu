@@ -214,8 +214,8 @@ __device__ __forceinline__ void load_kv_tile(float* tile, const unsigned char* _
 template <int NDC, int KT>
 __global__ void __launch_bounds__(kThreads)
     attn_prefill_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
-                        const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
-                        int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window,
+                        const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv, int64_t head_dim,
+                        int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale, int32_t window, bool causal,
                         float softcap, const float* __restrict__ sinks) {
   extern __shared__ float smem[];
   float* qs = smem;                                  // [kAttnTileQ][head_dim], pre-scaled
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
   float* ps = kvs + kTileK * (head_dim + 1);         // [kAttnTileQ][kTileK] softmax weights
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const PrefillTile tile = prefill_tile(meta, n_head, n_head_kv, window);
+  const PrefillTile tile = prefill_tile(meta, n_head, n_head_kv, window, causal);
   const int64_t h = tile.head, kvh = tile.kv_head, first_row = tile.first_row;
   const int64_t pos0 = tile.pos0, k_lo = tile.k_lo, k_hi = tile.k_hi;
   const int nr = tile.n_rows;  // valid query rows of this tile
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreads)
       const int r = warp * kRowsPerWarp + rr;
       const int64_t pr = pos0 + r;
       float sc = -INFINITY;
-      if (r < nr && t <= pr && (window <= 0 || t > pr - window)) {
+      if (r < nr && (causal ? t <= pr : t < k_hi) && (window <= 0 || t > pr - window)) {
         const float* qr = qs + r * head_dim;
         float dot = 0.0f;
 #pragma unroll 4
@@ -346,7 +346,7 @@ void launch_attention(float* out, const float* q, const PagedKvView& kv, const A
     const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
     attn_prefill_kernel<NDC, KT><<<grid, kThreads, prefill_smem_bytes(kv.head_dim), stream>>>(
         out, q, kc, vc, kv.block_size, kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale,
-        args.window, args.softcap, args.sinks);
+        args.window, args.causal, args.softcap, args.sinks);
     TROUPE_CUDA_CHECK_LAUNCH();
   }
 }
@@ -439,6 +439,9 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnMeta
   }
   if (args.window < 0) {  // CudaBackend refuses it too; this guards direct callers
     throw Error(Errc::invalid_argument, "cuda attention: negative window " + std::to_string(args.window));
+  }
+  if (!args.causal && args.window > 0) {
+    throw Error(Errc::invalid_argument, "cuda attention: a window needs causal attention");
   }
   if (meta.n_dec > 0 && (args.n_splits < 1 || args.n_splits > 65535 || args.split_len < 1 ||
                          (args.n_splits > 1 && args.partials == nullptr))) {

@@ -76,7 +76,7 @@ struct PrefillTile {
 };
 
 __device__ __forceinline__ PrefillTile prefill_tile(const AttnMeta& meta, int64_t n_head, int64_t n_head_kv,
-                                                    int32_t window) {
+                                                    int32_t window, bool causal) {
   PrefillTile t;
   t.seq = meta.seqs[meta.tiles[2 * blockIdx.x]];
   t.q0 = meta.tiles[2 * blockIdx.x + 1];
@@ -89,7 +89,8 @@ __device__ __forceinline__ PrefillTile prefill_tile(const AttnMeta& meta, int64_
   // Both ends of the visible range grow with the query, so the tile's union
   // is [first row's lo, last row's hi).
   t.k_lo = window > 0 ? max(int64_t{0}, t.pos0 - window + 1) : int64_t{0};
-  t.k_hi = t.pos0 + t.n_rows;
+  // Bidirectional (an encoder): every query sees the whole sequence.
+  t.k_hi = causal ? t.pos0 + t.n_rows : static_cast<int64_t>(t.seq.n_past) + t.seq.n_q;
   return t;
 }
 

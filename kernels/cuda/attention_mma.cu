@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_prefill_mma_kernel(float* __restrict__ out, const float* __restrict__ q, const unsigned char* __restrict__ kc,
                             const unsigned char* __restrict__ vc, int64_t block_size, int64_t n_head_kv,
                             int64_t head_dim, int64_t row_bytes, AttnMeta meta, int64_t n_head, float scale,
-                            int32_t window, float softcap, const float* __restrict__ sinks) {
+                            int32_t window, bool causal, float softcap, const float* __restrict__ sinks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // the host never launches it below sm_80 (attention_prefill_mma_supported)
 #else
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const PrefillTile tile = prefill_tile(meta, n_head, n_head_kv, window);
+  const PrefillTile tile = prefill_tile(meta, n_head, n_head_kv, window, causal);
   const int64_t h = tile.head, kvh = tile.kv_head, first_row = tile.first_row;
   const int64_t pos0 = tile.pos0, k_lo = tile.k_lo, k_hi = tile.k_hi;
   const int nr = tile.n_rows;  // valid query rows of this tile
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int side = 0; side < 2; ++side) {
         const int j = lane + 32 * side;
         const int64_t t = k0 + j;
-        const bool visible = r < nr && t <= pr && (window <= 0 || t > pr - window);
+        const bool visible = r < nr && (causal ? t <= pr : t < k_hi) && (window <= 0 || t > pr - window);
         sv[side] = visible ? soft_cap(ss[r * kLdS + j], softcap) : -INFINITY;
         mx = fmaxf(mx, sv[side]);
       }
@@ -265,11 +265,10 @@ template <int KT, class T, bool Vec>
 void launch_kernel(float* out, const float* q, const PagedKvView& kv, const AttnMeta& meta, const AttnArgs& args,
                    cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(meta.n_tiles), static_cast<unsigned>(args.n_head));
-  attn_prefill_mma_kernel<KT, T, Vec>
-      <<<grid, kThreads, static_cast<size_t>(mma_layout(kv.head_dim).bytes), stream>>>(
-          out, q, static_cast<const unsigned char*>(kv.k), static_cast<const unsigned char*>(kv.v), kv.block_size,
-          kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window, args.softcap,
-          args.sinks);
+  attn_prefill_mma_kernel<KT, T, Vec><<<grid, kThreads, static_cast<size_t>(mma_layout(kv.head_dim).bytes), stream>>>(
+      out, q, static_cast<const unsigned char*>(kv.k), static_cast<const unsigned char*>(kv.v), kv.block_size,
+      kv.n_head_kv, kv.head_dim, kv.row_bytes(), meta, args.n_head, args.scale, args.window, args.causal, args.softcap,
+      args.sinks);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

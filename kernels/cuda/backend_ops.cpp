@@ -219,6 +219,14 @@ void CudaBackend::gelu(float* y, const float* x, int64_t n) {
   impl_->record(op);
 }
 
+void CudaBackend::gelu_erf(float* y, const float* x, int64_t n) {
+  check_len("gelu_erf", n);
+  if (n == 0) return;
+  Op op(OpKind::gelu_erf);
+  op.element = {.y = y, .a = x, .b = nullptr, .n = n, .n_cols = 0};
+  impl_->record(op);
+}
+
 void CudaBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   check_len("xielu", n);
   if (n == 0) return;
@@ -444,7 +452,8 @@ void CudaBackend::mamba2_scan(float* y, float* proj, const PagedKvView& state, c
 }
 
 void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs,
-                            int64_t n_head, float scale, int32_t window, float softcap, const float* sinks) {
+                            int64_t n_head, float scale, int32_t window, float softcap, const float* sinks,
+                            bool causal) {
   check_view("attention", kv);
   if (n_head <= 0 || n_head % kv.n_head_kv != 0 || n_head > 65535) {
     throw Error(Errc::invalid_argument, "cuda attention: n_head " + std::to_string(n_head) +
@@ -452,6 +461,7 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
                                             std::to_string(kv.n_head_kv));
   }
   if (window < 0) throw Error(Errc::invalid_argument, "cuda attention: negative window " + std::to_string(window));
+  if (!causal && window > 0) throw Error(Errc::invalid_argument, "cuda attention: a window needs causal attention");
   if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
     throw Error(Errc::invalid_argument,
                 "cuda attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
@@ -475,6 +485,7 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
   op.attn.n_head = n_head;
   op.attn.scale = scale;
   op.attn.window = window;
+  op.attn.bidirectional = causal ? 0 : 1;
   op.attn.softcap = softcap;
   op.attn.sinks = sinks;
   op.attn.n_splits = split.n_splits;

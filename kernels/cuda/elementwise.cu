@@ -61,6 +61,14 @@ __global__ void gelu_kernel(float* y, const float* x, int64_t n) {
   }
 }
 
+// erff to a few ulp: torch's exact "gelu".
+__global__ void gelu_erf_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  }
+}
+
 // y may alias x.
 __global__ void xielu_kernel(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -204,6 +212,13 @@ void gelu(float* y, const float* x, int64_t n, cudaStream_t stream) {
   check_len("gelu", n);
   if (n == 0) return;
   gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void gelu_erf(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  check_len("gelu_erf", n);
+  if (n == 0) return;
+  gelu_erf_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,6 +18,7 @@ void add(float* y, const float* x, int64_t n, cudaStream_t stream);             
 void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
 void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // silu(gate) * up
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
+void gelu_erf(float* y, const float* x, int64_t n, cudaStream_t stream);                 // x * Phi(x)
 void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps,
            cudaStream_t stream);  // Backend::xielu
 void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // gelu(gate) * up
@@ -121,6 +122,7 @@ struct AttnArgs {
   int64_t n_head = 0;
   float scale = 1.0f;
   int32_t window = 0;
+  bool causal = true;    // false: each query sees its whole sequence (an encoder)
   float softcap = 0.0f;  // > 0: scores become softcap * tanh(s / softcap) (Gemma 2)
   const float* sinks = nullptr;  // [n_head]: a logit per head in each softmax's denominator (gpt-oss)
   // Decode: each (sequence, head) is split into n_splits ranges of split_len

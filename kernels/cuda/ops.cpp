@@ -18,7 +18,7 @@ static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 9 * 8 && sizeof(RopeOp) == 12 * 8 &&
-                  sizeof(AttnOp) == 27 * 8 && sizeof(GdnOp) == 18 * 8 && sizeof(Mamba2Op) == 20 * 8,
+                  sizeof(AttnOp) == 28 * 8 && sizeof(GdnOp) == 18 * 8 && sizeof(Mamba2Op) == 20 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -99,6 +99,7 @@ void execute(const Op& op, const DeviceContext& ctx) {
       swiglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
       return;
     case OpKind::gelu: gelu(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::gelu_erf: gelu_erf(op.element.y, op.element.a, op.element.n, s); return;
     case OpKind::xielu:
       xielu(op.element.y, op.element.a, op.element.n, static_cast<float>(op.element.s), static_cast<float>(op.element.s2),
             static_cast<float>(op.element.s3), static_cast<float>(op.element.s4), s);
@@ -186,6 +187,7 @@ void execute(const Op& op, const DeviceContext& ctx) {
       AttnArgs args{.n_head = a.n_head,
                     .scale = static_cast<float>(a.scale),
                     .window = static_cast<int32_t>(a.window),
+                    .causal = a.bidirectional == 0,
                     .softcap = static_cast<float>(a.softcap),
                     .sinks = a.sinks,
                     .n_splits = static_cast<int32_t>(a.n_splits),

@@ -25,6 +25,7 @@ enum class OpKind : int64_t {
   add_bias,
   swiglu,
   gelu,
+  gelu_erf,
   xielu,        // an ElementOp: s, s2, s3, s4 = alpha_p, alpha_n, beta, eps
   geglu,
   swiglu_oai,
@@ -146,6 +147,7 @@ struct AttnOp {
   int64_t n_head;
   double scale;
   int64_t window;
+  int64_t bidirectional;  // 1: every query sees its whole sequence (an encoder)
   int64_t n_splits;
   int64_t split_len;
   int64_t kv_type;      // KvType of the cache rows

@@ -1,7 +1,8 @@
 // Embedding pipelines: requests through the tokenizer, scheduler (chunked
-// prefill, prefix reuse), the last stage's hidden rows and the sampler's
-// pooler give sentence-transformers' vectors (tests/fixtures/hf/
-// {qwen3_embedding,llama_embedding_mean}); the front door refuses requests
+// prefill, prefix reuse; an encoder's whole prompts), the last stage's
+// hidden rows and the sampler's pooler give sentence-transformers' vectors
+// (tests/fixtures/hf/{qwen3_embedding,llama_embedding_mean,
+// bert_embedding_cls,bert_embedding_mean}); the front door refuses requests
 // of the other kind; a remote last stage pools in its worker.
 #include <gtest/gtest.h>
 
@@ -37,6 +38,15 @@ PipelineConfig embedding_config(const std::string& name) {
   c.scheduler.max_tokens_per_step = 48;
   c.scheduler.prefill_chunk = 32;
   c.n_kv_blocks = 64;
+  return c;
+}
+
+// Steps that would cut a causal prompt into chunks of 8, but hold BERT's
+// 128-token context: an encoder computes each prompt in one step.
+PipelineConfig encoder_config(const std::string& name) {
+  PipelineConfig c = embedding_config(name);
+  c.scheduler.max_tokens_per_step = 160;
+  c.scheduler.prefill_chunk = 8;
   return c;
 }
 
@@ -101,6 +111,92 @@ FinalEvent final_of(Pipeline& p, EngineRequest r) {
   return test::wait_for(run, 60s).final;
 }
 
+FinalEvent embed_ids(Pipeline& p, std::vector<int32_t> ids) {
+  EngineRequest r = EngineRequest::from_tokens(std::move(ids));
+  r.params.embed.on = true;
+  return final_of(p, std::move(r));
+}
+
+// BERT encoders, CLS and mean pooled: every text at once and again, each
+// in one step beside the others; nothing comes from the prefix cache.
+TEST(PipelineEmbedding, EncoderPoolingMatchesSentenceTransformers) {
+  for (const char* name : {"bert_embedding_cls", "bert_embedding_mean"}) {
+    SCOPED_TRACE(name);
+    const Json ref = reference(name);
+    auto p = Pipeline::start(encoder_config(name));
+    EXPECT_EQ(to_string(p->model_info().pooling), ref["pooling"].get<std::string>());
+    EXPECT_EQ(p->model_info().context_length, 128);
+    expect_reference_vectors(*p, ref);
+    EXPECT_EQ(p->stats().prefix_hit_tokens, 0u);
+    EXPECT_EQ(p->kv_snapshot().invariant_error, "");
+  }
+}
+
+// Last pooling over an encoder reads one row, as a causal model's does, but
+// may not take a cached prefix: its keys were computed seeing the tokens
+// after them. A prompt that shares all but its last token with an earlier
+// one gives the vector a fresh pipeline gives it.
+TEST(PipelineEmbedding, EncoderNeverReusesACachedPrefix) {
+  const Json ref = reference("bert_embedding_cls");
+  PipelineConfig c = encoder_config("bert_embedding_cls");
+  c.pooling = "last";
+  const std::vector<int32_t> a = ref["token_ids"][3].get<std::vector<int32_t>>();
+  std::vector<int32_t> b = a;
+  b.back() = a[1];
+  std::vector<float> fresh;
+  {
+    auto p = Pipeline::start(c);
+    fresh = embed_ids(*p, b).embedding;
+  }
+  auto p = Pipeline::start(c);
+  const FinalEvent first = embed_ids(*p, a);
+  ASSERT_EQ(first.reason, EndReason::stop) << first.error_message;
+  expect_vector(embed_ids(*p, a).embedding, Json(first.embedding), "the same prompt again");
+  expect_vector(embed_ids(*p, b).embedding, Json(fresh), "a prompt sharing its prefix");
+  EXPECT_EQ(p->stats().prefix_hit_tokens, 0u);
+}
+
+// truncate_prompt_tokens on an encoder: the text's tail goes and [CLS] and
+// [SEP] stay, as sentence-transformers' max_seq_length cuts it (a causal
+// model loses the head instead, above). Ids that do not end in [SEP] keep
+// their first ones.
+TEST(PipelineEmbedding, EncoderTruncatesTheTail) {
+  for (const char* name : {"bert_embedding_cls", "bert_embedding_mean"}) {
+    SCOPED_TRACE(name);
+    const Json ref = reference(name);
+    auto p = Pipeline::start(encoder_config(name));
+    EngineRequest r = embed_text(ref["texts"][3].get<std::string>());
+    r.params.embed.truncate = ref["truncate"].get<int32_t>();
+    const FinalEvent cut = final_of(*p, std::move(r));
+    ASSERT_EQ(cut.reason, EndReason::stop) << cut.error_message;
+    EXPECT_EQ(cut.prompt_tokens, static_cast<int32_t>(ref["truncated_ids"].size()));
+    expect_vector(cut.embedding, ref["truncated_embedding"], "cut to max_seq_length");
+
+    std::vector<int32_t> ids = ref["token_ids"][3].get<std::vector<int32_t>>();
+    ids.pop_back();  // no [SEP]
+    EngineRequest t = EngineRequest::from_tokens(ids);
+    t.params.embed = {.on = true, .truncate = 5};
+    const FinalEvent head = final_of(*p, std::move(t));
+    ASSERT_EQ(head.reason, EndReason::stop) << head.error_message;
+    expect_vector(head.embedding, Json(embed_ids(*p, {ids.begin(), ids.begin() + 5}).embedding), "first 5");
+  }
+}
+
+TEST(PipelineEmbedding, EncoderStartRules) {
+  // A step must hold the whole context, as no prompt may be cut.
+  PipelineConfig c = embedding_config("bert_embedding_cls");  // 48-token steps
+  EXPECT_NE(test::start_error(c).find("max_tokens_per_step must hold the context (128 tokens)"), std::string::npos)
+      << test::start_error(c);
+  c = encoder_config("bert_embedding_cls");
+  c.embedding = false;
+  EXPECT_NE(test::start_error(c).find("is an encoder, and generates no text"), std::string::npos)
+      << test::start_error(c);
+  // CLS pooling of a causal model: its first token saw only itself.
+  c = embedding_config("qwen3_embedding");
+  c.pooling = "cls";
+  EXPECT_NE(test::start_error(c).find("needs an encoder"), std::string::npos) << test::start_error(c);
+}
+
 TEST(PipelineEmbedding, FrontDoorRefusesTheOtherKind) {
   auto p = Pipeline::start(embedding_config("qwen3_embedding"));
   FinalEvent f = final_of(*p, EngineRequest::from_text({.text = "hello"}, test::greedy(4)));
@@ -154,7 +250,7 @@ TEST(PipelineEmbedding, FrontDoorRefusesTheOtherKind) {
 TEST(PipelineEmbedding, ConfigChoosesThePooling) {
   PipelineConfig c = embedding_config("qwen3_embedding");
   c.pooling = "first";
-  EXPECT_NE(test::start_error(c).find("is not last or mean"), std::string::npos);
+  EXPECT_NE(test::start_error(c).find("is not last, mean or cls"), std::string::npos);
   // --embedding over a generating model: last pooling unless told.
   PipelineConfig s = test::stories_config(test::split(1));
   s.embedding = true;
@@ -184,6 +280,20 @@ TEST(PipelineEmbedding, RemoteLastStagePools) {
   // A head that would generate from the same worker is refused at the handshake.
   c.embedding = false;
   EXPECT_NE(test::start_error(c).find("output differs"), std::string::npos) << test::start_error(c);
+}
+
+// An encoder split across processes: the worker's layers attend both ways
+// too, and it pools by the mean.
+TEST(PipelineEmbedding, RemoteEncoderStage) {
+  const Json ref = reference("bert_embedding_mean");
+  test::StageProcess w;
+  ASSERT_TRUE(w.start({"-m", fixture("bert_embedding_mean"), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
+  PipelineConfig c = encoder_config("bert_embedding_mean");
+  c.stages = {{.first_layer = 0, .last_layer = 1, .threads = 1},
+              {.first_layer = 1, .last_layer = -1, .remote = w.address()}};
+  c.remote.step_timeout_ms = 10000;
+  auto p = Pipeline::start(c);
+  expect_reference_vectors(*p, ref);
 }
 
 }  // namespace

@@ -64,16 +64,17 @@ struct Case {
   std::vector<SeqSpec> seqs;
   float softcap = 0.0f;  // Gemma 2's score cap; 0: off
   bool sinks = false;    // gpt-oss's attention sinks: a random logit per head
+  bool causal = true;    // false: every query sees its whole sequence (an encoder)
 };
 
 // mma_vs_cpu, if given, gets the largest |GPU - CPU kernel| over the rows
 // that went through the tensor-core prefill (0 where none did).
 void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu = nullptr) {
-  SCOPED_TRACE(std::string("kv=") + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) + " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" +
-               std::to_string(c.head_dim) + " block_size=" + std::to_string(c.block_size) +
-               " window=" + std::to_string(c.window) + " softcap=" + std::to_string(c.softcap) +
-               " sinks=" + (c.sinks ? "yes" : "no") +
-               " seed=" + std::to_string(seed));
+  SCOPED_TRACE(std::string("kv=") + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) +
+               " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" + std::to_string(c.head_dim) +
+               " block_size=" + std::to_string(c.block_size) + " window=" + std::to_string(c.window) +
+               " softcap=" + std::to_string(c.softcap) + " sinks=" + (c.sinks ? "yes" : "no") +
+               " causal=" + (c.causal ? "yes" : "no") + " seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   const int64_t d = c.head_dim;
   const int64_t kv_row = c.n_head_kv * d;
@@ -139,7 +140,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   gpu.kv_write(gview, dk.get(), dv.get(), seqs.data(), n_seqs);
   DeviceFloats dsinks(gpu, c.sinks ? sinks : std::vector<float>(1, 0.0f));
   gpu.attention(dout.get(), dq.get(), gview, seqs.data(), n_seqs, c.n_head, scale, c.window, c.softcap,
-                c.sinks ? dsinks.get() : nullptr);
+                c.sinks ? dsinks.get() : nullptr, c.causal);
 
   const PagedKvView cview{.k = kc.data(), .v = vc.data(), .n_blocks = n_blocks, .block_size = c.block_size,
                           .n_head_kv = c.n_head_kv, .head_dim = d, .type = c.type};
@@ -147,7 +148,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   std::vector<float> want(q.size(), 0.0f);
   ThreadPool pool(2);
   kernels::attention(want.data(), q.data(), cview, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap,
-                     c.sinks ? sinks.data() : nullptr);
+                     c.sinks ? sinks.data() : nullptr, c.causal);
 
   std::vector<float> gk = dkc.read(), gv = dvc.read();
   if (c.type != KvType::q8_0) {
@@ -220,6 +221,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
     for (int64_t qi = 0; qi < c.seqs[i].n_q; ++qi) {
       const int64_t pos = c.seqs[i].n_past + qi;
       const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
+      const int64_t last = c.causal ? pos : c.seqs[i].n_past + c.seqs[i].n_q - 1;
       for (int64_t h = 0; h < c.n_head; ++h) {
         const int64_t kvh = h / group;
         const int64_t row = (seqs[i].q_begin + qi) * c.n_head + h;
@@ -232,7 +234,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
         std::vector<double> w;
         std::vector<std::vector<float>> vrows;
         double vmax = 0, dot_mag = 0;  // max |v|, max sum |q k| over the keys
-        for (int64_t p = first; p <= pos; ++p) {
+        for (int64_t p = first; p <= last; ++p) {
           const std::vector<float> kp = at(kc, p);
           vrows.push_back(at(vc, p));
           for (int64_t e = 0; e < d; ++e) vmax = std::max(vmax, double(std::abs(vrows.back()[kvh * d + e])));
@@ -386,6 +388,36 @@ TEST(CudaAttention, TensorCorePrefillMatchesTheRoundedReference) {
                    .q_scale = 3.0f, .seqs = {{700, 70}, {0, 300}, {1023, 1}, {5, 33}}};
       run_case(gpu, c, seed++);
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// An encoder's bidirectional attention on the fp32 and tensor-core prefill
+// kernels: every query sees every key of its sequence, across several
+// 32-query tiles and partial key tiles, beside single-token sequences (the
+// decode kernel, where causal and not agree), against the CPU kernel and the
+// double reference.
+TEST(CudaAttention, BidirectionalPrefillSeesTheWholeSequence) {
+  TROUPE_REQUIRE_GPU();
+  for (PrefillAttention prefill : {PrefillAttention::scalar, PrefillAttention::tensor_cores}) {
+    CudaBackendOptions opt = test::small_options();
+    opt.prefill_attention = prefill;
+    CudaBackend gpu(opt);
+    uint32_t seed = 900;
+    for (KvType type : {KvType::f32, KvType::f16}) {
+      for (int64_t head_dim : {32, 64}) {
+        const Case c{.type = type,
+                     .n_head = 12,
+                     .n_head_kv = 12,
+                     .head_dim = head_dim,
+                     .block_size = 16,
+                     .window = 0,
+                     .q_scale = 2.0f,
+                     .seqs = {{0, 7}, {0, 100}, {0, 1}, {0, 65}, {0, 512}},
+                     .causal = false};
+        run_case(gpu, c, seed++);
+        if (HasFatalFailure()) return;
+      }
     }
   }
 }

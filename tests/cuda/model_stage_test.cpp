@@ -327,7 +327,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
 // GEMV path), its rows pooled, against sentence-transformers' vectors.
 TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
   TROUPE_REQUIRE_GPU();
-  for (const std::string name : {"qwen3_embedding", "llama_embedding_mean"}) {
+  for (const std::string name :
+       {"qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls", "bert_embedding_mean"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
     std::ifstream in(dir + "/reference.json");
@@ -338,17 +339,21 @@ TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
     CudaBackendOptions options = test::small_options();
     options.f32_weights = WeightPrecision::f32;
     CudaBackend gpu(options);
-    ModelStage stage(model, gpu, {.max_tokens = 8, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16,
-                                  .embedding_output = true});
+    // A causal model's prompt in chunks of 8; an encoder's (BERT: erf GELU,
+    // bidirectional prefill attention) whole, in one step.
+    const int32_t chunk = c.causal ? 8 : 128;
+    ModelStage stage(
+        model, gpu,
+        {.max_tokens = chunk, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
     const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
     for (size_t t = 0; t < ids.size(); ++t) {
       const auto n = static_cast<int32_t>(ids[t].size());
       std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
       std::iota(table.begin(), table.end(), 0);
       EmbeddingPooler pooler(c.embedding.pooling, c.embedding.normalize, 0, n);
-      for (int32_t past = 0; past < n; past += 8) {
-        const int32_t k = std::min(8, n - past);
-        const bool all = c.embedding.pooling == Pooling::mean;
+      for (int32_t past = 0; past < n; past += chunk) {
+        const int32_t k = std::min(chunk, n - past);
+        const bool all = c.embedding.pooling != Pooling::last;
         const BatchSeq seq{.n_tokens = k, .n_past = past, .block_table = table,
                            .n_logits = all ? k : (past + k == n ? 1 : 0)};
         const std::span<const int32_t> tokens(ids[t].data() + past, static_cast<size_t>(k));

@@ -81,3 +81,32 @@ def test_errors_name_the_field(client):
     assert e.value.body["param"] == "model"
     # The server still answers.
     assert len(client.embeddings.create(model=MODEL, input="a").data) == 1
+
+
+# A BERT encoder (bge's recipe: CLS pooling, normalized, WordPiece), the
+# whole batch at once: each input is computed in one step.
+BERT = HERE.parent / "fixtures" / "hf" / "bert_embedding_cls"
+BERT_REFERENCE = json.loads((BERT / "reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def bert_client(request, artifacts):
+    troupe = os.path.abspath(request.config.getoption("--troupe"))
+    if not os.path.exists(troupe):
+        pytest.skip(f"no troupe binary at {troupe}")
+    s = Server(troupe, str(BERT), ["-t", "1"], artifacts / "serve-bert.log")
+    yield openai.OpenAI(base_url=s.url("/v1"), api_key="unused", max_retries=0, timeout=60)
+    s.stop()
+
+
+def test_bert_encoder_matches_sentence_transformers(bert_client):
+    r = bert_client.embeddings.create(model="bert_embedding_cls", input=BERT_REFERENCE["texts"])
+    for d, want in zip(r.data, BERT_REFERENCE["embeddings"]):
+        assert_close(d.embedding, want)
+    assert r.usage.prompt_tokens == sum(len(t) for t in BERT_REFERENCE["token_ids"])
+    with pytest.raises(openai.BadRequestError) as e:
+        bert_client.embeddings.create(model="bert_embedding_cls", input=[[5] * 129])  # 128 positions
+    assert e.value.body["param"] == "input"
+    with pytest.raises(openai.BadRequestError) as e:
+        bert_client.completions.create(model="bert_embedding_cls", prompt="hello", max_tokens=4)
+    assert "embedding model" in e.value.body["message"]

@@ -50,13 +50,15 @@ struct Case {
   std::vector<SeqSpec> seqs;
   float softcap = 0.0f;  // Gemma 2's score cap; 0: off
   bool sinks = false;    // gpt-oss's attention sinks: a random logit per head
+  bool causal = true;    // false: every query sees its whole sequence (an encoder)
 };
 
 std::string describe(const Case& c, Isa isa) {
   return std::string(isa_name(isa)) + " kv=" + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) +
-         " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" + std::to_string(c.head_dim) + " block_size=" +
-         std::to_string(c.block_size) + " window=" + std::to_string(c.window) + " threads=" + std::to_string(c.threads) +
-         " softcap=" + std::to_string(c.softcap) + " sinks=" + (c.sinks ? "yes" : "no");
+         " n_head_kv=" + std::to_string(c.n_head_kv) + " head_dim=" + std::to_string(c.head_dim) +
+         " block_size=" + std::to_string(c.block_size) + " window=" + std::to_string(c.window) +
+         " threads=" + std::to_string(c.threads) + " softcap=" + std::to_string(c.softcap) +
+         " sinks=" + (c.sinks ? "yes" : "no") + " causal=" + (c.causal ? "yes" : "no");
 }
 
 void run_case(const Case& c, Isa isa, uint32_t seed) {
@@ -163,18 +165,19 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   // weights then sum to far less than 1).
   const std::vector<float> sinks = c.sinks ? test::random_floats(rng, c.n_head, -2.0f, 4.0f) : std::vector<float>{};
   kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap,
-                     c.sinks ? sinks.data() : nullptr);
+                     c.sinks ? sinks.data() : nullptr, c.causal);
 
   const int64_t group = c.n_head / c.n_head_kv;
   for (int i = 0; i < n_seqs; ++i) {
     for (int64_t qi = 0; qi < c.seqs[i].n_q; ++qi) {
       const int64_t pos = c.seqs[i].n_past + qi;
       const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
+      const int64_t last = c.causal ? pos : c.seqs[i].n_past + c.seqs[i].n_q - 1;
       for (int64_t h = 0; h < c.n_head; ++h) {
         const int64_t kvh = h / group;
         const float* qr = q.data() + ((seqs[i].q_begin + qi) * c.n_head + h) * d;
         std::vector<double> w;
-        for (int64_t p = first; p <= pos; ++p) {
+        for (int64_t p = first; p <= last; ++p) {
           double s = 0;
           for (int64_t e = 0; e < d; ++e) s += double(qr[e]) * keys[i][p * kv_row + kvh * d + e];
           s *= scale;
@@ -186,7 +189,7 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
         const float* o = out.data() + ((seqs[i].q_begin + qi) * c.n_head + h) * d;
         for (int64_t e = 0; e < d; ++e) {
           double want = 0;
-          for (int64_t p = first; p <= pos; ++p) want += w[p - first] / z * vals[i][p * kv_row + kvh * d + e];
+          for (int64_t p = first; p <= last; ++p) want += w[p - first] / z * vals[i][p * kv_row + kvh * d + e];
           ASSERT_NEAR(o[e], want, kTol) << "seq " << i << " query " << qi << " head " << h << " dim " << e;
         }
       }
@@ -226,6 +229,33 @@ TEST(Attention, MatchesReferenceAcrossLayoutsRatiosWindowsAndIsas) {
             if (HasFatalFailure()) return;
           }
         }
+      }
+    }
+  }
+}
+
+// An encoder's bidirectional attention: each query sees every key of its
+// sequence, later ones included, on the lane and tile kernels, f32 and
+// quantized caches, one thread and several.
+TEST(Attention, BidirectionalQueriesSeeTheWholeSequence) {
+  std::mt19937 rng(77);
+  uint32_t seed = 700;
+  for (Isa isa : test::runnable_isas()) {
+    test::ForcedIsa forced(isa);
+    for (KvType type : {KvType::f32, KvType::f16, KvType::q8_0}) {
+      for (int64_t head_dim : {32, 64}) {
+        const Case c{.type = type,
+                     .n_head = 4,
+                     .n_head_kv = 4,
+                     .head_dim = head_dim,
+                     .block_size = 16,
+                     .window = 0,
+                     .threads = seed % 2 == 0 ? 1 : 3,
+                     .q_scale = 2.0f,
+                     .seqs = {{0, std::uniform_int_distribution<int>(2, 60)(rng)}, {0, 1}, {0, 37}},
+                     .causal = false};
+        run_case(c, isa, seed++);
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -533,6 +563,8 @@ TEST(Attention, RejectsBadBlockTablesAndHeadCounts) {
   EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, -1), Error);
   EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, 0, -2.0f), Error);
   EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, 0, kNan), Error);
+  // A sliding window has no meaning for an encoder's bidirectional attention.
+  EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &good, 1, 1, 1.0f, pool, 2, 0.0f, nullptr, false), Error);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Embedding models: the sentence-transformers directories of
-// tests/fixtures/hf/{qwen3_embedding,llama_embedding_mean} (made and
-// embedded by sentence-transformers itself, tools/fixtures/
-// make_embedding_models.py) through a stage's hidden-row output and the
-// pooler; what the files declare; the pooler's rules; refusals.
+// tests/fixtures/hf/{qwen3_embedding,llama_embedding_mean,bert_embedding_cls,
+// bert_embedding_mean} (made and embedded by sentence-transformers itself,
+// tools/fixtures/make_embedding_models.py) through a stage's hidden-row
+// output and the pooler; what the files declare; the pooler's rules;
+// refusals. The BERT encoders attend both ways (ModelConfig::causal false).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,7 +38,8 @@ void expect_near_vector(const std::vector<float>& got, const std::vector<float>&
 }
 
 // Every text of the fixture in one batch through an embedding stage, then
-// pooled: the rows each sequence needs (its last, or all of them).
+// pooled: the rows each sequence needs (its last, or all of them for mean
+// and CLS pooling).
 std::vector<std::vector<float>> embed_all(const std::shared_ptr<const Model>& model,
                                           const std::vector<std::vector<int32_t>>& inputs, int32_t dims) {
   const ModelConfig& c = model->config();
@@ -57,7 +59,7 @@ std::vector<std::vector<float>> embed_all(const std::shared_ptr<const Model>& mo
     const auto n = static_cast<int32_t>(inputs[i].size());
     for (int32_t b = 0; b * 16 < n; ++b) tables[i].push_back(next_block++);
     seqs.push_back(
-        {.n_tokens = n, .n_past = 0, .block_table = tables[i], .n_logits = pooling == Pooling::mean ? n : 1});
+        {.n_tokens = n, .n_past = 0, .block_table = tables[i], .n_logits = pooling == Pooling::last ? 1 : n});
     tokens.insert(tokens.end(), inputs[i].begin(), inputs[i].end());
   }
   const BatchView view{.tokens = tokens, .seqs = seqs};
@@ -100,8 +102,9 @@ TEST_P(EmbeddingFixture, MatchesSentenceTransformers) {
   EXPECT_EQ(to_string(c.embedding.pooling), ref["pooling"].get<std::string>());
   EXPECT_EQ(c.embedding.normalize, ref["normalize"].get<bool>());
 
-  // The tokenizer files: Qwen's post-processor appends <|endoftext|>, the
-  // other prepends <s>, as sentence-transformers' tokenizer did.
+  // The tokenizer files: Qwen's post-processor appends <|endoftext|>, Llama's
+  // prepends <s>, BERT's WordPiece wraps the text in [CLS] ... [SEP], as
+  // sentence-transformers' tokenizer did.
   expect_reference_vectors(model, ref, name);
   const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
 
@@ -114,7 +117,82 @@ TEST_P(EmbeddingFixture, MatchesSentenceTransformers) {
     expect_near_vector(got_short[i], want_short[i], "short " + std::to_string(i));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingFixture, ::testing::Values("qwen3_embedding", "llama_embedding_mean"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingFixture,
+                         ::testing::Values("qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls",
+                                           "bert_embedding_mean"));
+
+// A BERT directory is an encoder: bidirectional, the erf GELU where
+// hidden_act is "gelu", the tanh one for "gelu_new", no head.
+TEST(BertModel, LoadsAsAnEncoder) {
+  auto cls = Model::load(fixture_dir("bert_embedding_cls"));
+  EXPECT_EQ(cls->config().arch, "bert");
+  EXPECT_FALSE(cls->config().causal);
+  EXPECT_TRUE(cls->config().gelu_erf);
+  EXPECT_EQ(cls->config().n_ctx_train, 128);
+  EXPECT_EQ(cls->weights().output.data, nullptr);
+  EXPECT_NE(cls->weights().type_embd, nullptr);
+  auto mean = Model::load(fixture_dir("bert_embedding_mean"));
+  EXPECT_FALSE(mean->config().gelu_erf);
+  EXPECT_EQ(mean->config().head_dim, 16);
+}
+
+// Every token sees the ones after it: the first token's row changes when a
+// later token does, which a causal model's never would. And a prompt is one
+// step: a chunk after the first is refused, since its keys would have been
+// computed without the tokens after them.
+TEST(BertModel, FirstRowSeesLaterTokensAndChunksAreRefused) {
+  const Json ref = reference("bert_embedding_cls");
+  auto model = Model::load(fixture_dir("bert_embedding_cls"));
+  std::vector<int32_t> a = ref["token_ids"][0].get<std::vector<int32_t>>();
+  std::vector<int32_t> b = a;
+  b[b.size() - 2] = a[1];  // a different token just before [SEP]
+  ASSERT_NE(a, b);
+  const auto va = embed_all(model, {a}, 0);
+  const auto vb = embed_all(model, {b}, 0);
+  double diff = 0;
+  for (size_t i = 0; i < va[0].size(); ++i) diff = std::max(diff, double(std::abs(va[0][i] - vb[0][i])));
+  // A causal model's first row would not move at all; the tiny random
+  // model's near-uniform attention moves it by about 7e-4, far above f32 noise.
+  EXPECT_GT(diff, 1e-4);
+
+  CpuBackend backend({.n_threads = 1});
+  ModelStage stage(model, backend, {.max_tokens = 16, .max_seqs = 1, .n_kv_blocks = 4, .embedding_output = true});
+  const std::vector<int32_t> table{0, 1};
+  const std::vector<int32_t> tokens(a.begin() + 4, a.end());
+  const std::vector<BatchSeq> seqs{
+      {.n_tokens = static_cast<int32_t>(tokens.size()), .n_past = 4, .block_table = table, .n_logits = 1}};
+  std::vector<float> rows(static_cast<size_t>(model->config().n_embd));
+  try {
+    stage.forward({.tokens = tokens, .seqs = seqs}, nullptr, rows.data());
+    FAIL() << "an encoder chunk at position 4 was run";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("in one step"), std::string::npos) << e.what();
+  }
+}
+
+// config.json settings Troupe does not run are refused by name.
+TEST(BertModel, RefusesWhatItCannotRun) {
+  const std::string src = fixture_dir("bert_embedding_cls");
+  auto refused = [&](const char* key, const Json& value, const std::string& words) {
+    st_test::TempDir dir("bert_refusal");
+    std::filesystem::copy(src, dir.path(), std::filesystem::copy_options::recursive);
+    std::ifstream in(src + "/config.json");
+    Json cfg = Json::parse(in);
+    cfg[key] = value;
+    st_test::write_text(dir.file("config.json"), cfg.dump());
+    try {
+      Model::load(dir.path().string());
+      FAIL() << key << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused("hidden_act", "relu", "hidden_act 'relu'");
+  refused("position_embedding_type", "relative_key", "position_embedding_type 'relative_key'");
+  refused("is_decoder", true, "is_decoder");
+}
 
 // llama.cpp's converter made the GGUF from the same directory: it wrote
 // qwen3.pooling_type from modules.json and add_eos_token from the
@@ -125,6 +203,23 @@ TEST(EmbeddingModel, GgufConversionMatchesSentenceTransformers) {
   EXPECT_EQ(model->config().embedding.pooling, Pooling::last);
   EXPECT_TRUE(model->config().embedding.normalize);
   expect_reference_vectors(model, ref, "gguf");
+}
+
+// llama.cpp's converter of the BERT fixture: its "bert" architecture and
+// WordPiece vocabulary in phantom-space spelling, lower-casing
+// (tokenizer.ggml.normalizer.lowercase), pooling_type cls.
+TEST(EmbeddingModel, GgufBertConversionMatchesSentenceTransformers) {
+  const Json ref = reference("bert_embedding_cls");
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/bert_embedding_cls.gguf");
+  EXPECT_EQ(model->config().arch, "bert");
+  EXPECT_FALSE(model->config().causal);
+  EXPECT_EQ(model->config().embedding.pooling, Pooling::cls);
+  EXPECT_EQ(model->vocab().model, "bert");
+  expect_reference_vectors(model, ref, "gguf bert");
+  // The WordPiece spelling comes back: pieces glue, words get spaces.
+  const auto tokenizer = load_model_tokenizer(*model);
+  const auto ids = ref["token_ids"][0].get<std::vector<int32_t>>();
+  EXPECT_EQ(tokenizer->decode(ids, /*skip_special=*/true), "the quick brown fox jumps over the lazy dog.");
 }
 
 // Saved from Qwen3Model: tensors without "model.", no lm_head (not tied).
@@ -195,6 +290,23 @@ TEST(SentenceTransformers, ReadsTheClassicFiles) {
   EXPECT_FALSE(s.normalize);
 }
 
+// CLS is read as any mode; only an encoder may pool by it.
+TEST(SentenceTransformers, ClsPoolingNeedsAnEncoder) {
+  StDir d;
+  d.modules(classic_modules(true));
+  d.pooling(flags("pooling_mode_cls_token"));
+  EXPECT_EQ(read_sentence_transformers(d.path()).pooling, Pooling::cls);
+  EXPECT_NO_THROW(check_model_pooling(Pooling::cls, /*causal=*/false, "m"));
+  EXPECT_NO_THROW(check_model_pooling(Pooling::mean, /*causal=*/true, "m"));
+  try {
+    check_model_pooling(Pooling::cls, /*causal=*/true, "m");
+    FAIL() << "CLS pooling of a causal model";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("needs an encoder"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SentenceTransformers, NoModulesFileIsAGenerator) {
   st_test::TempDir dir("st_none");
   EXPECT_EQ(read_sentence_transformers(dir.path().string()).pooling, Pooling::none);
@@ -213,8 +325,6 @@ void expect_refused(const StDir& d, Errc code, const std::string& words) {
 TEST(SentenceTransformers, RefusesWhatItCannotRun) {
   StDir d;
   d.modules(classic_modules(true));
-  d.pooling(flags("pooling_mode_cls_token"));
-  expect_refused(d, Errc::unsupported, "pooling mode 'cls'");
   d.pooling(flags("pooling_mode_max_tokens"));
   expect_refused(d, Errc::unsupported, "pooling mode 'max'");
   d.pooling(flags(nullptr));
@@ -237,8 +347,8 @@ TEST(SentenceTransformers, RefusesWhatItCannotRun) {
 TEST(GgufPooling, LlamaCppsEnum) {
   EXPECT_EQ(gguf_pooling(0, "f.gguf"), Pooling::none);
   EXPECT_EQ(gguf_pooling(1, "f.gguf"), Pooling::mean);
+  EXPECT_EQ(gguf_pooling(2, "f.gguf"), Pooling::cls);
   EXPECT_EQ(gguf_pooling(3, "f.gguf"), Pooling::last);
-  EXPECT_THROW(gguf_pooling(2, "f.gguf"), Error);  // cls: an encoder's
   EXPECT_THROW(gguf_pooling(4, "f.gguf"), Error);  // rank: a classifier's
   EXPECT_THROW(gguf_pooling(9, "f.gguf"), Error);
 }
@@ -262,6 +372,14 @@ TEST(EmbeddingPooler, LastTruncatesThenNormalizes) {
   ASSERT_EQ(v.size(), 2u);
   EXPECT_FLOAT_EQ(v[0], 0.6f);
   EXPECT_FLOAT_EQ(v[1], 0.8f);
+}
+
+TEST(EmbeddingPooler, ClsKeepsTheFirstRow) {
+  EmbeddingPooler p(Pooling::cls, false, 0, 3);
+  EXPECT_FALSE(p.add(std::vector<float>{1, 2}, 0));
+  EXPECT_FALSE(p.add(std::vector<float>{3, 4}, 1));
+  EXPECT_TRUE(p.add(std::vector<float>{5, 6}, 2));
+  EXPECT_EQ(p.result(), (std::vector<float>{1, 2}));
 }
 
 TEST(EmbeddingPooler, RefusesNoPoolingAndEmptyInputs) {

@@ -71,8 +71,9 @@ void add_embed_command(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory of an embedding model")->required();
   cmd->add_option("texts", a->texts, "The texts to embed")->required();
   add_quantize_option(cmd, &a->quantize);
-  cmd->add_option("--pooling", a->pooling, "last or mean (default: what the model declares, else last)")
-      ->check(CLI::IsMember({"last", "mean"}));
+  cmd->add_option("--pooling", a->pooling,
+                  "last, mean or cls (default: what the model declares, else last; an encoder's cls)")
+      ->check(CLI::IsMember({"last", "mean", "cls"}));
   cmd->add_option("--dimensions", a->dimensions, "Keep the first N dimensions, normalized again (Matryoshka)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all hardware threads)")->check(CLI::NonNegativeNumber);

@@ -317,11 +317,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "deepseek", "none"}));
   cmd->add_flag("--embedding", a->embedding,
                 "Serve embeddings (/v1/embeddings) instead of generating: the default for a model that declares a "
-                "pooling (sentence-transformers files, GGUF pooling_type)");
+                "pooling (sentence-transformers files, GGUF pooling_type), and for an encoder (BERT)");
   cmd->add_option("--pooling", a->pooling,
-                  "An embedding's pooling: last (the final token's state) or mean (default: what the model "
-                  "declares, else last)")
-      ->check(CLI::IsMember({"last", "mean"}));
+                  "An embedding's pooling: last (the final token's state), mean, or cls (an encoder's first token) "
+                  "(default: what the model declares, else last; an encoder's cls)")
+      ->check(CLI::IsMember({"last", "mean", "cls"}));
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (default 1 MiB; larger: 413)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", a->max_queue, "Requests queued beyond those running (default 64; more: 429)")

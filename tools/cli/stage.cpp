@@ -142,7 +142,7 @@ void run_stage(const StageArgs& a) {
        .max_seqs = a.max_seqs,
        .state_slots = a.state_slots,
        // As the head decides: asked for, or declared by the model.
-       .embedding = a.embedding || model->config().embedding.pooling != Pooling::none,
+       .embedding = a.embedding || model->config().embedding.pooling != Pooling::none || !model->config().causal,
        .secret = secret,
        .wire_version = a.wire_version,
        .log = [](const std::string& line) { std::fprintf(stderr, "troupe stage: %s\n", line.c_str()); }},

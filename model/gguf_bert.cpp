@@ -1,0 +1,95 @@
+// GGUF "bert" files (llama.cpp's converter of BertModel: bge, all-MiniLM,
+// e5 and their kind): the encoder of model/arch_bert.cpp, its tensors under
+// llama.cpp's names, its WordPiece vocabulary in llama.cpp's spelling
+// (tokenizer/gguf_wordpiece.cpp).
+#include <string>
+
+#include "model/gguf_model_impl.hpp"
+#include "model/gguf_vocab.hpp"
+#include "model/pooling.hpp"
+#include "model/weight_store.hpp"
+
+namespace troupe::gguf_load {
+
+void GgufModel::bind_bert(const ModelLoadOptions& options) {
+  const std::string p = "bert.";
+  ModelConfig& c = config_;
+  c.arch = "bert";
+  c.causal = false;
+  if (file_.find_bool(p + "attention.causal").value_or(false)) fail("bert.attention.causal true: not an encoder");
+  c.name = file_.find_string("general.name").value_or("");
+  c.n_embd = file_.get_u32(p + "embedding_length");
+  c.n_layer = file_.get_u32(p + "block_count");
+  c.n_head = file_.get_u32(p + "attention.head_count");
+  c.n_head_kv = c.n_head;
+  c.n_ff = file_.get_u32(p + "feed_forward_length");
+  c.n_ctx_train = file_.get_u32(p + "context_length");
+  c.norm_eps = file_.get_f32(p + "attention.layer_norm_epsilon");
+  if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_ff <= 0 || c.n_ctx_train <= 0) {
+    fail("hyperparameters must be positive");
+  }
+  if (c.n_embd % c.n_head != 0) fail("embedding_length is not a multiple of head_count");
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_rot = 0;
+  // The file does not say which GELU: BERT checkpoints' "gelu" is the erf
+  // form (llama.cpp computes the tanh one, up to 5e-4 away).
+  c.gelu_erf = true;
+  // A BERT file without pooling_type is still an encoder: the pipeline pools
+  // its CLS token unless told otherwise (pipeline_embedding).
+  if (const auto pooling = file_.find_u32(p + "pooling_type")) {
+    c.embedding.pooling = gguf_pooling(*pooling, file_.path());
+  }
+
+  const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
+  if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
+  c.n_vocab = embd.shape[1];
+  const int64_t e = c.n_embd;
+  ModelWeights& w = weights_;
+  w.tok_embd = matrix("token_embd.weight", e, c.n_vocab);
+  w.pos_embd = matrix("position_embd.weight", e, c.n_ctx_train);
+  // {n_embd, n_types}: every input is one segment, the first row.
+  const gguf::TensorInfo& types = file_.tensor("token_types.weight");
+  if (types.shape.size() != 2 || types.shape[0] != e || types.shape[1] < 1) {
+    fail("tensor 'token_types.weight' must be {embedding_length, types}");
+  }
+  if (types.type != DType::f32 && types.type != DType::f16 && types.type != DType::bf16) {
+    fail("tensor 'token_types.weight' is " + std::string(dtype_name(types.type)) + ", expected f32, f16 or bf16");
+  }
+  w.type_embd = store_f32(store_, types.type, types.data, e);
+  w.embd_norm = vector("token_embd_norm.weight", e);
+  w.embd_norm_b = vector("token_embd_norm.bias", e);
+  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.wq = matrix(b + "attn_q.weight", e, e);
+    l.bq = vector(b + "attn_q.bias", e);
+    l.wk = matrix(b + "attn_k.weight", e, e);
+    l.bk = vector(b + "attn_k.bias", e);
+    l.wv = matrix(b + "attn_v.weight", e, e);
+    l.bv = vector(b + "attn_v.bias", e);
+    l.wo = matrix(b + "attn_output.weight", e, e);
+    l.bo = vector(b + "attn_output.bias", e);
+    l.attn_norm = vector(b + "attn_output_norm.weight", e);
+    l.attn_norm_b = vector(b + "attn_output_norm.bias", e);
+    l.w_up = matrix(b + "ffn_up.weight", e, c.n_ff);
+    l.b_up = vector(b + "ffn_up.bias", c.n_ff);
+    l.w_down = matrix(b + "ffn_down.weight", c.n_ff, e);
+    l.b_down = vector(b + "ffn_down.bias", e);
+    l.ffn_norm = vector(b + "layer_output_norm.weight", e);
+    l.ffn_norm_b = vector(b + "layer_output_norm.bias", e);
+  }
+
+  weight_bytes_ = 0;
+  for (const gguf::TensorInfo& t : file_.tensors()) {
+    if (t.name != "token_embd.weight") weight_bytes_ += t.n_bytes;
+  }
+  if (options.quantize) {
+    quantize_weights(w, c, *options.quantize, store_, file_.path());
+    weight_bytes_ = decode_weight_bytes(w, c);
+  }
+  vocab_ = vocab_from_gguf(file_);
+  if (vocab_.model != "bert") fail("tokenizer.ggml.model '" + vocab_.model + "' for a bert model, expected bert");
+}
+
+}  // namespace troupe::gguf_load
