@@ -283,17 +283,20 @@ TEST(PipelineEmbedding, RemoteLastStagePools) {
 }
 
 // An encoder split across processes: the worker's layers attend both ways
-// too, and it pools by the mean.
+// too, and it pools by CLS or the mean.
 TEST(PipelineEmbedding, RemoteEncoderStage) {
-  const Json ref = reference("bert_embedding_mean");
-  test::StageProcess w;
-  ASSERT_TRUE(w.start({"-m", fixture("bert_embedding_mean"), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
-  PipelineConfig c = encoder_config("bert_embedding_mean");
-  c.stages = {{.first_layer = 0, .last_layer = 1, .threads = 1},
-              {.first_layer = 1, .last_layer = -1, .remote = w.address()}};
-  c.remote.step_timeout_ms = 10000;
-  auto p = Pipeline::start(c);
-  expect_reference_vectors(*p, ref);
+  for (const char* name : {"bert_embedding_cls", "bert_embedding_mean"}) {
+    SCOPED_TRACE(name);
+    const Json ref = reference(name);
+    test::StageProcess w;
+    ASSERT_TRUE(w.start({"-m", fixture(name), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
+    PipelineConfig c = encoder_config(name);
+    c.stages = {{.first_layer = 0, .last_layer = 1, .threads = 1},
+                {.first_layer = 1, .last_layer = -1, .remote = w.address()}};
+    c.remote.step_timeout_ms = 10000;
+    auto p = Pipeline::start(c);
+    expect_reference_vectors(*p, ref);
+  }
 }
 
 }  // namespace

@@ -21,12 +21,16 @@ MODEL = "qwen3_embedding"
 TOLERANCE = 2e-5  # as tests/model/embedding_model_test.cpp
 
 
-@pytest.fixture(scope="module")
-def server(request, artifacts):
+def start_server(request, fixture, log):
     troupe = os.path.abspath(request.config.getoption("--troupe"))
     if not os.path.exists(troupe):
         pytest.skip(f"no troupe binary at {troupe}")
-    s = Server(troupe, str(FIXTURE), ["-t", "1"], artifacts / "serve-embeddings.log")
+    return Server(troupe, str(fixture), ["-t", "1"], log)
+
+
+@pytest.fixture(scope="module")
+def server(request, artifacts):
+    s = start_server(request, FIXTURE, artifacts / "serve-embeddings.log")
     yield s
     s.stop()
 
@@ -91,10 +95,7 @@ BERT_REFERENCE = json.loads((BERT / "reference.json").read_text())
 
 @pytest.fixture(scope="module")
 def bert_client(request, artifacts):
-    troupe = os.path.abspath(request.config.getoption("--troupe"))
-    if not os.path.exists(troupe):
-        pytest.skip(f"no troupe binary at {troupe}")
-    s = Server(troupe, str(BERT), ["-t", "1"], artifacts / "serve-bert.log")
+    s = start_server(request, BERT, artifacts / "serve-bert.log")
     yield openai.OpenAI(base_url=s.url("/v1"), api_key="unused", max_retries=0, timeout=60)
     s.stop()
 

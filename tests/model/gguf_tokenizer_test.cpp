@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "tests/tokenizer/tokenizer_test_util.hpp"
 #include "model/gguf.hpp"
 #include "model/gguf_vocab.hpp"
 #include "model/gguf_writer.hpp"
@@ -47,19 +48,6 @@ struct Loaded {
   nlohmann::json fixture;
 };
 
-std::string stream_decode(const Tokenizer& t, const Ids& ids, bool skip_special) {
-  IncrementalDecoder dec(t, {.skip_special = skip_special});
-  std::string out;
-  for (const int32_t id : ids) {
-    const std::string piece = dec.push(id);
-    EXPECT_TRUE(utf8::is_valid(piece)) << "broken UTF-8 after id " << id;
-    out += piece;
-  }
-  const std::string rest = dec.flush();
-  EXPECT_TRUE(utf8::is_valid(rest));
-  return out + rest;
-}
-
 // Every fixture case: ids (with and without BOS/EOS, special texts parsed or
 // not), decoded text (with and without specials), and incremental decoding.
 void expect_matches_hf(const Loaded& m) {
@@ -81,8 +69,8 @@ void expect_matches_hf(const Loaded& m) {
     }
     EXPECT_EQ(t.decode(ids, false), c.at("decoded").get<std::string>());
     EXPECT_EQ(t.decode(ids, true), c.at("decoded_skip").get<std::string>());
-    EXPECT_EQ(stream_decode(t, ids, true), c.at("decoded_skip").get<std::string>());
-    EXPECT_EQ(stream_decode(t, ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(test::stream_decode(t, ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(test::stream_decode(t, ids, false), c.at("decoded").get<std::string>());
   }
 }
 
@@ -193,7 +181,7 @@ TEST_F(Smollm2Tokenizer, BrokenBytesDecodeLikeHuggingFace) {
     const Ids ids = c.at("ids").get<Ids>();
     const std::string want = c.at("decoded").get<std::string>();
     EXPECT_EQ(model_->tokenizer->decode(ids, false), want);
-    EXPECT_EQ(stream_decode(*model_->tokenizer, ids, false), want);
+    EXPECT_EQ(test::stream_decode(*model_->tokenizer, ids, false), want);
   }
 }
 

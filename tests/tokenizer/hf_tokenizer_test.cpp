@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "tests/tokenizer/tokenizer_test_util.hpp"
 #include "tokenizer/hf_normalizer.hpp"
 #include "tokenizer/hf_pre_tokenizer.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
@@ -47,17 +48,6 @@ std::string read_text(const std::string& path) {
 // A decoded text the fixture stores as null equals the line itself.
 std::string text_or(const json& value, const std::string& line) {
   return value.is_null() ? line : value.get<std::string>();
-}
-
-std::string stream_decode(const Tokenizer& t, const Ids& ids, bool skip_special) {
-  IncrementalDecoder dec(t, {.skip_special = skip_special});
-  std::string out;
-  for (const int32_t id : ids) {
-    const std::string piece = dec.push(id);
-    EXPECT_TRUE(utf8::is_valid(piece)) << "broken UTF-8 after id " << id;
-    out += piece;
-  }
-  return out + dec.flush();
 }
 
 std::string from_hex(const std::string& hex) {
@@ -151,8 +141,8 @@ TEST_P(HfTokenizerFiles, DecodesLikeHuggingFace) {
     const std::string back = tok().decode(c.at("ids_plain").get<Ids>(), false);
     EXPECT_EQ(back, text_or(c.at("decoded_plain"), line));
     EXPECT_EQ(back == line, c.at("round_trip").get<bool>());
-    EXPECT_EQ(stream_decode(tok(), ids, false), c.at("decoded").get<std::string>());
-    EXPECT_EQ(stream_decode(tok(), ids, true), text_or(c.at("decoded_skip"), line));
+    EXPECT_EQ(test::stream_decode(tok(), ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(test::stream_decode(tok(), ids, true), text_or(c.at("decoded_skip"), line));
   }
   // Characters cut apart, byte-fallback runs broken by other tokens.
   for (const json& c : expected().at("decode_cases")) {
@@ -160,8 +150,8 @@ TEST_P(HfTokenizerFiles, DecodesLikeHuggingFace) {
     SCOPED_TRACE("decode " + c.at("ids").dump());
     EXPECT_EQ(tok().decode(ids, false), c.at("decoded").get<std::string>());
     EXPECT_EQ(tok().decode(ids, true), c.at("decoded_skip").get<std::string>());
-    EXPECT_EQ(stream_decode(tok(), ids, false), c.at("decoded").get<std::string>());
-    EXPECT_EQ(stream_decode(tok(), ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(test::stream_decode(tok(), ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(test::stream_decode(tok(), ids, true), c.at("decoded_skip").get<std::string>());
   }
 }
 
@@ -202,8 +192,8 @@ TEST_P(HfTokenizerVariants, IdsAndDecodingMatch) {
     EXPECT_EQ(tok->decode(ids, false), c.at("decoded").get<std::string>());
     EXPECT_EQ(tok->decode(ids, true), c.at("decoded_skip").get<std::string>());
     EXPECT_EQ(tok->decode(c.at("ids_plain").get<Ids>(), false), c.at("decoded_plain").get<std::string>());
-    EXPECT_EQ(stream_decode(*tok, ids, false), c.at("decoded").get<std::string>());
-    EXPECT_EQ(stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(test::stream_decode(*tok, ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(test::stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
   }
 }
 
@@ -216,28 +206,7 @@ TEST(HfFixtureFile, HasAllSevenVariants) { EXPECT_EQ(fixture().at("variants").si
 
 // --- single components, as normalize_str / pre_tokenize_str give them ---
 
-TEST(HfComponents, Normalizers) {
-  const json& texts = fixture().at("components").at("texts");
-  for (const json& c : fixture().at("components").at("normalizers")) {
-    SCOPED_TRACE(c.at("spec").dump());
-    const hf::Normalizer n = hf::Normalizer::from_json(c.at("spec").dump());
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(n.apply(texts[i].get<std::string>()), c.at("out").at(i).get<std::string>()) << "text " << i;
-    }
-  }
-}
-
-TEST(HfComponents, PreTokenizers) {
-  const json& texts = fixture().at("components").at("texts");
-  for (const json& c : fixture().at("components").at("pre_tokenizers")) {
-    SCOPED_TRACE(c.at("spec").dump());
-    const hf::PreTokenizer p = hf::PreTokenizer::from_json(c.at("spec").dump());
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(p.split(texts[i].get<std::string>(), true), c.at("out").at(i).get<std::vector<std::string>>())
-          << "text " << i;
-    }
-  }
-}
+TEST(HfComponents, NormalizersAndPreTokenizers) { test::expect_components(fixture().at("components")); }
 
 // --- files Troupe does not take ---
 

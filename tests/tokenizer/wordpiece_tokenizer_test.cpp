@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "tests/tokenizer/tokenizer_test_util.hpp"
 #include "tokenizer/hf_normalizer.hpp"
 #include "tokenizer/hf_pre_tokenizer.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
@@ -42,17 +43,6 @@ json tokenizer_json(size_t variant) {
   json j = fixture().at("tokenizers").at(variant).at("tokenizer_json");
   j["model"]["vocab"] = fixture().at("vocabs").at(j["model"]["vocab"].get<std::string>());
   return j;
-}
-
-std::string stream_decode(const Tokenizer& t, const Ids& ids, bool skip_special) {
-  IncrementalDecoder dec(t, {.skip_special = skip_special});
-  std::string out;
-  for (const int32_t id : ids) {
-    const std::string piece = dec.push(id);
-    EXPECT_TRUE(utf8::is_valid(piece)) << "broken UTF-8 after id " << id;
-    out += piece;
-  }
-  return out + dec.flush();
 }
 
 // The fixture stores decode(ids) as null when it is "[CLS] " + the skipped
@@ -88,8 +78,8 @@ TEST_P(WordPieceVariants, DecodesAndStreamsLikeHuggingFace) {
     const Ids ids = c.at("ids").get<Ids>();
     EXPECT_EQ(tok->decode(ids, true), c.at("decoded_skip").get<std::string>());
     EXPECT_EQ(tok->decode(ids, false), decoded_of(c));
-    EXPECT_EQ(stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
-    EXPECT_EQ(stream_decode(*tok, ids, false), decoded_of(c));
+    EXPECT_EQ(test::stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(test::stream_decode(*tok, ids, false), decoded_of(c));
   }
   // "##" pieces first, specials and unk in the middle, cleanup's punctuation.
   for (const json& c : expected().at("decode_cases")) {
@@ -97,8 +87,8 @@ TEST_P(WordPieceVariants, DecodesAndStreamsLikeHuggingFace) {
     SCOPED_TRACE("decode " + c.at("ids").dump());
     EXPECT_EQ(tok->decode(ids, false), c.at("decoded").get<std::string>());
     EXPECT_EQ(tok->decode(ids, true), c.at("decoded_skip").get<std::string>());
-    EXPECT_EQ(stream_decode(*tok, ids, false), c.at("decoded").get<std::string>());
-    EXPECT_EQ(stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
+    EXPECT_EQ(test::stream_decode(*tok, ids, false), c.at("decoded").get<std::string>());
+    EXPECT_EQ(test::stream_decode(*tok, ids, true), c.at("decoded_skip").get<std::string>());
   }
 }
 
@@ -110,30 +100,7 @@ TEST(WordPieceFixtureFile, HasAllSevenVariants) { EXPECT_EQ(fixture().at("tokeni
 
 // --- single components, as normalize_str / pre_tokenize_str give them ---
 
-TEST(WordPieceComponents, Normalizers) {
-  const json& texts = fixture().at("components").at("texts");
-  for (const json& c : fixture().at("components").at("normalizers")) {
-    SCOPED_TRACE(c.at("spec").dump());
-    const hf::Normalizer n = hf::Normalizer::from_json(c.at("spec").dump());
-    for (size_t i = 0; i < texts.size(); ++i) {
-      const json& want = c.at("out").at(i);
-      const std::string text = texts[i].get<std::string>();
-      EXPECT_EQ(n.apply(text), want.is_null() ? text : want.get<std::string>()) << "text " << i;
-    }
-  }
-}
-
-TEST(WordPieceComponents, PreTokenizers) {
-  const json& texts = fixture().at("components").at("texts");
-  for (const json& c : fixture().at("components").at("pre_tokenizers")) {
-    SCOPED_TRACE(c.at("spec").dump());
-    const hf::PreTokenizer p = hf::PreTokenizer::from_json(c.at("spec").dump());
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(p.split(texts[i].get<std::string>(), true), c.at("out").at(i).get<std::vector<std::string>>())
-          << "text " << i;
-    }
-  }
-}
+TEST(WordPieceComponents, NormalizersAndPreTokenizers) { test::expect_components(fixture().at("components")); }
 
 // --- small hand-written files ---
 

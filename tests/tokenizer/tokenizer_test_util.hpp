@@ -1,0 +1,60 @@
+// Checks shared by the tokenizer tests of tests/tokenizer and tests/model:
+// streaming decode as a server streams, and the single normalizers and
+// pre-tokenizers of a fixture's "components" (tools/fixtures/make_hf_*).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tokenizer/hf_normalizer.hpp"
+#include "tokenizer/hf_pre_tokenizer.hpp"
+#include "tokenizer/incremental_decoder.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace troupe::test {
+
+// ids decoded one at a time through IncrementalDecoder; every piece must be
+// whole UTF-8.
+inline std::string stream_decode(const Tokenizer& t, std::span<const int32_t> ids, bool skip_special) {
+  IncrementalDecoder dec(t, {.skip_special = skip_special});
+  std::string out;
+  for (const int32_t id : ids) {
+    const std::string piece = dec.push(id);
+    EXPECT_TRUE(utf8::is_valid(piece)) << "broken UTF-8 after id " << id;
+    out += piece;
+  }
+  const std::string rest = dec.flush();
+  EXPECT_TRUE(utf8::is_valid(rest));
+  return out + rest;
+}
+
+// components: {"texts": [...], "normalizers": [{"spec", "out"}], "pre_tokenizers":
+// [{"spec", "out"}]}; a normalizer's out of null is the text unchanged.
+inline void expect_components(const nlohmann::json& components) {
+  const nlohmann::json& texts = components.at("texts");
+  for (const nlohmann::json& c : components.at("normalizers")) {
+    SCOPED_TRACE(c.at("spec").dump());
+    const hf::Normalizer n = hf::Normalizer::from_json(c.at("spec").dump());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const nlohmann::json& want = c.at("out").at(i);
+      const std::string text = texts[i].get<std::string>();
+      EXPECT_EQ(n.apply(text), want.is_null() ? text : want.get<std::string>()) << "text " << i;
+    }
+  }
+  for (const nlohmann::json& c : components.at("pre_tokenizers")) {
+    SCOPED_TRACE(c.at("spec").dump());
+    const hf::PreTokenizer p = hf::PreTokenizer::from_json(c.at("spec").dump());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(p.split(texts[i].get<std::string>(), true), c.at("out").at(i).get<std::vector<std::string>>())
+          << "text " << i;
+    }
+  }
+}
+
+}  // namespace troupe::test
