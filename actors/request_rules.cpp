@@ -67,7 +67,8 @@ void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInf
   if (static_cast<int64_t>(ids.size()) > context_length) {
     throw RequestError(Errc::too_long, std::string(prompt_param),
                        "the input has " + std::to_string(ids.size()) + " tokens but the context holds " +
-                           std::to_string(context_length) + " (truncate_prompt_tokens keeps the last ones)");
+                           std::to_string(context_length) + " (truncate_prompt_tokens keeps " +
+                           (model.encoder ? "the first ones and the closing [SEP])" : "the last ones)"));
   }
 }
 

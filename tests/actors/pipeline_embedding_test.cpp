@@ -179,6 +179,12 @@ TEST(PipelineEmbedding, EncoderTruncatesTheTail) {
     const FinalEvent head = final_of(*p, std::move(t));
     ASSERT_EQ(head.reason, EndReason::stop) << head.error_message;
     expect_vector(head.embedding, Json(embed_ids(*p, {ids.begin(), ids.begin() + 5}).embedding), "first 5");
+
+    // Too long without truncation: refused, saying what truncation would keep.
+    const FinalEvent long_input = embed_ids(*p, std::vector<int32_t>(129, ids[1]));
+    EXPECT_EQ(long_input.error_code, Errc::too_long);
+    EXPECT_NE(long_input.error_message.find("keeps the first ones and the closing [SEP]"), std::string::npos)
+        << long_input.error_message;
   }
 }
 
