@@ -224,21 +224,6 @@ json tiny_json() {
               "merges": ["a b"]}})");
 }
 
-struct Failure {
-  Errc code;
-  std::string message;
-};
-
-Failure failure_of(const json& j) {
-  try {
-    tokenizer_from_hf_json(j.dump());
-  } catch (const Error& e) {
-    return {e.code(), e.what()};
-  }
-  ADD_FAILURE() << "accepted " << j.dump();
-  return {Errc::internal, ""};
-}
-
 TEST(HfTokenizerErrors, TinyFileWorks) {
   const auto t = tokenizer_from_hf_json(tiny_json().dump());
   EXPECT_EQ(t->encode("abba<eos>", false, true), (Ids{2, 1, 0, 3}));
@@ -271,7 +256,7 @@ TEST(HfTokenizerErrors, UnsupportedConstructsNameTheirJsonPath) {
        "added_tokens[0].lstrip"},
   };
   for (const auto& [patch, path] : cases) {
-    const Failure f = failure_of(patched(tiny_json(), patch));
+    const test::Failure f = test::failure_of(patched(tiny_json(), patch));
     EXPECT_EQ(f.code, Errc::unsupported) << f.message;
     EXPECT_NE(f.message.find(path), std::string::npos) << f.message << " should name " << path;
   }
@@ -289,7 +274,7 @@ TEST(HfTokenizerErrors, MalformedFilesAreBadFormat) {
       {{{"normalizer", {{"type", "Prepend"}}}}, "normalizer.prepend"},
   };
   for (const auto& [patch, path] : cases) {
-    const Failure f = failure_of(patched(tiny_json(), patch));
+    const test::Failure f = test::failure_of(patched(tiny_json(), patch));
     EXPECT_EQ(f.code, Errc::bad_format) << f.message;
     EXPECT_NE(f.message.find(path), std::string::npos) << f.message << " should name " << path;
   }
@@ -306,13 +291,13 @@ TEST(HfTokenizerLimits, HugeIdsAreRefusedBeforeAllocating) {
   // One id of 2^31 - 2 in a 300-byte file would ask for 2^31 token strings.
   json j = tiny_json();
   j["model"]["vocab"]["ab"] = 2147483646;
-  Failure f = failure_of(j);
+  test::Failure f = test::failure_of(j);
   EXPECT_EQ(f.code, Errc::bad_format) << f.message;
   EXPECT_NE(f.message.find("has token id 2147483646, over the limit of 4194304 tokens"), std::string::npos)
       << f.message;
   j = tiny_json();
   j["added_tokens"][0]["id"] = 4000000;  // under the limit, but not contiguous
-  f = failure_of(j);
+  f = test::failure_of(j);
   EXPECT_EQ(f.code, Errc::bad_format) << f.message;
   EXPECT_NE(f.message.find("model.vocab: token id 4000000 with only 4 tokens (ids repeat or leave gaps)"),
             std::string::npos)

@@ -1,6 +1,7 @@
 // Checks shared by the tokenizer tests of tests/tokenizer and tests/model:
-// streaming decode as a server streams, and the single normalizers and
-// pre-tokenizers of a fixture's "components" (tools/fixtures/make_hf_*).
+// streaming decode as a server streams, the single normalizers and
+// pre-tokenizers of a fixture's "components" (tools/fixtures/make_hf_*),
+// and how a tokenizer.json is refused.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "tokenizer/hf_normalizer.hpp"
 #include "tokenizer/hf_pre_tokenizer.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/incremental_decoder.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
@@ -55,6 +58,22 @@ inline void expect_components(const nlohmann::json& components) {
           << "text " << i;
     }
   }
+}
+
+// The error a tokenizer.json is refused with; a test failure when accepted.
+struct Failure {
+  Errc code;
+  std::string message;
+};
+
+inline Failure failure_of(const nlohmann::json& j) {
+  try {
+    tokenizer_from_hf_json(j.dump());
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+  ADD_FAILURE() << "accepted " << j.dump();
+  return {Errc::internal, ""};
 }
 
 }  // namespace troupe::test

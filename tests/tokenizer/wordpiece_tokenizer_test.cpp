@@ -183,21 +183,6 @@ TEST(WordPieceTokenizer, CleanupRulesInHuggingFaceOrder) {
 
 // --- what stays refused ---
 
-struct Failure {
-  Errc code;
-  std::string message;
-};
-
-Failure failure_of(const json& j) {
-  try {
-    tokenizer_from_hf_json(j.dump());
-  } catch (const Error& e) {
-    return {e.code(), e.what()};
-  }
-  ADD_FAILURE() << "accepted " << j.dump();
-  return {Errc::internal, ""};
-}
-
 TEST(WordPieceErrors, UnsupportedConstructsNameTheirJsonPath) {
   json unigram = tiny_bert();
   unigram["model"] = json::parse(R"({"type": "Unigram", "unk_id": 0, "vocab": [["[UNK]", 0.0]]})");
@@ -217,7 +202,7 @@ TEST(WordPieceErrors, UnsupportedConstructsNameTheirJsonPath) {
       {no_decoder, "decoder: no decoder"},
   };
   for (const auto& [j, where] : cases) {
-    const Failure f = failure_of(j);
+    const test::Failure f = test::failure_of(j);
     EXPECT_EQ(f.code, Errc::unsupported) << f.message;
     EXPECT_NE(f.message.find(where), std::string::npos) << f.message << " should say " << where;
   }
@@ -239,7 +224,7 @@ TEST(WordPieceErrors, MalformedModelsAreBadFormat) {
       {bad_cls, "post_processor.cls"},
   };
   for (const auto& [j, where] : cases) {
-    const Failure f = failure_of(j);
+    const test::Failure f = test::failure_of(j);
     EXPECT_EQ(f.code, Errc::bad_format) << f.message;
     EXPECT_NE(f.message.find(where), std::string::npos) << f.message << " should name " << where;
   }
