@@ -28,6 +28,8 @@ from tokenizers.models import WordPiece
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
+import fixture_common as fc  # noqa: E402
 N_VOCAB = 30522
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -65,22 +67,6 @@ def tokenizer(vocab):
                              sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]")
 
 
-def convert(llama_cpp, src, outtype, outfile):
-    """llama.cpp's converter, in this process: the made-up vocabulary's
-    pre-tokenizer hash is unknown to it, and a WordPiece vocabulary has no
-    pre-tokenizer setting in llama.cpp, so it is named "default"."""
-    sys.path.insert(0, str(llama_cpp))
-    sys.path.insert(1, str(llama_cpp / "gguf-py"))
-    for module in [m for m in sys.modules if m == "gguf" or m.startswith("gguf.")]:
-        del sys.modules[module]
-    import convert_hf_to_gguf as conv
-    from conversion.base import TextModel
-
-    TextModel.get_vocab_base_pre = lambda self, tokenizer: "default"
-    sys.argv = ["convert_hf_to_gguf.py", str(src), "--outtype", outtype, "--outfile", str(outfile)]
-    conv.main()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", type=Path, required=True)
@@ -104,7 +90,9 @@ def main():
         shutil.rmtree(args.out, ignore_errors=True)
         st.save(str(args.out))
     gguf = args.out.with_name(args.out.name + f".{args.outtype}.gguf")
-    convert(args.llama_cpp.resolve(), args.out, args.outtype, gguf)
+    # The made-up vocabulary's pre-tokenizer hash is unknown to the converter,
+    # and a WordPiece vocabulary has no pre-tokenizer setting in llama.cpp.
+    fc.convert_with_llama_cpp(args.llama_cpp.resolve(), args.out, gguf, outtype=args.outtype, pre="default")
     print(f"{args.out}/ and {gguf}")
 
 
