@@ -86,6 +86,7 @@ struct StageSeq {
   std::vector<int32_t> block_table;  // covers n_past + n_tokens positions
   int32_t n_logits = 0;              // logits rows for the last n_logits new tokens (model/batch.hpp)
   int32_t state_slot = -1;           // recurrent-state slot (model/batch.hpp), -1: none
+  int32_t type1_from = -1;           // an encoder pair's first token of type 1 (model/batch.hpp), -1: none
 };
 
 // Scheduler -> stage 0 -> stage 1 -> ... : one micro-batch.
@@ -263,7 +264,7 @@ typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EmbedParams& x) {
-  return f(caf::meta::type_name("EmbedParams"), x.on, x.pooling, x.normalize, x.dimensions, x.truncate);
+  return f(caf::meta::type_name("EmbedParams"), x.on, x.pooling, x.normalize, x.dimensions, x.truncate, x.type1_from);
 }
 
 template <class Inspector>
@@ -349,8 +350,8 @@ typename Inspector::result_type inspect(Inspector& f, ChatPrompt& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineRequest& x) {
-  return f(caf::meta::type_name("EngineRequest"), x.kind, x.text, x.chat, x.tokens, x.params, x.fit_max_tokens,
-           x.return_prompt, x.prompt_field);
+  return f(caf::meta::type_name("EngineRequest"), x.kind, x.text, x.pair_text, x.chat, x.tokens, x.params,
+           x.fit_max_tokens, x.return_prompt, x.prompt_field);
 }
 
 template <class Inspector>
@@ -396,8 +397,8 @@ typename Inspector::result_type inspect(Inspector& f, SeqClose& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
-  return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table,
-           x.n_logits, x.state_slot);
+  return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table, x.n_logits, x.state_slot,
+           x.type1_from);
 }
 
 template <class Inspector>

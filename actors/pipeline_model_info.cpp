@@ -41,6 +41,9 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
   info.normalize = embedding.normalize;
   info.n_embd = static_cast<int32_t>(mc.n_embd);
   info.encoder = !mc.causal;
+  info.n_labels = mc.n_labels;
+  info.score_sigmoid = embedding.score_sigmoid;
+  info.two_segments = mc.n_token_types >= 2;
   return info;
 }
 
@@ -62,6 +65,15 @@ EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig
   // Undeclared: a causal model's last token, an encoder's [CLS] (as vLLM
   // pools a BERT without sentence-transformers files).
   const Pooling fallback = model.causal ? Pooling::last : Pooling::cls;
+  if (model.n_labels > 0) {
+    // A cross-encoder's head reads the [CLS] row: its scores, as they are.
+    if (!config.pooling.empty() && config.pooling != "cls") {
+      throw Error(Errc::invalid_argument, "PipelineConfig: " + model.name +
+                                              " is a cross-encoder, whose classifier reads the [CLS] row; pooling '" +
+                                              config.pooling + "' does not apply");
+    }
+    return {.pooling = Pooling::cls, .normalize = false, .score_sigmoid = declared.score_sigmoid};
+  }
   EmbeddingSpec spec{.pooling = declared.pooling != Pooling::none ? declared.pooling : fallback,
                      .normalize = declared.normalize};
   if (!config.pooling.empty()) {

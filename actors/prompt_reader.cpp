@@ -140,6 +140,8 @@ std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r) const {
       ids = encode_chat(*tokenizer_, text);
       break;
     }
+    case EngineRequest::Kind::pair:
+      return pair_ids(r, field);
     case EngineRequest::Kind::tokens:
       // Ids are taken as given: an empty list is refused, not completed.
       ids = std::move(r.tokens);
@@ -166,6 +168,30 @@ std::vector<int32_t> PromptReader::admit(EngineRequest& r) const {
   r.params.max_new_tokens = fit_to_context(static_cast<int32_t>(ids.size()), r.params.max_new_tokens,
                                            r.fit_max_tokens, model_.context_length, prompt_field(r));
   return ids;
+}
+
+std::vector<int32_t> PromptReader::pair_ids(EngineRequest& r, const std::string& field) const {
+  if (model_.n_labels == 0) {
+    throw RequestError(Errc::invalid_argument, field,
+                       model_.name + " is not a cross-encoder: it takes one text per input, not a pair");
+  }
+  // Cut as the tokenizer's longest_first truncation cuts a pair (the longer
+  // text first), to truncate_prompt_tokens or the context; fit_embed_input
+  // then checks what is left.
+  const int32_t truncate = r.params.embed.truncate;
+  check_embed_truncate(truncate, model_);
+  const int32_t budget = truncate == -1 ? model_.context_length : truncate;
+  Tokenizer::Pair pair;
+  try {
+    pair = tokenizer_->encode_pair(r.text.text, r.pair_text, budget);
+  } catch (const Error& e) {
+    const bool budget_fault =
+        e.code() == Errc::invalid_argument && budget > 0 && budget <= tokenizer_->pair_special_count();
+    throw RequestError(e.code(), budget_fault ? "truncate_prompt_tokens" : field,
+                       std::string("cannot tokenize the pair: ") + e.what());
+  }
+  r.params.embed.type1_from = model_.two_segments ? pair.type1_from : -1;
+  return std::move(pair.ids);
 }
 
 TokenizeAnswer PromptReader::tokenize(EngineRequest request, bool detokenize) const {

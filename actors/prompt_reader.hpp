@@ -37,6 +37,9 @@ class PromptReader {
 
  private:
   std::vector<int32_t> prompt_ids(EngineRequest& request) const;
+  // A cross-encoder's pair input, truncated as tokenizers' longest_first
+  // does; sets request.params.embed.type1_from.
+  std::vector<int32_t> pair_ids(EngineRequest& request, const std::string& field) const;
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const ChatPrompter> prompter_;

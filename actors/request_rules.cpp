@@ -33,6 +33,17 @@ void check_embed_params(EmbedParams& e, const ModelInfo& model) {
                            "--embedding, makes an embedding server)");
   }
   if (!e.on) return;
+  if (model.n_labels > 0) {
+    // A classifier's scores are returned as its head computes them.
+    if (e.dimensions != 0) {
+      throw RequestError(Errc::invalid_argument, "dimensions",
+                         model.name + " is a cross-encoder: its output is " + std::to_string(model.n_labels) +
+                             " score(s), not a vector to shorten");
+    }
+    e.pooling = model.pooling;
+    e.normalize = 0;
+    return;
+  }
   if (e.dimensions < 0 || e.dimensions > model.n_embd) {
     throw RequestError(Errc::invalid_argument, "dimensions",
                        "dimensions must be between 1 and the model's " + std::to_string(model.n_embd) + ", got " +
@@ -42,8 +53,7 @@ void check_embed_params(EmbedParams& e, const ModelInfo& model) {
   if (e.normalize < 0) e.normalize = model.normalize ? 1 : 0;
 }
 
-void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInfo& model,
-                     std::string_view prompt_param) {
+void check_embed_truncate(int32_t truncate, const ModelInfo& model) {
   const int32_t context_length = model.context_length;
   if (truncate < -1) {
     throw RequestError(Errc::invalid_argument, "truncate_prompt_tokens",
@@ -55,6 +65,12 @@ void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInf
                        "truncate_prompt_tokens " + std::to_string(truncate) + " is more than the context holds (" +
                            std::to_string(context_length) + " tokens)");
   }
+}
+
+void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInfo& model,
+                     std::string_view prompt_param) {
+  const int32_t context_length = model.context_length;
+  check_embed_truncate(truncate, model);
   const auto keep = static_cast<size_t>(truncate == -1 ? context_length : truncate);
   if (truncate != 0 && ids.size() > keep) {
     if (!model.encoder) {

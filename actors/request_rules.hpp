@@ -22,7 +22,8 @@ void check_generate_params(const GenerateParams& params);
 // An embedding pipeline (model.pooling not none) takes embedding requests
 // only, and a generating one none, each refused naming what the model does;
 // `dimensions` in [0, n_embd]. Fills the request's pooling and normalization
-// from the pipeline's where it names none.
+// from the pipeline's where it names none (a cross-encoder's scores are
+// never normalized).
 void check_embed_params(EmbedParams& embed, const ModelInfo& model);
 
 // An embedding request's input may fill the context (nothing is generated).
@@ -32,6 +33,8 @@ void check_embed_params(EmbedParams& embed, const ModelInfo& model);
 // ones: as Hugging Face truncates a BERT input, keeping [CLS] and [SEP].
 void fit_embed_input(std::vector<int32_t>& ids, int32_t truncate, const ModelInfo& model,
                      std::string_view prompt_param);
+// truncate_prompt_tokens is -1, 0 or in [1, the context].
+void check_embed_truncate(int32_t truncate, const ModelInfo& model);
 
 // Every logit_bias token in [0, n_vocab).
 void check_logit_bias(std::span<const TokenBias> bias, int32_t n_vocab);

@@ -26,6 +26,15 @@ EngineRequest EngineRequest::from_text(TextPrompt prompt, GenerateParams params)
   return r;
 }
 
+EngineRequest EngineRequest::from_pair(std::string first, std::string second, GenerateParams params) {
+  EngineRequest r;
+  r.kind = Kind::pair;
+  r.text.text = std::move(first);
+  r.pair_text = std::move(second);
+  r.params = std::move(params);
+  return r;
+}
+
 EngineRequest EngineRequest::from_chat(ChatPrompt prompt, GenerateParams params) {
   EngineRequest r;
   r.kind = Kind::chat;

@@ -32,6 +32,9 @@ struct EmbedParams {
   // this many tokens (a causal model's last token is the one pooled); -1:
   // the context's length; 0: none (a longer input is refused).
   int32_t truncate = 0;
+  // Set by the tokenizer actor for a pair input (a cross-encoder's query
+  // and document): the position where token type 1 begins; -1: none.
+  int32_t type1_from = -1;
 };
 
 struct GenerateParams {
@@ -92,9 +95,12 @@ struct ChatPrompt {
 // actor renders, encodes and checks it against the model (ModelInfo), so
 // every front end meets the same rules with the same errors.
 struct EngineRequest {
-  enum class Kind : uint8_t { text, chat, tokens };
+  // pair: a cross-encoder's two texts (text.text and pair_text), joined by
+  // the tokenizer's pair template (an embedding request).
+  enum class Kind : uint8_t { text, chat, tokens, pair };
   Kind kind = Kind::text;
   TextPrompt text;
+  std::string pair_text;
   ChatPrompt chat;
   std::vector<int32_t> tokens;  // [n_tokens]
   GenerateParams params;
@@ -112,6 +118,7 @@ struct EngineRequest {
   static EngineRequest from_text(TextPrompt prompt, GenerateParams params = {});
   static EngineRequest from_chat(ChatPrompt prompt, GenerateParams params = {});
   static EngineRequest from_tokens(std::vector<int32_t> prompt, GenerateParams params = {});
+  static EngineRequest from_pair(std::string first, std::string second, GenerateParams params = {});
 };
 
 // The first event of a request the tokenizer accepted (a refused one gets
@@ -154,6 +161,14 @@ struct ModelInfo {
   // An encoder (BERT): it attends both ways, pools its [CLS] or the mean,
   // and is truncated at the end (fit_embed_input).
   bool encoder = false;
+  // A cross-encoder (a reranker): its "embedding" is its classifier's
+  // n_labels logits of a pair input; a relevance score is the first
+  // through a sigmoid (score_sigmoid) or as it is.
+  int32_t n_labels = 0;
+  bool score_sigmoid = true;
+  // Its token-type table has a second segment (BERT: a pair's second text
+  // is type 1; RoBERTa: every token is type 0).
+  bool two_segments = false;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

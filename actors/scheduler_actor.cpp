@@ -332,7 +332,8 @@ class SchedulerImpl : public scheduler_actor::base {
                             .n_past = e.n_past,
                             .block_table = e.block_table,
                             .n_logits = e.n_logits(),
-                            .state_slot = e.state_slot});
+                            .state_slot = e.state_slot,
+                            .type1_from = l.params.embed.type1_from});
       batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
     }
     send(first_stage_, std::move(batch));

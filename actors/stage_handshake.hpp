@@ -17,7 +17,8 @@ namespace troupe {
 // 7: a step's sequence names its recurrent-state slot (StageSeq::state_slot);
 // 8: embedding requests (GenerateParams::embed, a SampledToken's and a
 //    FinalEvent's vector).
-inline constexpr uint32_t kStageWireVersion = 8;
+// 9: a cross-encoder's pair input (StageSeq::type1_from, EmbedParams::type1_from).
+inline constexpr uint32_t kStageWireVersion = 9;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {

@@ -14,7 +14,8 @@ TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatc
                     .n_past = s.n_past,
                     .block_table = s.block_table,
                     .n_logits = s.n_logits,
-                    .state_slot = s.state_slot});
+                    .state_slot = s.state_slot,
+                    .type1_from = s.type1_from});
   }
   const BatchView view{.tokens = batch.tokens, .seqs = seqs};
   const float* hidden_in = nullptr;

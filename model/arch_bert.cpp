@@ -1,11 +1,20 @@
 // BERT (BertModel): the encoder behind most sentence-transformers models
 // (all-MiniLM, bge, e5, gte, mxbai-embed). Learned absolute positions plus
-// the token-type-0 row, a LayerNorm over the embeddings, then post-LN blocks
+// a token-type row, a LayerNorm over the embeddings, then post-LN blocks
 // (x = LayerNorm(x + attention(x)), x = LayerNorm(x + mlp(x))) with biases
-// everywhere and bidirectional attention. No final norm and no head: the
-// last block's output is the hidden state an embedding pools.
+// everywhere and bidirectional attention. No final norm: the last block's
+// output is the hidden state an embedding pools.
+//
+// RoBERTa and XLM-RoBERTa are the same network with positions counted from
+// pad_token_id + 1. The *ForSequenceClassification classes (cross-encoder
+// rerankers: ms-marco-MiniLM, bge-reranker) add a head over the [CLS] row:
+// dense + tanh (BERT's pooler, RoBERTa's classifier.dense), then a
+// projection to the labels.
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "model/architecture.hpp"
 #include "model/hf_config.hpp"
@@ -15,8 +24,8 @@
 namespace troupe {
 namespace {
 
-void read_config(const HfConfig& cfg, ModelConfig& c) {
-  c.arch = "bert";
+void read_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
+  c.arch = std::string(arch);
   c.causal = false;
   c.n_vocab = cfg.get_int("vocab_size");
   c.n_embd = cfg.get_int("hidden_size");
@@ -49,20 +58,45 @@ void read_config(const HfConfig& cfg, ModelConfig& c) {
     cfg.fail(Errc::unsupported, "is_decoder true (a causal BERT) is not supported; Troupe runs BERT as an encoder");
   }
   if (c.n_ctx_train <= 0) cfg.fail(Errc::bad_format, "max_position_embeddings must be positive");
-  if (cfg.get_int("type_vocab_size", 2) < 1) cfg.fail(Errc::bad_format, "type_vocab_size must be at least 1");
+  c.n_token_types = static_cast<int32_t>(cfg.get_int("type_vocab_size", 2));
+  if (c.n_token_types < 1) cfg.fail(Errc::bad_format, "type_vocab_size must be at least 1");
   check_config(cfg, c);
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  read_config(cfg, c);
-  // sentence-transformers saves BertModel's tensors bare ("embeddings.",
-  // "encoder."); checkpoints of the task classes nest them under "bert.".
-  const std::string p = src.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+// A classifier's labels: id2label's entries, else num_labels.
+int32_t read_labels(const HfConfig& cfg) {
+  int64_t n = cfg.get_int("num_labels", 0);
+  if (cfg.has("id2label")) {
+    const nlohmann::json& labels = cfg.json()["id2label"];
+    if (!labels.is_object()) cfg.fail(Errc::bad_format, "id2label is not an object");
+    n = static_cast<int64_t>(labels.size());
+  }
+  if (n < 1) cfg.fail(Errc::bad_format, "a sequence classifier needs id2label or num_labels of at least 1");
+  return static_cast<int32_t>(n);
+}
+
+// The checkpoint's architectures entry names a *ForSequenceClassification class.
+bool is_classifier(const HfConfig& cfg) {
+  for (const nlohmann::json& a : cfg.json()["architectures"]) {
+    if (a.is_string() && a.get<std::string>().ends_with("ForSequenceClassification")) return true;
+  }
+  return false;
+}
+
+// The encoder's tensors under `p` ("", "bert.", "roberta."); positions
+// start pos_offset rows into the table.
+void load_encoder(const HfConfig& cfg, HfWeights& src, const std::string& p, int64_t pos_offset, ModelConfig& c,
+                  ModelWeights& w) {
   const int64_t e = c.n_embd;
   w.tok_embd = src.matrix(p + "embeddings.word_embeddings.weight", e, c.n_vocab);
   w.pos_embd = src.matrix(p + "embeddings.position_embeddings.weight", e, c.n_ctx_train);
-  // Every input is one segment: token type 0, the table's first row.
-  w.type_embd = src.vector_rows(p + "embeddings.token_type_embeddings.weight", cfg.get_int("type_vocab_size", 2), e);
+  if (pos_offset > 0) {
+    if (pos_offset >= c.n_ctx_train) cfg.fail(Errc::bad_format, "pad_token_id leaves no position embeddings");
+    w.pos_embd.data = static_cast<const char*>(w.pos_embd.data) + pos_offset * row_bytes(w.pos_embd.type, e);
+    w.pos_embd.n_out -= pos_offset;
+    c.n_ctx_train -= pos_offset;
+  }
+  w.type_embd = src.vector_rows(p + "embeddings.token_type_embeddings.weight", c.n_token_types, e);
   w.embd_norm = src.vector(p + "embeddings.LayerNorm.weight", e);
   w.embd_norm_b = src.vector(p + "embeddings.LayerNorm.bias", e);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
@@ -88,6 +122,50 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   }
 }
 
+// The classifier's dense (+ tanh) and its projection to the labels.
+void load_head(HfWeights& src, const std::string& dense, const std::string& out, ModelConfig& c, ModelWeights& w) {
+  const int64_t e = c.n_embd;
+  w.cls_dense = src.matrix(dense + ".weight", e, e);
+  w.cls_dense_b = src.vector(dense + ".bias", e);
+  w.cls_out = src.matrix(out + ".weight", e, c.n_labels);
+  w.cls_out_b = src.vector(out + ".bias", c.n_labels);
+}
+
+void load_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  read_config(cfg, c, "bert");
+  // sentence-transformers saves BertModel's tensors bare ("embeddings.",
+  // "encoder."); checkpoints of the task classes nest them under "bert.".
+  const std::string p = src.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  load_encoder(cfg, src, p, 0, c, w);
+  if (is_classifier(cfg)) {
+    c.n_labels = read_labels(cfg);
+    load_head(src, "bert.pooler.dense", "classifier", c, w);
+  }
+}
+
+// RoBERTa counts positions from padding_idx + 1 (its position ids are the
+// running count of non-pad tokens, offset by pad_token_id); Troupe never
+// pads, so the table is read from that row on.
+void load_roberta(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, std::string_view arch) {
+  read_config(cfg, c, arch);
+  const int64_t pad = cfg.get_int("pad_token_id", 1);
+  if (pad < 0) cfg.fail(Errc::bad_format, "pad_token_id must not be negative");
+  const std::string p = src.has("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
+  load_encoder(cfg, src, p, pad + 1, c, w);
+  if (is_classifier(cfg)) {
+    c.n_labels = read_labels(cfg);
+    load_head(src, "classifier.dense", "classifier.out_proj", c, w);
+  }
+}
+
+void load_roberta_hf(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  load_roberta(cfg, src, c, w, "roberta");
+}
+
+void load_xlm_roberta_hf(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  load_roberta(cfg, src, c, w, "xlm-roberta");
+}
+
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::post_layer_norm_attention_block(ctx, il, kv, x);
   layers::post_layer_norm_gelu_block(ctx, il, x);
@@ -100,9 +178,26 @@ void no_output_norm(const layers::StepContext&, float*, int64_t) {}
 
 const Architecture arch::bert{.name = "bert",
                               .hf_class = "BertModel",
-                              .load_hf = load,
+                              .hf_class_also = "BertForSequenceClassification",
+                              .load_hf = load_bert,
                               .embed = layers::embed_encoder_tokens,
                               .layer = layer,
                               .output_norm = no_output_norm};
+
+const Architecture arch::roberta{.name = "roberta",
+                                 .hf_class = "RobertaModel",
+                                 .hf_class_also = "RobertaForSequenceClassification",
+                                 .load_hf = load_roberta_hf,
+                                 .embed = layers::embed_encoder_tokens,
+                                 .layer = layer,
+                                 .output_norm = no_output_norm};
+
+const Architecture arch::xlm_roberta{.name = "xlm-roberta",
+                                     .hf_class = "XLMRobertaModel",
+                                     .hf_class_also = "XLMRobertaForSequenceClassification",
+                                     .load_hf = load_xlm_roberta_hf,
+                                     .embed = layers::embed_encoder_tokens,
+                                     .layer = layer,
+                                     .output_norm = no_output_norm};
 
 }  // namespace troupe

@@ -20,7 +20,8 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::granitemoe, &arch::hunyuan_dense,
                                     &arch::minimax_m2, &arch::apertus, &arch::qwen3next,
                                     &arch::qwen35,   &arch::qwen35moe, &arch::qwen35_multimodal,
-                                    &arch::qwen35moe_multimodal, &arch::granitehybrid, &arch::bert};
+                                    &arch::qwen35moe_multimodal, &arch::granitehybrid, &arch::bert,
+                                    &arch::roberta, &arch::xlm_roberta};
 
 }  // namespace
 

@@ -18,6 +18,9 @@ struct BatchSeq {
   // Its recurrent-state slot (models with recurrent layers: one per running
   // sequence, from KvCacheManager::state_slot), -1: none.
   int32_t state_slot = -1;
+  // An encoder's pair input (a cross-encoder's query and document): the
+  // position from which its tokens are of token type 1; -1: all type 0.
+  int32_t type1_from = -1;
 };
 
 struct BatchView {

@@ -1,7 +1,11 @@
 // GGUF "bert" files (llama.cpp's converter of BertModel: bge, all-MiniLM,
 // e5 and their kind): the encoder of model/arch_bert.cpp, its tensors under
 // llama.cpp's names, its WordPiece vocabulary in llama.cpp's spelling
-// (tokenizer/gguf_wordpiece.cpp).
+// (tokenizer/gguf_wordpiece.cpp). A converted BertForSequenceClassification
+// (a reranker) also holds `cls.output` and, where the converter kept one,
+// `cls`: the head over the [CLS] row that llama.cpp's rank pooling runs.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/gguf_model_impl.hpp"
@@ -36,9 +40,9 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   c.gelu_erf = true;
   // A BERT file without pooling_type is still an encoder: the pipeline pools
   // its CLS token unless told otherwise (pipeline_embedding).
-  if (const auto pooling = file_.find_u32(p + "pooling_type")) {
-    c.embedding.pooling = gguf_pooling(*pooling, file_.path());
-  }
+  const std::optional<uint32_t> pooling = file_.find_u32(p + "pooling_type");
+  constexpr uint32_t kRank = 4;  // llama.cpp's LLAMA_POOLING_TYPE_RANK
+  if (pooling && *pooling != kRank) c.embedding.pooling = gguf_pooling(*pooling, file_.path());
 
   const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
   if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
@@ -47,7 +51,7 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   ModelWeights& w = weights_;
   w.tok_embd = matrix("token_embd.weight", e, c.n_vocab);
   w.pos_embd = matrix("position_embd.weight", e, c.n_ctx_train);
-  // {n_embd, n_types}: every input is one segment, the first row.
+  // {n_embd, n_types}: BERT's segments (a pair's second text is type 1).
   const gguf::TensorInfo& types = file_.tensor("token_types.weight");
   if (types.shape.size() != 2 || types.shape[0] != e || types.shape[1] < 1) {
     fail("tensor 'token_types.weight' must be {embedding_length, types}");
@@ -55,7 +59,8 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   if (types.type != DType::f32 && types.type != DType::f16 && types.type != DType::bf16) {
     fail("tensor 'token_types.weight' is " + std::string(dtype_name(types.type)) + ", expected f32, f16 or bf16");
   }
-  w.type_embd = store_f32(store_, types.type, types.data, e);
+  c.n_token_types = static_cast<int32_t>(types.shape[1]);
+  w.type_embd = store_f32(store_, types.type, types.data, e * c.n_token_types);
   w.embd_norm = vector("token_embd_norm.weight", e);
   w.embd_norm_b = vector("token_embd_norm.bias", e);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
@@ -80,6 +85,8 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
     l.ffn_norm_b = vector(b + "layer_output_norm.bias", e);
   }
 
+  bind_bert_classifier(pooling.has_value() && *pooling == kRank);
+
   weight_bytes_ = 0;
   for (const gguf::TensorInfo& t : file_.tensors()) {
     if (t.name != "token_embd.weight") weight_bytes_ += t.n_bytes;
@@ -89,7 +96,36 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
     weight_bytes_ = decode_weight_bytes(w, c);
   }
   vocab_ = vocab_from_gguf(file_);
-  if (vocab_.model != "bert") fail("tokenizer.ggml.model '" + vocab_.model + "' for a bert model, expected bert");
+  // WordPiece (BERT) or byte-level BPE (RoBERTa, converted as "bert" with
+  // its position table already cut); XLM-R's Unigram ("t5") is not read
+  // from GGUF.
+  if (vocab_.model != "bert" && vocab_.model != "gpt2") {
+    fail("tokenizer.ggml.model '" + vocab_.model +
+         "' for a bert model is not supported; supported: bert (WordPiece), "
+         "gpt2 (RoBERTa's byte-level BPE)");
+  }
+}
+
+void GgufModel::bind_bert_classifier(bool rank_pooling) {
+  ModelConfig& c = config_;
+  ModelWeights& w = weights_;
+  const gguf::TensorInfo* out = file_.find_tensor("cls.output.weight");
+  if (out == nullptr) {
+    if (rank_pooling) fail("pooling_type rank needs a classifier, and the file has no 'cls.output.weight'");
+    return;
+  }
+  if (out->shape.size() != 2 || out->shape[0] != c.n_embd || out->shape[1] < 1) {
+    fail("tensor 'cls.output.weight' must be {embedding_length, labels}");
+  }
+  c.n_labels = static_cast<int32_t>(out->shape[1]);
+  w.cls_out = matrix("cls.output.weight", c.n_embd, c.n_labels);
+  w.cls_out_b = vector("cls.output.bias", c.n_labels);
+  // llama.cpp's converter drops BERT's pooler (RoBERTa's classifier.dense
+  // stays, as `cls`): without it the head is the projection alone.
+  if (file_.find_tensor("cls.weight") != nullptr) {
+    w.cls_dense = matrix("cls.weight", c.n_embd, c.n_embd);
+    w.cls_dense_b = vector("cls.bias", c.n_embd);
+  }
 }
 
 }  // namespace troupe::gguf_load

@@ -51,6 +51,8 @@ class GgufModel final : public Model {
   void bind(const ModelLoadOptions& options);
   // A "bert" file (gguf_bert.cpp): an encoder, bound apart from the decoders.
   void bind_bert(const ModelLoadOptions& options);
+  // Its classifier head (cls.output, and cls where present), if it has one.
+  void bind_bert_classifier(bool rank_pooling);
 
  private:
   Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;

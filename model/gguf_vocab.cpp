@@ -58,6 +58,18 @@ VocabData vocab_from_gguf(const gguf::GgufFile& file) {
   v.add_eos = file.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
   v.lowercase = file.find_bool("tokenizer.ggml.normalizer.lowercase").value_or(false);
+  // A cross-encoder's pair, as llama.cpp's rerank joins one: BOS (add_bos)
+  // A EOS, SEP (add_sep), B EOS: BERT's [CLS] A [SEP] B [SEP], RoBERTa's
+  // <s> A </s></s> B </s>. B and what follows are token type 1 (used by a
+  // model with a second token-type row: BERT).
+  const int32_t sep = token_id(file, "tokenizer.ggml.seperator_token_id", n);  // llama.cpp's spelling
+  if (v.add_eos && v.eos_id >= 0) {
+    v.has_pair = true;
+    v.pair_between = {v.eos_id};
+    if (file.find_bool("tokenizer.ggml.add_sep_token").value_or(false) && sep >= 0) v.pair_between.push_back(sep);
+    v.pair_after = {v.eos_id};
+    v.pair_type1_from = static_cast<int32_t>(v.pair_between.size());
+  }
   return v;
 }
 

@@ -548,7 +548,16 @@ void embed_tokens(const StepContext& ctx, float* x) {
 void embed_encoder_tokens(const StepContext& ctx, float* x) {
   embed_tokens(ctx, x);
   const ModelWeights& w = ctx.weights;
-  if (w.type_embd != nullptr) ctx.backend.add_bias(x, w.type_embd, ctx.n_tokens, ctx.config.n_embd);
+  const int64_t e = ctx.config.n_embd;
+  if (w.type_embd != nullptr && ctx.token_types == nullptr) {
+    ctx.backend.add_bias(x, w.type_embd, ctx.n_tokens, e);  // every token of type 0
+  } else if (w.type_embd != nullptr) {
+    const size_t mark = ctx.arena.used();
+    float* t = ctx.arena.floats(ctx.n_tokens * e);  // [n_tokens, n_embd] each token's type row
+    ctx.backend.gather_rows(t, w.type_embd, ctx.token_types, ctx.n_tokens, e);
+    ctx.backend.add(x, t, ctx.n_tokens * e);
+    ctx.arena.rewind(mark);
+  }
   norm(ctx, Norm::layer, x, x, w.embd_norm, w.embd_norm_b, ctx.n_tokens);
 }
 

@@ -35,6 +35,7 @@ struct StepContext {
   HostScratch& host;
   int64_t n_tokens = 0;
   const int32_t* tokens = nullptr;  // [n_tokens] (first stage)
+  const int32_t* token_types = nullptr;  // [n_tokens] an encoder's segment of each token (host); null: all 0
   const int32_t* pos = nullptr;     // [n_tokens]
   const AttnSeq* seqs = nullptr;
   int n_seqs = 0;
@@ -147,8 +148,9 @@ void output_layer_norm(const StepContext& ctx, float* x, int64_t n_rows);
 // First-stage input: x [n_tokens, n_embd] = token embeddings times
 // embed_scale (plus learned position embeddings when the model has them).
 void embed_tokens(const StepContext& ctx, float* x);
-// An encoder's input (BERT): embed_tokens, plus the token-type row when the
-// model has one, then the embeddings' LayerNorm.
+// An encoder's input (BERT): embed_tokens, plus each token's token-type row
+// (ctx.token_types; type 0 without them) when the model has a type table,
+// then the embeddings' LayerNorm.
 void embed_encoder_tokens(const StepContext& ctx, float* x);
 
 }  // namespace troupe::layers

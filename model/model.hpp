@@ -105,12 +105,18 @@ struct LayerWeights {
 struct ModelWeights {
   Weight tok_embd;                      // [n_vocab, n_embd]
   Weight pos_embd;                      // [n_ctx_train, n_embd] learned positions (GPT-2), else empty
-  const float* type_embd = nullptr;     // [n_embd] BERT's token-type 0 row, added to every token
+  const float* type_embd = nullptr;     // [n_token_types, n_embd] BERT's segment rows, one added to each token
   const float* embd_norm = nullptr;     // [n_embd] LayerNorm of the embeddings (BERT)
   const float* embd_norm_b = nullptr;   // [n_embd]
   const float* output_norm = nullptr;   // [n_embd]
   const float* output_norm_b = nullptr; // [n_embd] (LayerNorm models)
   Weight output;                        // [n_vocab, n_embd] (== tok_embd when tied)
+  // A cross-encoder's head (ModelConfig::n_labels): tanh(cls_dense x + b),
+  // then cls_out; cls_dense empty where a GGUF converter dropped it.
+  Weight cls_dense;                     // [n_embd, n_embd]
+  const float* cls_dense_b = nullptr;   // [n_embd]
+  Weight cls_out;                       // [n_labels, n_embd]
+  const float* cls_out_b = nullptr;     // [n_labels]
   std::vector<LayerWeights> layers;     // [n_layer]
 };
 

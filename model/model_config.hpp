@@ -46,6 +46,13 @@ struct ModelConfig {
   // The dense FFN's GELU: x Phi(x) (BERT's "gelu") or the tanh approximation
   // (GPT-2's "gelu_new").
   bool gelu_erf = false;
+  // Rows of the token-type table an encoder adds to its embeddings (BERT:
+  // 2, its two segments; RoBERTa: 1; 0: none).
+  int32_t n_token_types = 0;
+  // A cross-encoder's classifier (*ForSequenceClassification): the scores
+  // its head computes from the [CLS] row, which the last stage returns in
+  // place of hidden rows; 0: no classifier.
+  int32_t n_labels = 0;
   bool tied_output = false;              // output projection is the token embedding
   // What an embedding model declares (pooling none: a model that generates).
   EmbeddingSpec embedding;

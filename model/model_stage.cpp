@@ -49,6 +49,10 @@ void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
   }
   // A tied head is the embedding table itself: on the first stage too, it is one upload.
   if (is_last && !(is_first && w.output.data == w.tok_embd.data)) f("output", w.output);
+  if (is_last) {
+    f("cls", w.cls_dense);
+    f("cls.output", w.cls_out);
+  }
   for (int64_t il = first; il < last; ++il) {
     const LayerWeights& l = w.layers[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
@@ -87,7 +91,10 @@ namespace {
 
 int64_t arena_floats(const ModelConfig& c, const StageOptions& o) {
   const int64_t T = o.max_tokens;
-  return T * c.n_embd + layers::block_scratch_floats(c, T) + o.max_seqs * (c.n_embd + c.n_vocab);
+  // The output rows: final hidden rows, then logits (or a classifier's
+  // dense rows and its labels).
+  const int64_t out_width = std::max(c.n_vocab, c.n_embd + c.n_labels);
+  return T * c.n_embd + layers::block_scratch_floats(c, T) + o.max_seqs * (c.n_embd + out_width);
 }
 
 }  // namespace
@@ -194,13 +201,19 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
   if (is_first()) {
     weights_.tok_embd = upload_table(backend_, host.tok_embd, owned_);
     weights_.pos_embd = upload_table(backend_, host.pos_embd, owned_);
-    weights_.type_embd = upload_vector(backend_, host.type_embd, c.n_embd, owned_);
+    weights_.type_embd = upload_vector(backend_, host.type_embd, c.n_token_types * c.n_embd, owned_);
     weights_.embd_norm = upload_vector(backend_, host.embd_norm, c.n_embd, owned_);
     weights_.embd_norm_b = upload_vector(backend_, host.embd_norm_b, c.n_embd, owned_);
   }
   if (has_head()) {
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);
     weights_.output_norm_b = upload_vector(backend_, host.output_norm_b, c.n_embd, owned_);
+    if (options_.embedding_output && c.n_labels > 0) {
+      if (host.cls_dense.data != nullptr) weights_.cls_dense = upload(backend_, host.cls_dense, owned_);
+      weights_.cls_dense_b = upload_vector(backend_, host.cls_dense_b, c.n_embd, owned_);
+      weights_.cls_out = upload(backend_, host.cls_out, owned_);
+      weights_.cls_out_b = upload_vector(backend_, host.cls_out_b, c.n_labels, owned_);
+    }
     if (!options_.embedding_output) {
       if (host.output.data == nullptr) {
         throw Error(Errc::unsupported, c.name +
@@ -353,7 +366,10 @@ void ModelStage::copy_kv_block(int32_t src, int32_t dst) {
 }
 
 int64_t ModelStage::output_width() const {
-  return has_head() && !options_.embedding_output ? model_->config().n_vocab : model_->config().n_embd;
+  const ModelConfig& c = model_->config();
+  if (!has_head()) return c.n_embd;
+  if (!options_.embedding_output) return c.n_vocab;
+  return c.n_labels > 0 ? c.n_labels : c.n_embd;
 }
 
 void ModelStage::check_batch(const BatchView& batch) const {
@@ -366,6 +382,12 @@ void ModelStage::check_batch(const BatchView& batch) const {
   if (static_cast<int64_t>(batch.seqs.size()) > options_.max_seqs) {
     throw Error(Errc::invalid_argument, "batch of " + std::to_string(batch.seqs.size()) +
                                             " sequences exceeds the stage limit of " + std::to_string(options_.max_seqs));
+  }
+  for (const BatchSeq& s : batch.seqs) {
+    if (s.type1_from >= 0 && model_->config().n_token_types < 2) {
+      throw Error(Errc::invalid_argument, "a sequence asks for token type 1 but " + model_->config().name + " has " +
+                                              std::to_string(model_->config().n_token_types) + " token type(s)");
+    }
   }
   if (is_first() && static_cast<int64_t>(batch.tokens.size()) != n_tokens) {
     throw Error(Errc::invalid_argument, "batch has " + std::to_string(batch.tokens.size()) + " token ids for " +
@@ -428,6 +450,19 @@ void ModelStage::check_batch(const BatchView& batch) const {
   }
 }
 
+void ModelStage::classifier_head(const float* rows, float* dense, float* scores, int64_t n) {
+  const ModelConfig& c = model_->config();
+  const float* in = rows;
+  if (weights_.cls_dense.data != nullptr) {
+    backend_.matmul(dense, rows, weights_.cls_dense, n);
+    backend_.add_bias(dense, weights_.cls_dense_b, n, c.n_embd);
+    backend_.soft_cap(dense, 1.0f, n * c.n_embd);  // tanh
+    in = dense;
+  }
+  backend_.matmul(scores, in, weights_.cls_out, n);
+  backend_.add_bias(scores, weights_.cls_out_b, n, c.n_labels);
+}
+
 void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* out) {
   check_batch(batch);
   const ModelConfig& c = model_->config();
@@ -444,6 +479,17 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
     for (int32_t i = 0; i < s.n_tokens; ++i) pos_scratch_.push_back(s.n_past + i);
     row += s.n_tokens;
   }
+  // A pair's token types (an encoder's first stage): type 1 from type1_from on.
+  types_scratch_.clear();
+  const bool typed = is_first() && std::any_of(batch.seqs.begin(), batch.seqs.end(),
+                                               [](const BatchSeq& s) { return s.type1_from >= 0; });
+  if (typed) {
+    for (const BatchSeq& s : batch.seqs) {
+      for (int32_t i = 0; i < s.n_tokens; ++i) {
+        types_scratch_.push_back(s.type1_from >= 0 && s.n_past + i >= s.type1_from ? 1 : 0);
+      }
+    }
+  }
   const layers::StepContext ctx{.backend = backend_,
                                 .arena = arena_,
                                 .config = c,
@@ -451,6 +497,7 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
                                 .host = host_scratch_,
                                 .n_tokens = n_tokens,
                                 .tokens = is_first() ? batch.tokens.data() : nullptr,
+                                .token_types = typed ? types_scratch_.data() : nullptr,
                                 .pos = pos_scratch_.data(),
                                 .seqs = seqs_scratch_.data(),
                                 .n_seqs = static_cast<int>(seqs_scratch_.size())};
@@ -481,15 +528,20 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   const auto n_rows = static_cast<int64_t>(rows_scratch_.size());
   if (n_rows == 0) return;
   const int64_t group = std::min(n_rows, options_.max_seqs);
-  // An embedding stage's rows are the normed hidden states themselves.
+  // An embedding stage's rows are the normed hidden states themselves, a
+  // classifier's the scores of its head.
   const int64_t width = output_width();
+  const bool classify = options_.embedding_output && c.n_labels > 0;
   float* last = arena_.floats(group * c.n_embd);  // [group, n_embd]
-  float* logits = options_.embedding_output ? last : arena_.floats(group * width);  // [group, width]
+  float* dense = classify ? arena_.floats(group * c.n_embd) : nullptr;                           // [group, n_embd]
+  float* logits = options_.embedding_output && !classify ? last : arena_.floats(group * width);  // [group, width]
   for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
     const int64_t n = std::min(group, n_rows - r0);
     backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
     arch_->output_norm(ctx, last, n);
-    if (!options_.embedding_output) {
+    if (classify) {
+      classifier_head(last, dense, logits, n);
+    } else if (!options_.embedding_output) {
       backend_.matmul(logits, last, weights_.output, n);
       if (c.final_softcap > 0.0f) backend_.soft_cap(logits, c.final_softcap, n * width);  // Gemma 2
     }

@@ -39,7 +39,8 @@ struct StageOptions {
   // The last stage returns final-normed hidden rows [n_rows, n_embd] where
   // it would return logits: an embedding model's rows, pooled by the
   // sampler (model/pooling.hpp). The output head is then not read at all,
-  // so a checkpoint saved without one runs.
+  // so a checkpoint saved without one runs. A classifier (ModelConfig::
+  // n_labels) returns its head's scores of each row [n_rows, n_labels].
   bool embedding_output = false;
 };
 
@@ -95,13 +96,14 @@ class ModelStage {
   const Model& model() const { return *model_; }
   const StageOptions& options() const { return options_; }
   // Width of this stage's output row: n_vocab with a head (n_embd for an
-  // embedding model's), else n_embd.
+  // embedding model's, n_labels for a classifier's), else n_embd.
   int64_t output_width() const;
 
   // Runs the stage's layers on one batch.
   // in:  first stage: batch.tokens; other stages: hidden_in [n_tokens, n_embd] (host).
   // out: with a head: logits [n_logit_rows, n_vocab] (embedding_output:
-  // normed hidden rows [n_logit_rows, n_embd]); else hidden [n_tokens, n_embd] (host).
+  // normed hidden rows [n_logit_rows, n_embd], or a classifier's scores
+  // [n_logit_rows, n_labels]); else hidden [n_tokens, n_embd] (host).
   // Throws Error(invalid_argument) for a batch past the stage's limits.
   void forward(const BatchView& batch, const float* hidden_in, float* out);
 
@@ -119,6 +121,9 @@ class ModelStage {
 
  private:
   void check_batch(const BatchView& batch) const;
+  // scores [n, n_labels] = cls_out(tanh(cls_dense rows + b)) + b of the
+  // classifier's rows [n, n_embd]; dense [n, n_embd] is scratch.
+  void classifier_head(const float* rows, float* dense, float* scores, int64_t n);
   void check_weight_types() const;
   void upload_layer(int64_t il);
 
@@ -137,6 +142,7 @@ class ModelStage {
   std::vector<AttnSeq> seqs_scratch_;
   std::vector<int32_t> pos_scratch_;
   std::vector<int32_t> rows_scratch_;
+  std::vector<int32_t> types_scratch_;  // [n_tokens] token types of a step with pairs
   layers::HostScratch host_scratch_;
 };
 

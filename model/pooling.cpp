@@ -59,6 +59,36 @@ Pooling read_pooling_module(const std::filesystem::path& config) {
                                      "' is not supported (Troupe pools by the last token, the mean or CLS)");
 }
 
+// A CrossEncoder's activation_fn (config_sentence_transformers.json from
+// sentence-transformers 4, config.json's "sentence_transformers" before):
+// true for Sigmoid or none named (the default for one label), false for
+// Identity.
+bool read_score_sigmoid(const std::filesystem::path& dir) {
+  std::string name;
+  const std::filesystem::path file = dir / "config_sentence_transformers.json";
+  for (const auto& [path, section] : {std::pair{file, ""}, std::pair{dir / "config.json", "sentence_transformers"}}) {
+    if (!std::filesystem::exists(path)) continue;
+    nlohmann::json j = read_json(path);
+    if (*section != '\0') j = j.is_object() && j.contains(section) ? j[section] : nlohmann::json();
+    if (const auto it = j.is_object() ? j.find("activation_fn") : j.end(); j.is_object() && it != j.end()) {
+      if (!it->is_string()) throw Error(Errc::bad_format, path.string() + ": activation_fn is not a string");
+      name = *it;
+      break;
+    }
+  }
+  if (name.empty() || name.ends_with(".Sigmoid")) return true;
+  if (name.ends_with(".Identity")) return false;
+  throw Error(Errc::unsupported, dir.string() + ": a cross-encoder's activation_fn '" + name +
+                                     "' is not supported (Troupe applies Sigmoid or Identity)");
+}
+
+bool is_cross_encoder(const std::filesystem::path& dir) {
+  const std::filesystem::path file = dir / "config_sentence_transformers.json";
+  if (!std::filesystem::exists(file)) return false;
+  const nlohmann::json j = read_json(file);
+  return j.is_object() && j.value("model_type", std::string()) == "CrossEncoder";
+}
+
 }  // namespace
 
 const char* to_string(Pooling p) {
@@ -85,7 +115,8 @@ std::optional<Pooling> parse_pooling(std::string_view name) {
 EmbeddingSpec read_sentence_transformers(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path modules_path = fs::path(dir) / "modules.json";
-  if (!fs::exists(modules_path)) return {};
+  if (!fs::exists(modules_path))
+    return {.pooling = Pooling::none, .normalize = true, .score_sigmoid = read_score_sigmoid(dir)};
   const nlohmann::json modules = read_json(modules_path);
   if (!modules.is_array()) throw Error(Errc::bad_format, modules_path.string() + ": not a JSON array");
   EmbeddingSpec spec{.pooling = Pooling::none, .normalize = false};
@@ -110,6 +141,10 @@ EmbeddingSpec read_sentence_transformers(const std::string& dir) {
                                          "' is not supported (Troupe runs Transformer, Pooling and Normalize)");
     }
   }
+  // A CrossEncoder's Transformer module holds the classifier: no pooling module.
+  if (has_transformer && spec.pooling == Pooling::none && modules.size() == 1 && is_cross_encoder(dir)) {
+    return {.pooling = Pooling::none, .normalize = false, .score_sigmoid = read_score_sigmoid(dir)};
+  }
   if (!has_transformer || spec.pooling == Pooling::none) {
     throw Error(Errc::unsupported, modules_path.string() + ": Troupe needs a Transformer and a Pooling module");
   }
@@ -127,7 +162,9 @@ Pooling gguf_pooling(uint32_t pooling_type, const std::string& file) {
     case 3:
       return Pooling::last;
     case 4:
-      throw Error(Errc::unsupported, file + ": pooling_type rank is not supported (it needs a classifier head)");
+      throw Error(Errc::unsupported, file +
+                                         ": pooling_type rank (a reranker) is supported for BERT-family encoders "
+                                         "with a classifier head only");
     default:
       throw Error(Errc::bad_format, file + ": pooling_type " + std::to_string(pooling_type) + " is not one of 0-4");
   }

@@ -28,6 +28,10 @@ std::optional<Pooling> parse_pooling(std::string_view name);
 struct EmbeddingSpec {
   Pooling pooling = Pooling::none;
   bool normalize = true;  // L2-normalized vectors (sentence-transformers' Normalize module)
+  // A cross-encoder's score: its classifier's logit through a sigmoid
+  // (sentence-transformers' CrossEncoder default for one label), or as it
+  // is (its activation_fn Identity).
+  bool score_sigmoid = true;
 };
 
 // The sentence-transformers files of a Hugging Face directory (modules.json,
@@ -36,12 +40,15 @@ struct EmbeddingSpec {
 // or poolings Troupe does not run (Dense projections, max or weighted-mean
 // pooling, pooling without the prompt), Error(bad_format) for unreadable
 // files. Whether the model can pool so (CLS needs an encoder) is checked
-// where the model is known (check_model_pooling).
+// where the model is known (check_model_pooling). A CrossEncoder's
+// directory (a Transformer module alone, its config_sentence_transformers.json
+// naming model_type CrossEncoder) gives pooling none and its activation_fn.
 EmbeddingSpec read_sentence_transformers(const std::string& dir);
 
 // GGUF's `<arch>.pooling_type` (llama.cpp's enum: 0 none, 1 mean, 2 cls,
-// 3 last, 4 rank). Throws Error(unsupported) for rank, which needs a
-// classifier head, Error(bad_format) for other values.
+// 3 last, 4 rank). Throws Error(unsupported) for rank (a reranker's; the
+// BERT loader reads it with the classifier head), Error(bad_format) for
+// other values.
 Pooling gguf_pooling(uint32_t pooling_type, const std::string& file);
 
 // Throws Error(unsupported) naming `what` when a model cannot pool so: CLS

@@ -1,141 +1,15 @@
 #include "net/embeddings_reply.hpp"
 
-#include <algorithm>
 #include <bit>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <charconv>
-#include <chrono>
-#include <cmath>
 #include <cstring>
-#include <mutex>
 
-#include "net/api_error.hpp"
-#include "net/routes.hpp"
+#include "net/engine_batch_reply.hpp"
 
 namespace troupe::net {
 namespace {
-
-class EmbeddingsReply : public AsyncReply, public std::enable_shared_from_this<EmbeddingsReply> {
- public:
-  EmbeddingsReply(ServerCore& core, EmbeddingsRequest request, std::string model_id, int32_t slots)
-      : core_(core),
-        request_(std::move(request)),
-        model_id_(std::move(model_id)),
-        slots_(slots),
-        vectors_(request_.size()),
-        ids_(request_.size(), -1),
-        start_(std::chrono::steady_clock::now()) {}
-
-  void start(std::shared_ptr<ReplyWriter> writer) override {
-    std::lock_guard lock(mutex_);
-    writer_ = std::move(writer);
-    while (next_ < request_.size() && running_ < slots_ && !ended_) submit_locked();
-  }
-
-  void cancel() override {
-    std::lock_guard lock(mutex_);
-    end_locked();
-  }
-
- private:
-  EngineRequest engine_request(size_t i) const {
-    EngineRequest r;
-    if (!request_.texts.empty()) {
-      r = EngineRequest::from_text({.text = request_.texts[i], .add_special = request_.add_special_tokens});
-    } else {
-      r = EngineRequest::from_tokens(request_.token_lists[i]);
-    }
-    r.prompt_field = request_.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
-    r.params.embed = {.on = true,
-                      .normalize = request_.normalize,
-                      .dimensions = request_.dimensions,
-                      .truncate = request_.truncate};
-    return r;
-  }
-
-  // The callbacks run on actor threads, after submit returns (they take
-  // the lock submit holds).
-  void submit_locked() {
-    const size_t i = next_++;
-    ++running_;
-    std::weak_ptr<EmbeddingsReply> self = weak_from_this();
-    RequestCallbacks cb{.on_token = {}, .on_final = [self, i](const FinalEvent& f) {
-                          if (auto s = self.lock()) s->on_final(i, f);
-                        }};
-    try {
-      ids_[i] = core_.backend().submit(engine_request(i), std::move(cb));
-    } catch (const Error& e) {
-      fail_locked(api_error_from(e.code(), e.what()));
-    }
-  }
-
-  void on_final(size_t i, const FinalEvent& f) {
-    std::lock_guard lock(mutex_);
-    ids_[i] = -1;
-    --running_;
-    // Each input is one of the engine's requests, in /metrics as any other.
-    core_.metrics().request_started("embeddings", f.prompt_tokens);
-    core_.metrics().request_ended(f);
-    if (ended_) return;
-    if (f.reason != EndReason::stop || f.embedding.empty()) {
-      const bool cancelled = f.reason == EndReason::cancelled;
-      fail_locked(f.reason == EndReason::error || cancelled
-                      ? api_error_from(cancelled ? Errc::unavailable : f.error_code, f.error_message, f.error_param)
-                      : ApiError(500, "the engine ended input " + std::to_string(i) + " without its embedding", {},
-                                 "internal_error"));
-      return;
-    }
-    if (!std::all_of(f.embedding.begin(), f.embedding.end(), [](float x) { return std::isfinite(x); })) {
-      fail_locked(ApiError(500, "the model's embedding of input " + std::to_string(i) + " is not finite", {},
-                           "internal_error"));
-      return;
-    }
-    vectors_[i] = f.embedding;
-    prompt_tokens_ += f.prompt_tokens;
-    ++n_done_;
-    if (n_done_ == vectors_.size()) {
-      writer_->send(HttpReply{.status = 200,
-                              .content_type = "application/json",
-                              .body = embeddings_body(vectors_, request_.base64, model_id_, prompt_tokens_)});
-      end_locked();
-      return;
-    }
-    while (next_ < request_.size() && running_ < slots_ && !ended_) submit_locked();
-  }
-
-  void fail_locked(const ApiError& e) {
-    if (ended_) return;
-    writer_->send(core_.error_reply(e));
-    end_locked();
-  }
-
-  // Cancels what still runs and gives the admission slots back, once.
-  void end_locked() {
-    if (ended_) return;
-    ended_ = true;
-    for (const RequestId id : ids_) {
-      if (id >= 0) core_.backend().cancel(id);
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    for (int32_t k = 0; k < slots_; ++k) core_.admission().release(seconds);
-  }
-
-  ServerCore& core_;
-  const EmbeddingsRequest request_;
-  const std::string model_id_;
-  const int32_t slots_;
-  std::mutex mutex_;
-  std::shared_ptr<ReplyWriter> writer_;
-  std::vector<std::vector<float>> vectors_;  // [n_inputs][dims]
-  std::vector<RequestId> ids_;               // [n_inputs] the engine's id while it runs, else -1
-  size_t next_ = 0;                          // the next input to submit
-  size_t n_done_ = 0;
-  int32_t running_ = 0;
-  int64_t prompt_tokens_ = 0;
-  bool ended_ = false;
-  const std::chrono::steady_clock::time_point start_;
-};
 
 void append_float(std::string& out, float x) {
   char buf[32];
@@ -147,7 +21,27 @@ void append_float(std::string& out, float x) {
 
 std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRequest request, std::string model_id,
                                                   int32_t slots) {
-  return std::make_shared<EmbeddingsReply>(core, std::move(request), std::move(model_id), slots);
+  std::vector<EngineRequest> requests;
+  for (size_t i = 0; i < request.size(); ++i) {
+    EngineRequest r;
+    if (!request.texts.empty()) {
+      r = EngineRequest::from_text({.text = request.texts[i], .add_special = request.add_special_tokens});
+    } else {
+      r = EngineRequest::from_tokens(request.token_lists[i]);
+    }
+    r.prompt_field = request.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
+    r.params.embed = {
+        .on = true, .normalize = request.normalize, .dimensions = request.dimensions, .truncate = request.truncate};
+    requests.push_back(std::move(r));
+  }
+  const bool base64 = request.base64;
+  return make_engine_batch_reply(
+      core, std::move(requests), slots, "embeddings",
+      [base64, model_id = std::move(model_id)](std::vector<std::vector<float>> vectors, int64_t prompt_tokens) {
+        return HttpReply{.status = 200,
+                         .content_type = "application/json",
+                         .body = embeddings_body(vectors, base64, model_id, prompt_tokens)};
+      });
 }
 
 std::string base64_encode(std::string_view bytes) {

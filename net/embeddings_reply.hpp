@@ -1,7 +1,7 @@
 // The asynchronous reply of POST /v1/embeddings: each input is one engine
-// request (an embedding request, EmbedParams), at most `parallel` of them in
-// flight at once; the reply is OpenAI's list once all are in, or the first
-// input's error (the others then cancelled).
+// request (an embedding request, EmbedParams) of an engine batch reply
+// (engine_batch_reply.hpp); the reply is OpenAI's list once all are in, or
+// the first input's error.
 #pragma once
 
 #include <memory>

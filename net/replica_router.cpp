@@ -186,6 +186,8 @@ std::string routing_bytes(const EngineRequest& r) {
   switch (r.kind) {
     case EngineRequest::Kind::text:
       return r.text.text;
+    case EngineRequest::Kind::pair:
+      return r.text.text + '\n' + r.pair_text;
     case EngineRequest::Kind::chat: {
       std::string out;
       for (const ChatTurn& t : r.chat.messages) {

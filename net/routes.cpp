@@ -4,9 +4,8 @@
 // net/http_replies.cpp.
 #include "net/routes.hpp"
 
-#include <boost/json.hpp>
-
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -17,6 +16,8 @@
 #include "net/embeddings_request.hpp"
 #include "net/http_replies.hpp"
 #include "net/openai_response.hpp"
+#include "net/score_reply.hpp"
+#include "net/score_request.hpp"
 #include "net/static_assets.hpp"
 #include "net/tokenize_reply.hpp"
 
@@ -352,14 +353,36 @@ Admission ServerCore::admit_requests(int32_t n, int32_t max_tokens) {
 RouteResult ServerCore::embeddings(const HttpRequest& req) {
   if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
   EmbeddingsRequest r = parse_embeddings_request(req.body, options_.limits.max_embedding_inputs);
-  const std::string id = backend_.served_model().id;
+  const ServedModel served = backend_.served_model();
+  const std::string& id = served.id;
   check_model_name(r.model, id);
+  if (served.engine.n_labels > 0) {
+    throw ApiError(400,
+                   "the model '" + id +
+                       "' is a cross-encoder (a reranker): it scores pairs at /v1/rerank and "
+                       "/v1/score, and makes no embeddings",
+                   "model", "model_not_supported");
+  }
   // A batch holds a bounded share of the house: its inputs take turns in
   // that many slots.
   const auto slots = static_cast<int32_t>(
       std::min<size_t>(r.size(), static_cast<size_t>(std::max(1, options_.limits.embedding_parallel))));
   admit_requests(slots, 1);
   return RouteResult{.async = make_embeddings_reply(*this, std::move(r), id, slots)};
+}
+
+RouteResult ServerCore::score(const HttpRequest& req, bool rerank) {
+  if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
+  const int32_t max_pairs = options_.limits.max_embedding_inputs;
+  ScoreRequest r = rerank ? parse_rerank_request(req.body, max_pairs) : parse_score_request(req.body, max_pairs);
+  const ServedModel served = backend_.served_model();
+  check_model_name(r.model, served.id);
+  check_scoring_model(served.engine, served.id);
+  // As an embeddings batch: a bounded share of the house, taken in turns.
+  const auto slots = static_cast<int32_t>(std::min<size_t>(
+      r.size() + r.first.size(), static_cast<size_t>(std::max(1, options_.limits.embedding_parallel))));
+  admit_requests(slots, 1);
+  return RouteResult{.async = make_score_reply(*this, std::move(r), served.engine, served.id, slots)};
 }
 
 RouteResult ServerCore::generate(const HttpRequest& req, Endpoint endpoint) {
@@ -442,6 +465,14 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       check_model_name(t.model, backend_.served_model().id);
       return RouteResult{.async = make_tokenize_reply(*this, std::move(t))};
     }
+    // vLLM's and llama-server's other spellings of the scoring routes.
+    if (path == "/rerank" || path == "/v2/rerank" || path == "/score") {
+      if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
+        throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
+      }
+      if (!post) return method_not_allowed("POST");
+      return score(req, path != "/score");
+    }
     if (path.substr(0, 4) == "/v1/") {
       if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
@@ -453,6 +484,10 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       if (path == "/v1/embeddings") {
         if (!post) return method_not_allowed("POST");
         return embeddings(req);
+      }
+      if (path == "/v1/rerank" || path == "/v1/score") {
+        if (!post) return method_not_allowed("POST");
+        return score(req, path == "/v1/rerank");
       }
       if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
         if (!get) return method_not_allowed("GET");

@@ -85,6 +85,8 @@ class ServerCore {
   bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
   RouteResult embeddings(const HttpRequest& req);
+  // POST /v1/rerank (rerank) and /v1/score (score_reply.hpp).
+  RouteResult score(const HttpRequest& req, bool rerank);
 
   EngineClient& backend_;
   CoreOptions options_;

@@ -71,39 +71,46 @@ HfBpeTokenizer::HfBpeTokenizer(VocabData vocab, HfPipeline pipeline)
   strip_leading_space_ = decoder.strip_leading_space;
   byte_runs_ = decoder.byte_fallback;
   special_from_pieces_ = true;
+  HfDecodedPieces pieces = render_hf_decoder(decoder, vocab_);
+  piece_bytes_ = std::move(pieces.piece_bytes);
+  first_piece_bytes_ = std::move(pieces.first_piece_bytes);
+}
+
+HfDecodedPieces render_hf_decoder(const HfDecoder& decoder, VocabData& vocab) {
+  const size_t n = vocab.tokens.size();
   bool opening_differs = false;
   for (const HfDecoder::Replace& r : decoder.after) opening_differs = opening_differs || r.drop_when_opening;
-  if (vocab_.token_types.empty()) {
-    vocab_.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
-  }
-  piece_bytes_.resize(static_cast<size_t>(n));
-  if (opening_differs) first_piece_bytes_.resize(static_cast<size_t>(n));
-  for (int32_t id = 0; id < n; ++id) {
-    const auto i = static_cast<size_t>(id);
-    const std::string& text = vocab_.tokens[i];
+  if (vocab.token_types.empty()) vocab.token_types.assign(n, static_cast<int32_t>(TokenType::normal));
+  HfDecodedPieces out;
+  out.piece_bytes.resize(n);
+  if (opening_differs) out.first_piece_bytes.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& text = vocab.tokens[i];
     const int byte = decoder.byte_fallback ? parse_byte_piece(text) : -1;
     if (byte >= 0) {
-      if (type_of(id) == TokenType::normal) vocab_.token_types[i] = static_cast<int32_t>(TokenType::byte);
-      piece_bytes_[i] = std::string(1, static_cast<char>(byte));
-      if (opening_differs) first_piece_bytes_[i] = piece_bytes_[i];
+      int32_t& type = vocab.token_types[i];
+      if (type == 0 || type == static_cast<int32_t>(TokenType::normal)) type = static_cast<int32_t>(TokenType::byte);
+      out.piece_bytes[i] = std::string(1, static_cast<char>(byte));
+      if (opening_differs) out.first_piece_bytes[i] = out.piece_bytes[i];
       continue;
     }
     std::string s = decoder.byte_level ? byte_level_bytes(text) : text;
     for (const HfDecoder::Replace& r : decoder.before) s = replace_all(s, r.from, r.to);
-    if (opening_differs) first_piece_bytes_[i] = apply_after(s, true);
-    piece_bytes_[i] = apply_after(std::move(s), false);
+    if (opening_differs) out.first_piece_bytes[i] = hf_decoder_after(decoder, s, true);
+    out.piece_bytes[i] = hf_decoder_after(decoder, std::move(s), false);
   }
+  return out;
 }
 
-std::string HfBpeTokenizer::apply_after(std::string text, bool opens_text) const {
-  for (const HfDecoder::Replace& r : pipeline_.decoder.after) {
+std::string hf_decoder_after(const HfDecoder& decoder, std::string text, bool opens_text) {
+  for (const HfDecoder::Replace& r : decoder.after) {
     text = replace_all(text, r.from, opens_text && r.drop_when_opening ? std::string_view() : std::string_view(r.to));
   }
   return text;
 }
 
 std::string HfBpeTokenizer::byte_run_text(std::string_view bytes, bool opens_text) const {
-  return apply_after(Tokenizer::byte_run_text(bytes, opens_text), opens_text);
+  return hf_decoder_after(pipeline_.decoder, Tokenizer::byte_run_text(bytes, opens_text), opens_text);
 }
 
 int32_t HfBpeTokenizer::model_id(std::string_view text) const {

@@ -41,6 +41,20 @@ struct HfDecoder {
   bool strip_leading_space = false; // Strip(" ", 1, 0) after Fuse
 };
 
+// Every token's bytes as the decoder renders it: in the middle of a text,
+// and opening it (first_piece_bytes is empty when that never differs).
+// Shared by the tokenizer.json models whose decoder is an HfDecoder.
+struct HfDecodedPieces {
+  std::vector<std::string> piece_bytes;        // [n_vocab]
+  std::vector<std::string> first_piece_bytes;  // [n_vocab] or empty
+};
+// Fills vocab.token_types if empty; with ByteFallback, normal "<0xNN>"
+// tokens become TokenType::byte, their bytes the byte itself.
+HfDecodedPieces render_hf_decoder(const HfDecoder& decoder, VocabData& vocab);
+// The decoder's rules after ByteFallback on one token's text or a run of
+// byte tokens decoded together.
+std::string hf_decoder_after(const HfDecoder& decoder, std::string text, bool opens_text);
+
 struct HfPipeline {
   hf::Normalizer normalizer;
   hf::PreTokenizer pre_tokenizer;
@@ -61,7 +75,6 @@ class HfBpeTokenizer final : public Tokenizer {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   int32_t model_id(std::string_view text) const;
   std::string byte_run_text(std::string_view bytes, bool opens_text) const override;
-  std::string apply_after(std::string text, bool opens_text) const;
 
   HfPipeline pipeline_;
   std::unordered_map<std::string_view, int32_t> model_ids_;  // views into vocab_.tokens

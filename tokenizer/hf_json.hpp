@@ -3,16 +3,16 @@
 // the file and the JSON path ("pre_tokenizer.pretokenizers[1].type").
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 
 #include "tokenizer/hf_bpe_tokenizer.hpp"
 #include "tokenizer/hf_normalizer.hpp"
 #include "tokenizer/hf_pre_tokenizer.hpp"
+#include "tokenizer/unigram_tokenizer.hpp"
 #include "tokenizer/wordpiece_tokenizer.hpp"
 
 namespace troupe::hf {
@@ -65,6 +65,14 @@ HfDecoder parse_decoder(const JsonAt& at);
 // vocab; in_model is left to the caller) and the decoder it runs with.
 WordPieceModel parse_wordpiece_model(const JsonAt& model, const std::unordered_map<std::string, int32_t>& model_ids);
 WordPieceDecoder parse_wordpiece_decoder(const JsonAt& at);
+
+// A Unigram "model.vocab" ([[piece, score], ...]): each piece -> its
+// position, into model_ids; returns the number of pieces. Refuses repeated
+// pieces.
+int32_t unigram_model_ids(const JsonAt& vocab, std::unordered_map<std::string, int32_t>& model_ids);
+// The Unigram model (its vocab already checked by unigram_model_ids) and
+// the normalizer, pre-tokenizer and decoder it runs with; top is the file.
+UnigramPipeline parse_unigram_pipeline(const JsonAt& top);
 
 // Special token texts tokenizer_config.json names; "" for none.
 struct SpecialNames {

@@ -1,10 +1,15 @@
 // tokenizer.json's normalizer, pre_tokenizer and decoder sections -> the
-// pipeline parts of hf_normalizer.hpp, hf_pre_tokenizer.hpp and HfDecoder.
+// pipeline parts of hf_normalizer.hpp, hf_pre_tokenizer.hpp and HfDecoder
+// (BPE and Unigram models).
 // Anything else is Error(unsupported) naming its JSON path.
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "core/error.hpp"
 #include "tokenizer/hf_json.hpp"
+#include "tokenizer/precompiled_charsmap.hpp"
+#include "tokenizer/regex.hpp"
 
 namespace troupe::hf {
 namespace {
@@ -13,6 +18,9 @@ const Json& null_json() {
   static const Json null;
   return null;
 }
+
+// "file: path", how errors name a place.
+std::string place_of(const JsonAt& at) { return at.file() + ": " + at.path(); }
 
 std::string type_of(const JsonAt& at) {
   at.expect_object();
@@ -54,8 +62,18 @@ void add_normalizers(const JsonAt& at, std::vector<NormalizerStep>& steps) {
   } else if (type == "Replace") {
     bool regex = false;
     std::string pattern = pattern_of(at["pattern"], regex);
-    if (regex) at["pattern"].unsupported("Replace with a Regex pattern is not supported; only {\"String\": ...}");
-    steps.push_back({.kind = K::replace, .pattern = std::move(pattern), .content = at["content"].string()});
+    std::shared_ptr<const Regex> compiled;
+    if (regex) compiled = std::make_shared<const Regex>(pattern, place_of(at["pattern"]), Errc::unsupported);
+    steps.push_back({.kind = K::replace,
+                     .pattern = std::move(pattern),
+                     .content = at["content"].string(),
+                     .regex = std::move(compiled)});
+  } else if (type == "Precompiled") {
+    const JsonAt map = at["precompiled_charsmap"];
+    const std::optional<std::string> blob = decode_base64(map.string());
+    if (!blob) map.bad("not valid base64");
+    steps.push_back(
+        {.kind = K::precompiled, .charsmap = std::make_shared<const PrecompiledCharsmap>(*blob, place_of(map))});
   } else if (type == "BertNormalizer") {
     // strip_accents null (or absent) follows lowercase, as in the original BERT.
     const bool lower = at.flag("lowercase", true);
@@ -74,7 +92,7 @@ void add_normalizers(const JsonAt& at, std::vector<NormalizerStep>& steps) {
   } else {
     at["type"].unsupported("normalizer '" + type +
                            "' is not supported; supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, BertNormalizer, "
-                           "Lowercase, StripAccents, Strip, Sequence");
+                           "Lowercase, StripAccents, Strip, Precompiled, Sequence");
   }
 }
 

@@ -1,6 +1,7 @@
 // The normalizers of hf_normalizer.hpp. Unicode normal forms and character
 // classes come from utf8proc; Prepend adds nothing to empty text, as Hugging
-// Face's does. BertNormalizer's steps run in Hugging Face's order: clean,
+// Face's does. Replace with a regex rewrites every match, left to right, as
+// Hugging Face's (Oniguruma) does. BertNormalizer's steps run in Hugging Face's order: clean,
 // CJK spacing, accents, lowercase.
 #include "tokenizer/hf_normalizer.hpp"
 
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "tokenizer/precompiled_charsmap.hpp"
+#include "tokenizer/regex.hpp"
 #include "tokenizer/text_util.hpp"
 #include "tokenizer/unicode_classes.hpp"
 #include "tokenizer/utf8.hpp"
@@ -106,6 +109,19 @@ std::string strip(std::string_view text, bool left, bool right) {
   return std::string(text.substr(starts[first], starts[last] - starts[first]));
 }
 
+std::string replace_matches(std::string_view text, const Regex& re, std::string_view content) {
+  std::vector<Regex::Span> matches;
+  re.find_all(text, matches);
+  std::string out;
+  size_t last = 0;
+  for (const auto& [begin, end] : matches) {
+    out.append(text.substr(last, begin - last)).append(content);
+    last = end;
+  }
+  out.append(text.substr(last));
+  return out;
+}
+
 std::string bert_normalize(std::string text, const BertNormalizerOptions& o) {
   if (o.clean_text) text = clean_text(text);
   if (o.handle_chinese_chars) text = pad_cjk(text);
@@ -128,11 +144,16 @@ std::string Normalizer::apply(std::string_view text) const {
         // (Not s.insert(0, ...): GCC 12 warns falsely about it at -O3.)
         if (!s.empty()) s = step.content + s;
         break;
-      case NormalizerStep::Kind::replace: s = replace_all(s, step.pattern, step.content); break;
+      case NormalizerStep::Kind::replace:
+        s = step.regex ? replace_matches(s, *step.regex, step.content) : replace_all(s, step.pattern, step.content);
+        break;
       case NormalizerStep::Kind::bert: s = bert_normalize(std::move(s), step.bert); break;
       case NormalizerStep::Kind::lowercase: s = lowercase(s); break;
       case NormalizerStep::Kind::strip_accents: s = drop_marks(s, false); break;
       case NormalizerStep::Kind::strip: s = strip(s, step.strip_left, step.strip_right); break;
+      case NormalizerStep::Kind::precompiled:
+        s = step.charsmap->normalize(s);
+        break;
     }
   }
   return s;

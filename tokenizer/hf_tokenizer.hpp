@@ -1,5 +1,6 @@
 // Loading Hugging Face tokenizer folders: tokenizer.json (BPE model with
-// byte-level or SentencePiece-style pipelines, WordPiece with BERT's),
+// byte-level or SentencePiece-style pipelines, WordPiece with BERT's,
+// Unigram with XLM-RoBERTa's and T5's),
 // tokenizer_config.json (BOS/EOS, chat templates) and chat_template.jinja; or
 // GPT-2's original encoder.json + vocab.bpe (also named vocab.json +
 // merges.txt). docs/models.md lists what is supported.

@@ -23,6 +23,7 @@ struct AddedToken {
   std::string content;
   bool special;
   bool normalized;
+  uint8_t strip;  // VocabData::kLstrip | kRstrip
 };
 
 int32_t id_of(const JsonAt& at) {
@@ -38,26 +39,39 @@ std::vector<AddedToken> parse_added_tokens(const JsonAt& list) {
   for (size_t i = 0; i < list.size(); ++i) {
     const JsonAt t = list[i];
     t.expect_object();
-    // Stripping whitespace around a match and whole-word matching change
-    // what is matched; no supported file uses them, so refuse rather than
-    // tokenize differently.
-    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-      if (t.flag(flag, false)) t[flag].unsupported(std::string(flag) + " = true is not supported");
-    }
-    AddedToken a{id_of(t["id"]), t["content"].string(), t.flag("special", false), t.flag("normalized", false)};
+    // Whole-word matching changes what is matched; no supported file uses
+    // it, so refuse rather than tokenize differently.
+    if (t.flag("single_word", false)) t["single_word"].unsupported("single_word = true is not supported");
+    const auto strip = static_cast<uint8_t>((t.flag("lstrip", false) ? VocabData::kLstrip : 0) |
+                                            (t.flag("rstrip", false) ? VocabData::kRstrip : 0));
+    AddedToken a{id_of(t["id"]), t["content"].string(), t.flag("special", false), t.flag("normalized", false), strip};
     if (a.content.empty()) t["content"].bad("empty added token");
     out.push_back(std::move(a));
   }
   return out;
 }
 
-// The ids TemplateProcessing puts before and after the text ($A), -1 if none.
+// The ids TemplateProcessing puts before and after the text ($A), -1 if
+// none, and its pair template (VocabData::has_pair and the pair_ fields).
 struct Template {
   int32_t prefix = -1;
   int32_t suffix = -1;
+  bool has_pair = false;
+  std::vector<int32_t> pair_between;
+  std::vector<int32_t> pair_after;
+  int32_t pair_type1_from = -1;
 };
 
-void parse_template(const JsonAt& at, Template& t) {
+// The one id of a template item's special token.
+int32_t template_special_id(const JsonAt& specials, const JsonAt& special) {
+  const std::string name = special["id"].string();
+  const JsonAt ids = specials[name]["ids"];
+  ids.expect_array();
+  if (ids.size() != 1) ids.unsupported("a special token of " + std::to_string(ids.size()) + " ids is not supported");
+  return id_of(ids[0]);
+}
+
+void parse_single_template(const JsonAt& at, Template& t) {
   const JsonAt single = at["single"];
   single.expect_array();
   const JsonAt specials = at["special_tokens"];
@@ -72,16 +86,70 @@ void parse_template(const JsonAt& at, Template& t) {
     }
     const JsonAt special = item["SpecialToken"];
     if (special.is_null()) item.bad("expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
-    const std::string name = special["id"].string();
-    const JsonAt ids = specials[name]["ids"];
-    ids.expect_array();
-    if (ids.size() != 1) ids.unsupported("a special token of " + std::to_string(ids.size()) + " ids is not supported");
     int32_t& slot = seen_a ? t.suffix : t.prefix;
     if (slot >= 0) item.unsupported("more than one special token " + std::string(seen_a ? "after" : "before") +
                                     " the text is not supported");
-    slot = id_of(ids[0]);
+    slot = template_special_id(specials, special);
   }
   if (!seen_a) single.bad("no $A sequence");
+}
+
+// The pair template: the single template's prefix, $A, specials, $B,
+// specials; token types 0 then 1 (BERT's segments), never back.
+void parse_pair_template(const JsonAt& at, Template& t) {
+  const JsonAt pair = at["pair"];
+  if (pair.is_null()) return;
+  pair.expect_array();
+  const JsonAt specials = at["special_tokens"];
+  int part = 0;  // 0: before $A, 1: between $A and $B, 2: after $B
+  int32_t last_type = 0;
+  std::vector<int32_t> prefix;
+  for (size_t i = 0; i < pair.size(); ++i) {
+    const JsonAt item = pair[i];
+    item.expect_object();
+    const bool sequence = !item["Sequence"].is_null();
+    const JsonAt body = sequence ? item["Sequence"] : item["SpecialToken"];
+    if (body.is_null()) item.bad("expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+    const auto type = static_cast<int32_t>(body["type_id"].is_null() ? 0 : body["type_id"].integer());
+    if (type < last_type || type > 1) {
+      body["type_id"].unsupported("token types must run 0 then 1 (two segments), got " + std::to_string(type) +
+                                  " after " + std::to_string(last_type));
+    }
+    if (type == 1 && last_type == 0) {
+      if (part != 1) body["type_id"].unsupported("token type 1 must begin after $A and no later than $B");
+      t.pair_type1_from = static_cast<int32_t>(t.pair_between.size());
+    }
+    last_type = type;
+    if (sequence) {
+      const std::string id = body["id"].string();
+      if ((id == "A" && part != 0) || (id == "B" && part != 1) || (id != "A" && id != "B")) {
+        body["id"].unsupported("the pair template must hold $A, then $B, once each");
+      }
+      ++part;
+      continue;
+    }
+    const int32_t special = template_special_id(specials, body);
+    (part == 0 ? prefix : part == 1 ? t.pair_between : t.pair_after).push_back(special);
+  }
+  if (part != 2) pair.bad("the pair template must hold $A and $B");
+  const std::vector<int32_t> single_prefix = t.prefix >= 0 ? std::vector<int32_t>{t.prefix} : std::vector<int32_t>{};
+  if (prefix != single_prefix) pair.unsupported("the pair template must begin as the single one does");
+  t.has_pair = true;
+}
+
+void parse_template(const JsonAt& at, Template& t) {
+  parse_single_template(at, t);
+  // A pair template Troupe cannot follow only leaves the tokenizer without
+  // pairs (a cross-encoder's input): a generating model never joins two texts.
+  try {
+    parse_pair_template(at, t);
+  } catch (const Error& e) {
+    if (e.code() != Errc::unsupported) throw;
+    t.has_pair = false;
+    t.pair_between.clear();
+    t.pair_after.clear();
+    t.pair_type1_from = -1;
+  }
 }
 
 // BertProcessing / RobertaProcessing name a token as ["[SEP]", 102].
@@ -102,10 +170,17 @@ Template parse_post_processor(const JsonAt& at) {
     parse_template(at, t);
     return t;
   }
-  // cls A sep for one text; RoBERTa's trim_offsets and add_prefix_space only move offsets.
+  // cls A sep for one text; BERT's pair: cls A sep B:1 sep:1, RoBERTa's:
+  // cls A sep sep B sep, all of type 0. RoBERTa's trim_offsets and
+  // add_prefix_space only move offsets.
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     t.prefix = processing_id(at["cls"]);
     t.suffix = processing_id(at["sep"]);
+    t.has_pair = true;
+    const bool bert = type == "BertProcessing";
+    t.pair_between.assign(bert ? 1 : 2, t.suffix);
+    t.pair_after = {t.suffix};
+    t.pair_type1_from = bert ? 1 : -1;
     return t;
   }
   if (type == "Sequence") {
@@ -140,18 +215,15 @@ std::pair<std::string, std::string> merge_pair(const JsonAt& at) {
 }
 
 // Files older than "type" are BPE.
-bool is_wordpiece(const JsonAt& model) {
+enum class ModelType { bpe, wordpiece, unigram };
+ModelType model_type(const JsonAt& model) {
   model.expect_object();
   const JsonAt type = model["type"];
   const std::string name = type.is_null() ? "BPE" : type.string();
-  if (name == "WordPiece") return true;
-  if (name == "Unigram") {
-    type.unsupported(
-        "model 'Unigram' (SentencePiece unigram, as XLM-RoBERTa and T5 use) is not supported; "
-        "supported: BPE, WordPiece");
-  }
-  if (name != "BPE") type.unsupported("model '" + name + "' is not supported; supported: BPE, WordPiece");
-  return false;
+  if (name == "WordPiece") return ModelType::wordpiece;
+  if (name == "Unigram") return ModelType::unigram;  // hf_json_unigram.cpp
+  if (name != "BPE") type.unsupported("model '" + name + "' is not supported; supported: BPE, WordPiece, Unigram");
+  return ModelType::bpe;
 }
 
 void check_bpe_model(const JsonAt& model) {
@@ -206,16 +278,18 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     if (!top[key].is_null()) top[key].unsupported("is not supported (set it to null)");
   }
   const JsonAt model = top["model"];
-  const bool wordpiece = is_wordpiece(model);
-  if (!wordpiece) check_bpe_model(model);
+  const ModelType type = model_type(model);
+  const bool wordpiece = type == ModelType::wordpiece;
+  const bool unigram = type == ModelType::unigram;
+  if (type == ModelType::bpe) check_bpe_model(model);
 
   // Model vocab, then added tokens, into one id-indexed list.
   const JsonAt vocab_at = model["vocab"];
-  vocab_at.expect_object();
   std::unordered_map<std::string, int32_t> model_ids;
+  int32_t n = unigram ? unigram_model_ids(vocab_at, model_ids) : 0;  // [[piece, score], ...]
+  if (!unigram) vocab_at.expect_object();
   model_ids.reserve(vocab_at.size());
-  int32_t n = 0;
-  for (auto it = vocab_at.node().begin(); it != vocab_at.node().end(); ++it) {
+  for (auto it = vocab_at.node().begin(); !unigram && it != vocab_at.node().end(); ++it) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= INT32_MAX) {
       vocab_at[it.key()].bad("expected a token id");
     }
@@ -237,7 +311,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
   }
 
   VocabData v;
-  v.model = wordpiece ? "hf-wordpiece" : "hf-bpe";
+  v.model = wordpiece ? "hf-wordpiece" : unigram ? "hf-unigram" : "hf-bpe";
   v.tokens.resize(static_cast<size_t>(n));
   v.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
   std::vector<bool> in_model(static_cast<size_t>(n), false);
@@ -265,6 +339,10 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     filled[i_id] = true;
     v.tokens[i_id] = a.content;
     v.token_types[i_id] = static_cast<int32_t>(a.special ? TokenType::control : TokenType::user_defined);
+    if (a.strip != 0) {
+      v.added_strip.resize(static_cast<size_t>(n), 0);
+      v.added_strip[i_id] = a.strip;
+    }
     (a.normalized ? any_normalized : any_raw) = true;
     // Hugging Face matches normalized tokens in the normalized text, after
     // the others; only the case where that order cannot matter is supported.
@@ -283,7 +361,10 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
 
   HfPipeline p;
   WordPiecePipeline wp;
-  if (wordpiece) {
+  UnigramPipeline up;
+  if (unigram) {
+    up = parse_unigram_pipeline(top);
+  } else if (wordpiece) {
     wp.model = parse_wordpiece_model(model, model_ids);
     wp.model.in_model = std::move(in_model);
     wp.normalizer = parse_normalizer(top["normalizer"]);
@@ -296,13 +377,20 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     p.pre_tokenizer = parse_pre_tokenizer(top["pre_tokenizer"]);
     p.decoder = parse_decoder(top["decoder"]);
   }
-  const int32_t model_unk = wordpiece ? wp.model.unk_id : p.model.unk_id;
+  const int32_t model_unk = wordpiece ? wp.model.unk_id : unigram ? up.model.unk_id : p.model.unk_id;
 
   // Special tokens: the post-processor's BOS/EOS, else tokenizer_config's.
   const Template t = parse_post_processor(top["post_processor"]);
-  for (const int32_t id : {t.prefix, t.suffix}) {
+  std::vector<int32_t> template_ids = {t.prefix, t.suffix};
+  template_ids.insert(template_ids.end(), t.pair_between.begin(), t.pair_between.end());
+  template_ids.insert(template_ids.end(), t.pair_after.begin(), t.pair_after.end());
+  for (const int32_t id : template_ids) {
     if (id >= n) top["post_processor"].bad("token id " + std::to_string(id) + " is outside the vocabulary");
   }
+  v.has_pair = t.has_pair;
+  v.pair_between = t.pair_between;
+  v.pair_after = t.pair_after;
+  v.pair_type1_from = t.pair_type1_from;
   auto named = [&](const std::string& text) {
     if (text.empty()) return -1;
     for (const AddedToken& a : added) {
@@ -331,6 +419,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const Json& root, const std::string& 
     v.token_types[static_cast<size_t>(v.unk_id)] = static_cast<int32_t>(TokenType::unknown);
   }
   if (wordpiece) return std::make_unique<WordPieceTokenizer>(std::move(v), std::move(wp));
+  if (unigram) return std::make_unique<UnigramTokenizer>(std::move(v), std::move(up));
   return std::make_unique<HfBpeTokenizer>(std::move(v), std::move(p));
 }
 

@@ -15,6 +15,32 @@
 namespace troupe {
 namespace {
 
+// Bytes of the whitespace character (Unicode White_Space, as Rust's
+// char::is_whitespace, which Hugging Face's lstrip/rstrip use) starting at
+// text[pos], or 0.
+size_t whitespace_at(std::string_view text, size_t pos) {
+  if (pos >= text.size()) return 0;
+  const auto b = [&](size_t i) { return pos + i < text.size() ? static_cast<uint8_t>(text[pos + i]) : 0; };
+  const uint8_t c = b(0);
+  if (c == ' ' || (c >= 0x09 && c <= 0x0d)) return 1;
+  if (c == 0xc2 && (b(1) == 0x85 || b(1) == 0xa0)) return 2;  // U+0085, U+00A0
+  if (c == 0xe1 && b(1) == 0x9a && b(2) == 0x80) return 3;    // U+1680
+  if (c == 0xe2 && b(1) == 0x80 && (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf) && b(2) >= 0x80) {
+    return 3;  // U+2000..U+200A, U+2028, U+2029, U+202F
+  }
+  if (c == 0xe2 && b(1) == 0x81 && b(2) == 0x9f) return 3;  // U+205F
+  if (c == 0xe3 && b(1) == 0x80 && b(2) == 0x80) return 3;  // U+3000
+  return 0;
+}
+
+// Bytes of the whitespace character ending at text[end - 1], or 0.
+size_t whitespace_before(std::string_view text, size_t end) {
+  for (size_t n = 1; n <= 3 && n <= end; ++n) {
+    if (whitespace_at(text, end - n) == n) return n;
+  }
+  return 0;
+}
+
 [[noreturn]] void bad_vocab(const std::string& what) {
   throw Error(Errc::bad_format, "tokenizer vocab: " + what);
 }
@@ -33,6 +59,10 @@ void check_common(const VocabData& v) {
   if (n > static_cast<size_t>(INT32_MAX)) bad_vocab("too many tokens");
   if (!v.scores.empty() && v.scores.size() != n) {
     bad_vocab("scores has " + std::to_string(v.scores.size()) + " entries but there are " +
+              std::to_string(n) + " tokens");
+  }
+  if (!v.added_strip.empty() && v.added_strip.size() != n) {
+    bad_vocab("added_strip has " + std::to_string(v.added_strip.size()) + " entries but there are " +
               std::to_string(n) + " tokens");
   }
   if (!v.token_types.empty() && v.token_types.size() != n) {
@@ -90,8 +120,8 @@ Tokenizer::Tokenizer(VocabData vocab) : vocab_(std::move(vocab)) {
     }
     const bool matchable = t == TokenType::control || t == TokenType::unknown || t == TokenType::user_defined;
     if (matchable && !text.empty()) {
-      specials_by_first_byte_[static_cast<uint8_t>(text[0])].push_back(
-          {text, id, t == TokenType::user_defined});
+      const uint8_t strip = vocab_.added_strip.empty() ? 0 : vocab_.added_strip[static_cast<size_t>(id)];
+      specials_by_first_byte_[static_cast<uint8_t>(text[0])].push_back({text, id, t == TokenType::user_defined, strip});
     }
   }
   // gpt-oss's harmony format (o200k_harmony): <|end|> closes one message of
@@ -137,6 +167,61 @@ bool Tokenizer::is_special(int32_t id) const {
   return t == TokenType::control || t == TokenType::unknown;
 }
 
+int32_t Tokenizer::pair_special_count() const {
+  const bool bos = vocab_.add_bos && vocab_.bos_id >= 0;
+  return static_cast<int32_t>((bos ? 1 : 0) + vocab_.pair_between.size() + vocab_.pair_after.size());
+}
+
+void Tokenizer::truncate_pair(std::vector<int32_t>& first, std::vector<int32_t>& second, size_t budget) {
+  if (first.size() + second.size() <= budget) return;
+  const bool first_longer = first.size() > second.size();
+  size_t n_short = std::min(first.size(), second.size());
+  // The longer keeps what the shorter leaves, but never less than it.
+  size_t n_long = n_short > budget ? n_short : std::max(n_short, budget - n_short);
+  if (n_short + n_long > budget) {
+    n_short = budget / 2;
+    n_long = n_short + budget % 2;
+  }
+  std::vector<int32_t>& shorter = first_longer ? second : first;
+  std::vector<int32_t>& longer = first_longer ? first : second;
+  shorter.resize(std::min(shorter.size(), n_short));
+  longer.resize(std::min(longer.size(), n_long));
+}
+
+Tokenizer::Pair Tokenizer::encode_pair(std::string_view first, std::string_view second, int32_t budget) const {
+  if (!vocab_.has_pair) {
+    throw Error(Errc::unsupported,
+                "tokenizer: the vocabulary defines no pair template (its post-processor joins "
+                "one text only), so it cannot join a query and a document");
+  }
+  // Special tokens' texts match as in Hugging Face's pair encoding (XLM-R's <mask>).
+  std::vector<int32_t> a = encode(first, /*add_special=*/false, /*parse_special=*/true);
+  std::vector<int32_t> b = encode(second, /*add_special=*/false, /*parse_special=*/true);
+  if (budget > 0) {
+    const int32_t specials = pair_special_count();
+    if (budget <= specials) {
+      throw Error(Errc::invalid_argument, "tokenizer: " + std::to_string(budget) +
+                                              " tokens cannot hold two texts and the pair template's " +
+                                              std::to_string(specials));
+    }
+    truncate_pair(a, b, static_cast<size_t>(budget - specials));
+  }
+  Pair p;
+  p.ids.reserve(a.size() + b.size() + static_cast<size_t>(pair_special_count()));
+  if (vocab_.add_bos && vocab_.bos_id >= 0) p.ids.push_back(vocab_.bos_id);
+  p.ids.insert(p.ids.end(), a.begin(), a.end());
+  for (size_t i = 0; i < vocab_.pair_between.size(); ++i) {
+    if (static_cast<int32_t>(i) == vocab_.pair_type1_from) p.type1_from = static_cast<int32_t>(p.ids.size());
+    p.ids.push_back(vocab_.pair_between[i]);
+  }
+  if (vocab_.pair_type1_from == static_cast<int32_t>(vocab_.pair_between.size())) {
+    p.type1_from = static_cast<int32_t>(p.ids.size());
+  }
+  p.ids.insert(p.ids.end(), b.begin(), b.end());
+  p.ids.insert(p.ids.end(), vocab_.pair_after.begin(), vocab_.pair_after.end());
+  return p;
+}
+
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && id < n_vocab() && eog_[static_cast<size_t>(id)];
 }
@@ -169,9 +254,22 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       ++pos;
       continue;
     }
-    if (pos > fragment) encode_text(text.substr(fragment, pos - fragment), fragment == 0, out);
+    // lstrip / rstrip tokens take the whitespace beside them (Hugging Face's
+    // added-token match widens over it), within the current fragment.
+    size_t start = pos;
+    if ((s->strip & VocabData::kLstrip) != 0) {
+      while (start > fragment) {
+        const size_t n = whitespace_before(text, start);
+        if (n == 0) break;
+        start -= n;
+      }
+    }
+    if (start > fragment) encode_text(text.substr(fragment, start - fragment), fragment == 0, out);
     out.push_back(s->id);
     pos += s->text.size();
+    if ((s->strip & VocabData::kRstrip) != 0) {
+      while (const size_t n = whitespace_at(text, pos)) pos += n;
+    }
     fragment = pos;
   }
   if (fragment < text.size()) encode_text(text.substr(fragment), fragment == 0, out);

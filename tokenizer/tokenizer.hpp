@@ -35,6 +35,24 @@ class Tokenizer {
   // tokens are always matched whole.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
+  // Two texts joined into one input as the vocabulary's pair template
+  // joins them (VocabData::has_pair), each encoded as encode(text, false,
+  // true) would (special tokens' texts match, as in Hugging Face's pairs). budget > 0: the texts are first cut, their
+  // tails going, until both fit in budget tokens with the template's own (truncate_pair). Throws Error(unsupported)
+  // when the vocabulary has no pair template, Error(invalid_argument) for invalid UTF-8 or a budget smaller than the
+  // template's tokens.
+  struct Pair {
+    std::vector<int32_t> ids;
+    int32_t type1_from = -1;  // the first position of token type 1, -1: none
+  };
+  Pair encode_pair(std::string_view first, std::string_view second, int32_t budget = 0) const;
+  // Tokens the pair template adds around the two texts.
+  int32_t pair_special_count() const;
+  // tokenizers' `longest_first` truncation of two texts' ids to `budget`
+  // tokens in all: the longer gives up its tail first; when both are longer
+  // than half the budget, each keeps half (the longer one the odd token).
+  static void truncate_pair(std::vector<int32_t>& first, std::vector<int32_t>& second, size_t budget);
+
   // The raw bytes a token stands for ("▁a" -> " a", "<0x0A>" -> "\n",
   // "Ġa" -> " a"); may be part of a UTF-8 sequence. Control and unknown
   // tokens give their text only when render_special is set, else nothing.
@@ -127,7 +145,8 @@ class Tokenizer {
   struct SpecialToken {
     std::string_view text;
     int32_t id;
-    bool always;  // user-defined: matched even without parse_special
+    bool always;    // user-defined: matched even without parse_special
+    uint8_t strip;  // VocabData::kLstrip | kRstrip: the whitespace beside a match is part of it
   };
   // Leftmost-longest special token match at text[pos], or nullptr.
   const SpecialToken* match_special(std::string_view text, size_t pos, bool parse_special) const;

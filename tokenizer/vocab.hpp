@@ -36,6 +36,21 @@ struct VocabData {
   bool add_eos = false;
   bool add_space_prefix = false;    // SPM: prepend "▁" to the text (and strip it on decode)
   bool lowercase = false;           // bert (WordPiece): lower-case the text, and strip its accents
+  // tokenizer.json's added tokens that take the whitespace beside them into
+  // their match ([n_vocab] or empty): kLstrip the whitespace before
+  // (XLM-R's <mask>), kRstrip the whitespace after.
+  static constexpr uint8_t kLstrip = 1, kRstrip = 2;
+  std::vector<uint8_t> added_strip;
+  // How two texts join into one input (a cross-encoder's query and
+  // document), as the post-processor's pair template says: BOS (with
+  // add_bos), A, pair_between, B, pair_after. Token type 1 (BERT's second
+  // segment) begins at pair_between[pair_type1_from], or at B when it is
+  // pair_between.size(), and runs to the end; -1: every token is type 0
+  // (RoBERTa). has_pair false: the vocabulary defines no pair template.
+  bool has_pair = false;
+  std::vector<int32_t> pair_between;  // [SEP]; RoBERTa: </s> </s>
+  std::vector<int32_t> pair_after;    // [SEP]; RoBERTa: </s>
+  int32_t pair_type1_from = -1;
 };
 
 }  // namespace troupe

@@ -9,7 +9,8 @@ start from inputs that get past the first checks:
                      and the FP8, GPTQ, AWQ and 4-bit compressed-tensors
                      ones cut to 1 layer
   tokenizer_json     tokenizer.json (byte-level BPE; SentencePiece-style BPE
-                     with byte fallback) + NUL + a text to encode
+                     with byte fallback; WordPiece; SentencePiece unigram)
+                     + NUL + a text to encode
   jinja_template     the interpreter cases of tests/fixtures/chat_templates.json
                      and a ChatML, a Llama 3 and a tool-calling template
   config_readers     the topologies and workloads in configs/
@@ -240,6 +241,23 @@ def wordpiece_seed(src, out):
     write(out / "tokenizer_json" / "wordpiece_bert.bin", json.dumps(json.loads(tok), ensure_ascii=False) + text)
 
 
+def unigram_seed(src, out):
+    """A SentencePiece-unigram tokenizer.json (Unigram with byte_fallback,
+    Precompiled + regex Replace normalizers, Metaspace, ByteFallback/Fuse/
+    Strip decoder) from tests/fixtures/hf_unigram.json, its vocab cut to 320
+    pieces and its charsmap to the fixture's dozen-rule one, and text with
+    what the rules rewrite, unknown characters and runs of spaces."""
+    fixture = json.loads((src / "tests/fixtures/hf_unigram.json").read_text())
+    variant = next(t for t in fixture["tokenizers"] if t["name"] == "byte_fallback")
+    tok = variant["tokenizer_json"]
+    tok["model"]["vocab"] = fixture["vocabs"][tok["model"]["vocab"]][:320]
+    for n in tok["normalizer"]["normalizers"]:
+        if n["type"] == "Precompiled":
+            n["precompiled_charsmap"] = fixture["small_charsmap"]
+    text = "\0ABC \uff21\u200b  caf\u00e9 e\u0301 \ufb01x \u2603\u2603 \t\r\n " + "ab" * 40
+    write(out / "tokenizer_json" / "unigram_byte_fallback.bin", json.dumps(tok, ensure_ascii=False) + text)
+
+
 def jinja_seeds(src, out):
     fixtures = json.loads((src / "tests/fixtures/chat_templates.json").read_text())
     for case in fixtures["interpreter_cases"]:
@@ -302,6 +320,7 @@ def main():
     quantized_seeds(src, out)
     tokenizer_seeds(out)
     wordpiece_seed(src, out)
+    unigram_seed(src, out)
     jinja_seeds(src, out)
     config_seeds(src, out)
     schema_seeds(src, out)

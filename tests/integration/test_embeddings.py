@@ -111,3 +111,54 @@ def test_bert_encoder_matches_sentence_transformers(bert_client):
     with pytest.raises(openai.BadRequestError) as e:
         bert_client.completions.create(model="bert_embedding_cls", prompt="hello", max_tokens=4)
     assert "embedding model" in e.value.body["message"]
+
+
+# A cross-encoder (ms-marco-MiniLM's recipe: BertForSequenceClassification,
+# saved by sentence-transformers' CrossEncoder, tools/fixtures/
+# make_reranker_models.py) over HTTP: /v1/rerank as Jina's and Cohere's
+# clients post it, /v1/score as vLLM's, each score CrossEncoder's.
+RERANKER = HERE.parent / "fixtures" / "hf" / "bert_reranker"
+RERANKER_REFERENCE = json.loads((RERANKER / "reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reranker(request, artifacts):
+    s = start_server(request, RERANKER, artifacts / "serve-reranker.log")
+    yield s
+    s.stop()
+
+
+def post(server, path, body):
+    import httpx  # the openai package's own HTTP client
+
+    return httpx.post(server.url(path), json=body, timeout=60)
+
+
+def test_rerank_matches_cross_encoder(reranker):
+    ref = RERANKER_REFERENCE
+    query = ref["pairs"][0][0]
+    docs = [d for q, d in ref["pairs"] if q == query]
+    r = post(reranker, "/v1/rerank", {"model": "bert_reranker", "query": query, "documents": docs, "top_n": 2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["results"]) == 2
+    best = sorted(range(len(docs)), key=lambda i: -ref["scores"][i])[:2]
+    assert [x["index"] for x in body["results"]] == best
+    for x in body["results"]:
+        assert abs(x["relevance_score"] - ref["scores"][x["index"]]) < TOLERANCE
+        assert x["document"]["text"] == docs[x["index"]]
+    assert body["usage"]["prompt_tokens"] == sum(len(ref["token_ids"][i]) for i in range(len(docs)))
+
+
+def test_score_matches_cross_encoder(reranker):
+    ref = RERANKER_REFERENCE
+    firsts = [q for q, d in ref["pairs"]]
+    seconds = [d for q, d in ref["pairs"]]
+    r = post(reranker, "/v1/score", {"text_1": firsts, "text_2": seconds})
+    assert r.status_code == 200, r.text
+    got = [d["score"] for d in r.json()["data"]]
+    assert max(abs(a - b) for a, b in zip(got, ref["scores"])) < TOLERANCE
+    bad = post(reranker, "/v1/rerank", {"query": "q", "documents": []})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "documents"
+    refused = post(reranker, "/v1/embeddings", {"input": "a"})
+    assert refused.status_code == 400 and "cross-encoder" in refused.json()["error"]["message"]

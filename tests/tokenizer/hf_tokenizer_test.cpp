@@ -231,14 +231,74 @@ TEST(HfTokenizerErrors, TinyFileWorks) {
   EXPECT_EQ(t->decode(Ids{2, 1, 0, 3}, true), "abba");
 }
 
+// XLM-R's <mask> (lstrip): the whitespace before a match is part of it,
+// and with rstrip the whitespace after; Unicode's White_Space, as Rust's.
+TEST(HfTokenizerAddedTokens, StripTakesTheWhitespaceBeside) {
+  json j = tiny_json();
+  j["added_tokens"][0]["lstrip"] = true;
+  j["added_tokens"][0]["rstrip"] = true;
+  const auto t = tokenizer_from_hf_json(j.dump());
+  EXPECT_EQ(t->encode("ab \t<eos>\u3000\u00a0 a", false, true), (Ids{2, 3, 0}));
+  EXPECT_EQ(t->encode("<eos>  <eos>b", false, true), (Ids{3, 3, 1}));
+}
+
+// A cross-encoder's pair: the post-processor's pair template, with the
+// position where token type 1 begins.
+TEST(HfTokenizerPairs, TemplatesJoinTwoTexts) {
+  json bert = tiny_json();
+  bert["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"<eos>", 3}}, {"cls", {"b", 1}}};
+  const Tokenizer::Pair b = tokenizer_from_hf_json(bert.dump())->encode_pair("ab", "a");
+  EXPECT_EQ(b.ids, (Ids{1, 2, 3, 0, 3}));
+  EXPECT_EQ(b.type1_from, 3);  // [CLS] A [SEP] B:1 [SEP]:1
+
+  json roberta = bert;
+  roberta["post_processor"]["type"] = "RobertaProcessing";
+  const Tokenizer::Pair r = tokenizer_from_hf_json(roberta.dump())->encode_pair("ab", "a");
+  EXPECT_EQ(r.ids, (Ids{1, 2, 3, 3, 0, 3}));
+  EXPECT_EQ(r.type1_from, -1);
+
+  json templ = tiny_json();
+  templ["post_processor"] = json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<eos>", "type_id": 0}}],
+      "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<eos>", "type_id": 0}},
+               {"SpecialToken": {"id": "<eos>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+      "special_tokens": {"<eos>": {"id": "<eos>", "ids": [3], "tokens": ["<eos>"]}}})");
+  const auto tt = tokenizer_from_hf_json(templ.dump());
+  const Tokenizer::Pair p = tt->encode_pair("ab", "b");
+  EXPECT_EQ(p.ids, (Ids{2, 3, 3, 1}));
+  EXPECT_EQ(p.type1_from, 2);
+  EXPECT_EQ(tt->pair_special_count(), 2);
+  // Cut to five tokens: the texts keep three, the shorter one of its two.
+  EXPECT_EQ(tt->encode_pair("abab", "bbbb", 5).ids, (Ids{2, 3, 3, 1, 1}));
+  EXPECT_THROW(tt->encode_pair("a", "b", 2), Error);
+
+  // A pair template Troupe does not follow (B before A; types back to 0)
+  // leaves the tokenizer without pairs, and loads.
+  for (const char* pair : {R"([{"Sequence": {"id": "B"}}, {"Sequence": {"id": "A"}}])",
+                           R"([{"Sequence": {"id": "A"}}, {"Sequence": {"id": "B", "type_id": 1}},
+                               {"SpecialToken": {"id": "<eos>", "type_id": 0}}])"}) {
+    json odd = templ;
+    odd["post_processor"]["pair"] = json::parse(pair);
+    const auto t = tokenizer_from_hf_json(odd.dump());
+    EXPECT_EQ(t->encode("ab", true, false), (Ids{2, 3}));
+    try {
+      t->encode_pair("a", "b");
+      ADD_FAILURE() << "a pair without a template";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::unsupported);
+    }
+  }
+}
+
 TEST(HfTokenizerErrors, UnsupportedConstructsNameTheirJsonPath) {
   const std::vector<std::pair<json, std::string>> cases = {
-      {{{"model.type", "Unigram"}}, "model.type"},
+      {{{"model.type", "WordLevel"}}, "model.type"},
       {{{"model.dropout", 0.1}}, "model.dropout"},
       {{{"model.continuing_subword_prefix", "##"}}, "model.continuing_subword_prefix"},
-      {{{"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Precompiled"}}}}}}},
+      {{{"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Nmt"}}}}}}},
        "normalizer.normalizers[1].type"},
-      {{{"normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "b"}}}}, "normalizer.pattern"},
+      {{{"normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", "(?<=a+)b"}}}, {"content", "b"}}}},
+       "normalizer.pattern"},
       {{{"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {{{"type", "UnicodeScripts"}}}}}}},
        "pre_tokenizer.pretokenizers[0].type"},
       {{{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(?<=a+)b"}}}, {"behavior", "Isolated"}}}},
@@ -252,8 +312,8 @@ TEST(HfTokenizerErrors, UnsupportedConstructsNameTheirJsonPath) {
          {{"type", "TemplateProcessing"}, {"single", {{{"Sequence", {{"id", "A"}}}}, {{"Sequence", {{"id", "B"}}}}}}}}},
        "post_processor.single[1]"},
       {{{"truncation", {{"max_length", 8}}}}, "truncation"},
-      {{{"added_tokens", {{{"id", 3}, {"content", "<eos>"}, {"special", true}, {"lstrip", true}}}}},
-       "added_tokens[0].lstrip"},
+      {{{"added_tokens", {{{"id", 3}, {"content", "<eos>"}, {"special", true}, {"single_word", true}}}}},
+       "added_tokens[0].single_word"},
   };
   for (const auto& [patch, path] : cases) {
     const test::Failure f = test::failure_of(patched(tiny_json(), patch));

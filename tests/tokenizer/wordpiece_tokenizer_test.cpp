@@ -184,10 +184,10 @@ TEST(WordPieceTokenizer, CleanupRulesInHuggingFaceOrder) {
 // --- what stays refused ---
 
 TEST(WordPieceErrors, UnsupportedConstructsNameTheirJsonPath) {
-  json unigram = tiny_bert();
-  unigram["model"] = json::parse(R"({"type": "Unigram", "unk_id": 0, "vocab": [["[UNK]", 0.0]]})");
-  json precompiled = tiny_bert();
-  precompiled["normalizer"] = json::parse(R"({"type": "Precompiled", "precompiled_charsmap": ""})");
+  json word_level = tiny_bert();
+  word_level["model"] = json::parse(R"({"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0}})");
+  json nmt = tiny_bert();
+  nmt["normalizer"] = json::parse(R"({"type": "Nmt"})");
   json scripts = tiny_bert();
   scripts["pre_tokenizer"] = json::parse(R"({"type": "UnicodeScripts"})");
   json byte_level = tiny_bert();
@@ -195,8 +195,8 @@ TEST(WordPieceErrors, UnsupportedConstructsNameTheirJsonPath) {
   json no_decoder = tiny_bert();
   no_decoder["decoder"] = nullptr;
   const std::vector<std::pair<json, std::string>> cases = {
-      {unigram, "model.type: model 'Unigram'"},
-      {precompiled, "normalizer.type: normalizer 'Precompiled'"},
+      {word_level, "model.type: model 'WordLevel'"},
+      {nmt, "normalizer.type: normalizer 'Nmt'"},
       {scripts, "pre_tokenizer.type: pre-tokenizer 'UnicodeScripts'"},
       {byte_level, "decoder.type: decoder 'ByteLevel' with a WordPiece model"},
       {no_decoder, "decoder: no decoder"},

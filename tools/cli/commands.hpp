@@ -14,5 +14,6 @@ void add_bench_command(CLI::App& app);
 // Builds with the actor layer (TROUPE_HAVE_STAGE).
 void add_stage_command(CLI::App& app);
 void add_embed_command(CLI::App& app);
+void add_rerank_command(CLI::App& app);
 
 }  // namespace troupe::cli

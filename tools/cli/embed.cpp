@@ -38,6 +38,10 @@ void run_embed(const EmbedArgs& a) {
   c.pooling = a.pooling;
   if (a.ctx > 0) c.scheduler.context_length = a.ctx;
   const auto pipeline = Pipeline::start(c);
+  if (pipeline->model_info().n_labels > 0) {
+    throw Error(Errc::invalid_argument,
+                pipeline->model_info().name + " is a cross-encoder: it scores pairs (troupe rerank), not texts");
+  }
   std::vector<std::future<Completion>> runs;
   for (const std::string& text : a.texts) {
     EngineRequest r = EngineRequest::from_text({.text = text});

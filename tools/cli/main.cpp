@@ -1,5 +1,5 @@
 // `troupe`: the command-line front end of the library (generate, embed,
-// serve, bench, stage). Errors are printed with their kind and end the process with 1.
+// rerank, serve, bench, stage). Errors are printed with their kind and end the process with 1.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
 #ifdef TROUPE_HAVE_STAGE
   troupe::cli::add_stage_command(app);
   troupe::cli::add_embed_command(app);
+  troupe::cli::add_rerank_command(app);
 #endif
 #ifdef TROUPE_HAVE_SERVE
   troupe::cli::add_serve_command(app);

@@ -258,7 +258,13 @@ void run_serve(const ServeArgs& a) {
         std::printf("troupe serve: speculative decoding: %s, up to %d proposals per step\n", how.c_str(),
                     sc.spec_max_draft);
       }
-      if (info.engine.pooling != Pooling::none) {
+      if (info.engine.n_labels > 0) {
+        std::printf(
+            "troupe serve: ready: cross-encoder '%s' (%d label%s), pairs up to %d tokens: POST %sv1/rerank, "
+            "%sv1/score\n",
+            info.id.c_str(), info.engine.n_labels, info.engine.n_labels == 1 ? "" : "s", info.engine.context_length,
+            url.c_str(), url.c_str());
+      } else if (info.engine.pooling != Pooling::none) {
         std::printf("troupe serve: ready: embedding model '%s' (%s pooling, %d dimensions%s), inputs up to %d "
                     "tokens: POST %sv1/embeddings\n",
                     info.id.c_str(), to_string(info.engine.pooling), info.engine.n_embd,

@@ -1,0 +1,192 @@
+// Cross-encoder rerankers: the CrossEncoder directories of
+// tests/fixtures/hf/{bert,roberta,xlm_roberta}_reranker (made and scored by
+// sentence-transformers' CrossEncoder itself,
+// tools/fixtures/make_reranker_models.py) and llama.cpp's conversion of
+// the BERT one: the tokenizer's pair template (ids and token types), its
+// longest_first truncation, and the classifier head's logits through a
+// stage, held to the reference.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "model/model_tokenizer.hpp"
+#include "tests/model/hf_reference_run.hpp"
+
+namespace troupe {
+namespace {
+
+using hf_test::fixture_dir;
+using hf_test::reference;
+using Json = nlohmann::json;
+
+// CrossEncoder computes in f32 in its own summation order; logits of a few
+// units, so 2e-5 is far below any real error (a wrong token type or a
+// missing pooler moves them by 0.1 or more).
+constexpr float kTolerance = 2e-5f;
+
+// The token types a pair's ids have: 0 before type1_from, 1 from it on.
+std::vector<int32_t> types_of(const Tokenizer::Pair& p) {
+  std::vector<int32_t> types(p.ids.size(), 0);
+  for (size_t i = p.type1_from < 0 ? types.size() : static_cast<size_t>(p.type1_from); i < types.size(); ++i) {
+    types[i] = 1;
+  }
+  return types;
+}
+
+// Every pair in one batch through the last (and only) stage: each row's
+// classifier logits, of which the [CLS] row's is the pair's score.
+std::vector<float> classify_all(const std::shared_ptr<const Model>& model, const std::vector<Tokenizer::Pair>& pairs) {
+  const ModelConfig& c = model->config();
+  int64_t n_tokens = 0;
+  for (const auto& p : pairs) n_tokens += static_cast<int64_t>(p.ids.size());
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(
+      model, backend,
+      {.max_tokens = n_tokens, .max_seqs = 8, .n_kv_blocks = 128, .kv_block_size = 16, .embedding_output = true});
+  EXPECT_EQ(stage.output_width(), c.n_labels);
+  std::vector<std::vector<int32_t>> tables(pairs.size());
+  std::vector<BatchSeq> seqs;
+  std::vector<int32_t> tokens;
+  int32_t next_block = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto n = static_cast<int32_t>(pairs[i].ids.size());
+    for (int32_t b = 0; b * 16 < n; ++b) tables[i].push_back(next_block++);
+    seqs.push_back({.n_tokens = n,
+                    .n_past = 0,
+                    .block_table = tables[i],
+                    .n_logits = n,
+                    .type1_from = c.n_token_types >= 2 ? pairs[i].type1_from : -1});
+    tokens.insert(tokens.end(), pairs[i].ids.begin(), pairs[i].ids.end());
+  }
+  const BatchView view{.tokens = tokens, .seqs = seqs};
+  std::vector<float> rows(static_cast<size_t>(view.n_logit_rows() * c.n_labels));
+  stage.forward(view, nullptr, rows.data());
+  std::vector<float> out;
+  int64_t row = 0;
+  for (const BatchSeq& s : seqs) {
+    out.push_back(rows[static_cast<size_t>(row * c.n_labels)]);  // position 0: [CLS]
+    row += s.n_logits;
+  }
+  return out;
+}
+
+// The model's tokenizer joins each reference pair as CrossEncoder's did
+// (cut to `budget` tokens when given), and the stage scores them so.
+void expect_reference_pairs(const std::shared_ptr<const Model>& model, const Json& ref, int32_t budget,
+                            const std::string& ids_key, const std::string& types_key, const std::vector<float>& want) {
+  const auto tokenizer = load_model_tokenizer(*model);
+  std::vector<Tokenizer::Pair> pairs;
+  for (size_t i = 0; i < ref["pairs"].size(); ++i) {
+    const Tokenizer::Pair p =
+        tokenizer->encode_pair(ref["pairs"][i][0].get<std::string>(), ref["pairs"][i][1].get<std::string>(), budget);
+    EXPECT_EQ(p.ids, ref[ids_key][i].get<std::vector<int32_t>>()) << ids_key << " " << i;
+    if (model->config().n_token_types >= 2) {
+      EXPECT_EQ(types_of(p), ref[types_key][i].get<std::vector<int32_t>>()) << types_key << " " << i;
+    }
+    pairs.push_back(p);
+  }
+  const std::vector<float> got = classify_all(model, pairs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], kTolerance) << ids_key << " pair " << i;
+}
+
+class RerankerFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RerankerFixture, MatchesCrossEncoder) {
+  const std::string name = GetParam();
+  const Json ref = reference(name);
+  auto model = Model::load(fixture_dir(name));
+  const ModelConfig& c = model->config();
+  EXPECT_FALSE(c.causal);
+  EXPECT_EQ(c.n_labels, 1);
+  EXPECT_TRUE(c.embedding.score_sigmoid);  // CrossEncoder's Sigmoid
+  expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["logits"].get<std::vector<float>>());
+  // Cut to `truncate` tokens, the longer text first (CrossEncoder's max_length).
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_token_type_ids",
+                         ref["truncated_logits"].get<std::vector<float>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, RerankerFixture,
+                         ::testing::Values("bert_reranker", "roberta_reranker", "xlm_roberta_reranker"));
+
+TEST(Reranker, ReadsWhatTheCheckpointDeclares) {
+  auto bert = Model::load(fixture_dir("bert_reranker"));
+  EXPECT_EQ(bert->config().arch, "bert");
+  EXPECT_EQ(bert->config().n_token_types, 2);
+  EXPECT_NE(bert->weights().cls_dense.data, nullptr);  // BERT's pooler
+  EXPECT_EQ(Model::load(fixture_dir("xlm_roberta_reranker"))->config().arch, "xlm-roberta");
+  auto roberta = Model::load(fixture_dir("roberta_reranker"));
+  EXPECT_EQ(roberta->config().arch, "roberta");
+  EXPECT_EQ(roberta->config().n_token_types, 1);
+  // Positions count from pad_token_id + 1: two of the table's 130 rows are never read.
+  EXPECT_EQ(roberta->config().n_ctx_train, 128);
+  // The pair templates: BERT's [CLS] A [SEP] B [SEP] with B of type 1;
+  // RoBERTa's <s> A </s></s> B </s>, all of type 0.
+  const auto bt = load_model_tokenizer(*bert);
+  EXPECT_EQ(bt->pair_special_count(), 3);
+  const auto rt = load_model_tokenizer(*roberta);
+  EXPECT_EQ(rt->pair_special_count(), 4);
+  EXPECT_EQ(rt->encode_pair("a", "b").type1_from, -1);
+}
+
+// llama.cpp's converter keeps the classifier (as cls.output) and drops
+// BERT's pooler: the file computes classifier(hidden[CLS]), which
+// reference.json's gguf_logits hold (transformers' BertModel and the
+// checkpoint's classifier). Token types are BERT's, as the checkpoint was
+// trained with.
+TEST(Reranker, GgufConversionMatchesItsOwnHead) {
+  const Json ref = reference("bert_reranker");
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/bert_reranker.gguf");
+  EXPECT_EQ(model->config().n_labels, 1);
+  EXPECT_EQ(model->weights().cls_dense.data, nullptr);
+  expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["gguf_logits"].get<std::vector<float>>());
+}
+
+// RoBERTa's conversion is exact: the position table cut at pad_token_id +
+// 1, classifier.dense as `cls`, out_proj as `cls.output`, its byte-level
+// BPE as a "gpt2" vocabulary; the pair as llama.cpp's rerank joins it
+// (add_sep): <s> A </s></s> B </s>.
+TEST(Reranker, GgufRobertaConversionMatchesCrossEncoder) {
+  const Json ref = reference("roberta_reranker");
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/roberta_reranker.gguf");
+  EXPECT_EQ(model->config().n_labels, 1);
+  EXPECT_EQ(model->config().n_ctx_train, 128);
+  EXPECT_NE(model->weights().cls_dense.data, nullptr);
+  EXPECT_EQ(model->vocab().model, "gpt2");
+  expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["logits"].get<std::vector<float>>());
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_token_type_ids",
+                         ref["truncated_logits"].get<std::vector<float>>());
+}
+
+TEST(Reranker, TokenTypeOneNeedsASecondRow) {
+  auto model = Model::load(fixture_dir("roberta_reranker"));
+  CpuBackend backend({.n_threads = 1});
+  ModelStage stage(model, backend, {.max_tokens = 8, .max_seqs = 1, .n_kv_blocks = 4, .embedding_output = true});
+  const std::vector<int32_t> tokens = {0, 5, 2, 2, 6, 2};
+  const std::vector<int32_t> table = {0};
+  const std::vector<BatchSeq> seqs = {
+      {.n_tokens = 6, .n_past = 0, .block_table = table, .n_logits = 6, .type1_from = 4}};
+  std::vector<float> out(6);
+  EXPECT_THROW(stage.forward({.tokens = tokens, .seqs = seqs}, nullptr, out.data()), Error);
+}
+
+TEST(Tokenizer, TruncatePairIsLongestFirst) {
+  auto cut = [](size_t a, size_t b, size_t budget) {
+    std::vector<int32_t> x(a, 1), y(b, 2);
+    Tokenizer::truncate_pair(x, y, budget);
+    return std::pair{x.size(), y.size()};
+  };
+  EXPECT_EQ(cut(3, 4, 10), (std::pair<size_t, size_t>{3, 4}));   // fits
+  EXPECT_EQ(cut(3, 20, 10), (std::pair<size_t, size_t>{3, 7}));  // the longer one gives up its tail
+  EXPECT_EQ(cut(20, 3, 10), (std::pair<size_t, size_t>{7, 3}));
+  EXPECT_EQ(cut(8, 20, 11), (std::pair<size_t, size_t>{5, 6}));  // both past half: the longer keeps the odd one
+  EXPECT_EQ(cut(20, 8, 11), (std::pair<size_t, size_t>{6, 5}));
+  EXPECT_EQ(cut(30, 30, 0), (std::pair<size_t, size_t>{0, 0}));
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Writes a roberta-base-shaped cross-encoder for the rerank benchmark
+(tools/bench/rerank_vs_llama_cpp.py): random weights (no model hub here) in
+bge-reranker-base's shape but for its vocabulary (RobertaForSequenceClassification,
+12 layers, 768 wide, 12 heads, FFN 3072, 512 positions after the pad offset,
+one label), saved by sentence-transformers' CrossEncoder as OUT/, and
+converted by llama.cpp's own converter into OUT.<type>.gguf.
+
+The tokenizer is RoBERTa's: GPT-2's byte-level BPE from
+../shared/tokenizers/gpt2, the ids moved up by four for <s>, <pad>, </s> and
+<unk> (pad_token_id 1, as RoBERTa's position offset needs), and
+RobertaProcessing's pairs (<s> A </s></s> B </s>). XLM-R's Unigram
+vocabulary (bge-reranker-base itself) has no GGUF form that Troupe reads,
+and for BERT rerankers llama.cpp's converter drops the pooler: RoBERTa is
+the reranker both servers compute alike.
+
+    /work/refenv/bin/python tools/bench/make_reranker_checkpoint.py \\
+        --llama-cpp /path/to/llama.cpp --out ~/.cache/troupe/bench/roberta-reranker --outtype f16
+"""
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from sentence_transformers import CrossEncoder
+from tokenizers import Tokenizer, decoders, pre_tokenizers, processors
+from tokenizers.models import BPE
+from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForSequenceClassification
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "fixtures"))
+import fixture_common as fc  # noqa: E402
+
+SPECIAL = ["<s>", "<pad>", "</s>", "<unk>"]
+
+
+def tokenizer(gpt2_dir):
+    bpe = json.loads((gpt2_dir / "encoder.json").read_text())
+    vocab = {t: i for i, t in enumerate(SPECIAL)}
+    for token, i in sorted(bpe.items(), key=lambda kv: kv[1]):
+        vocab[token] = len(SPECIAL) + i
+    lines = (gpt2_dir / "vocab.bpe").read_text(encoding="utf-8").splitlines()
+    merges = [tuple(line.split(" ")) for line in lines if line and not line.startswith("#version")]
+    tok = Tokenizer(BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True,
+                                                      add_prefix_space=False)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", pad_token="<pad>", unk_token="<unk>", model_max_length=512)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-cpp", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--outtype", default="f16", help="the GGUF's type (llama.cpp converter's --outtype)")
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    args = ap.parse_args()
+
+    tok = tokenizer(args.shared / "tokenizers" / "gpt2")
+    cfg = RobertaConfig(vocab_size=len(tok), hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1, hidden_act="gelu",
+                        layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=1)
+    torch.manual_seed(0)
+    model = RobertaForSequenceClassification(cfg).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        shutil.rmtree(args.out, ignore_errors=True)
+        CrossEncoder(tmp, device="cpu").save(str(args.out))
+    gguf = args.out.with_name(args.out.name + f".{args.outtype}.gguf")
+    fc.convert_with_llama_cpp(args.llama_cpp.resolve(), args.out, gguf, outtype=args.outtype, pre="gpt-2")
+    print(f"{args.out}/ and {gguf}")
+
+
+if __name__ == "__main__":
+    main()

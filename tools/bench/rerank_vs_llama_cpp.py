@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Rerank throughput of `troupe serve` against llama.cpp's llama-server
+(--reranking) on the same GGUF cross-encoder, in one run on one machine,
+through the same endpoint (POST /v1/rerank, Jina's shape, which both serve).
+
+Each round starts one server, warms it up, then C clients post their share
+of Q queries, each with D documents of about L words; the round reports
+pairs/s and tokens/s (prompt tokens as each server counts them). Engines
+alternate which goes first from round to round; the table gives each
+engine's median and the median and range of the per-round ratios. The
+servers' scores are compared: llama-server returns the classifier's logit,
+Troupe its sigmoid (sentence-transformers' CrossEncoder score), so
+llama-server's are put through the sigmoid first, and a speed figure of a
+server that computes something else would mean nothing. Use a RoBERTa
+reranker (tools/bench/make_reranker_checkpoint.py): for it both servers
+build the same input and head. The llama.cpp build is the caller's: this
+project neither builds nor ships it.
+
+    tools/bench/rerank_vs_llama_cpp.py --troupe build/release/troupe \\
+        --llama-server /path/to/llama-server --model roberta-reranker.f16.gguf \\
+        --threads 1,2 --queries 8 --documents 8 --words 80 --clients 2 --rounds 3
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import threading
+import time
+import urllib.request
+
+from embeddings_vs_llama_cpp import free_port, texts
+
+
+def post(base, body, timeout=600):
+    req = urllib.request.Request(base + "/v1/rerank", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def wait_ready(base, proc, limit=600):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            post(base, {"query": "ready?", "documents": ["yes"]}, timeout=30)
+            return
+        except Exception:  # noqa: BLE001 -- still loading
+            time.sleep(0.5)
+    raise RuntimeError("the server did not answer in time")
+
+
+def start(engine, args, threads):
+    port = free_port()
+    if engine == "troupe":
+        cmd = [args.troupe, "serve", "-m", args.model, "--port", str(port), "-t", str(threads)]
+    else:
+        ctx = args.clients * 2048
+        cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(threads), "--reranking",
+               "-c", str(ctx), "-np", str(args.clients), "-b", "2048", "-ub", "2048"]
+    env = dict(os.environ)
+    if engine == "troupe":
+        env.update(kv.split("=", 1) for kv in args.troupe_env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
+    wait_ready(base, proc)
+    return proc, base
+
+
+def measure(base, queries, docs, clients, logits):
+    scores = [None] * len(queries)
+    tokens = [0] * clients
+    errors = []
+
+    def client(k):
+        try:
+            for j in range(k, len(queries), clients):
+                r = post(base, {"query": queries[j], "documents": docs[j], "top_n": len(docs[j])})
+                tokens[k] += r["usage"]["prompt_tokens"] if "usage" in r else 0
+                got = [0.0] * len(docs[j])
+                for x in r["results"]:
+                    s = x["relevance_score"]
+                    got[x["index"]] = 1.0 / (1.0 + math.exp(-s)) if logits else s
+                scores[j] = got
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    pairs = sum(len(d) for d in docs)
+    return pairs / seconds, sum(tokens) / seconds, scores
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--troupe", required=True)
+    ap.add_argument("--llama-server", required=True)
+    ap.add_argument("--model", required=True, help="a GGUF cross-encoder (cls.output)")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--queries", type=int, default=8)
+    ap.add_argument("--documents", type=int, default=8, help="documents per query")
+    ap.add_argument("--words", type=int, default=80, help="about this many words per document")
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
+    args = ap.parse_args()
+
+    queries = texts(args.queries, 8, seed=3)
+    docs = [texts(args.documents, args.words, seed=100 + q) for q in range(args.queries)]
+    rows = []
+    for threads in [int(t) for t in args.threads.split(",")]:
+        per = {"troupe": [], "llama.cpp": []}
+        ratios = []
+        for rnd in range(args.rounds):
+            order = ["troupe", "llama.cpp"] if rnd % 2 == 0 else ["llama.cpp", "troupe"]
+            got = {}
+            for engine in order:
+                proc, base = start(engine, args, threads)
+                try:
+                    measure(base, texts(2, 8, seed=98), [texts(args.documents, args.words, seed=99)] * 2, 1,
+                            engine == "llama.cpp")
+                    got[engine] = measure(base, queries, docs, args.clients, engine == "llama.cpp")
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=60)
+                per[engine].append(got[engine][:2])
+            worst = max(abs(a - b) for qa, qb in zip(got["troupe"][2], got["llama.cpp"][2]) for a, b in zip(qa, qb))
+            if worst > 1e-2:
+                raise SystemExit(f"the servers' scores differ by up to {worst:.5f}")
+            ratios.append(got["troupe"][0] / got["llama.cpp"][0])
+            print(f"threads {threads} round {rnd}: troupe {got['troupe'][0]:.2f} pairs/s, llama.cpp "
+                  f"{got['llama.cpp'][0]:.2f} pairs/s, scores agree to {worst:.2e}", flush=True)
+        med = {e: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for e, v in per.items()}
+        rows.append((threads, med, statistics.median(ratios), min(ratios), max(ratios)))
+
+    print(f"\n{args.queries} queries x {args.documents} documents of ~{args.words} words, {args.clients} clients, "
+          f"{args.rounds} rounds{', Troupe with ' + ' '.join(args.troupe_env) if args.troupe_env else ''}\n")
+    print("| threads | llama.cpp pairs/s | Troupe pairs/s | llama.cpp tok/s | Troupe tok/s | Troupe / llama.cpp |")
+    print("|---|---|---|---|---|---|")
+    for threads, med, ratio, lo, hi in rows:
+        print(f"| {threads} | {med['llama.cpp'][0]:.2f} | {med['troupe'][0]:.2f} | {med['llama.cpp'][1]:.0f} | "
+              f"{med['troupe'][1]:.0f} | {ratio:.2f}x ({lo:.2f}-{hi:.2f}) |")
+
+
+if __name__ == "__main__":
+    main()
