@@ -43,6 +43,8 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
   info.encoder = !mc.causal;
   info.n_labels = mc.n_labels;
   info.score_sigmoid = embedding.score_sigmoid;
+  info.labels = mc.labels;
+  info.multi_label = mc.multi_label;
   info.two_segments = mc.n_token_types >= 2;
   return info;
 }

@@ -166,6 +166,8 @@ struct ModelInfo {
   // through a sigmoid (score_sigmoid) or as it is.
   int32_t n_labels = 0;
   bool score_sigmoid = true;
+  std::vector<std::string> labels;  // [n_labels] their names (ModelConfig::labels)
+  bool multi_label = false;         // a sigmoid per label, not a softmax over them
   // Its token-type table has a second segment (BERT: a pair's second text
   // is type 1; RoBERTa: every token is type 0).
   bool two_segments = false;

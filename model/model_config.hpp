@@ -53,6 +53,12 @@ struct ModelConfig {
   // its head computes from the [CLS] row, which the last stage returns in
   // place of hidden rows; 0: no classifier.
   int32_t n_labels = 0;
+  // The classifier's label names ([n_labels]: id2label, GGUF's
+  // classifier.output_labels; LABEL_<i> where the file names none), and
+  // whether its labels are independent (problem_type
+  // multi_label_classification: a sigmoid each, not a softmax over them).
+  std::vector<std::string> labels;
+  bool multi_label = false;
   bool tied_output = false;              // output projection is the token embedding
   // What an embedding model declares (pooling none: a model that generates).
   EmbeddingSpec embedding;

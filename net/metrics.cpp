@@ -204,7 +204,7 @@ struct Metrics::Impl {
   std::map<int32_t, ReplicaSeries> replicas;  // created at the first scrape that names them
 
   Impl() {
-    for (const char* e : {"completions", "chat", "websocket", "embeddings", "rerank", "score"}) {
+    for (const char* e : {"completions", "chat", "websocket", "embeddings", "rerank", "score", "classify"}) {
       requests[e] = &requests_f.Add({{"endpoint", e}});
     }
     const char* fin[] = {"stop", "length", "cancelled", "error"};

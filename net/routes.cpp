@@ -12,6 +12,7 @@
 
 #include "grammar/tool_call_grammar.hpp"
 #include "net/api_error.hpp"
+#include "net/classify_reply.hpp"
 #include "net/embeddings_reply.hpp"
 #include "net/embeddings_request.hpp"
 #include "net/http_replies.hpp"
@@ -385,6 +386,18 @@ RouteResult ServerCore::score(const HttpRequest& req, bool rerank) {
   return RouteResult{.async = make_score_reply(*this, std::move(r), served.engine, served.id, slots)};
 }
 
+RouteResult ServerCore::classify(const HttpRequest& req) {
+  if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
+  ClassifyRequest r = parse_classify_request(req.body, options_.limits.max_embedding_inputs);
+  const ServedModel served = backend_.served_model();
+  check_model_name(r.model, served.id);
+  check_classifier(served.engine, served.id);
+  const auto slots = static_cast<int32_t>(
+      std::min<size_t>(r.size(), static_cast<size_t>(std::max(1, options_.limits.embedding_parallel))));
+  admit_requests(slots, 1);
+  return RouteResult{.async = make_classify_reply(*this, std::move(r), served.engine, served.id, slots)};
+}
+
 RouteResult ServerCore::generate(const HttpRequest& req, Endpoint endpoint) {
   const bool chat = endpoint == Endpoint::chat;
   const ParsedRequest r = chat ? parse_chat_request(req.body, options_.limits.request)
@@ -466,11 +479,12 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       return RouteResult{.async = make_tokenize_reply(*this, std::move(t))};
     }
     // vLLM's and llama-server's other spellings of the scoring routes.
-    if (path == "/rerank" || path == "/v2/rerank" || path == "/score") {
+    if (path == "/rerank" || path == "/v2/rerank" || path == "/score" || path == "/classify") {
       if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
       }
       if (!post) return method_not_allowed("POST");
+      if (path == "/classify") return classify(req);
       return score(req, path != "/score");
     }
     if (path.substr(0, 4) == "/v1/") {
@@ -484,6 +498,10 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       if (path == "/v1/embeddings") {
         if (!post) return method_not_allowed("POST");
         return embeddings(req);
+      }
+      if (path == "/v1/classify") {
+        if (!post) return method_not_allowed("POST");
+        return classify(req);
       }
       if (path == "/v1/rerank" || path == "/v1/score") {
         if (!post) return method_not_allowed("POST");

@@ -87,6 +87,8 @@ class ServerCore {
   RouteResult embeddings(const HttpRequest& req);
   // POST /v1/rerank (rerank) and /v1/score (score_reply.hpp).
   RouteResult score(const HttpRequest& req, bool rerank);
+  // POST /v1/classify (classify_reply.hpp).
+  RouteResult classify(const HttpRequest& req);
 
   EngineClient& backend_;
   CoreOptions options_;

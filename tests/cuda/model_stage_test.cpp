@@ -374,5 +374,44 @@ TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
   }
 }
 
+// Cross-encoders on the device: BERT's token types (type 1 from the
+// document on, gathered from the type table), RoBERTa's offset positions,
+// the classifier head (dense, tanh, projection) over the last stage's rows;
+// the [CLS] row's logit against CrossEncoder's.
+TEST(CudaModelStage, RerankersMatchCrossEncoder) {
+  TROUPE_REQUIRE_GPU();
+  for (const std::string name : {"bert_reranker", "roberta_reranker", "xlm_roberta_reranker"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in);
+    const auto ref = nlohmann::json::parse(in);
+    auto model = Model::load(dir);
+    const ModelConfig& c = model->config();
+    ASSERT_EQ(c.n_labels, 1);
+    CudaBackendOptions options = test::small_options();
+    options.f32_weights = WeightPrecision::f32;
+    CudaBackend gpu(options);
+    ModelStage stage(
+        model, gpu,
+        {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
+    ASSERT_EQ(stage.output_width(), 1);
+    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    const auto types = ref["token_type_ids"].get<std::vector<std::vector<int32_t>>>();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto n = static_cast<int32_t>(ids[t].size());
+      const auto first_type1 = std::find(types[t].begin(), types[t].end(), 1);
+      const int32_t type1_from =
+          first_type1 == types[t].end() ? -1 : static_cast<int32_t>(first_type1 - types[t].begin());
+      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
+      std::iota(table.begin(), table.end(), 0);
+      const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = n, .type1_from = type1_from};
+      std::vector<float> rows(static_cast<size_t>(n));
+      stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
+      EXPECT_NEAR(rows[0], ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace troupe

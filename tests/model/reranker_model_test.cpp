@@ -38,8 +38,9 @@ std::vector<int32_t> types_of(const Tokenizer::Pair& p) {
 }
 
 // Every pair in one batch through the last (and only) stage: each row's
-// classifier logits, of which the [CLS] row's is the pair's score.
-std::vector<float> classify_all(const std::shared_ptr<const Model>& model, const std::vector<Tokenizer::Pair>& pairs) {
+// classifier logits, of which the [CLS] row's are the pair's.
+std::vector<std::vector<float>> classify_all(const std::shared_ptr<const Model>& model,
+                                             const std::vector<Tokenizer::Pair>& pairs) {
   const ModelConfig& c = model->config();
   int64_t n_tokens = 0;
   for (const auto& p : pairs) n_tokens += static_cast<int64_t>(p.ids.size());
@@ -65,10 +66,11 @@ std::vector<float> classify_all(const std::shared_ptr<const Model>& model, const
   const BatchView view{.tokens = tokens, .seqs = seqs};
   std::vector<float> rows(static_cast<size_t>(view.n_logit_rows() * c.n_labels));
   stage.forward(view, nullptr, rows.data());
-  std::vector<float> out;
+  std::vector<std::vector<float>> out;
   int64_t row = 0;
   for (const BatchSeq& s : seqs) {
-    out.push_back(rows[static_cast<size_t>(row * c.n_labels)]);  // position 0: [CLS]
+    const auto cls = rows.begin() + row * c.n_labels;  // position 0: [CLS]
+    out.emplace_back(cls, cls + c.n_labels);
     row += s.n_logits;
   }
   return out;
@@ -89,9 +91,9 @@ void expect_reference_pairs(const std::shared_ptr<const Model>& model, const Jso
     }
     pairs.push_back(p);
   }
-  const std::vector<float> got = classify_all(model, pairs);
+  const std::vector<std::vector<float>> got = classify_all(model, pairs);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], kTolerance) << ids_key << " pair " << i;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i][0], want[i], kTolerance) << ids_key << " pair " << i;
 }
 
 class RerankerFixture : public ::testing::TestWithParam<const char*> {};
@@ -160,6 +162,29 @@ TEST(Reranker, GgufRobertaConversionMatchesCrossEncoder) {
   expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["logits"].get<std::vector<float>>());
   expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_token_type_ids",
                          ref["truncated_logits"].get<std::vector<float>>());
+}
+
+// A sequence classifier of three named labels (id2label), on single texts.
+TEST(Classifier, LogitsAndLabelsMatchTransformers) {
+  const Json ref = reference("bert_classifier");
+  auto model = Model::load(fixture_dir("bert_classifier"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.n_labels, 3);
+  EXPECT_EQ(c.labels, ref["labels"].get<std::vector<std::string>>());
+  EXPECT_FALSE(c.multi_label);
+  const auto tokenizer = load_model_tokenizer(*model);
+  std::vector<Tokenizer::Pair> inputs;
+  for (size_t i = 0; i < ref["texts"].size(); ++i) {
+    const auto ids = tokenizer->encode(ref["texts"][i].get<std::string>(), true, false);
+    EXPECT_EQ(ids, ref["token_ids"][i].get<std::vector<int32_t>>()) << i;
+    inputs.push_back({.ids = ids, .type1_from = -1});
+  }
+  const std::vector<std::vector<float>> got = classify_all(model, inputs);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto want = ref["logits"][i].get<std::vector<float>>();
+    ASSERT_EQ(got[i].size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kTolerance) << i << "," << k;
+  }
 }
 
 TEST(Reranker, TokenTypeOneNeedsASecondRow) {

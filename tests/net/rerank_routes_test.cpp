@@ -1,14 +1,18 @@
-// POST /v1/rerank and /v1/score over the real actor pipeline, without
-// sockets: a cross-encoder (tests/fixtures/hf/bert_reranker, its scores
-// from sentence-transformers' CrossEncoder) reads each pair; an embedding
-// model (bert_embedding_cls) scores by the cosine of its vectors; the
-// replies' shapes (Jina/Cohere rerank, vLLM score), the other spellings of
-// the routes, and every bad input's 400.
+// POST /v1/rerank, /v1/score and /v1/classify over the real actor
+// pipeline, without sockets: a cross-encoder (tests/fixtures/hf/
+// bert_reranker, its scores from sentence-transformers' CrossEncoder)
+// reads each pair; an embedding model (bert_embedding_cls) scores by the
+// cosine of its vectors; a three-label classifier (bert_classifier, from
+// transformers) classifies; the replies' shapes (Jina/Cohere rerank, vLLM
+// score and classify), the other spellings of the routes, and every bad
+// input's 400.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "net/classify_reply.hpp"
 #include "net/pipeline_client.hpp"
 #include "net/routes.hpp"
 #include "net/score_reply.hpp"
@@ -204,6 +208,45 @@ TEST(ScoreRoutes, EmbeddingModelScoresByCosine) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
 }
 
+// A sequence classifier of three labels: vLLM's /v1/classify, each input's
+// softmax probabilities and most probable label.
+TEST(ClassifyRoutes, ProbabilitiesAndLabelsAreTransformers) {
+  ScoreServer server("bert_classifier");
+  const json ref = reference("bert_classifier");
+  const HttpReply r = server.post("/v1/classify", json{{"model", "bert_classifier"}, {"input", ref["texts"]}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("classify-", 0), 0u);
+  ASSERT_EQ(j["data"].size(), ref["texts"].size());
+  int64_t tokens = 0;
+  for (size_t i = 0; i < ref["texts"].size(); ++i) {
+    const json& d = j["data"][i];
+    EXPECT_EQ(d["num_classes"], 3);
+    size_t best = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_NEAR(d["probs"][k].get<double>(), ref["probs"][i][k].get<double>(), kTolerance) << i << "," << k;
+      if (ref["probs"][i][k].get<double>() > ref["probs"][i][best].get<double>()) best = k;
+    }
+    EXPECT_EQ(d["label"], ref["labels"][best]) << i;
+    tokens += static_cast<int64_t>(ref["token_ids"][i].size());
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
+  // Token ids, through /classify.
+  const HttpReply ids = server.post("/classify", json{{"input", ref["token_ids"][1]}}.dump());
+  ASSERT_EQ(ids.status, 200) << ids.body;
+  EXPECT_NEAR(json::parse(ids.body)["data"][0]["probs"][0].get<double>(), ref["probs"][1][0].get<double>(), kTolerance);
+  // Three labels are no relevance score; a classifier makes no embeddings.
+  EXPECT_EQ(server.error_of("/v1/rerank", R"({"query": "q", "documents": ["a"]})")["param"], "model");
+  EXPECT_EQ(server.error_of("/v1/embeddings", R"({"input": "a"})")["param"], "model");
+  EXPECT_EQ(server.error_of("/v1/classify", R"({"input": []})")["param"], "input");
+}
+
+TEST(ClassifyRoutes, OnlyClassifiersClassify) {
+  ScoreServer server("bert_embedding_cls");
+  EXPECT_EQ(server.error_of("/v1/classify", R"({"input": "a"})")["param"], "model");
+}
+
 TEST(ScoreRequest, Parses) {
   const ScoreRequest r = parse_rerank_request(
       R"({"model": "m", "query": "q", "documents": ["a", {"text": "b"}], "top_n": 1, "return_documents": false,
@@ -241,6 +284,16 @@ TEST(ScoreReply, Bodies) {
   EXPECT_EQ(s["created"], 7);
   EXPECT_NEAR(relevance(0.0f, true), 0.5, 1e-12);
   EXPECT_NEAR(relevance(2.0f, false), 2.0, 1e-12);
+  // Softmax over several labels; a sigmoid each for a multi-label classifier.
+  ModelInfo m;
+  const std::vector<double> p = label_probs({0.0f, std::log(3.0f)}, m);
+  EXPECT_NEAR(p[0], 0.25, 1e-6);
+  EXPECT_NEAR(p[1], 0.75, 1e-6);
+  m.multi_label = true;
+  EXPECT_NEAR(label_probs({0.0f, 0.0f}, m)[1], 0.5, 1e-12);
+  const json c = json::parse(classify_body({{0.25, 0.75}}, {"no", "yes"}, "classify-1", 7, "m", 3));
+  EXPECT_EQ(c["data"][0]["label"], "yes");
+  EXPECT_EQ(c["data"][0]["num_classes"], 2);
 }
 
 }  // namespace

@@ -258,7 +258,10 @@ void run_serve(const ServeArgs& a) {
         std::printf("troupe serve: speculative decoding: %s, up to %d proposals per step\n", how.c_str(),
                     sc.spec_max_draft);
       }
-      if (info.engine.n_labels > 0) {
+      if (info.engine.n_labels > 1) {
+        std::printf("troupe serve: ready: classifier '%s' (%d labels), inputs up to %d tokens: POST %sv1/classify\n",
+                    info.id.c_str(), info.engine.n_labels, info.engine.context_length, url.c_str());
+      } else if (info.engine.n_labels > 0) {
         std::printf(
             "troupe serve: ready: cross-encoder '%s' (%d label%s), pairs up to %d tokens: POST %sv1/rerank, "
             "%sv1/score\n",
