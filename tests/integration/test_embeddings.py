@@ -128,10 +128,26 @@ def reranker(request, artifacts):
     s.stop()
 
 
-def post(server, path, body):
-    import httpx  # the openai package's own HTTP client
+class Reply:
+    def __init__(self, status_code, text):
+        self.status_code = status_code
+        self.text = text
 
-    return httpx.post(server.url(path), json=body, timeout=60)
+    def json(self):
+        return json.loads(self.text)
+
+
+def post(server, path, body):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(server.url(path), data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return Reply(r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        return Reply(e.code, e.read().decode())
 
 
 def test_rerank_matches_cross_encoder(reranker):
