@@ -96,13 +96,13 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
     weight_bytes_ = decode_weight_bytes(w, c);
   }
   vocab_ = vocab_from_gguf(file_);
-  // WordPiece (BERT) or byte-level BPE (RoBERTa, converted as "bert" with
-  // its position table already cut); XLM-R's Unigram ("t5") is not read
-  // from GGUF.
-  if (vocab_.model != "bert" && vocab_.model != "gpt2") {
+  // WordPiece (BERT), byte-level BPE (RoBERTa) or SentencePiece Unigram
+  // (XLM-RoBERTa), the last two converted as "bert" with their position
+  // table already cut at pad_token_id + 1.
+  if (vocab_.model != "bert" && vocab_.model != "gpt2" && vocab_.model != "t5") {
     fail("tokenizer.ggml.model '" + vocab_.model +
-         "' for a bert model is not supported; supported: bert (WordPiece), "
-         "gpt2 (RoBERTa's byte-level BPE)");
+         "' for a bert model is not supported; supported: bert (WordPiece), gpt2 (RoBERTa's byte-level BPE), t5 "
+         "(XLM-RoBERTa's Unigram)");
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -58,6 +60,20 @@ VocabData vocab_from_gguf(const gguf::GgufFile& file) {
   v.add_eos = file.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
   v.lowercase = file.find_bool("tokenizer.ggml.normalizer.lowercase").value_or(false);
+  v.remove_extra_whitespaces = file.find_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+  if (const gguf::Value* map = file.find("tokenizer.ggml.precompiled_charsmap")) {
+    const auto* array = std::get_if<gguf::Array>(map);
+    const auto* bytes = array != nullptr ? std::get_if<std::vector<uint8_t>>(&array->items) : nullptr;
+    const auto* signed_bytes = array != nullptr ? std::get_if<std::vector<int8_t>>(&array->items) : nullptr;
+    if (bytes != nullptr) {
+      v.precompiled_charsmap.assign(bytes->begin(), bytes->end());
+    } else if (signed_bytes != nullptr) {
+      v.precompiled_charsmap.assign(signed_bytes->begin(), signed_bytes->end());
+    } else {
+      throw Error(Errc::bad_format, file.path() + ": tokenizer.ggml.precompiled_charsmap is " +
+                                        gguf::describe_type(*map) + ", expected an array of u8");
+    }
+  }
   // A cross-encoder's pair, as llama.cpp's rerank joins one: BOS (add_bos)
   // A EOS, SEP (add_sep), B EOS: BERT's [CLS] A [SEP] B [SEP], RoBERTa's
   // <s> A </s></s> B </s>. B and what follows are token type 1 (used by a

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
 #include "tokenizer/spm_tokenizer.hpp"
+#include "tokenizer/unigram_tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
 #include "tokenizer/wordpiece_tokenizer.hpp"
 
@@ -92,13 +93,14 @@ constexpr std::string_view kEogTexts[] = {
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::create(VocabData vocab) {
-  if (vocab.model != "llama" && vocab.model != "gpt2" && vocab.model != "bert") {
+  if (vocab.model != "llama" && vocab.model != "gpt2" && vocab.model != "bert" && vocab.model != "t5") {
     throw Error(Errc::unsupported,
-                "tokenizer model '" + vocab.model + "' is not supported; supported: llama, gpt2, bert");
+                "tokenizer model '" + vocab.model + "' is not supported; supported: llama, gpt2, bert, t5");
   }
   check_common(vocab);
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
   if (vocab.model == "bert") return wordpiece_from_gguf(std::move(vocab));
+  if (vocab.model == "t5") return unigram_from_gguf(vocab);
   return std::make_unique<BpeTokenizer>(std::move(vocab));
 }
 

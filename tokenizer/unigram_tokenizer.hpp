@@ -61,4 +61,13 @@ class UnigramTokenizer final : public Tokenizer {
   double unk_score_ = 0;                                     // the lowest score less 10, as Hugging Face
 };
 
+// A GGUF "t5" vocabulary (SentencePiece Unigram: llama.cpp's conversion of
+// XLM-RoBERTa, bge-m3, multilingual-e5), as the tokenizer.json the
+// checkpoint ships describes it: the Precompiled charsmap, runs of spaces
+// made one (remove_extra_whitespaces), Metaspace (prepended when
+// add_space_prefix), the pieces' scores, control and unknown tokens as
+// special added tokens (<mask> taking the whitespace before it, as XLM-R's
+// does), <s> A </s> when add_bos and add_eos (RoBERTa's pairs) or A </s>.
+std::unique_ptr<Tokenizer> unigram_from_gguf(const VocabData& vocab);
+
 }  // namespace troupe

@@ -20,7 +20,8 @@ enum class TokenType : int32_t {
 };
 
 struct VocabData {
-  std::string model;                // "llama" (SentencePiece BPE), "gpt2" (byte-level BPE) or "bert" (WordPiece);
+  std::string model;                // "llama" (SentencePiece BPE), "gpt2" (byte-level BPE), "bert" (WordPiece) or
+                                    // "t5" (SentencePiece Unigram);
                                     // "hf-bpe" / "hf-wordpiece" for tokenizer.json (hf_tokenizer.hpp builds those)
   std::string pre;                  // pre-tokenizer name for gpt2: "default", "llama-bpe", "qwen2", "smollm", ...
   std::vector<std::string> tokens;  // [n_vocab] token texts as GGUF spells them ("▁the", "Ġthe")
@@ -41,6 +42,11 @@ struct VocabData {
   // (XLM-R's <mask>), kRstrip the whitespace after.
   static constexpr uint8_t kLstrip = 1, kRstrip = 2;
   std::vector<uint8_t> added_strip;
+  // t5 (SentencePiece Unigram: XLM-RoBERTa's GGUF): the normalization
+  // charsmap (SentencePiece's Precompiled), and whether runs of spaces
+  // become one.
+  std::string precompiled_charsmap;
+  bool remove_extra_whitespaces = false;
   // How two texts join into one input (a cross-encoder's query and
   // document), as the post-processor's pair template says: BOS (with
   // add_bos), A, pair_between, B, pair_after. Token type 1 (BERT's second

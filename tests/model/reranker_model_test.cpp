@@ -165,6 +165,41 @@ TEST(Reranker, GgufRobertaConversionMatchesCrossEncoder) {
 }
 
 // A sequence classifier of three named labels (id2label), on single texts.
+// The reference without the pairs whose text holds `token` (a special
+// token a conversion left out).
+Json without_pairs_holding(const Json& ref, const std::string& token) {
+  Json out = ref;
+  for (const char* key : {"pairs", "token_ids", "token_type_ids", "logits", "truncated_token_ids",
+                          "truncated_token_type_ids", "truncated_logits"}) {
+    out[key] = Json::array();
+  }
+  for (size_t i = 0; i < ref["pairs"].size(); ++i) {
+    if (ref["pairs"][i].dump().find(token) != std::string::npos) continue;
+    for (const char* key : {"pairs", "token_ids", "token_type_ids", "logits", "truncated_token_ids",
+                            "truncated_token_type_ids", "truncated_logits"}) {
+      out[key].push_back(ref[key][i]);
+    }
+  }
+  return out;
+}
+
+// XLM-RoBERTa from GGUF: llama.cpp's "t5" vocabulary (the SentencePiece
+// pieces, scores and Precompiled charsmap, converted from the model the
+// tokenizer was made from) read as the checkpoint's tokenizer.json reads
+// it. The converter leaves <mask> out of the vocabulary, so the pair that
+// holds it is not compared.
+TEST(Reranker, GgufXlmRobertaConversionMatchesCrossEncoder) {
+  const Json ref = without_pairs_holding(reference("xlm_roberta_reranker"), "<mask>");
+  ASSERT_GE(ref["pairs"].size(), 4u);
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/xlm_roberta_reranker.gguf");
+  EXPECT_EQ(model->vocab().model, "t5");
+  EXPECT_FALSE(model->vocab().precompiled_charsmap.empty());
+  EXPECT_EQ(model->config().n_labels, 1);
+  expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["logits"].get<std::vector<float>>());
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_token_type_ids",
+                         ref["truncated_logits"].get<std::vector<float>>());
+}
+
 TEST(Classifier, LogitsAndLabelsMatchTransformers) {
   const Json ref = reference("bert_classifier");
   auto model = Model::load(fixture_dir("bert_classifier"));
