@@ -177,10 +177,16 @@ TEST(Tokenizer, EmptyText) {
 
 TEST(TokenizerErrors, UnsupportedModel) {
   auto v = testing_vocab::bpe({});
-  v.model = "t5";
+  v.model = "rwkv";
   std::string msg;
   EXPECT_EQ(create_error(v, &msg), Errc::unsupported);
-  EXPECT_NE(msg.find("tokenizer model 't5' is not supported; supported: llama, gpt2, bert"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tokenizer model 'rwkv' is not supported; supported: llama, gpt2, bert, t5"), std::string::npos)
+      << msg;
+  // A GGUF Unigram vocabulary needs its unknown token too (tokenizer.json's unk_id).
+  v.model = "t5";
+  v.unk_id = -1;
+  EXPECT_EQ(create_error(v, &msg), Errc::bad_format);
+  EXPECT_NE(msg.find("unk_id"), std::string::npos) << msg;
   // A GGUF WordPiece vocabulary needs its unknown token.
   v.model = "bert";
   v.unk_id = -1;
