@@ -25,7 +25,4 @@ std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRe
 std::string embeddings_body(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model_id,
                             int64_t prompt_tokens);
 
-// RFC 4648 base64 of bytes (OpenAI's base64 vectors: little-endian float32).
-std::string base64_encode(std::string_view bytes);
-
 }  // namespace troupe::net

@@ -3,36 +3,12 @@
 // (unigram_tokenizer.cpp), checked against Hugging Face's, serves both.
 #include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
 
+#include "core/base64.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/unigram_tokenizer.hpp"
 
 namespace troupe {
-namespace {
-
-// RFC 4648 base64, as tokenizer.json writes precompiled_charsmap.
-std::string base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const uint32_t v = static_cast<uint8_t>(bytes[i]) << 16 | static_cast<uint8_t>(bytes[i + 1]) << 8 |
-                       static_cast<uint8_t>(bytes[i + 2]);
-    for (const int shift : {18, 12, 6, 0}) out.push_back(kAlphabet[(v >> shift) & 63]);
-  }
-  if (const size_t rest = bytes.size() - i; rest > 0) {
-    uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
-    if (rest == 2) v |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(rest == 2 ? kAlphabet[(v >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
-
-}  // namespace
 
 std::unique_ptr<Tokenizer> unigram_from_gguf(const VocabData& vocab) {
   using nlohmann::json;
@@ -62,7 +38,8 @@ std::unique_ptr<Tokenizer> unigram_from_gguf(const VocabData& vocab) {
   }
   json normalizers = json::array();
   if (!vocab.precompiled_charsmap.empty()) {
-    normalizers.push_back({{"type", "Precompiled"}, {"precompiled_charsmap", base64(vocab.precompiled_charsmap)}});
+    normalizers.push_back(
+        {{"type", "Precompiled"}, {"precompiled_charsmap", base64_encode(vocab.precompiled_charsmap)}});
   }
   if (vocab.remove_extra_whitespaces) {
     normalizers.push_back({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}});

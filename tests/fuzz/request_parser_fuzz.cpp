@@ -1,7 +1,7 @@
 // libFuzzer target for the HTTP request parsers (net/request_parser.cpp,
-// net/embeddings_request.cpp): any bytes as a /v1/completions, a
-// /v1/chat/completions, a /tokenize, a /detokenize and a /v1/embeddings
-// body. The
+// net/embeddings_request.cpp, net/score_request.cpp): any bytes as a
+// /v1/completions, a /v1/chat/completions, a /tokenize, a /detokenize, a
+// /v1/embeddings, a /v1/rerank and a /v1/score body. The
 // parser must either return a request within the limits or throw ApiError
 // (a 400 with a JSON body); anything else (a crash, a sanitizer report,
 // another exception) is a bug. Built and run by run_fuzzers.py.
@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "net/embeddings_request.hpp"
+#include "net/score_request.hpp"
 #include "tests/fuzz/request_limits_check.hpp"
 
 using namespace troupe::fuzz;
@@ -45,6 +46,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& ids : r.token_lists) check(!ids.empty());
   } catch (const troupe::net::ApiError& e) {
     check_error(e);
+  }
+  for (const bool rerank : {true, false}) {
+    try {
+      constexpr int32_t kMaxPairs = 16;
+      const troupe::net::ScoreRequest r = rerank ? troupe::net::parse_rerank_request(text, kMaxPairs)
+                                                 : troupe::net::parse_score_request(text, kMaxPairs);
+      // One first text for all, or one per second text; within the batch.
+      check(r.rerank == rerank && !r.second.empty() && r.second.size() <= kMaxPairs);
+      check(r.first.size() == 1 || r.first.size() == r.second.size());
+      check(r.top_n >= 0 && r.truncate >= -1 && r.truncate != 0);
+      for (size_t i = 0; i < r.size(); ++i) (void)r.first_of(i);
+    } catch (const troupe::net::ApiError& e) {
+      check_error(e);
+    }
   }
   return 0;
 }

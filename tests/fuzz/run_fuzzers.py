@@ -28,7 +28,7 @@ SKIP = 77
 # The parser sources, relative to the source root: everything the targets
 # reach, and nothing of the forward pass, the actors or the server itself.
 SOURCES = [
-    "core/error.cpp", "core/dtype*.cpp", "core/thread_pool.cpp",
+    "core/error.cpp", "core/dtype*.cpp", "core/thread_pool.cpp", "core/base64.cpp",
     "memory/mapped_file.cpp", "memory/kv_type.cpp",
     "model/architecture.cpp", "model/arch_*.cpp",
     "model/gguf.cpp", "model/gguf_metadata.cpp", "model/gguf_model.cpp", "model/gguf_model_families.cpp",
@@ -39,7 +39,7 @@ SOURCES = [
     "model/rope_scaling.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
-    "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp",
+    "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp",
     "actors/pipeline_config.cpp", "actors/replica_config.cpp", "actors/request_types.cpp", "model/sampler.cpp",
     "experiments/workload.cpp", "grammar/*.cpp",
     "tests/fuzz/no_forward_pass.cpp",

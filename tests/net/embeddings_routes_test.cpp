@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/base64.hpp"
 #include "net/embeddings_reply.hpp"
 #include "net/embeddings_request.hpp"
 #include "net/pipeline_client.hpp"
