@@ -9,10 +9,10 @@ converted by llama.cpp's own converter into OUT.<type>.gguf.
 The tokenizer is RoBERTa's: GPT-2's byte-level BPE from
 ../shared/tokenizers/gpt2, the ids moved up by four for <s>, <pad>, </s> and
 <unk> (pad_token_id 1, as RoBERTa's position offset needs), and
-RobertaProcessing's pairs (<s> A </s></s> B </s>). XLM-R's Unigram
-vocabulary (bge-reranker-base itself) has no GGUF form that Troupe reads,
-and for BERT rerankers llama.cpp's converter drops the pooler: RoBERTa is
-the reranker both servers compute alike.
+RobertaProcessing's pairs (<s> A </s></s> B </s>). XLM-R's 250,002-piece
+SentencePiece model (bge-reranker-base's own) is not available here (no
+model hub), and for BERT rerankers llama.cpp's converter drops the pooler:
+RoBERTa is the reranker both servers compute alike.
 
     /work/refenv/bin/python tools/bench/make_reranker_checkpoint.py \\
         --llama-cpp /path/to/llama.cpp --out ~/.cache/troupe/bench/roberta-reranker --outtype f16
