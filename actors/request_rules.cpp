@@ -37,8 +37,8 @@ void check_embed_params(EmbedParams& e, const ModelInfo& model) {
     // A classifier's scores are returned as its head computes them.
     if (e.dimensions != 0) {
       throw RequestError(Errc::invalid_argument, "dimensions",
-                         model.name + " is a cross-encoder: its output is " + std::to_string(model.n_labels) +
-                             " score(s), not a vector to shorten");
+                         model.name + " is a sequence classifier: its output is " + std::to_string(model.n_labels) +
+                             " label score(s), not a vector to shorten");
     }
     e.pooling = model.pooling;
     e.normalize = 0;

@@ -359,9 +359,10 @@ RouteResult ServerCore::embeddings(const HttpRequest& req) {
   check_model_name(r.model, id);
   if (served.engine.n_labels > 0) {
     throw ApiError(400,
-                   "the model '" + id +
-                       "' is a cross-encoder (a reranker): it scores pairs at /v1/rerank and "
-                       "/v1/score, and makes no embeddings",
+                   "the model '" + id + "' is a cross-encoder (a sequence classifier of " +
+                       std::to_string(served.engine.n_labels) +
+                       " label(s)): it labels texts at /v1/classify, scores pairs at /v1/rerank and /v1/score "
+                       "when it has one label, and makes no embeddings",
                    "model", "model_not_supported");
   }
   // A batch holds a bounded share of the house: its inputs take turns in
