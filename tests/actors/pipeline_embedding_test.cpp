@@ -132,6 +132,17 @@ TEST(PipelineEmbedding, EncoderPoolingMatchesSentenceTransformers) {
   }
 }
 
+// multilingual-e5's recipe: XLM-RoBERTa (positions from pad_token_id + 1,
+// the Unigram tokenizer), mean pooled; its 256-token context in one step.
+TEST(PipelineEmbedding, XlmRobertaEncoderMatchesSentenceTransformers) {
+  const Json ref = reference("xlm_roberta_embedding_mean");
+  PipelineConfig c = encoder_config("xlm_roberta_embedding_mean");
+  c.scheduler.max_tokens_per_step = 256;
+  auto p = Pipeline::start(c);
+  EXPECT_EQ(p->model_info().context_length, 256);
+  expect_reference_vectors(*p, ref);
+}
+
 // Last pooling over an encoder reads one row, as a causal model's does, but
 // may not take a cached prefix: its keys were computed seeing the tokens
 // after them. A prompt that shares all but its last token with an earlier

@@ -327,8 +327,8 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
 // GEMV path), its rows pooled, against sentence-transformers' vectors.
 TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
   TROUPE_REQUIRE_GPU();
-  for (const std::string name :
-       {"qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls", "bert_embedding_mean"}) {
+  for (const std::string name : {"qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls", "bert_embedding_mean",
+                                 "xlm_roberta_embedding_mean"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
     std::ifstream in(dir + "/reference.json");
@@ -341,7 +341,7 @@ TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
     CudaBackend gpu(options);
     // A causal model's prompt in chunks of 8; an encoder's (BERT: erf GELU,
     // bidirectional prefill attention) whole, in one step.
-    const int32_t chunk = c.causal ? 8 : 128;
+    const auto chunk = static_cast<int32_t>(c.causal ? 8 : c.n_ctx_train);
     ModelStage stage(
         model, gpu,
         {.max_tokens = chunk, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
