@@ -17,66 +17,10 @@ build is the caller's: this project neither builds nor ships it.
         --threads 1,2 --inputs 64 --tokens 128 --batch 8 --clients 2 --rounds 3 [--troupe-env TROUPE_NO_AMX=1]
 """
 import argparse
-import json
-import os
-import random
-import socket
-import statistics
-import subprocess
 import threading
 import time
-import urllib.request
 
-WORDS = ("actor message stage token embedding vector search query passage model layer cache batch step "
-         "scheduler sampler kernel memory thread request server client latency throughput prefill").split()
-
-
-def texts(n, n_words, seed=7):
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(n_words)) for _ in range(n)]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(base, body, timeout=600):
-    req = urllib.request.Request(base + "/v1/embeddings", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def wait_ready(base, proc, limit=600):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            post(base, {"input": "ready?"}, timeout=30)
-            return
-        except Exception:  # noqa: BLE001 -- still loading
-            time.sleep(0.5)
-    raise RuntimeError("the server did not answer in time")
-
-
-def start(engine, args, threads):
-    port = free_port()
-    if engine == "troupe":
-        cmd = [args.troupe, "serve", "-m", args.model, "--port", str(port), "-t", str(threads), "--embedding"]
-    else:
-        ctx = args.clients * 2048
-        cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(threads), "--embedding",
-               "-c", str(ctx), "-np", str(args.clients), "-b", "2048", "-ub", "2048"]
-    env = dict(os.environ)
-    if engine == "troupe":
-        env.update(kv.split("=", 1) for kv in args.troupe_env)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    base = f"http://127.0.0.1:{port}"
-    wait_ready(base, proc)
-    return proc, base
+from server_compare import llama_server_args, post, print_table, run_rounds, start, texts
 
 
 def measure(base, inputs, batch, clients):
@@ -88,7 +32,7 @@ def measure(base, inputs, batch, clients):
     def client(k):
         try:
             for j in range(k, len(chunks), clients):
-                r = post(base, {"input": chunks[j], "encoding_format": "float"})
+                r = post(base + "/v1/embeddings", {"input": chunks[j], "encoding_format": "float"})
                 tokens[k] += r["usage"]["prompt_tokens"]
                 for d in r["data"]:
                     vectors[j * batch + d["index"]] = d["embedding"]
@@ -128,39 +72,32 @@ def main():
     args = ap.parse_args()
 
     inputs = texts(args.inputs, args.tokens)
-    rows = []
-    for threads in [int(t) for t in args.threads.split(",")]:
-        per = {"troupe": [], "llama.cpp": []}
-        ratios = []
-        for rnd in range(args.rounds):
-            order = ["troupe", "llama.cpp"] if rnd % 2 == 0 else ["llama.cpp", "troupe"]
-            got = {}
-            for engine in order:
-                proc, base = start(engine, args, threads)
-                try:
-                    # Warm-up on other texts: a measured input must not be in a prefix cache.
-                    measure(base, texts(args.batch, args.tokens, seed=99), args.batch, 1)
-                    got[engine] = measure(base, inputs, args.batch, args.clients)
-                finally:
-                    proc.terminate()
-                    proc.wait(timeout=60)
-                per[engine].append(got[engine][:2])
-            worst = min(cosine(a, b) for a, b in zip(got["troupe"][2], got["llama.cpp"][2]))
-            if worst < 0.999:
-                raise SystemExit(f"the servers' vectors differ: cosine similarity down to {worst:.6f}")
-            ratios.append(got["troupe"][0] / got["llama.cpp"][0])
-            print(f"threads {threads} round {rnd}: troupe {got['troupe'][0]:.2f} inputs/s, llama.cpp "
-                  f"{got['llama.cpp'][0]:.2f} inputs/s, vectors agree to cosine {worst:.6f}", flush=True)
-        med = {e: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for e, v in per.items()}
-        rows.append((threads, med, statistics.median(ratios), min(ratios), max(ratios)))
 
+    def run_engine(engine, threads):
+        if engine == "troupe":
+            cmd = [args.troupe, "serve", "-m", args.model, "-t", str(threads), "--embedding"]
+            env = dict(kv.split("=", 1) for kv in args.troupe_env)
+        else:
+            cmd, env = llama_server_args(args, threads, "--embedding"), {}
+        proc, base = start(cmd, env, {"input": "ready?"}, "/v1/embeddings")
+        try:
+            # Warm-up on other texts: a measured input must not be in a prefix cache.
+            measure(base, texts(args.batch, args.tokens, seed=99), args.batch, 1)
+            return measure(base, inputs, args.batch, args.clients)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+    def agreement(ours, theirs):
+        worst = min(cosine(a, b) for a, b in zip(ours, theirs))
+        if worst < 0.999:
+            raise SystemExit(f"the servers' vectors differ: cosine similarity down to {worst:.6f}")
+        return f"vectors agree to cosine {worst:.6f}"
+
+    rows = run_rounds(args, run_engine, agreement, "inputs")
     print(f"\n{args.inputs} inputs of ~{args.tokens} words, {args.batch} per request, {args.clients} clients, "
           f"{args.rounds} rounds{', Troupe with ' + ' '.join(args.troupe_env) if args.troupe_env else ''}\n")
-    print("| threads | llama.cpp inputs/s | Troupe inputs/s | llama.cpp tok/s | Troupe tok/s | Troupe / llama.cpp |")
-    print("|---|---|---|---|---|---|")
-    for threads, med, ratio, lo, hi in rows:
-        print(f"| {threads} | {med['llama.cpp'][0]:.2f} | {med['troupe'][0]:.2f} | {med['llama.cpp'][1]:.0f} | "
-              f"{med['troupe'][1]:.0f} | {ratio:.2f}x ({lo:.2f}-{hi:.2f}) |")
+    print_table(rows, "inputs")
 
 
 if __name__ == "__main__":

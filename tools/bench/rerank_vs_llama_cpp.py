@@ -21,53 +21,11 @@ project neither builds nor ships it.
         --threads 1,2 --queries 8 --documents 8 --words 80 --clients 2 --rounds 3
 """
 import argparse
-import json
 import math
-import os
-import statistics
-import subprocess
 import threading
 import time
-import urllib.request
 
-from embeddings_vs_llama_cpp import free_port, texts
-
-
-def post(base, body, timeout=600):
-    req = urllib.request.Request(base + "/v1/rerank", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def wait_ready(base, proc, limit=600):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            post(base, {"query": "ready?", "documents": ["yes"]}, timeout=30)
-            return
-        except Exception:  # noqa: BLE001 -- still loading
-            time.sleep(0.5)
-    raise RuntimeError("the server did not answer in time")
-
-
-def start(engine, args, threads):
-    port = free_port()
-    if engine == "troupe":
-        cmd = [args.troupe, "serve", "-m", args.model, "--port", str(port), "-t", str(threads)]
-    else:
-        ctx = args.clients * 2048
-        cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(threads), "--reranking",
-               "-c", str(ctx), "-np", str(args.clients), "-b", "2048", "-ub", "2048"]
-    env = dict(os.environ)
-    if engine == "troupe":
-        env.update(kv.split("=", 1) for kv in args.troupe_env)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    base = f"http://127.0.0.1:{port}"
-    wait_ready(base, proc)
-    return proc, base
+from server_compare import llama_server_args, post, print_table, run_rounds, start, texts
 
 
 def measure(base, queries, docs, clients, logits):
@@ -78,7 +36,7 @@ def measure(base, queries, docs, clients, logits):
     def client(k):
         try:
             for j in range(k, len(queries), clients):
-                r = post(base, {"query": queries[j], "documents": docs[j], "top_n": len(docs[j])})
+                r = post(base + "/v1/rerank", {"query": queries[j], "documents": docs[j], "top_n": len(docs[j])})
                 tokens[k] += r["usage"]["prompt_tokens"] if "usage" in r else 0
                 got = [0.0] * len(docs[j])
                 for x in r["results"]:
@@ -118,39 +76,32 @@ def main():
 
     queries = texts(args.queries, 8, seed=3)
     docs = [texts(args.documents, args.words, seed=100 + q) for q in range(args.queries)]
-    rows = []
-    for threads in [int(t) for t in args.threads.split(",")]:
-        per = {"troupe": [], "llama.cpp": []}
-        ratios = []
-        for rnd in range(args.rounds):
-            order = ["troupe", "llama.cpp"] if rnd % 2 == 0 else ["llama.cpp", "troupe"]
-            got = {}
-            for engine in order:
-                proc, base = start(engine, args, threads)
-                try:
-                    measure(base, texts(2, 8, seed=98), [texts(args.documents, args.words, seed=99)] * 2, 1,
-                            engine == "llama.cpp")
-                    got[engine] = measure(base, queries, docs, args.clients, engine == "llama.cpp")
-                finally:
-                    proc.terminate()
-                    proc.wait(timeout=60)
-                per[engine].append(got[engine][:2])
-            worst = max(abs(a - b) for qa, qb in zip(got["troupe"][2], got["llama.cpp"][2]) for a, b in zip(qa, qb))
-            if worst > 1e-2:
-                raise SystemExit(f"the servers' scores differ by up to {worst:.5f}")
-            ratios.append(got["troupe"][0] / got["llama.cpp"][0])
-            print(f"threads {threads} round {rnd}: troupe {got['troupe'][0]:.2f} pairs/s, llama.cpp "
-                  f"{got['llama.cpp'][0]:.2f} pairs/s, scores agree to {worst:.2e}", flush=True)
-        med = {e: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for e, v in per.items()}
-        rows.append((threads, med, statistics.median(ratios), min(ratios), max(ratios)))
 
+    def run_engine(engine, threads):
+        llama = engine == "llama.cpp"
+        if not llama:
+            cmd = [args.troupe, "serve", "-m", args.model, "-t", str(threads)]
+            env = dict(kv.split("=", 1) for kv in args.troupe_env)
+        else:
+            cmd, env = llama_server_args(args, threads, "--reranking"), {}
+        proc, base = start(cmd, env, {"query": "ready?", "documents": ["yes"]}, "/v1/rerank")
+        try:
+            measure(base, texts(2, 8, seed=98), [texts(args.documents, args.words, seed=99)] * 2, 1, llama)
+            return measure(base, queries, docs, args.clients, llama)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+    def agreement(ours, theirs):
+        worst = max(abs(a - b) for qa, qb in zip(ours, theirs) for a, b in zip(qa, qb))
+        if worst > 1e-2:
+            raise SystemExit(f"the servers' scores differ by up to {worst:.5f}")
+        return f"scores agree to {worst:.2e}"
+
+    rows = run_rounds(args, run_engine, agreement, "pairs")
     print(f"\n{args.queries} queries x {args.documents} documents of ~{args.words} words, {args.clients} clients, "
           f"{args.rounds} rounds{', Troupe with ' + ' '.join(args.troupe_env) if args.troupe_env else ''}\n")
-    print("| threads | llama.cpp pairs/s | Troupe pairs/s | llama.cpp tok/s | Troupe tok/s | Troupe / llama.cpp |")
-    print("|---|---|---|---|---|---|")
-    for threads, med, ratio, lo, hi in rows:
-        print(f"| {threads} | {med['llama.cpp'][0]:.2f} | {med['troupe'][0]:.2f} | {med['llama.cpp'][1]:.0f} | "
-              f"{med['troupe'][1]:.0f} | {ratio:.2f}x ({lo:.2f}-{hi:.2f}) |")
+    print_table(rows, "pairs")
 
 
 if __name__ == "__main__":
