@@ -29,14 +29,7 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-const json& fixture() {
-  static const json f = [] {
-    std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/hf_tokenizers.json");
-    if (!in) throw std::runtime_error("missing fixture tests/fixtures/hf_tokenizers.json");
-    return json::parse(in);
-  }();
-  return f;
-}
+const json& fixture() { return test::fixture_json("hf_tokenizers.json"); }
 
 std::string shared_dir(const std::string& name) { return std::string(TROUPE_SHARED_DIR) + "/tokenizers/" + name; }
 

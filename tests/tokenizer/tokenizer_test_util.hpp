@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,18 @@
 #include "tokenizer/utf8.hpp"
 
 namespace troupe::test {
+
+// tests/fixtures/<name> parsed, once per name (the tests run on one thread).
+inline const nlohmann::json& fixture_json(const std::string& name) {
+  static std::map<std::string, nlohmann::json> parsed;
+  auto it = parsed.find(name);
+  if (it == parsed.end()) {
+    std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/" + name);
+    if (!in) throw std::runtime_error("missing fixture tests/fixtures/" + name);
+    it = parsed.emplace(name, nlohmann::json::parse(in)).first;
+  }
+  return it->second;
+}
 
 // ids decoded one at a time through IncrementalDecoder; every piece must be
 // whole UTF-8.

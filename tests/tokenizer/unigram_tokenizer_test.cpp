@@ -28,14 +28,7 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-const json& fixture() {
-  static const json f = [] {
-    std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/hf_unigram.json");
-    if (!in) throw std::runtime_error("missing fixture tests/fixtures/hf_unigram.json");
-    return json::parse(in);
-  }();
-  return f;
-}
+const json& fixture() { return test::fixture_json("hf_unigram.json"); }
 
 // Puts the stored-once charsmap back wherever a Precompiled normalizer says "charsmap".
 void restore_charsmap(json& n) {

@@ -29,14 +29,7 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-const json& fixture() {
-  static const json f = [] {
-    std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/hf_wordpiece.json");
-    if (!in) throw std::runtime_error("missing fixture tests/fixtures/hf_wordpiece.json");
-    return json::parse(in);
-  }();
-  return f;
-}
+const json& fixture() { return test::fixture_json("hf_wordpiece.json"); }
 
 // The variant's tokenizer.json with its vocabulary put back.
 json tokenizer_json(size_t variant) {

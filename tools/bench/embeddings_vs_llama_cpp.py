@@ -17,37 +17,23 @@ build is the caller's: this project neither builds nor ships it.
         --threads 1,2 --inputs 64 --tokens 128 --batch 8 --clients 2 --rounds 3 [--troupe-env TROUPE_NO_AMX=1]
 """
 import argparse
-import threading
-import time
 
-from server_compare import llama_server_args, post, print_table, run_rounds, start, texts
+from server_compare import add_common_args, llama_server_args, post, print_table, run_clients, run_rounds, start, texts
 
 
 def measure(base, inputs, batch, clients):
     chunks = [inputs[i:i + batch] for i in range(0, len(inputs), batch)]
     vectors = [None] * len(inputs)
     tokens = [0] * clients
-    errors = []
 
     def client(k):
-        try:
-            for j in range(k, len(chunks), clients):
-                r = post(base + "/v1/embeddings", {"input": chunks[j], "encoding_format": "float"})
-                tokens[k] += r["usage"]["prompt_tokens"]
-                for d in r["data"]:
-                    vectors[j * batch + d["index"]] = d["embedding"]
-        except Exception as e:  # noqa: BLE001 -- reported below
-            errors.append(e)
+        for j in range(k, len(chunks), clients):
+            r = post(base + "/v1/embeddings", {"input": chunks[j], "encoding_format": "float"})
+            tokens[k] += r["usage"]["prompt_tokens"]
+            for d in r["data"]:
+                vectors[j * batch + d["index"]] = d["embedding"]
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - t0
-    if errors:
-        raise errors[0]
+    seconds = run_clients(clients, client)
     return len(inputs) / seconds, sum(tokens) / seconds, vectors
 
 
@@ -58,17 +44,10 @@ def cosine(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--troupe", required=True)
-    ap.add_argument("--llama-server", required=True)
-    ap.add_argument("--model", required=True, help="a GGUF embedding model (with pooling_type)")
-    ap.add_argument("--threads", default="1,2")
+    add_common_args(ap, "a GGUF embedding model (with pooling_type)")
     ap.add_argument("--inputs", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=128, help="about this many tokens per input")
     ap.add_argument("--batch", type=int, default=8, help="inputs per request")
-    ap.add_argument("--clients", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
-                    help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
     args = ap.parse_args()
 
     inputs = texts(args.inputs, args.tokens)

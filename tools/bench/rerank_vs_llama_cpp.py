@@ -22,56 +22,34 @@ project neither builds nor ships it.
 """
 import argparse
 import math
-import threading
-import time
 
-from server_compare import llama_server_args, post, print_table, run_rounds, start, texts
+from server_compare import add_common_args, llama_server_args, post, print_table, run_clients, run_rounds, start, texts
 
 
 def measure(base, queries, docs, clients, logits):
     scores = [None] * len(queries)
     tokens = [0] * clients
-    errors = []
 
     def client(k):
-        try:
-            for j in range(k, len(queries), clients):
-                r = post(base + "/v1/rerank", {"query": queries[j], "documents": docs[j], "top_n": len(docs[j])})
-                tokens[k] += r["usage"]["prompt_tokens"] if "usage" in r else 0
-                got = [0.0] * len(docs[j])
-                for x in r["results"]:
-                    s = x["relevance_score"]
-                    got[x["index"]] = 1.0 / (1.0 + math.exp(-s)) if logits else s
-                scores[j] = got
-        except Exception as e:  # noqa: BLE001 -- reported below
-            errors.append(e)
+        for j in range(k, len(queries), clients):
+            r = post(base + "/v1/rerank", {"query": queries[j], "documents": docs[j], "top_n": len(docs[j])})
+            tokens[k] += r["usage"]["prompt_tokens"] if "usage" in r else 0
+            got = [0.0] * len(docs[j])
+            for x in r["results"]:
+                s = x["relevance_score"]
+                got[x["index"]] = 1.0 / (1.0 + math.exp(-s)) if logits else s
+            scores[j] = got
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - t0
-    if errors:
-        raise errors[0]
-    pairs = sum(len(d) for d in docs)
-    return pairs / seconds, sum(tokens) / seconds, scores
+    seconds = run_clients(clients, client)
+    return sum(len(d) for d in docs) / seconds, sum(tokens) / seconds, scores
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--troupe", required=True)
-    ap.add_argument("--llama-server", required=True)
-    ap.add_argument("--model", required=True, help="a GGUF cross-encoder (cls.output)")
-    ap.add_argument("--threads", default="1,2")
+    add_common_args(ap, "a GGUF cross-encoder (cls.output)")
     ap.add_argument("--queries", type=int, default=8)
     ap.add_argument("--documents", type=int, default=8, help="documents per query")
     ap.add_argument("--words", type=int, default=80, help="about this many words per document")
-    ap.add_argument("--clients", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
-                    help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
     args = ap.parse_args()
 
     queries = texts(args.queries, 8, seed=3)

@@ -9,6 +9,7 @@ import random
 import socket
 import statistics
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -52,6 +53,39 @@ def start(cmd, env_updates, ready_body, path, limit=600):
             time.sleep(0.5)
     proc.terminate()
     raise RuntimeError("the server did not answer in time")
+
+
+def add_common_args(ap, model_help):
+    ap.add_argument("--troupe", required=True)
+    ap.add_argument("--llama-server", required=True)
+    ap.add_argument("--model", required=True, help=model_help)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
+
+
+def run_clients(n, client):
+    """client(k) for k in 0..n-1, all at once; the seconds they took
+    together. The first client's error is raised."""
+    errors = []
+
+    def guarded(k):
+        try:
+            client(k)
+        except Exception as e:  # noqa: BLE001 -- raised below
+            errors.append(e)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - t0
 
 
 def llama_server_args(args, threads, *flags):
