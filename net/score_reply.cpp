@@ -87,9 +87,10 @@ std::shared_ptr<AsyncReply> bi_encoder_reply(ServerCore& core, ScoreRequest r, s
   for (size_t i = 0; i < r.size(); ++i) add(r.second[i], pair_field(r, i));
   std::vector<std::pair<size_t, size_t>> pairs;  // the two requests of each pair
   for (size_t i = 0; i < r.size(); ++i) pairs.emplace_back(index.at(r.first_of(i)), index.at(r.second[i]));
-  const auto n = static_cast<int32_t>(std::min<size_t>(requests.size(), static_cast<size_t>(slots)));
+  // Every slot admitted is given back at the end, however few texts were
+  // distinct.
   const char* route = r.rerank ? "rerank" : "score";
-  return make_engine_batch_reply(core, std::move(requests), std::max(1, n), route,
+  return make_engine_batch_reply(core, std::move(requests), slots, route,
                                  [r = std::move(r), pairs = std::move(pairs), model_id = std::move(model_id)](
                                      std::vector<std::vector<float>> vectors, int64_t prompt_tokens) {
                                    std::vector<double> scores;

@@ -18,6 +18,7 @@
 #include "net/score_reply.hpp"
 #include "net/score_request.hpp"
 #include "tests/net/fake_engine.hpp"
+#include "tests/wait_until.hpp"
 
 namespace troupe::net {
 namespace {
@@ -206,6 +207,14 @@ TEST(ScoreRoutes, EmbeddingModelScoresByCosine) {
   int64_t tokens = 0;
   for (const json& ids : ref["token_ids"]) tokens += static_cast<int64_t>(ids.size());
   EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
+  // One distinct text in all, but two slots admitted: both come back.
+  const HttpReply one = server.post("/v1/score", json{{"text_1", texts[0]}, {"text_2", texts[0]}}.dump());
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_NEAR(json::parse(one.body)["data"][0]["score"].get<double>(), 1.0, 1e-4);
+  EXPECT_EQ(json::parse(one.body)["usage"]["prompt_tokens"], ref["token_ids"][0].size());
+  // (The reply is sent just before the slots are released.)
+  EXPECT_TRUE(
+      troupe::test::wait_until([&] { return server.core().admission().in_flight() == 0; }, std::chrono::seconds(10)));
 }
 
 // A sequence classifier of three labels: vLLM's /v1/classify, each input's
