@@ -161,9 +161,10 @@ struct ModelInfo {
   // An encoder (BERT): it attends both ways, pools its [CLS] or the mean,
   // and is truncated at the end (fit_embed_input).
   bool encoder = false;
-  // A cross-encoder (a reranker): its "embedding" is its classifier's
-  // n_labels logits of a pair input; a relevance score is the first
-  // through a sigmoid (score_sigmoid) or as it is.
+  // A sequence classifier (a cross-encoder: a reranker when it has one
+  // label): its "embedding" is its head's n_labels logits of a text or a
+  // pair; a relevance score is the one logit through a sigmoid
+  // (score_sigmoid) or as it is.
   int32_t n_labels = 0;
   bool score_sigmoid = true;
   std::vector<std::string> labels;  // [n_labels] their names (ModelConfig::labels)
