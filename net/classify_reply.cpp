@@ -1,28 +1,21 @@
 #include "net/classify_reply.hpp"
 
 #include <algorithm>
-#include <boost/json/serialize.hpp>
-#include <boost/json/value.hpp>
-#include <charconv>
-#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <limits>
 
 #include "net/api_error.hpp"
 #include "net/engine_batch_reply.hpp"
+#include "net/json_body.hpp"
 #include "net/request_field.hpp"
 #include "net/routes.hpp"
+#include "net/score_reply.hpp"
 
 namespace troupe::net {
 namespace {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-void append_number(std::string& out, double x) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  out.append(buf, r.ptr);
-}
 
 }  // namespace
 
@@ -50,7 +43,7 @@ void check_classifier(const ModelInfo& model, const std::string& model_id) {
 std::vector<double> label_probs(const std::vector<float>& logits, const ModelInfo& model) {
   std::vector<double> p(logits.begin(), logits.end());
   if (p.size() == 1) {
-    p[0] = model.score_sigmoid ? sigmoid(p[0]) : p[0];
+    p[0] = relevance(logits[0], model.score_sigmoid);  // as /v1/rerank scores it
   } else if (model.multi_label) {
     for (double& x : p) x = sigmoid(x);
   } else {
@@ -64,23 +57,21 @@ std::vector<double> label_probs(const std::vector<float>& logits, const ModelInf
 
 std::string classify_body(const std::vector<std::vector<double>>& probs, const std::vector<std::string>& labels,
                           const std::string& id, int64_t created, const std::string& model_id, int64_t prompt_tokens) {
-  auto quoted = [](const std::string& s) { return boost::json::serialize(boost::json::value(s)); };
-  std::string out = R"({"id":)" + quoted(id) + R"(,"object":"list","created":)" + std::to_string(created) +
-                    R"(,"model":)" + quoted(model_id) + R"(,"data":[)";
+  std::string out = R"({"id":)" + json_quoted(id) + R"(,"object":"list","created":)" + std::to_string(created) +
+                    R"(,"model":)" + json_quoted(model_id) + R"(,"data":[)";
   for (size_t i = 0; i < probs.size(); ++i) {
     const std::vector<double>& p = probs[i];
     const auto best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
     if (i > 0) out += ',';
     out += R"({"index":)" + std::to_string(i) + R"(,"label":)" +
-           quoted(best < labels.size() ? labels[best] : "LABEL_" + std::to_string(best)) + R"(,"probs":[)";
+           json_quoted(best < labels.size() ? labels[best] : "LABEL_" + std::to_string(best)) + R"(,"probs":[)";
     for (size_t k = 0; k < p.size(); ++k) {
       if (k > 0) out += ',';
       append_number(out, p[k]);
     }
     out += R"(],"num_classes":)" + std::to_string(p.size()) + "}";
   }
-  return out + R"(],"usage":{"prompt_tokens":)" + std::to_string(prompt_tokens) + R"(,"total_tokens":)" +
-         std::to_string(prompt_tokens) + "}}";
+  return out + "]," + usage_json(prompt_tokens) + "}";
 }
 
 std::shared_ptr<AsyncReply> make_classify_reply(ServerCore& core, ClassifyRequest request, const ModelInfo& model,
@@ -100,13 +91,9 @@ std::shared_ptr<AsyncReply> make_classify_reply(ServerCore& core, ClassifyReques
       [model, model_id = std::move(model_id)](std::vector<std::vector<float>> logits, int64_t prompt_tokens) {
         std::vector<std::vector<double>> probs;
         for (const std::vector<float>& l : logits) probs.push_back(label_probs(l, model));
-        const int64_t created =
-            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-        return HttpReply{
-            .status = 200,
-            .content_type = "application/json",
-            .body = classify_body(probs, model.labels, new_response_id("classify-"), created, model_id, prompt_tokens)};
+        const auto created = static_cast<int64_t>(std::time(nullptr));
+        return json_reply(
+            200, classify_body(probs, model.labels, new_response_id("classify-"), created, model_id, prompt_tokens));
       });
 }
 

@@ -1,24 +1,13 @@
 #include "net/embeddings_reply.hpp"
 
 #include <bit>
-#include <boost/json/serialize.hpp>
-#include <boost/json/value.hpp>
-#include <charconv>
 #include <cstring>
 
 #include "core/base64.hpp"
 #include "net/engine_batch_reply.hpp"
+#include "net/json_body.hpp"
 
 namespace troupe::net {
-namespace {
-
-void append_float(std::string& out, float x) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  out.append(buf, r.ptr);
-}
-
-}  // namespace
 
 std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRequest request, std::string model_id,
                                                   int32_t slots) {
@@ -39,9 +28,7 @@ std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRe
   return make_engine_batch_reply(
       core, std::move(requests), slots, "embeddings",
       [base64, model_id = std::move(model_id)](std::vector<std::vector<float>> vectors, int64_t prompt_tokens) {
-        return HttpReply{.status = 200,
-                         .content_type = "application/json",
-                         .body = embeddings_body(vectors, base64, model_id, prompt_tokens)};
+        return json_reply(200, embeddings_body(vectors, base64, model_id, prompt_tokens));
       });
 }
 
@@ -61,14 +48,13 @@ std::string embeddings_body(const std::vector<std::vector<float>>& vectors, bool
       out += '[';
       for (size_t j = 0; j < v.size(); ++j) {
         if (j > 0) out += ',';
-        append_float(out, v[j]);
+        append_number(out, v[j]);
       }
       out += ']';
     }
     out += '}';
   }
-  out += R"(],"model":)" + boost::json::serialize(boost::json::value(model_id)) + R"(,"usage":{"prompt_tokens":)" +
-         std::to_string(prompt_tokens) + R"(,"total_tokens":)" + std::to_string(prompt_tokens) + "}}";
+  out += R"(],"model":)" + json_quoted(model_id) + "," + usage_json(prompt_tokens) + "}";
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "net/embeddings_reply.hpp"
 #include "net/embeddings_request.hpp"
 #include "net/http_replies.hpp"
+#include "net/json_body.hpp"
 #include "net/openai_response.hpp"
 #include "net/score_reply.hpp"
 #include "net/score_request.hpp"
@@ -46,8 +47,6 @@ ApiError not_ready_error(const LoadState& s) {
   return ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
 }
 
-std::string json_string(const std::string& s) { return boost::json::serialize(boost::json::value(s)); }
-
 // A request's "model" must be the served id (where it may be left out, when
 // it names one).
 void check_model_name(const std::string& asked, const std::string& served, bool required = false) {
@@ -69,10 +68,6 @@ std::string stages_json(const std::vector<StageHealth>& stages) {
     out.push_back(std::move(o));
   }
   return boost::json::serialize(out);
-}
-
-HttpReply json_reply(int status, std::string body) {
-  return HttpReply{.status = status, .content_type = "application/json", .body = std::move(body)};
 }
 
 // Compares without an early exit, so the time taken does not reveal how
@@ -458,7 +453,7 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
                                      : "loading") +
                          R"(","progress":)" + std::to_string(s.progress) + R"(,"auth_required":)" +
                          (options_.api_key.empty() ? "false" : "true") + R"(,"stages":)" + stages_json(s.stages) +
-                         (s.ready ? std::string() : R"(,"reason":)" + json_string(s.stage)) + "}";
+                         (s.ready ? std::string() : R"(,"reason":)" + json_quoted(s.stage)) + "}";
       HttpReply r = json_reply(s.ready ? 200 : 503, std::move(body));
       if (!s.ready) r.headers.emplace_back("Retry-After", "1");
       return {.reply = std::move(r)};

@@ -1,49 +1,29 @@
 #include "net/score_reply.hpp"
 
 #include <algorithm>
-#include <boost/json/serialize.hpp>
-#include <boost/json/value.hpp>
-#include <charconv>
-#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <numeric>
 #include <unordered_map>
 
 #include "net/api_error.hpp"
 #include "net/engine_batch_reply.hpp"
+#include "net/json_body.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
 namespace {
 
-void append_number(std::string& out, double x) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  out.append(buf, r.ptr);
-}
-
-std::string quoted(const std::string& s) { return boost::json::serialize(boost::json::value(s)); }
-
-std::string usage(int64_t prompt_tokens) {
-  return R"("usage":{"prompt_tokens":)" + std::to_string(prompt_tokens) + R"(,"total_tokens":)" +
-         std::to_string(prompt_tokens) + "}";
-}
-
 std::string pair_field(const ScoreRequest& r, size_t i) {
   return (r.rerank ? "documents[" : "text_2[") + std::to_string(i) + "]";
-}
-
-HttpReply json_reply(std::string body) {
-  return HttpReply{.status = 200, .content_type = "application/json", .body = std::move(body)};
 }
 
 // The reply once the scores are known.
 HttpReply scores_reply(const ScoreRequest& r, const std::vector<double>& scores, const std::string& model_id,
                        int64_t prompt_tokens) {
-  if (r.rerank) return json_reply(rerank_body(r, scores, new_response_id("rerank-"), model_id, prompt_tokens));
-  const int64_t created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return json_reply(score_body(scores, new_response_id("score-"), created, model_id, prompt_tokens));
+  if (r.rerank) return json_reply(200, rerank_body(r, scores, new_response_id("rerank-"), model_id, prompt_tokens));
+  const auto created = static_cast<int64_t>(std::time(nullptr));
+  return json_reply(200, score_body(scores, new_response_id("score-"), created, model_id, prompt_tokens));
 }
 
 // A cross-encoder: one pair request per pair, its first logit the score.
@@ -141,14 +121,14 @@ std::string rerank_body(const ScoreRequest& request, const std::vector<double>& 
   if (request.top_n > 0 && order.size() > static_cast<size_t>(request.top_n)) {
     order.resize(static_cast<size_t>(request.top_n));
   }
-  std::string out =
-      R"({"id":)" + quoted(id) + R"(,"model":)" + quoted(model_id) + "," + usage(prompt_tokens) + R"(,"results":[)";
+  std::string out = R"({"id":)" + json_quoted(id) + R"(,"model":)" + json_quoted(model_id) + "," +
+                    usage_json(prompt_tokens) + R"(,"results":[)";
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t i = order[k];
     if (k > 0) out += ',';
     out += R"({"index":)" + std::to_string(i) + R"(,"relevance_score":)";
     append_number(out, scores[i]);
-    if (request.return_documents) out += R"(,"document":{"text":)" + quoted(request.second[i]) + "}";
+    if (request.return_documents) out += R"(,"document":{"text":)" + json_quoted(request.second[i]) + "}";
     out += '}';
   }
   return out + "]}";
@@ -156,15 +136,15 @@ std::string rerank_body(const ScoreRequest& request, const std::vector<double>& 
 
 std::string score_body(const std::vector<double>& scores, const std::string& id, int64_t created,
                        const std::string& model_id, int64_t prompt_tokens) {
-  std::string out = R"({"id":)" + quoted(id) + R"(,"object":"list","created":)" + std::to_string(created) +
-                    R"(,"model":)" + quoted(model_id) + R"(,"data":[)";
+  std::string out = R"({"id":)" + json_quoted(id) + R"(,"object":"list","created":)" + std::to_string(created) +
+                    R"(,"model":)" + json_quoted(model_id) + R"(,"data":[)";
   for (size_t i = 0; i < scores.size(); ++i) {
     if (i > 0) out += ',';
     out += R"({"index":)" + std::to_string(i) + R"(,"object":"score","score":)";
     append_number(out, scores[i]);
     out += '}';
   }
-  return out + "]," + usage(prompt_tokens) + "}";
+  return out + "]," + usage_json(prompt_tokens) + "}";
 }
 
 }  // namespace troupe::net
