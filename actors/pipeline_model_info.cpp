@@ -46,16 +46,28 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
   info.labels = mc.labels;
   info.multi_label = mc.multi_label;
   info.two_segments = mc.n_token_types >= 2;
+  info.rerank_template = mc.rerank_template;
   return info;
+}
+
+bool embeds_by_default(const ModelConfig& model) {
+  // An encoder has no way to generate; a classifier's head has replaced
+  // the LM head.
+  return model.embedding.pooling != Pooling::none || !model.causal || model.n_labels > 0;
 }
 
 EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig& model) {
   const EmbeddingSpec& declared = model.embedding;
-  // An encoder embeds, whatever its files declare: it has no way to generate.
-  const bool on = config.embedding.value_or(declared.pooling != Pooling::none || !model.causal);
+  // An encoder or a classifier embeds (scores), whatever its files declare.
+  const bool on = config.embedding.value_or(embeds_by_default(model));
   if (!on && !model.causal) {
     throw Error(Errc::unsupported, "PipelineConfig: " + model.name +
                                        " is an encoder, and generates no text; run it for embeddings (embedding on)");
+  }
+  if (!on && model.n_labels > 0) {
+    throw Error(Errc::unsupported, "PipelineConfig: " + model.name +
+                                       " is a sequence classifier, and generates no text; run it for scores "
+                                       "(embedding on)");
   }
   if (!on) {
     if (!config.pooling.empty()) {
@@ -68,13 +80,17 @@ EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig
   // pools a BERT without sentence-transformers files).
   const Pooling fallback = model.causal ? Pooling::last : Pooling::cls;
   if (model.n_labels > 0) {
-    // A cross-encoder's head reads the [CLS] row: its scores, as they are.
-    if (!config.pooling.empty() && config.pooling != "cls") {
+    // A cross-encoder's head reads the [CLS] row, a causal classifier's the
+    // last token's (the one that has seen the whole input): its scores, as
+    // they are.
+    const Pooling head_row = model.causal ? Pooling::last : Pooling::cls;
+    if (!config.pooling.empty() && config.pooling != to_string(head_row)) {
       throw Error(Errc::invalid_argument, "PipelineConfig: " + model.name +
-                                              " is a cross-encoder, whose classifier reads the [CLS] row; pooling '" +
+                                              " is a sequence classifier, whose head reads the " +
+                                              (model.causal ? "last token's row" : "[CLS] row") + "; pooling '" +
                                               config.pooling + "' does not apply");
     }
-    return {.pooling = Pooling::cls, .normalize = false, .score_sigmoid = declared.score_sigmoid};
+    return {.pooling = head_row, .normalize = false, .score_sigmoid = declared.score_sigmoid};
   }
   EmbeddingSpec spec{.pooling = declared.pooling != Pooling::none ? declared.pooling : fallback,
                      .normalize = declared.normalize};

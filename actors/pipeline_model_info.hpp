@@ -21,6 +21,9 @@ ModelInfo pipeline_model_info(const Model& model, const Tokenizer& tok, const st
 // Error(invalid_argument) for an unknown pooling name, or a pooling asked of
 // a generating pipeline.
 EmbeddingSpec pipeline_embedding(const PipelineConfig& config, const ModelConfig& model);
+// Whether a model embeds or scores unless told otherwise: it declares a
+// pooling, is an encoder, or is a classifier (its head replaced the LM's).
+bool embeds_by_default(const ModelConfig& model);
 
 // How the model's chat answers are read: its tool-call syntax and its
 // <think> blocks, from the chat template in use unless the config names

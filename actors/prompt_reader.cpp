@@ -2,12 +2,12 @@
 // (actors/request_types.hpp); here they become the template's input.
 #include "actors/prompt_reader.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "actors/request_rules.hpp"
 #include "core/error.hpp"
+#include "tokenizer/rerank_prompt.hpp"
 
 namespace troupe {
 namespace {
@@ -181,6 +181,16 @@ std::vector<int32_t> PromptReader::pair_ids(EngineRequest& r, const std::string&
   const int32_t truncate = r.params.embed.truncate;
   check_embed_truncate(truncate, model_);
   const int32_t budget = truncate == -1 ? model_.context_length : truncate;
+  if (!model_.rerank_template.empty()) {
+    // A causal reranker: the pair written into its prompt, one segment.
+    try {
+      return encode_rerank_prompt(*tokenizer_, model_.rerank_template, r.text.text, r.pair_text, budget);
+    } catch (const Error& e) {
+      const bool budget_fault = e.code() == Errc::invalid_argument && truncate > 0;
+      throw RequestError(e.code(), budget_fault ? "truncate_prompt_tokens" : field,
+                         std::string("cannot tokenize the pair: ") + e.what());
+    }
+  }
   Tokenizer::Pair pair;
   try {
     pair = tokenizer_->encode_pair(r.text.text, r.pair_text, budget);

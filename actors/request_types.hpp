@@ -172,6 +172,9 @@ struct ModelInfo {
   // Its token-type table has a second segment (BERT: a pair's second text
   // is type 1; RoBERTa: every token is type 0).
   bool two_segments = false;
+  // A causal reranker's prompt for a pair (ModelConfig::rerank_template);
+  // empty: the tokenizer's pair template joins the texts.
+  std::string rerank_template;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

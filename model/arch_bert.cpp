@@ -20,6 +20,7 @@
 #include "model/hf_config.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_loaders.hpp"
+#include "model/sequence_classifier.hpp"
 
 namespace troupe {
 namespace {
@@ -61,42 +62,6 @@ void read_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
   c.n_token_types = static_cast<int32_t>(cfg.get_int("type_vocab_size", 2));
   if (c.n_token_types < 1) cfg.fail(Errc::bad_format, "type_vocab_size must be at least 1");
   check_config(cfg, c);
-}
-
-// A classifier's labels: id2label's entries ({"0": "negative", ...}), else
-// num_labels of them named LABEL_<i>; problem_type.
-void read_labels(const HfConfig& cfg, ModelConfig& c) {
-  int64_t n = cfg.get_int("num_labels", 0);
-  const nlohmann::json* names = nullptr;
-  if (cfg.has("id2label")) {
-    names = &cfg.json()["id2label"];
-    if (!names->is_object()) cfg.fail(Errc::bad_format, "id2label is not an object");
-    n = static_cast<int64_t>(names->size());
-  }
-  if (n < 1 || n > 65536)
-    cfg.fail(Errc::bad_format, "a sequence classifier needs 1 to 65536 labels (id2label or num_labels)");
-  c.n_labels = static_cast<int32_t>(n);
-  c.labels.assign(static_cast<size_t>(n), "");
-  for (int64_t i = 0; i < n; ++i) {
-    const std::string key = std::to_string(i);
-    const bool named = names != nullptr && names->contains(key) && (*names)[key].is_string();
-    if (names != nullptr && !named) cfg.fail(Errc::bad_format, "id2label has no name for label " + key);
-    c.labels[static_cast<size_t>(i)] = named ? (*names)[key].get<std::string>() : "LABEL_" + key;
-  }
-  const std::string problem = cfg.get_string("problem_type", "");
-  if (!problem.empty() && problem != "single_label_classification" && problem != "multi_label_classification" &&
-      problem != "regression") {
-    cfg.fail(Errc::unsupported, "problem_type '" + problem + "' is not supported");
-  }
-  c.multi_label = problem == "multi_label_classification";
-}
-
-// The checkpoint's architectures entry names a *ForSequenceClassification class.
-bool is_classifier(const HfConfig& cfg) {
-  for (const nlohmann::json& a : cfg.json()["architectures"]) {
-    if (a.is_string() && a.get<std::string>().ends_with("ForSequenceClassification")) return true;
-  }
-  return false;
 }
 
 // The encoder's tensors under `p` ("", "bert.", "roberta."); positions
@@ -153,8 +118,8 @@ void load_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights
   // "encoder."); checkpoints of the task classes nest them under "bert.".
   const std::string p = src.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
   load_encoder(cfg, src, p, 0, c, w);
-  if (is_classifier(cfg)) {
-    read_labels(cfg, c);
+  if (names_sequence_classifier(cfg)) {
+    read_hf_labels(cfg, c);
     load_head(src, "bert.pooler.dense", "classifier", c, w);
   }
 }
@@ -168,8 +133,8 @@ void load_roberta(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeig
   if (pad < 0) cfg.fail(Errc::bad_format, "pad_token_id must not be negative");
   const std::string p = src.has("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
   load_encoder(cfg, src, p, pad + 1, c, w);
-  if (is_classifier(cfg)) {
-    read_labels(cfg, c);
+  if (names_sequence_classifier(cfg)) {
+    read_hf_labels(cfg, c);
     load_head(src, "classifier.dense", "classifier.out_proj", c, w);
   }
 }

@@ -189,8 +189,11 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   c.n_ctx_train = file_.get_u32(p + "context_length");
   // Embedding models (llama.cpp's converter writes what sentence-transformers
   // declares); vectors L2-normalized, as llama.cpp's embeddings are by default.
-  if (const auto pooling = file_.find_u32(p + "pooling_type")) {
-    c.embedding.pooling = gguf_pooling(*pooling, file_.path());
+  // Rank pooling: a reranker, whose classifier is bound below.
+  constexpr uint32_t kRank = 4;  // llama.cpp's LLAMA_POOLING_TYPE_RANK
+  const std::optional<uint32_t> pooling_type = file_.find_u32(p + "pooling_type");
+  if (pooling_type && *pooling_type != kRank) {
+    c.embedding.pooling = gguf_pooling(*pooling_type, file_.path());
     check_model_pooling(c.embedding.pooling, c.causal, file_.path());
   }
   const bool layer_norm = a.norms == GgufNorms::layer_before;
@@ -464,6 +467,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   }
 
   if (a.name == "apertus") read_xielu();
+  if (pooling_type && *pooling_type == kRank) bind_causal_classifier(p);
 
   // What one decode step streams: every matrix once (the embedding lookup
   // reads one row, so it counts only when it doubles as the output head).

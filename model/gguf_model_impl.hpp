@@ -53,6 +53,9 @@ class GgufModel final : public Model {
   void bind_bert(const ModelLoadOptions& options);
   // Its classifier head (cls.output, and cls where present), if it has one.
   void bind_bert_classifier(bool rank_pooling);
+  // A causal reranker's head (pooling_type rank: cls.output over the last
+  // token; gguf_classifier.cpp), in place of the LM head.
+  void bind_causal_classifier(const std::string& p);
 
  private:
   Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;

@@ -14,6 +14,7 @@
 #include "model/model_loaders.hpp"
 #include "model/pooling.hpp"
 #include "model/safetensors.hpp"
+#include "model/sequence_classifier.hpp"
 #include "tokenizer/chat_template.hpp"
 
 namespace troupe {
@@ -78,6 +79,12 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
     if (arch == nullptr && name.ends_with("Model")) {
       arch = find_hf_architecture(name.substr(0, name.size() - 5) + "ForCausalLM");
     }
+    // A causal LM with a classifier head in place of its LM head (reward
+    // models, "-seq-cls" rerankers): the LM's layers, then `score`.
+    constexpr std::string_view kSeqCls = "ForSequenceClassification";
+    if (arch == nullptr && name.ends_with(kSeqCls)) {
+      arch = find_hf_architecture(name.substr(0, name.size() - kSeqCls.size()) + "ForCausalLM");
+    }
   }
   if (arch == nullptr) {
     cfg.fail(Errc::unsupported, "architectures [" + listed + "] are not supported; supported: " +
@@ -89,8 +96,9 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   const EmbeddingSpec embedding = read_sentence_transformers(dir);
   HfWeights src(checkpoint_, store_);
   if (quantization) src.set_quantization(*quantization);
-  src.set_embedding_model(embedding.pooling != Pooling::none);
+  src.set_embedding_model(embedding.pooling != Pooling::none || names_sequence_classifier(cfg));
   arch->load_hf(cfg, src, config_, weights_);
+  bind_hf_causal_classifier(dir, cfg, src, config_, weights_, store_);
   config_.embedding = embedding;
   check_model_pooling(embedding.pooling, config_.causal, dir);
   config_.name = fs::path(dir).filename().string();

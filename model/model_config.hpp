@@ -59,6 +59,10 @@ struct ModelConfig {
   // multi_label_classification: a sigmoid each, not a softmax over them).
   std::vector<std::string> labels;
   bool multi_label = false;
+  // A causal reranker's prompt for a (query, document) pair, {query} and
+  // {document} standing for the texts (Qwen3-Reranker's; a GGUF's
+  // tokenizer.chat_template.rerank); empty: the tokenizer's pair template.
+  std::string rerank_template;
   bool tied_output = false;              // output projection is the token embedding
   // What an embedding model declares (pooling none: a model that generates).
   EmbeddingSpec embedding;

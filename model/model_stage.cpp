@@ -215,6 +215,12 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
       weights_.cls_out_b = upload_vector(backend_, host.cls_out_b, c.n_labels, owned_);
     }
     if (!options_.embedding_output) {
+      if (host.output.data == nullptr && c.n_labels > 0) {
+        throw Error(Errc::unsupported, c.name + " is a sequence classifier (" + std::to_string(c.n_labels) + " label" +
+                                           (c.n_labels == 1 ? "" : "s") +
+                                           "): its head scores, and it generates no text; run it for scores "
+                                           "(--embedding: /v1/rerank, /v1/score, /v1/classify)");
+      }
       if (host.output.data == nullptr) {
         throw Error(Errc::unsupported, c.name +
                                            " has no output head (lm_head.weight): it is an embedding model; "
@@ -460,7 +466,8 @@ void ModelStage::classifier_head(const float* rows, float* dense, float* scores,
     in = dense;
   }
   backend_.matmul(scores, in, weights_.cls_out, n);
-  backend_.add_bias(scores, weights_.cls_out_b, n, c.n_labels);
+  // A decoder's head (model/sequence_classifier.hpp) has no bias.
+  if (weights_.cls_out_b != nullptr) backend_.add_bias(scores, weights_.cls_out_b, n, c.n_labels);
 }
 
 void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* out) {

@@ -4,7 +4,8 @@
 // sentence-transformers' CrossEncoder logits
 // (tests/fixtures/hf/{bert,roberta,xlm_roberta}_reranker,
 // tools/fixtures/make_reranker_models.py); a remote first or last stage
-// gets the token types over the wire; the front door's refusals.
+// gets the token types over the wire; the front door's refusals. Causal
+// rerankers and classifiers (Qwen3-Reranker, a Llama classifier) likewise.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -144,6 +145,69 @@ TEST(PipelineReranker, PairsNeedACrossEncoder) {
   const Completion done = test::wait_for(run, 30s);
   EXPECT_EQ(done.final.reason, EndReason::error);
   EXPECT_NE(done.final.error_message.find("not a cross-encoder"), std::string::npos) << done.final.error_message;
+}
+
+// Causal rerankers (tools/fixtures/make_causal_reranker_models.py): each
+// pair written into the model's prompt (cut to `truncate` as the model
+// card's code cuts it), prompts chunked by the scheduler, the head over the
+// last token; the released checkpoint, its sequence-classifier conversion
+// and llama.cpp's GGUF of it.
+TEST(PipelineReranker, CausalRerankersMatchTransformers) {
+  const Json ref = reference("qwen3_reranker");
+  for (const std::string& path : {fixture("qwen3_reranker"), fixture("qwen3_reranker_seq_cls"),
+                                  std::string(TROUPE_FIXTURES_DIR) + "/gguf/qwen3_reranker.gguf"}) {
+    SCOPED_TRACE(path);
+    PipelineConfig c = reranker_config("qwen3_reranker");
+    c.model_path = path;
+    c.scheduler.max_tokens_per_step = 48;  // the longer prompts take several steps
+    auto p = Pipeline::start(c);
+    const ModelInfo& info = p->model_info();
+    EXPECT_EQ(info.n_labels, 1);
+    EXPECT_EQ(info.pooling, Pooling::last);
+    EXPECT_FALSE(info.encoder);
+    EXPECT_FALSE(info.rerank_template.empty());
+    expect_reference_logits(*p, ref, 0, "token_ids", "logits");
+    expect_reference_logits(*p, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_logits");
+    EXPECT_EQ(p->kv_snapshot().invariant_error, "");
+  }
+}
+
+// A remote last stage loads the reranker itself and runs its head.
+TEST(PipelineReranker, CausalRerankerRemoteLastStage) {
+  const Json ref = reference("qwen3_reranker");
+  test::StageProcess w;
+  ASSERT_TRUE(w.start({"-m", fixture("qwen3_reranker"), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
+  PipelineConfig c = reranker_config("qwen3_reranker");
+  c.stages = {{.first_layer = 0, .last_layer = 1, .threads = 1},
+              {.first_layer = 1, .last_layer = -1, .remote = w.address()}};
+  c.remote.step_timeout_ms = 10000;
+  auto p = Pipeline::start(c);
+  expect_reference_logits(*p, ref, 0, "token_ids", "logits");
+}
+
+// A causal classifier scores single texts at their last token, and
+// generates nothing.
+TEST(PipelineReranker, CausalClassifierPipeline) {
+  const Json ref = reference("llama_classifier");
+  auto p = Pipeline::start(reranker_config("llama_classifier"));
+  EXPECT_EQ(p->model_info().n_labels, 3);
+  for (size_t i = 0; i < ref["texts"].size(); ++i) {
+    EngineRequest r = EngineRequest::from_text({.text = ref["texts"][i].get<std::string>()});
+    r.params.embed = {.on = true};
+    auto run = p->generate(std::move(r));
+    const Completion done = test::wait_for(run, 30s);
+    ASSERT_EQ(done.final.reason, EndReason::stop) << done.final.error_message;
+    const auto want = ref["logits"][i].get<std::vector<float>>();
+    ASSERT_EQ(done.final.embedding.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(done.final.embedding[k], want[k], kTolerance) << i;
+  }
+
+  PipelineConfig cls = reranker_config("llama_classifier");
+  cls.pooling = "cls";  // its head reads the last token
+  EXPECT_THROW(Pipeline::start(cls), Error);
+  PipelineConfig generate = reranker_config("llama_classifier");
+  generate.embedding = false;
+  EXPECT_THROW(Pipeline::start(generate), Error);
 }
 
 TEST(PipelineReranker, PoolingOtherThanClsIsRefused) {

@@ -413,5 +413,36 @@ TEST(CudaModelStage, RerankersMatchCrossEncoder) {
   }
 }
 
+// Causal rerankers and classifiers: the head over the last token (no
+// bias, one "yes" - "no" row or `score`), after the GPU's prefill.
+TEST(CudaModelStage, CausalRerankersMatchTransformers) {
+  TROUPE_REQUIRE_GPU();
+  for (const std::string name : {"qwen3_reranker", "qwen3_reranker_seq_cls"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in);
+    const auto ref = nlohmann::json::parse(in);
+    auto model = Model::load(dir);
+    ASSERT_EQ(model->config().n_labels, 1);
+    CudaBackendOptions options = test::small_options();
+    options.f32_weights = WeightPrecision::f32;
+    CudaBackend gpu(options);
+    ModelStage stage(
+        model, gpu,
+        {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
+    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto n = static_cast<int32_t>(ids[t].size());
+      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
+      std::iota(table.begin(), table.end(), 0);
+      const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = 1};
+      float score = 0.0f;
+      stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, &score);
+      EXPECT_NEAR(score, ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace troupe

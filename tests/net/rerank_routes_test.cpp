@@ -3,7 +3,8 @@
 // bert_reranker, its scores from sentence-transformers' CrossEncoder)
 // reads each pair; an embedding model (bert_embedding_cls) scores by the
 // cosine of its vectors; a three-label classifier (bert_classifier, from
-// transformers) classifies; the replies' shapes (Jina/Cohere rerank, vLLM
+// transformers) classifies, as do a Llama classifier and a causal reranker
+// (Qwen3-Reranker's prompt and yes/no head); the replies' shapes (Jina/Cohere rerank, vLLM
 // score and classify), the other spellings of the routes, and every bad
 // input's 400.
 #include <gtest/gtest.h>
@@ -219,10 +220,15 @@ TEST(ScoreRoutes, EmbeddingModelScoresByCosine) {
 
 // A sequence classifier of three labels: vLLM's /v1/classify, each input's
 // softmax probabilities and most probable label.
-TEST(ClassifyRoutes, ProbabilitiesAndLabelsAreTransformers) {
-  ScoreServer server("bert_classifier");
-  const json ref = reference("bert_classifier");
-  const HttpReply r = server.post("/v1/classify", json{{"model", "bert_classifier"}, {"input", ref["texts"]}}.dump());
+// An encoder's ([CLS]) and a causal model's (its last token: a
+// LlamaForSequenceClassification) alike.
+class ClassifierRoutes : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ClassifierRoutes, ProbabilitiesAndLabelsAreTransformers) {
+  const std::string name = GetParam();
+  ScoreServer server(name);
+  const json ref = reference(name);
+  const HttpReply r = server.post("/v1/classify", json{{"model", name}, {"input", ref["texts"]}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = json::parse(r.body);
   EXPECT_EQ(j["object"], "list");
@@ -249,6 +255,47 @@ TEST(ClassifyRoutes, ProbabilitiesAndLabelsAreTransformers) {
   EXPECT_EQ(server.error_of("/v1/rerank", R"({"query": "q", "documents": ["a"]})")["param"], "model");
   EXPECT_EQ(server.error_of("/v1/embeddings", R"({"input": "a"})")["param"], "model");
   EXPECT_EQ(server.error_of("/v1/classify", R"({"input": []})")["param"], "input");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierRoutes, ::testing::Values("bert_classifier", "llama_classifier"));
+
+// A causal reranker (Qwen3-Reranker): each pair written into its prompt,
+// scored by sigmoid(logit("yes") - logit("no")), as its model card scores it.
+TEST(ScoreRoutes, CausalRerankerScoresAsItsModelCard) {
+  ScoreServer server("qwen3_reranker");
+  const json ref = reference("qwen3_reranker");
+  const json docs = documents(ref);
+  ASSERT_EQ(docs.size(), 3u);
+  const HttpReply r = server.post("/v1/rerank", json{{"query", ref["pairs"][0][0]}, {"documents", docs}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  ASSERT_EQ(j["results"].size(), 3u);
+  int64_t tokens = 0;
+  for (const json& res : j["results"]) {
+    // The reference's indices of the query's documents: 0, 1 and the last.
+    const auto k = res["index"].get<size_t>();
+    const size_t i = k < 2 ? k : ref["pairs"].size() - 1;
+    EXPECT_NEAR(res["relevance_score"].get<double>(), ref["scores"][i].get<double>(), kTolerance) << i;
+    tokens += static_cast<int64_t>(ref["token_ids"][i].size());
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
+  // Cut as the card's code cuts the text before the closing turn.
+  json firsts = json::array(), seconds = json::array();
+  for (const json& p : ref["pairs"]) {
+    firsts.push_back(p[0]);
+    seconds.push_back(p[1]);
+  }
+  const HttpReply cut = server.post(
+      "/v1/score", json{{"text_1", firsts}, {"text_2", seconds}, {"truncate_prompt_tokens", ref["truncate"]}}.dump());
+  ASSERT_EQ(cut.status, 200) << cut.body;
+  for (size_t i = 0; i < ref["pairs"].size(); ++i) {
+    EXPECT_NEAR(json::parse(cut.body)["data"][i]["score"].get<double>(), ref["truncated_scores"][i].get<double>(),
+                kTolerance)
+        << i;
+  }
+  // Five tokens cannot hold the prompt's closing turn.
+  EXPECT_EQ(server.error_of("/v1/score", R"({"text_1": "a", "text_2": "b", "truncate_prompt_tokens": 5})")["param"],
+            "truncate_prompt_tokens");
 }
 
 TEST(ClassifyRoutes, OnlyClassifiersClassify) {

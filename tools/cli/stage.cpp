@@ -20,6 +20,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/pipeline.hpp"
+#include "actors/pipeline_model_info.hpp"
 #include "actors/remote_stage.hpp"
 #include "actors/stage_worker.hpp"
 #include "core/cpu_features.hpp"
@@ -142,7 +143,7 @@ void run_stage(const StageArgs& a) {
        .max_seqs = a.max_seqs,
        .state_slots = a.state_slots,
        // As the head decides: asked for, or declared by the model.
-       .embedding = a.embedding || model->config().embedding.pooling != Pooling::none || !model->config().causal,
+       .embedding = a.embedding || embeds_by_default(model->config()),
        .secret = secret,
        .wire_version = a.wire_version,
        .log = [](const std::string& line) { std::fprintf(stderr, "troupe stage: %s\n", line.c_str()); }},

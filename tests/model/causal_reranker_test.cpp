@@ -1,0 +1,177 @@
+// Causal models run as sequence classifiers and rerankers, held to
+// transformers (tests/fixtures/hf/{qwen3_reranker,qwen3_reranker_seq_cls,
+// llama_classifier}, tools/fixtures/make_causal_reranker_models.py):
+// Qwen3-Reranker as released (its "yes" - "no" row of the LM head), its
+// Qwen3ForSequenceClassification conversion, llama.cpp's GGUF of it (rank
+// pooling, the two rows and the `rerank` template), and a
+// LlamaForSequenceClassification of three labels; the prompt each pair is
+// written into, whole and cut, as the model card's code tokenizes it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/model.hpp"
+#include "model/model_stage.hpp"
+#include "model/model_tokenizer.hpp"
+#include "model/sequence_classifier.hpp"
+#include "tests/model/hf_reference_run.hpp"
+#include "tokenizer/rerank_prompt.hpp"
+
+namespace troupe {
+namespace {
+
+using hf_test::fixture_dir;
+using hf_test::reference;
+using Json = nlohmann::json;
+
+// transformers computes in f32 in its own order; logits of a few units, so
+// 2e-5 is far below any real error (a wrong row, a missed norm, a token
+// more or less moves them by 0.01 or more).
+constexpr float kTolerance = 2e-5f;
+
+std::string gguf_fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/gguf/" + name; }
+
+// Every input in one batch through the only stage; the head's scores of
+// each sequence's last token (n_logits 1), chunked over KV pages of 4.
+std::vector<std::vector<float>> classify_last(const std::shared_ptr<const Model>& model,
+                                              const std::vector<std::vector<int32_t>>& inputs) {
+  const ModelConfig& c = model->config();
+  int64_t n_tokens = 0;
+  for (const auto& ids : inputs) n_tokens += static_cast<int64_t>(ids.size());
+  CpuBackend backend({.n_threads = 2});
+  ModelStage stage(
+      model, backend,
+      {.max_tokens = n_tokens, .max_seqs = 8, .n_kv_blocks = 256, .kv_block_size = 4, .embedding_output = true});
+  EXPECT_EQ(stage.output_width(), c.n_labels);
+  std::vector<std::vector<int32_t>> tables(inputs.size());
+  std::vector<BatchSeq> seqs;
+  std::vector<int32_t> tokens;
+  int32_t next_block = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto n = static_cast<int32_t>(inputs[i].size());
+    for (int32_t b = 0; b * 4 < n; ++b) tables[i].push_back(next_block++);
+    seqs.push_back({.n_tokens = n, .n_past = 0, .block_table = tables[i], .n_logits = 1});
+    tokens.insert(tokens.end(), inputs[i].begin(), inputs[i].end());
+  }
+  std::vector<float> rows(inputs.size() * static_cast<size_t>(c.n_labels));
+  stage.forward({.tokens = tokens, .seqs = seqs}, nullptr, rows.data());
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    out.emplace_back(rows.begin() + static_cast<std::ptrdiff_t>(i * c.n_labels),
+                     rows.begin() + static_cast<std::ptrdiff_t>((i + 1) * c.n_labels));
+  }
+  return out;
+}
+
+// Each reference pair written into the model's prompt (cut to `budget` when
+// given) is the card's ids, and its one logit is logit("yes") - logit("no").
+void expect_reference_pairs(const std::shared_ptr<const Model>& model, const Json& ref, int32_t budget,
+                            const std::string& ids_key, const std::string& logits_key) {
+  const auto tokenizer = load_model_tokenizer(*model);
+  std::vector<std::vector<int32_t>> inputs;
+  for (size_t i = 0; i < ref["pairs"].size(); ++i) {
+    std::vector<int32_t> ids =
+        encode_rerank_prompt(*tokenizer, model->config().rerank_template, ref["pairs"][i][0].get<std::string>(),
+                             ref["pairs"][i][1].get<std::string>(), budget);
+    EXPECT_EQ(ids, ref[ids_key][i].get<std::vector<int32_t>>()) << ids_key << " " << i;
+    inputs.push_back(std::move(ids));
+  }
+  const auto got = classify_last(model, inputs);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), 1u);
+    EXPECT_NEAR(got[i][0], ref[logits_key][i].get<float>(), kTolerance) << logits_key << " pair " << i;
+  }
+}
+
+class CausalReranker : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CausalReranker, MatchesTransformers) {
+  const std::string name = GetParam();
+  const Json ref = reference(name);
+  auto model = Model::load(fixture_dir(name));
+  const ModelConfig& c = model->config();
+  EXPECT_TRUE(c.causal);
+  EXPECT_EQ(c.n_labels, 1);
+  EXPECT_EQ(c.rerank_template, kQwen3RerankTemplate);  // told by the README's heading
+  EXPECT_EQ(model->weights().output.data, nullptr);    // the head replaces the LM head
+  expect_reference_pairs(model, ref, 0, "token_ids", "logits");
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_logits");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CausalReranker, ::testing::Values("qwen3_reranker", "qwen3_reranker_seq_cls"));
+
+TEST(CausalReranker, ReleasedHeadIsTheYesNoRow) {
+  auto model = Model::load(fixture_dir("qwen3_reranker"));
+  EXPECT_EQ(model->config().labels, std::vector<std::string>{"yes"});
+  EXPECT_EQ(model->weights().cls_out.n_out, 1);
+  EXPECT_EQ(model->weights().cls_out.type, DType::f32);
+  EXPECT_EQ(model->weights().cls_out_b, nullptr);
+  // A Qwen3 without the heading or the name is a language model.
+  EXPECT_EQ(Model::load(fixture_dir("qwen3"))->config().n_labels, 0);
+}
+
+// llama.cpp's conversion: rank pooling, cls.output {n_embd, 2} of the "yes"
+// and "no" rows (it takes a softmax over them and scores the first: the same
+// sigmoid of their difference), and the prompt as the `rerank` template,
+// which is the card's, as Troupe writes it for a Hugging Face directory.
+TEST(CausalReranker, GgufConversionMatchesTransformers) {
+  const Json ref = reference("qwen3_reranker");
+  auto model = Model::load(gguf_fixture("qwen3_reranker.gguf"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.n_labels, 1);
+  EXPECT_EQ(c.labels, std::vector<std::string>{"yes"});
+  EXPECT_EQ(c.rerank_template, kQwen3RerankTemplate);
+  expect_reference_pairs(model, ref, 0, "token_ids", "logits");
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_logits");
+}
+
+// A LlamaForSequenceClassification of three named labels: `score` over the
+// last token, on single texts (with the tokenizer's BOS).
+TEST(CausalClassifier, LogitsAndLabelsMatchTransformers) {
+  const Json ref = reference("llama_classifier");
+  auto model = Model::load(fixture_dir("llama_classifier"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.n_labels, 3);
+  EXPECT_EQ(c.labels, ref["labels"].get<std::vector<std::string>>());
+  EXPECT_TRUE(c.rerank_template.empty());
+  const auto tokenizer = load_model_tokenizer(*model);
+  std::vector<std::vector<int32_t>> inputs;
+  for (size_t i = 0; i < ref["texts"].size(); ++i) {
+    inputs.push_back(tokenizer->encode(ref["texts"][i].get<std::string>(), true, false));
+    EXPECT_EQ(inputs.back(), ref["token_ids"][i].get<std::vector<int32_t>>()) << i;
+  }
+  const auto got = classify_last(model, inputs);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto want = ref["logits"][i].get<std::vector<float>>();
+    ASSERT_EQ(got[i].size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kTolerance) << i << "," << k;
+  }
+}
+
+TEST(RerankPrompt, ReplacesThePlaceholdersOnce) {
+  EXPECT_EQ(render_rerank_prompt("Q: {query} D: {document} ({query})", "a{document}", "b{query}"),
+            "Q: a{document} D: b{query} (a{document})");
+  EXPECT_THROW(render_rerank_prompt("Q: {query}", "a", "b"), Error);
+}
+
+TEST(RerankPrompt, CutsTheDocumentAndKeepsTheClosingTurn) {
+  auto model = Model::load(fixture_dir("qwen3_reranker"));
+  const auto tok = load_model_tokenizer(*model);
+  const std::string tmpl = model->config().rerank_template;
+  const std::string doc = "Paris is the capital of France. Paris is the capital of France.";
+  const std::vector<int32_t> whole = encode_rerank_prompt(*tok, tmpl, "q", doc, 0);
+  const std::vector<int32_t> closing = tok->encode(tmpl.substr(tmpl.find("{document}") + 10), false, true);
+  const auto budget = static_cast<int32_t>(whole.size() - 5);
+  const std::vector<int32_t> cut = encode_rerank_prompt(*tok, tmpl, "q", doc, budget);
+  ASSERT_EQ(cut.size(), static_cast<size_t>(budget));
+  EXPECT_TRUE(std::equal(closing.rbegin(), closing.rend(), cut.rbegin()));
+  EXPECT_TRUE(std::equal(cut.begin(), cut.end() - static_cast<std::ptrdiff_t>(closing.size()), whole.begin()));
+  EXPECT_EQ(encode_rerank_prompt(*tok, tmpl, "q", doc, static_cast<int32_t>(whole.size())), whole);
+  // A budget the closing turn alone fills leaves no room for the pair.
+  EXPECT_THROW(encode_rerank_prompt(*tok, tmpl, "q", doc, static_cast<int32_t>(closing.size())), Error);
+}
+
+}  // namespace
+}  // namespace troupe
