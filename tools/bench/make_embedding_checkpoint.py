@@ -26,6 +26,18 @@ from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def qwen3_06b(eos):
+    """A random Qwen3ForCausalLM in the 0.6B release's shape (the base of
+    Qwen3-Embedding-0.6B and Qwen3-Reranker-0.6B), in bf16."""
+    cfg = Qwen3Config(vocab_size=151669, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                      num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=32768,
+                      rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=None,
+                      eos_token_id=eos, pad_token_id=eos, dtype="bfloat16")
+    torch.manual_seed(0)
+    with torch.device("cpu"):
+        return Qwen3ForCausalLM(cfg).to(torch.bfloat16).eval()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", type=Path, required=True)
@@ -38,13 +50,7 @@ def main():
     eos = tok.token_to_id("<|endoftext|>")
     tok.post_processor = processors.TemplateProcessing(
         single="$A <|endoftext|>", pair="$A <|endoftext|> $B <|endoftext|>", special_tokens=[("<|endoftext|>", eos)])
-    cfg = Qwen3Config(vocab_size=151669, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                      num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=32768,
-                      rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=None,
-                      eos_token_id=eos, pad_token_id=eos, dtype="bfloat16")
-    torch.manual_seed(0)
-    with torch.device("cpu"):
-        model = Qwen3ForCausalLM(cfg).to(torch.bfloat16).eval()
+    model = qwen3_06b(eos)
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
         PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",

@@ -11,9 +11,12 @@ engine's median and the median and range of the per-round ratios. The
 servers' scores are compared: llama-server returns the classifier's logit,
 Troupe its sigmoid (sentence-transformers' CrossEncoder score), so
 llama-server's are put through the sigmoid first, and a speed figure of a
-server that computes something else would mean nothing. Use a RoBERTa
-reranker (tools/bench/make_reranker_checkpoint.py): for it both servers
-build the same input and head. The llama.cpp build is the caller's: this
+server that computes something else would mean nothing. For a
+Qwen3-Reranker (tools/bench/make_qwen3_reranker_checkpoint.py) llama-server
+returns the softmax's "yes" probability, which is Troupe's score as it is:
+pass --llama-score probability. Use a RoBERTa reranker
+(tools/bench/make_reranker_checkpoint.py) or a Qwen3-Reranker: for them
+both servers build the same input and head. The llama.cpp build is the caller's: this
 project neither builds nor ships it.
 
     tools/bench/rerank_vs_llama_cpp.py --troupe build/release/troupe \\
@@ -50,6 +53,9 @@ def main():
     ap.add_argument("--queries", type=int, default=8)
     ap.add_argument("--documents", type=int, default=8, help="documents per query")
     ap.add_argument("--words", type=int, default=80, help="about this many words per document")
+    ap.add_argument("--llama-score", choices=["logit", "probability"], default="logit",
+                    help="what llama-server's relevance_score is: a classifier's logit (a cross-encoder), or "
+                         "already a probability (Qwen3-Reranker's softmax)")
     args = ap.parse_args()
 
     queries = texts(args.queries, 8, seed=3)
@@ -64,8 +70,9 @@ def main():
             cmd, env = llama_server_args(args, threads, "--reranking"), {}
         proc, base = start(cmd, env, {"query": "ready?", "documents": ["yes"]}, "/v1/rerank")
         try:
-            measure(base, texts(2, 8, seed=98), [texts(args.documents, args.words, seed=99)] * 2, 1, llama)
-            return measure(base, queries, docs, args.clients, llama)
+            logits = llama and args.llama_score == "logit"
+            measure(base, texts(2, 8, seed=98), [texts(args.documents, args.words, seed=99)] * 2, 1, logits)
+            return measure(base, queries, docs, args.clients, logits)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
