@@ -106,9 +106,26 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
     r.fail("replicas", "several replicas run only under `troupe serve` (read them with parse_replicas)");
   }
   r.only_keys(root, "",
-              {"model", "stages", "device", "gpu_layers", "remote", "micro_batches", "tokenizers", "actor_threads",
-               "kv", "scheduler", "trace", "anomaly", "server", "quantize", "tool_call_parser", "reasoning_format",
-               "embedding", "pooling"});
+              {"model",
+               "stages",
+               "device",
+               "gpu_layers",
+               "remote",
+               "micro_batches",
+               "tokenizers",
+               "actor_threads",
+               "kv",
+               "scheduler",
+               "trace",
+               "anomaly",
+               "server",
+               "quantize",
+               "tool_call_parser",
+               "reasoning_format",
+               "embedding",
+               "pooling",
+               "classifier_from_token",
+               "rerank_template"});
   PipelineConfig c;
   r.get(root, "model", "", c.model_path);
   if (root.contains("quantize")) {
@@ -152,6 +169,18 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
   r.get(root, "pooling", "", c.pooling);
   if (!c.pooling.empty() && c.pooling != "last" && c.pooling != "mean" && c.pooling != "cls") {
     r.fail("pooling", "must be last, mean or cls");
+  }
+  // A causal LM run as a reranker (ModelLoadOptions::classifier_from_token).
+  if (const auto it = root.find("classifier_from_token"); it != root.end()) {
+    if (!it->is_array() || it->empty() || it->size() > 2) r.fail("classifier_from_token", "must be one or two tokens");
+    for (const json& t : *it) {
+      if (!t.is_string() || t.get<std::string>().empty()) r.fail("classifier_from_token", "must hold token texts");
+      c.load.classifier_from_token.push_back(t.get<std::string>());
+    }
+  }
+  r.get(root, "rerank_template", "", c.load.rerank_template);
+  if (!c.load.rerank_template.empty() && c.load.rerank_template.find("{document}") == std::string::npos) {
+    r.fail("rerank_template", "must hold {document} (and usually {query})");
   }
   r.get(root, "tokenizers", "", c.tokenizer_pool);
   r.get(root, "actor_threads", "", c.actor_threads);

@@ -11,6 +11,7 @@
 #include "model/gguf_model_impl.hpp"
 #include "model/gguf_vocab.hpp"
 #include "model/pooling.hpp"
+#include "model/sequence_classifier.hpp"
 #include "model/weight_store.hpp"
 
 namespace troupe::gguf_load {
@@ -86,6 +87,12 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   }
 
   bind_bert_classifier(pooling.has_value() && *pooling == kRank);
+  // Both are for causal rerankers: refused here, by name.
+  if (!options.classifier_from_token.empty()) {
+    bind_token_classifier(options.classifier_from_token, std::vector<int32_t>(options.classifier_from_token.size(), -1),
+                          file_.path(), c, w, store_);
+  }
+  apply_rerank_template(options, file_.path(), c);
 
   weight_bytes_ = 0;
   for (const gguf::TensorInfo& t : file_.tensors()) {

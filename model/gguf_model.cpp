@@ -21,6 +21,7 @@
 #include "model/model_loaders.hpp"
 #include "model/pooling.hpp"
 #include "model/rope_scaling.hpp"
+#include "model/sequence_classifier.hpp"
 
 namespace troupe {
 namespace gguf_load {
@@ -468,6 +469,19 @@ void GgufModel::bind(const ModelLoadOptions& options) {
 
   if (a.name == "apertus") read_xielu();
   if (pooling_type && *pooling_type == kRank) bind_causal_classifier(p);
+  if (!options.classifier_from_token.empty()) {
+    const std::vector<std::string>* tokens = file_.find_string_array("tokenizer.ggml.tokens");
+    std::vector<int32_t> ids;
+    for (const std::string& t : options.classifier_from_token) {
+      int32_t id = -1;
+      for (size_t i = 0; tokens != nullptr && i < tokens->size() && id < 0; ++i) {
+        if ((*tokens)[i] == t) id = static_cast<int32_t>(i);
+      }
+      ids.push_back(id);
+    }
+    bind_token_classifier(options.classifier_from_token, ids, file_.path(), c, w, store_);
+  }
+  apply_rerank_template(options, file_.path(), c);
 
   // What one decode step streams: every matrix once (the embedding lookup
   // reads one row, so it counts only when it doubles as the output head).

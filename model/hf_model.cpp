@@ -98,7 +98,7 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   if (quantization) src.set_quantization(*quantization);
   src.set_embedding_model(embedding.pooling != Pooling::none || names_sequence_classifier(cfg));
   arch->load_hf(cfg, src, config_, weights_);
-  bind_hf_causal_classifier(dir, cfg, src, config_, weights_, store_);
+  bind_hf_causal_classifier(dir, cfg, src, options, config_, weights_, store_);
   config_.embedding = embedding;
   check_model_pooling(embedding.pooling, config_.causal, dir);
   config_.name = fs::path(dir).filename().string();

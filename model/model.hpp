@@ -129,6 +129,17 @@ struct ModelLoadOptions {
   // known, taken as short. Only LongRoPE models read it: beyond their
   // original context they use the long factors (as llama.cpp picks by n_ctx).
   int64_t context_length = 0;
+  // A causal LM run as a reranker from its LM head's rows of these tokens
+  // (vLLM's hf_overrides classifier_from_token): one token, its logit (the
+  // score its sigmoid: bge-reranker-v2-gemma's "Yes"); two, the second's
+  // against the first's (softmax's second entry, the sigmoid of the
+  // difference: ["no", "yes"], mxbai-rerank-v2's ["0", "1"]). Empty: as the
+  // files say (a Qwen3-Reranker is known by its README).
+  std::vector<std::string> classifier_from_token;
+  // Its prompt for a (query, document) pair, {query} and {document} standing
+  // for the texts; empty: the model's own (Qwen3-Reranker's, a GGUF's
+  // `rerank` template), else the tokenizer's pair template.
+  std::string rerank_template;
 };
 
 class Model {

@@ -126,9 +126,69 @@ Weight yes_no_row(const Weight& head, int64_t yes, int64_t no, WeightStore& stor
   return Weight{.data = row, .type = DType::f32, .n_in = n, .n_out = 1};
 }
 
-bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWeights& src, ModelConfig& c,
-                               ModelWeights& w, WeightStore& store) {
-  if (!c.causal) return false;
+void bind_token_classifier(const std::vector<std::string>& tokens, const std::vector<int32_t>& ids,
+                           const std::string& what, ModelConfig& c, ModelWeights& w, WeightStore& store) {
+  if (tokens.empty() || tokens.size() > 2 || ids.size() != tokens.size()) {
+    throw Error(Errc::invalid_argument,
+                what + ": classifier_from_token names one token or two, not " + std::to_string(tokens.size()));
+  }
+  if (!c.causal || c.n_labels > 0) {
+    throw Error(Errc::invalid_argument, what +
+                                            ": classifier_from_token makes a causal language model a reranker, and " +
+                                            c.name + " is " + (c.causal ? "already a classifier" : "an encoder"));
+  }
+  if (w.output.data == nullptr) {
+    throw Error(Errc::invalid_argument, what + ": classifier_from_token reads the LM head, and the model has none");
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (ids[i] < 0) {
+      throw Error(Errc::invalid_argument,
+                  what + ": classifier_from_token '" + tokens[i] + "' is not a token of the model's vocabulary");
+    }
+  }
+  if (tokens.size() == 2) {
+    w.cls_out = yes_no_row(w.output, ids[1], ids[0], store);
+  } else {
+    const int64_t n = w.output.n_in;
+    float* row = store.floats(n);
+    dequantize_row(w.output.type, static_cast<const uint8_t*>(w.output.data) + ids[0] * row_bytes(w.output.type, n),
+                   row, n);
+    w.cls_out = Weight{.data = row, .type = DType::f32, .n_in = n, .n_out = 1};
+  }
+  w.cls_out_b = nullptr;
+  w.output = Weight{};
+  c.n_labels = 1;
+  c.labels = {tokens.back()};
+}
+
+void apply_rerank_template(const ModelLoadOptions& options, const std::string& what, ModelConfig& c) {
+  if (options.rerank_template.empty()) return;
+  if (!c.causal || c.n_labels == 0) {
+    throw Error(Errc::invalid_argument,
+                what +
+                    ": a rerank template is for a causal reranker (a Qwen3-Reranker, a *ForSequenceClassification "
+                    "of a causal model, or classifier_from_token)");
+  }
+  if (options.rerank_template.find("{document}") == std::string::npos) {
+    throw Error(Errc::invalid_argument, what + ": the rerank template has no {document}");
+  }
+  c.rerank_template = options.rerank_template;
+}
+
+bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWeights& src,
+                               const ModelLoadOptions& options, ModelConfig& c, ModelWeights& w, WeightStore& store) {
+  if (!options.classifier_from_token.empty()) {
+    std::vector<int32_t> ids;
+    for (const std::string& t : options.classifier_from_token) ids.push_back(hf_token_id(dir, t));
+    if (names_sequence_classifier(cfg)) c.n_labels = 1;  // already a classifier: refused below
+    bind_token_classifier(options.classifier_from_token, ids, dir, c, w, store);
+    apply_rerank_template(options, dir, c);
+    return true;
+  }
+  if (!c.causal) {
+    apply_rerank_template(options, dir, c);  // refused: an encoder joins pairs by its pair template
+    return false;
+  }
   const bool qwen3_reranker = is_qwen3_reranker(dir, cfg);
   if (names_sequence_classifier(cfg)) {
     read_hf_labels(cfg, c);
@@ -144,11 +204,13 @@ bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWe
     c.n_labels = 1;
     c.labels = {"yes"};
   } else {
+    apply_rerank_template(options, dir, c);  // refused: not a classifier
     return false;
   }
   // The LM head is no longer read: the classifier replaces it.
   w.output = Weight{};
   if (qwen3_reranker) c.rerank_template = std::string(kQwen3RerankTemplate);
+  apply_rerank_template(options, dir, c);
   return true;
 }
 

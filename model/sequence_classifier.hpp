@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace troupe {
 
@@ -22,6 +23,7 @@ class HfConfig;
 class HfWeights;
 class WeightStore;
 struct ModelConfig;
+struct ModelLoadOptions;
 struct ModelWeights;
 struct Weight;
 
@@ -54,12 +56,28 @@ int32_t hf_token_id(const std::string& dir, std::string_view token);
 // dequantize_row reads), in the store.
 Weight yes_no_row(const Weight& head, int64_t yes, int64_t no, WeightStore& store);
 
+// A causal LM made a one-label reranker by ModelLoadOptions'
+// classifier_from_token: ids are the tokens' ids (-1: not in the
+// vocabulary), one or two. The head is one f32 row: head[ids[0]] for one,
+// head[ids[1]] - head[ids[0]] for two; the label is the last token. Throws
+// Error(invalid_argument) naming `what` for a count other than 1 or 2, an
+// unknown token, or a model that is already a classifier or has no LM head.
+void bind_token_classifier(const std::vector<std::string>& tokens, const std::vector<int32_t>& ids,
+                           const std::string& what, ModelConfig& c, ModelWeights& w, WeightStore& store);
+
+// Sets c.rerank_template to the load options' template where one is given,
+// after checking it holds {document}; throws Error(invalid_argument) naming
+// `what` for one that does not, or for a template given to a model that is
+// not a causal classifier.
+void apply_rerank_template(const ModelLoadOptions& options, const std::string& what, ModelConfig& c);
+
 // Binds the head of a causal model loaded from dir as a classifier, after
 // its architecture has loaded the layers: `score.weight` [n_labels, n_embd]
 // for a *ForSequenceClassification, the "yes" - "no" row of the LM head for
-// a released Qwen3-Reranker. Sets n_labels, labels and, for Qwen3-Reranker,
-// rerank_template. False (and nothing bound) for a model that is neither.
-bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWeights& src, ModelConfig& c,
-                               ModelWeights& w, WeightStore& store);
+// a released Qwen3-Reranker, the rows the options' classifier_from_token
+// names. Sets n_labels, labels and rerank_template (Qwen3-Reranker's, or
+// the options'). False (and nothing bound) for a model that is none of them.
+bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWeights& src,
+                               const ModelLoadOptions& options, ModelConfig& c, ModelWeights& w, WeightStore& store);
 
 }  // namespace troupe

@@ -109,6 +109,20 @@ TEST(PipelineConfigJson, QuantizeNamesAScheme) {
   expect_error(R"({"quantize": 4})", "quantize");
 }
 
+// A causal LM run as a reranker: the LM head's rows and the pair's prompt.
+TEST(PipelineConfigJson, ClassifierFromTokenAndRerankTemplate) {
+  const PipelineConfig c = parse_pipeline_config(
+      R"({"classifier_from_token": ["no", "yes"], "rerank_template": "Q: {query} D: {document}"})");
+  EXPECT_EQ(c.load.classifier_from_token, (std::vector<std::string>{"no", "yes"}));
+  EXPECT_EQ(c.load.rerank_template, "Q: {query} D: {document}");
+  EXPECT_TRUE(parse_pipeline_config("{}").load.classifier_from_token.empty());
+  expect_error(R"({"classifier_from_token": []})", "classifier_from_token: must be one or two tokens");
+  expect_error(R"({"classifier_from_token": ["a", "b", "c"]})", "classifier_from_token: must be one or two tokens");
+  expect_error(R"({"classifier_from_token": [1]})", "classifier_from_token: must hold token texts");
+  expect_error(R"({"classifier_from_token": "yes"})", "classifier_from_token: must be one or two tokens");
+  expect_error(R"({"rerank_template": "Q: {query}"})", "rerank_template: must hold {document}");
+}
+
 TEST(PipelineConfigJson, KvTypeAndByteBudget) {
   const PipelineConfig c = parse_pipeline_config(R"({"kv": {"type": "q8_0", "memory": "2GiB"}})");
   EXPECT_EQ(c.kv_type, KvType::q8_0);

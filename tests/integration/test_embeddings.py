@@ -178,3 +178,40 @@ def test_score_matches_cross_encoder(reranker):
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "documents"
     refused = post(reranker, "/v1/embeddings", {"input": "a"})
     assert refused.status_code == 400 and "cross-encoder" in refused.json()["error"]["message"]
+
+
+# A causal reranker named by its LM head's rows (vLLM's classifier_from_token):
+# tests/fixtures/hf/qwen3_reranker without the README that tells Troupe it is
+# a Qwen3-Reranker, served with --classifier-from-token no,yes and its model
+# card's prompt as --rerank-template; the scores transformers computed.
+QWEN3_RERANKER = HERE.parent / "fixtures" / "hf" / "qwen3_reranker"
+QWEN3_PROMPT = ("<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+                "Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n"
+                "<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n"
+                "<Query>: {query}\n<Document>: {document}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+@pytest.fixture(scope="module")
+def token_reranker(request, artifacts, tmp_path_factory):
+    import shutil
+    troupe = os.path.abspath(request.config.getoption("--troupe"))
+    if not os.path.exists(troupe):
+        pytest.skip(f"no troupe binary at {troupe}")
+    model = tmp_path_factory.mktemp("lm") / "lm"
+    shutil.copytree(QWEN3_RERANKER, model, ignore=shutil.ignore_patterns("README.md", "reference.json"))
+    prompt = model.parent / "prompt.txt"
+    prompt.write_text(QWEN3_PROMPT)
+    s = Server(troupe, str(model), ["-t", "1", "--classifier-from-token", "no,yes", "--rerank-template", str(prompt)],
+               artifacts / "serve-token-reranker.log")
+    yield s
+    s.stop()
+
+
+def test_classifier_from_token_matches_the_model_card(token_reranker):
+    ref = json.loads((QWEN3_RERANKER / "reference.json").read_text())
+    query = ref["pairs"][0][0]
+    indices = [i for i, (q, d) in enumerate(ref["pairs"]) if q == query]
+    r = post(token_reranker, "/v1/rerank", {"query": query, "documents": [ref["pairs"][i][1] for i in indices]})
+    assert r.status_code == 200, r.text
+    for x in r.json()["results"]:
+        assert abs(x["relevance_score"] - ref["scores"][indices[x["index"]]]) < TOLERANCE

@@ -7,9 +7,12 @@
 // LlamaForSequenceClassification of three labels; the prompt each pair is
 // written into, whole and cut, as the model card's code tokenizes it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/model.hpp"
@@ -148,6 +151,87 @@ TEST(CausalClassifier, LogitsAndLabelsMatchTransformers) {
     ASSERT_EQ(got[i].size(), want.size());
     for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kTolerance) << i << "," << k;
   }
+}
+
+// qwen3_reranker without its README: a language model, until the load
+// options name the head's tokens and the prompt (vLLM's
+// classifier_from_token: ["no", "yes"] is the same head the README gives).
+class TokenClassifier : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    namespace fs = std::filesystem;
+    dir_ = fs::temp_directory_path() / ("troupe_token_classifier_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+      fs::copy_file(fs::path(fixture_dir("qwen3_reranker")) / f, dir_ / f, fs::copy_options::overwrite_existing);
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+TEST_F(TokenClassifier, TwoTokensAreTheCardsHead) {
+  EXPECT_EQ(Model::load(dir())->config().n_labels, 0);
+  const Json ref = reference("qwen3_reranker");
+  auto model = Model::load(
+      dir(), {.classifier_from_token = {"no", "yes"}, .rerank_template = std::string(kQwen3RerankTemplate)});
+  EXPECT_EQ(model->config().labels, std::vector<std::string>{"yes"});
+  expect_reference_pairs(model, ref, 0, "token_ids", "logits");
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_logits");
+}
+
+TEST_F(TokenClassifier, OneTokenIsItsRow) {
+  auto lm = Model::load(dir());
+  auto model = Model::load(dir(), {.classifier_from_token = {"yes"}});
+  const int32_t yes = hf_token_id(dir(), "yes");
+  ASSERT_GE(yes, 0);
+  const Weight& head = lm->weights().output;
+  std::vector<float> want(static_cast<size_t>(head.n_in));
+  dequantize_row(head.type, static_cast<const uint8_t*>(head.data) + yes * row_bytes(head.type, head.n_in), want.data(),
+                 head.n_in);
+  const Weight& row = model->weights().cls_out;
+  ASSERT_EQ(row.type, DType::f32);
+  ASSERT_EQ(row.n_out, 1);
+  EXPECT_EQ(std::vector<float>(static_cast<const float*>(row.data), static_cast<const float*>(row.data) + row.n_in),
+            want);
+  EXPECT_TRUE(model->config().rerank_template.empty());  // pairs by the tokenizer's template
+}
+
+TEST_F(TokenClassifier, RefusesWhatItCannotRun) {
+  auto load_error = [](const std::string& path, const ModelLoadOptions& o) -> std::string {
+    try {
+      Model::load(path, o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+      return e.what();
+    }
+    return "loaded";
+  };
+  EXPECT_NE(load_error(dir(), {.classifier_from_token = {"no", "maybe"}}).find("'maybe'"), std::string::npos);
+  EXPECT_NE(load_error(dir(), {.classifier_from_token = {"a", "b", "c"}}).find("one token or two"), std::string::npos);
+  EXPECT_NE(load_error(dir(), {.classifier_from_token = {"yes"}, .rerank_template = "Q: {query}"}).find("{document}"),
+            std::string::npos);
+  // A template is for a causal reranker; tokens for a causal LM that is not one yet.
+  EXPECT_NE(load_error(dir(), {.rerank_template = "{query} {document}"}).find("causal reranker"), std::string::npos);
+  EXPECT_NE(load_error(fixture_dir("bert_reranker"), {.classifier_from_token = {"yes"}}).find("encoder"),
+            std::string::npos);
+  EXPECT_NE(load_error(fixture_dir("qwen3_reranker_seq_cls"), {.classifier_from_token = {"yes"}}).find("already"),
+            std::string::npos);
+  EXPECT_NE(load_error(gguf_fixture("qwen3_reranker.gguf"), {.classifier_from_token = {"no", "yes"}}).find("already"),
+            std::string::npos);
+  EXPECT_NE(
+      load_error(gguf_fixture("bert_reranker.gguf"), {.rerank_template = "{query} {document}"}).find("causal reranker"),
+      std::string::npos);
+}
+
+// A GGUF's rows are named as its vocabulary spells them; its own `rerank`
+// template gives way to the options'.
+TEST(CausalReranker, GgufTakesTheOptionsTemplate) {
+  auto model = Model::load(gguf_fixture("qwen3_reranker.gguf"), {.rerank_template = "Q: {query}\nD: {document}"});
+  EXPECT_EQ(model->config().rerank_template, "Q: {query}\nD: {document}");
 }
 
 TEST(RerankPrompt, ReplacesThePlaceholdersOnce) {

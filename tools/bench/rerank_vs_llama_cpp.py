@@ -64,7 +64,7 @@ def main():
     def run_engine(engine, threads):
         llama = engine == "llama.cpp"
         if not llama:
-            cmd = [args.troupe, "serve", "-m", args.model, "-t", str(threads)]
+            cmd = [args.troupe, "serve", "-m", args.model, "-t", str(threads), *args.troupe_arg]
             env = dict(kv.split("=", 1) for kv in args.troupe_env)
         else:
             cmd, env = llama_server_args(args, threads, "--reranking"), {}
@@ -85,7 +85,7 @@ def main():
 
     rows = run_rounds(args, run_engine, agreement, "pairs")
     print(f"\n{args.queries} queries x {args.documents} documents of ~{args.words} words, {args.clients} clients, "
-          f"{args.rounds} rounds{', Troupe with ' + ' '.join(args.troupe_env) if args.troupe_env else ''}\n")
+          f"{args.rounds} rounds{', Troupe with ' + ' '.join(args.troupe_env + args.troupe_arg) if args.troupe_env or args.troupe_arg else ''}\n")
     print_table(rows, "pairs")
 
 

@@ -64,6 +64,8 @@ def add_common_args(ap, model_help):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
+    ap.add_argument("--troupe-arg", action="append", default=[], metavar="ARG",
+                    help="an argument added to `troupe serve` (--troupe-arg=--config=F: a topology file)")
 
 
 def run_clients(n, client):

@@ -12,6 +12,7 @@
 
 #include "actors/pipeline.hpp"
 #include "core/error.hpp"
+#include "tools/cli/classifier_options.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/quantize_option.hpp"
@@ -26,12 +27,14 @@ struct RerankArgs {
   std::vector<std::string> documents;
   int threads = 0;
   std::string quantize;
+  ClassifierArgs classifier;
 };
 
 void run_rerank(const RerankArgs& a) {
   apply_cpu_options(a.cpu);
   PipelineConfig c{.model_path = a.model};
   if (!a.quantize.empty()) c.load.quantize = quantize_scheme(a.quantize);
+  apply_classifier_options(a.classifier, c.load);
   c.stages = {{.first_layer = 0, .last_layer = -1, .threads = a.threads}};
   const auto pipeline = Pipeline::start(c);
   const ModelInfo& info = pipeline->model_info();
@@ -72,6 +75,7 @@ void add_rerank_command(CLI::App& app) {
   cmd->add_option("-q,--query", a->query, "The query")->required();
   cmd->add_option("documents", a->documents, "The documents to score")->required();
   add_quantize_option(cmd, &a->quantize);
+  add_classifier_options(cmd, &a->classifier);
   cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all hardware threads)")->check(CLI::NonNegativeNumber);
   cmd->callback([a] { run_rerank(*a); });
 }

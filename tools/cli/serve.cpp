@@ -2,7 +2,6 @@
 // HTTP (OpenAI-compatible), WebSocket and a chat page at /. Settings come
 // from defaults, then a config file (--config), then flags.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include "net/routes.hpp"
 #include "net/server.hpp"
 #include "net/server_config.hpp"
+#include "tools/cli/classifier_options.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
@@ -32,6 +32,7 @@ struct ServeArgs {
   CpuArgs cpu;
   std::string model;
   std::string quantize;
+  ClassifierArgs classifier;
   std::string config;
   std::string host;
   int port = -1;
@@ -84,6 +85,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!a.model.empty()) c.pipeline.model_path = a.model;
   if (c.pipeline.model_path.empty()) c.pipeline.model_path = default_model_path();
   if (!a.quantize.empty()) c.pipeline.load.quantize = quantize_scheme(a.quantize);
+  apply_classifier_options(a.classifier, c.pipeline.load);
   if (!a.host.empty()) s.listen.host = a.host;
   if (a.port >= 0) s.listen.port = static_cast<uint16_t>(a.port);
   // The key from a flag, a file, or the environment: the last two keep it
@@ -308,6 +310,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("-m,--model", a->model,
                   "GGUF file or Hugging Face directory (default: the set-up's SmolLM2-135M-Instruct)");
   add_quantize_option(cmd, &a->quantize);
+  add_classifier_options(cmd, &a->classifier);
   cmd->add_option("-c,--config", a->config, "Topology and server settings (configs/*.json)");
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->port, "Port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));

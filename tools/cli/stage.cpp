@@ -25,6 +25,7 @@
 #include "actors/stage_worker.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "tools/cli/classifier_options.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
@@ -37,6 +38,7 @@ struct StageArgs {
   CpuArgs cpu;
   std::string model;
   std::string quantize;
+  ClassifierArgs classifier;
   std::string layers;
   std::string device = "cpu";
   int threads = 0;
@@ -110,7 +112,9 @@ void run_stage(const StageArgs& a) {
   const std::optional<QuantScheme> quantize = quantize_scheme(a.quantize);
   std::fprintf(stderr, "troupe stage: loading %s (CPU: %s%s)\n", path.c_str(), cpu_math_summary().c_str(),
                quantize_note(quantize).c_str());
-  std::shared_ptr<const Model> model = Model::load(path, {.quantize = quantize, .context_length = a.ctx});
+  ModelLoadOptions load{.quantize = quantize, .context_length = a.ctx};
+  apply_classifier_options(a.classifier, load);  // the head's: a worker holding the last layer runs the head
+  std::shared_ptr<const Model> model = Model::load(path, load);
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();
@@ -188,6 +192,7 @@ void add_stage_command(CLI::App& app) {
   add_cpu_options(cmd, &a->cpu);
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory: the same model as the head's");
   add_quantize_option(cmd, &a->quantize);  // must be the head's: the handshake compares the weights
+  add_classifier_options(cmd, &a->classifier);
   cmd->add_option("--layers", a->layers, "FIRST:LAST, the layers this worker holds (LAST exclusive; empty: to the end)")
       ->required();
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N");
