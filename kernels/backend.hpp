@@ -96,6 +96,8 @@ class Backend {
   virtual void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps);
   // y = gelu(gate) * up (tanh GELU; Gemma's GeGLU). y may alias gate.
   virtual void geglu(float* y, const float* gate, const float* up, int64_t n) = 0;
+  // y = gelu_erf(gate) * up (ModernBERT's GeGLU, the exact GELU). y may alias gate.
+  virtual void geglu_erf(float* y, const float* gate, const float* up, int64_t n) = 0;
   // x *= s over n values (Gemma's embedding scale).
   virtual void scale(float* x, float s, int64_t n) = 0;
   // x = cap * tanh(x / cap) over n values, cap > 0 (Gemma 2's logit soft-capping).

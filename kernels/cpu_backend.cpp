@@ -312,6 +312,14 @@ void CpuBackend::geglu(float* y, const float* gate, const float* up, int64_t n) 
   });
 }
 
+// Threaded: an encoder runs it over [n_tokens, n_ff] of every prompt.
+void CpuBackend::geglu_erf(float* y, const float* gate, const float* up, int64_t n) {
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    kernels::gelu_erf(y + i0, gate + i0, i1 - i0);
+    for (int64_t i = i0; i < i1; ++i) y[i] *= up[i];
+  });
+}
+
 void CpuBackend::scale(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }

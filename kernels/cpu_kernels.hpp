@@ -78,7 +78,9 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
 // each row's softmax denominator and attends to nothing, so a row's
 // weights sum to less than 1: out = sum_j exp(s_j) v_j / (sum_j exp(s_j) +
 // exp(sink)). causal false lets every query of a sequence see all of its
-// n_past + n_q keys (an encoder's bidirectional attention; window must be 0).
+// n_past + n_q keys (an encoder's bidirectional attention); with a window,
+// those less than `window` positions away on either side (ModernBERT's
+// local layers: |i - j| < window).
 void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq* seqs, int n_seqs, int64_t n_head,
                float scale, ThreadPool& pool, int32_t window = 0, float softcap = 0.0f, const float* sinks = nullptr,
                bool causal = true);

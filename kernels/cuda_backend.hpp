@@ -128,6 +128,7 @@ class CudaBackend final : public Backend {
   void gelu_erf(float* y, const float* x, int64_t n) override;
   void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) override;
   void geglu(float* y, const float* gate, const float* up, int64_t n) override;
+  void geglu_erf(float* y, const float* gate, const float* up, int64_t n) override;
   void scale(float* x, float s, int64_t n) override;
   void soft_cap(float* x, float cap, int64_t n) override;
   // y and x must not overlap (rows are copied in parallel).

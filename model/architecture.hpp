@@ -68,6 +68,7 @@ extern const Architecture gpt2;      // arch_gpt2.cpp
 extern const Architecture bert;      // arch_bert.cpp: an encoder (ModelConfig::causal false), for embeddings
 extern const Architecture roberta;   // arch_bert.cpp: BERT with offset positions
 extern const Architecture xlm_roberta;  // arch_bert.cpp: RoBERTa's multilingual checkpoints
+extern const Architecture modernbert;   // arch_modernbert.cpp: a rotary encoder with local and global layers
 extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" files)
 extern const Architecture glm4;      // arch_glm4.cpp (also GGUF "glm4" files)
 extern const Architecture glm4moe;   // arch_glm4_moe.cpp (also GGUF "glm4moe" files)

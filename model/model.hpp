@@ -111,10 +111,13 @@ struct ModelWeights {
   const float* output_norm = nullptr;   // [n_embd]
   const float* output_norm_b = nullptr; // [n_embd] (LayerNorm models)
   Weight output;                        // [n_vocab, n_embd] (== tok_embd when tied)
-  // A cross-encoder's head (ModelConfig::n_labels): tanh(cls_dense x + b),
-  // then cls_out; cls_dense empty where a GGUF converter dropped it.
+  // A cross-encoder's head (ModelConfig::n_labels): tanh(cls_dense x + b)
+  // (ModernBERT's: LayerNorm(gelu(cls_dense x + b))), then cls_out;
+  // cls_dense empty where a GGUF converter dropped it.
   Weight cls_dense;                     // [n_embd, n_embd]
   const float* cls_dense_b = nullptr;   // [n_embd]
+  const float* cls_norm = nullptr;      // [n_embd] ModernBERT's head: LayerNorm after dense + GELU
+  const float* cls_norm_b = nullptr;    // [n_embd]
   Weight cls_out;                       // [n_labels, n_embd]
   const float* cls_out_b = nullptr;     // [n_labels]
   std::vector<LayerWeights> layers;     // [n_layer]

@@ -59,6 +59,9 @@ struct ModelConfig {
   // multi_label_classification: a sigmoid each, not a softmax over them).
   std::vector<std::string> labels;
   bool multi_label = false;
+  // The head's dense is followed by the exact GELU and a LayerNorm
+  // (ModernBERT's), not by tanh (BERT's pooler, RoBERTa's classifier).
+  bool cls_gelu_norm = false;
   // A causal reranker's prompt for a (query, document) pair, {query} and
   // {document} standing for the texts (Qwen3-Reranker's; a GGUF's
   // tokenizer.chat_template.rerank); empty: the tokenizer's pair template.

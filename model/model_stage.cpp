@@ -124,6 +124,11 @@ int64_t stage_state_slots(const ModelConfig& c, const StageOptions& o) {
 
 std::string stage_layers_refusal(std::string_view backend, const ModelConfig& c, int64_t first, int64_t last,
                                  KvType type) {
+  // The CUDA attention's windows look back only.
+  if (backend == "cuda" && !c.causal && c.sliding_window > 0) {
+    return "the cuda backend cannot run an encoder's local attention (" + c.arch +
+           "'s windows reach both ways); run it on the CPU";
+  }
   if (backend != "cuda" || type != KvType::q8_0 || c.n_embd % kKvQ8Group == 0) return {};
   for (int64_t il = first; il < last; ++il) {
     if (c.is_conv(il)) {
@@ -211,6 +216,8 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
     if (options_.embedding_output && c.n_labels > 0) {
       if (host.cls_dense.data != nullptr) weights_.cls_dense = upload(backend_, host.cls_dense, owned_);
       weights_.cls_dense_b = upload_vector(backend_, host.cls_dense_b, c.n_embd, owned_);
+      weights_.cls_norm = upload_vector(backend_, host.cls_norm, c.n_embd, owned_);
+      weights_.cls_norm_b = upload_vector(backend_, host.cls_norm_b, c.n_embd, owned_);
       weights_.cls_out = upload(backend_, host.cls_out, owned_);
       weights_.cls_out_b = upload_vector(backend_, host.cls_out_b, c.n_labels, owned_);
     }
@@ -461,8 +468,13 @@ void ModelStage::classifier_head(const float* rows, float* dense, float* scores,
   const float* in = rows;
   if (weights_.cls_dense.data != nullptr) {
     backend_.matmul(dense, rows, weights_.cls_dense, n);
-    backend_.add_bias(dense, weights_.cls_dense_b, n, c.n_embd);
-    backend_.soft_cap(dense, 1.0f, n * c.n_embd);  // tanh
+    if (weights_.cls_dense_b != nullptr) backend_.add_bias(dense, weights_.cls_dense_b, n, c.n_embd);
+    if (c.cls_gelu_norm) {
+      backend_.gelu_erf(dense, dense, n * c.n_embd);
+      backend_.layernorm(dense, dense, weights_.cls_norm, weights_.cls_norm_b, n, c.n_embd, c.norm_eps);
+    } else {
+      backend_.soft_cap(dense, 1.0f, n * c.n_embd);  // tanh
+    }
     in = dense;
   }
   backend_.matmul(scores, in, weights_.cls_out, n);

@@ -112,7 +112,9 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
   for (int64_t qi = q0; qi < q1; ++qi) {
     const int64_t p = static_cast<int64_t>(s.n_past) + qi;
     const int64_t first = job.window > 0 ? std::max<int64_t>(0, p - job.window + 1) : 0;
-    const int64_t last = job.causal ? p : static_cast<int64_t>(s.n_past) + s.n_q - 1;
+    const int64_t end = static_cast<int64_t>(s.n_past) + s.n_q - 1;  // the sequence's last position
+    // An encoder's window reaches as far ahead as behind (ModernBERT's local layers).
+    const int64_t last = job.causal ? p : job.window > 0 ? std::min(end, p + job.window - 1) : end;
     for (int64_t h = h0; h < h0 + job.hc; ++h) {
       const int64_t row = (static_cast<int64_t>(s.q_begin) + qi) * job.n_head + h;
       it.lo[it.n_rows] = first;
@@ -258,7 +260,6 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
                                             " is not a positive multiple of n_head_kv " + std::to_string(kv.n_head_kv));
   }
   if (window < 0) throw Error(Errc::invalid_argument, "attention: negative window " + std::to_string(window));
-  if (!causal && window > 0) throw Error(Errc::invalid_argument, "attention: a window needs causal attention");
   if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
     throw Error(Errc::invalid_argument, "attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
   }

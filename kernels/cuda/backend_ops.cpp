@@ -244,6 +244,14 @@ void CudaBackend::geglu(float* y, const float* gate, const float* up, int64_t n)
   impl_->record(op);
 }
 
+void CudaBackend::geglu_erf(float* y, const float* gate, const float* up, int64_t n) {
+  check_len("geglu_erf", n);
+  if (n == 0) return;
+  Op op(OpKind::geglu);
+  op.element = {.y = y, .a = gate, .b = up, .n = n, .n_cols = 0, .s = 1.0};
+  impl_->record(op);
+}
+
 void CudaBackend::scale(float* x, float s, int64_t n) {
   check_len("scale", n);
   if (n == 0) return;
@@ -461,7 +469,10 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
                                             std::to_string(kv.n_head_kv));
   }
   if (window < 0) throw Error(Errc::invalid_argument, "cuda attention: negative window " + std::to_string(window));
-  if (!causal && window > 0) throw Error(Errc::invalid_argument, "cuda attention: a window needs causal attention");
+  if (!causal && window > 0) {
+    throw Error(Errc::unsupported,
+                "cuda attention: a window reaching both ways (ModernBERT's local layers) runs on the CPU only");
+  }
   if (!(softcap >= 0.0f) || !std::isfinite(softcap)) {
     throw Error(Errc::invalid_argument,
                 "cuda attention: softcap must be finite and >= 0, got " + std::to_string(softcap));

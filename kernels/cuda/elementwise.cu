@@ -77,10 +77,11 @@ __global__ void xielu_kernel(float* y, const float* x, int64_t n, float alpha_p,
   }
 }
 
-// y may alias gate, as in swiglu_kernel.
-__global__ void geglu_kernel(float* y, const float* gate, const float* up, int64_t n) {
+// y may alias gate, as in swiglu_kernel. erf: the exact GELU (ModernBERT's).
+__global__ void geglu_kernel(float* y, const float* gate, const float* up, int64_t n, bool erf) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    y[i] = gelu_tanh(gate[i]) * up[i];
+    const float g = gate[i];
+    y[i] = (erf ? 0.5f * g * (1.0f + erff(g * 0.70710678118654752f)) : gelu_tanh(g)) * up[i];
   }
 }
 
@@ -230,10 +231,10 @@ void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, fl
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
-void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream) {
+void geglu(float* y, const float* gate, const float* up, int64_t n, bool erf, cudaStream_t stream) {
   check_len("geglu", n);
   if (n == 0) return;
-  geglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, gate, up, n);
+  geglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, gate, up, n, erf);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -21,7 +21,8 @@ void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);            
 void gelu_erf(float* y, const float* x, int64_t n, cudaStream_t stream);                 // x * Phi(x)
 void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps,
            cudaStream_t stream);  // Backend::xielu
-void geglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // gelu(gate) * up
+// gelu(gate) * up; erf: the exact GELU, else the tanh one
+void geglu(float* y, const float* gate, const float* up, int64_t n, bool erf, cudaStream_t stream);
 // (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
 void swiglu_oai(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit,
                 cudaStream_t stream);

@@ -109,7 +109,7 @@ void execute(const Op& op, const DeviceContext& ctx) {
                  static_cast<float>(op.element.s), static_cast<float>(op.element.s2), s);
       return;
     case OpKind::geglu:
-      geglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, s);
+      geglu(op.element.y, op.element.a, static_cast<const float*>(op.element.b), op.element.n, op.element.s != 0.0, s);
       return;
     case OpKind::scale: scale(op.element.y, static_cast<float>(op.element.s), op.element.n, s); return;
     case OpKind::soft_cap: soft_cap(op.element.y, static_cast<float>(op.element.s), op.element.n, s); return;

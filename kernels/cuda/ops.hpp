@@ -93,7 +93,7 @@ struct NormOp {
 };
 
 // add: y += a; add_bias: y[row] += a (n_cols wide); swiglu: y = silu(a) * b;
-// gelu: y = gelu(a); geglu: y = gelu(a) * b; scale: y *= s;
+// gelu: y = gelu(a); geglu: y = gelu(a) * b (s != 0: the exact GELU); scale: y *= s;
 // soft_cap: y = s * tanh(y / s);
 // gather_rows: y[i] = a[rows[i]] (rows = b).
 struct ElementOp {

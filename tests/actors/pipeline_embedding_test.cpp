@@ -143,6 +143,17 @@ TEST(PipelineEmbedding, XlmRobertaEncoderMatchesSentenceTransformers) {
   expect_reference_vectors(*p, ref);
 }
 
+// modernbert-embed's recipe: ModernBERT (rotary positions, local layers
+// whose windows reach both ways), mean pooled.
+TEST(PipelineEmbedding, ModernBertEncoderMatchesSentenceTransformers) {
+  const Json ref = reference("modernbert_embedding_mean");
+  PipelineConfig c = encoder_config("modernbert_embedding_mean");
+  c.scheduler.max_tokens_per_step = 256;
+  auto p = Pipeline::start(c);
+  EXPECT_EQ(p->model_info().context_length, 256);
+  expect_reference_vectors(*p, ref);
+}
+
 // Last pooling over an encoder reads one row, as a causal model's does, but
 // may not take a cached prefix: its keys were computed seeing the tokens
 // after them. A prompt that shares all but its last token with an earlier

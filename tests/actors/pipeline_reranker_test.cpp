@@ -65,10 +65,12 @@ void expect_reference_logits(Pipeline& p, const Json& ref, int32_t truncate, con
 }
 
 TEST(PipelineReranker, PairsMatchCrossEncoder) {
-  for (const char* name : {"bert_reranker", "roberta_reranker", "xlm_roberta_reranker"}) {
+  for (const char* name : {"bert_reranker", "roberta_reranker", "xlm_roberta_reranker", "modernbert_reranker"}) {
     SCOPED_TRACE(name);
     const Json ref = reference(name);
-    auto p = Pipeline::start(reranker_config(name));
+    PipelineConfig c = reranker_config(name);
+    c.scheduler.max_tokens_per_step = 256;  // ModernBERT's 256-token context in one step
+    auto p = Pipeline::start(c);
     const ModelInfo& info = p->model_info();
     EXPECT_EQ(info.n_labels, 1);
     EXPECT_TRUE(info.score_sigmoid);

@@ -21,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "model/generator.hpp"
@@ -410,6 +411,21 @@ TEST(CudaModelStage, RerankersMatchCrossEncoder) {
       stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
       EXPECT_NEAR(rows[0], ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
     }
+  }
+}
+
+// ModernBERT's local windows reach both ways, which the CUDA attention does
+// not: the stage is refused when it is made, naming why.
+TEST(CudaModelStage, ModernBertIsRefusedWithItsReason) {
+  TROUPE_REQUIRE_GPU();
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/hf/modernbert_reranker");
+  CudaBackend gpu(test::small_options());
+  try {
+    ModelStage stage(model, gpu, {.max_tokens = 64, .max_seqs = 4, .n_kv_blocks = 16, .embedding_output = true});
+    ADD_FAILURE() << "a ModernBERT stage was made on the GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("local attention"), std::string::npos) << e.what();
   }
 }
 

@@ -127,6 +127,16 @@ TEST(CudaOps, ElementwiseOpsMatchTheCpu) {
   gpu.geglu(dy.get(), dy.get(), db.get(), n);
   EXPECT_LE(worst_ratio(dy.read(), geglu_out, 0.0, 0.0), 1.0) << "geglu in place";
 
+  // ModernBERT's GeGLU: the exact (erf) GELU times b.
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = a[i];
+    exact[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))) * b[i]);
+  }
+  cpu.geglu_erf(want.data(), a.data(), b.data(), n);
+  gpu.geglu_erf(dy.get(), da.get(), db.get(), n);
+  EXPECT_LE(worst_ratio(dy.read(), exact, 2 * kAbs, 2 * kRel), 1.0) << "geglu_erf vs definition";
+  EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "geglu_erf vs cpu";
+
   // Apertus's xIELU, its eps crossed by inputs near zero, against its
   // definition in double and the CPU backend's; in place as the MLP runs it.
   {

@@ -113,7 +113,8 @@ TEST_P(RerankerFixture, MatchesCrossEncoder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, RerankerFixture,
-                         ::testing::Values("bert_reranker", "roberta_reranker", "xlm_roberta_reranker"));
+                         ::testing::Values("bert_reranker", "roberta_reranker", "xlm_roberta_reranker",
+                                           "modernbert_reranker"));
 
 TEST(Reranker, ReadsWhatTheCheckpointDeclares) {
   auto bert = Model::load(fixture_dir("bert_reranker"));
@@ -200,9 +201,11 @@ TEST(Reranker, GgufXlmRobertaConversionMatchesCrossEncoder) {
                          ref["truncated_logits"].get<std::vector<float>>());
 }
 
-TEST(Classifier, LogitsAndLabelsMatchTransformers) {
-  const Json ref = reference("bert_classifier");
-  auto model = Model::load(fixture_dir("bert_classifier"));
+class ClassifierFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ClassifierFixture, LogitsAndLabelsMatchTransformers) {
+  const Json ref = reference(GetParam());
+  auto model = Model::load(fixture_dir(GetParam()));
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.n_labels, 3);
   EXPECT_EQ(c.labels, ref["labels"].get<std::vector<std::string>>());
@@ -221,6 +224,9 @@ TEST(Classifier, LogitsAndLabelsMatchTransformers) {
     for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kTolerance) << i << "," << k;
   }
 }
+
+// BERT's head (pooler dense + tanh) and ModernBERT's (dense, GELU, LayerNorm).
+INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierFixture, ::testing::Values("bert_classifier", "modernbert_classifier"));
 
 TEST(Reranker, TokenTypeOneNeedsASecondRow) {
   auto model = Model::load(fixture_dir("roberta_reranker"));

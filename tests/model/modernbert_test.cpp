@@ -1,0 +1,109 @@
+// ModernBERT (model/arch_modernbert.cpp) beyond what the sentence-transformers
+// and transformers references check (tests/fixtures/hf/modernbert_*,
+// tools/fixtures/make_modernbert_models.py; embedding_model_test.cpp and
+// reranker_model_test.cpp run them): the layer kinds and RoPE bases read
+// from transformers 5's config and from the older spelling the published
+// checkpoints have, and what Troupe refuses by name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "model/model.hpp"
+#include "tests/model/hf_reference_run.hpp"
+
+namespace troupe {
+namespace {
+
+using hf_test::fixture_dir;
+using Json = nlohmann::json;
+
+// A copy of a fixture whose config.json `edit` changes.
+class EditedFixture {
+ public:
+  EditedFixture(const std::string& name, const std::function<void(Json&)>& edit) {
+    namespace fs = std::filesystem;
+    dir_ = fs::temp_directory_path() / ("troupe_modernbert_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::copy(fixture_dir(name), dir_, fs::copy_options::recursive);
+    std::ifstream in(dir_ / "config.json");
+    Json config = Json::parse(in);
+    edit(config);
+    std::ofstream(dir_ / "config.json") << config.dump(1);
+  }
+  ~EditedFixture() { std::filesystem::remove_all(dir_); }
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.local_layers, b.local_layers);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope_local_theta, b.rope_local_theta);
+  EXPECT_EQ(a.n_rot, b.n_rot);
+}
+
+TEST(ModernBert, ReadsTheLayerKindsAndBases) {
+  auto model = Model::load(fixture_dir("modernbert_classifier"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, "modernbert");
+  EXPECT_FALSE(c.causal);
+  EXPECT_EQ(c.local_layers, (std::vector<uint8_t>{0, 1, 0, 1}));  // every second layer global
+  EXPECT_EQ(c.sliding_window, 5);                                 // local_attention 8: |i - j| < 4 + 1
+  EXPECT_EQ(c.rope_theta, 160000.0f);
+  EXPECT_EQ(c.rope_local_theta, 10000.0f);
+  EXPECT_EQ(c.n_rot, c.head_dim);
+  EXPECT_TRUE(c.cls_gelu_norm);
+  EXPECT_EQ(model->weights().layers[0].attn_norm, nullptr);  // the first layer reads the normed embeddings
+  EXPECT_NE(model->weights().layers[1].attn_norm, nullptr);
+}
+
+// The published checkpoints' spelling: global_attn_every_n_layers,
+// global_rope_theta and local_rope_theta, no layer_types.
+TEST(ModernBert, OlderConfigSpellingReadsTheSame) {
+  const EditedFixture legacy("modernbert_classifier", [](Json& c) {
+    c.erase("layer_types");
+    c.erase("rope_parameters");
+    c["global_rope_theta"] = 160000.0;
+    c["local_rope_theta"] = 10000.0;
+  });
+  expect_same_config(Model::load(legacy.dir())->config(), Model::load(fixture_dir("modernbert_classifier"))->config());
+  // Defaults: every third layer global, bases 160000 and 10000, windows of 128.
+  const EditedFixture bare("modernbert_classifier", [](Json& c) {
+    for (const char* k : {"layer_types", "rope_parameters", "global_attn_every_n_layers", "local_attention"})
+      c.erase(k);
+  });
+  const ModelConfig c = Model::load(bare.dir())->config();
+  EXPECT_EQ(c.local_layers, (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_EQ(c.sliding_window, 65);
+  EXPECT_EQ(c.rope_theta, 160000.0f);
+  EXPECT_EQ(c.rope_local_theta, 10000.0f);
+}
+
+TEST(ModernBert, RefusesWhatItDoesNotRun) {
+  auto refusal = [](const std::function<void(Json&)>& edit) -> std::string {
+    const EditedFixture f("modernbert_classifier", edit);
+    try {
+      Model::load(f.dir());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::unsupported) << e.what();
+      return e.what();
+    }
+    return "loaded";
+  };
+  // Mean pooling before a non-linear head cannot run row by row.
+  EXPECT_NE(refusal([](Json& c) { c["classifier_pooling"] = "mean"; }).find("classifier_pooling 'mean'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](Json& c) { c["hidden_activation"] = "silu"; }).find("hidden_activation 'silu'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](Json& c) { c["mlp_bias"] = true; }).find("mlp_bias"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe
