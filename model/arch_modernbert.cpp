@@ -5,7 +5,7 @@
 // attention that is global every global_attn_every_n_layers layers and
 // local (each token sees local_attention / 2 tokens either side) between
 // them, each kind with its own RoPE base, a GeGLU MLP (the exact GELU of
-// Wi's first half times its second), a LayerNorm after the embeddings and
+// Wi's first half times its second; SwiGLU where hidden_activation is silu), a LayerNorm after the embeddings and
 // a final one. No biases (attention biases where the config asks for them).
 //
 // The classifier's head: dense, GELU, LayerNorm over the [CLS] row
@@ -48,7 +48,11 @@ void read_config(const HfConfig& cfg, ModelConfig& c) {
   c.norm_eps = static_cast<float>(cfg.get_float("norm_eps", 1e-5));
   c.tied_output = false;
   c.rope_layout = kernels::RopeLayout::neox;
-  check_gelu(cfg, "hidden_activation");
+  const std::string act = cfg.get_string("hidden_activation", "gelu");
+  if (act != "gelu" && act != "silu") {
+    cfg.fail(Errc::unsupported, "hidden_activation '" + act + "' is not supported; supported: gelu, silu");
+  }
+  c.glu_silu = act == "silu";
 
   // Which layers are local: transformers 5's layer_types, or the older
   // global_attn_every_n_layers (layer i global when i % n == 0).
@@ -177,7 +181,11 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
   float* u = ctx.arena.floats(n * c.n_ff);  // [n_tokens, n_ff]
   const Backend::MatmulOut gate_up[] = {{g, &w.w_gate}, {u, &w.w_up}};
   be.matmul_n(gate_up, xb, n);
-  be.geglu_erf(g, g, u, n * c.n_ff);
+  if (c.glu_silu) {
+    be.swiglu(g, g, u, n * c.n_ff);
+  } else {
+    be.geglu_erf(g, g, u, n * c.n_ff);
+  }
   be.matmul(proj, g, w.w_down, n);
   be.add(x, proj, n * c.n_embd);
   ctx.arena.rewind(mark);

@@ -68,6 +68,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"granitehybrid", kernels::RopeLayout::normal, false, false, false, false, true},
     // An encoder, bound by GgufModel::bind_bert (the fields above do not apply).
     {"bert", kernels::RopeLayout::normal, false, false, false, false, false},
+    // ModernBERT, bound by GgufModel::bind_modernbert.
+    {"modern-bert", kernels::RopeLayout::neox, false, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -146,6 +148,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   const GgufArch& a = gguf_arch(file_.path(), arch);
   if (arch == "bert") {
     bind_bert(options);
+    return;
+  }
+  if (arch == "modern-bert") {
+    bind_modernbert(options);
     return;
   }
   const std::string p = arch + ".";

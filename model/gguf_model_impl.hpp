@@ -53,6 +53,8 @@ class GgufModel final : public Model {
   void bind_bert(const ModelLoadOptions& options);
   // Its classifier head (cls.output, and cls where present), if it has one.
   void bind_bert_classifier(bool rank_pooling);
+  // A "modern-bert" file (gguf_modernbert.cpp): ModernBERT, and its head.
+  void bind_modernbert(const ModelLoadOptions& options);
   // A causal reranker's head (pooling_type rank: cls.output over the last
   // token; gguf_classifier.cpp), in place of the LM head.
   void bind_causal_classifier(const std::string& p);

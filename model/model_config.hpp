@@ -46,6 +46,9 @@ struct ModelConfig {
   // The dense FFN's GELU: x Phi(x) (BERT's "gelu") or the tanh approximation
   // (GPT-2's "gelu_new").
   bool gelu_erf = false;
+  // ModernBERT's gated MLP: SiLU on the gate (SwiGLU: IBM's Granite
+  // Embedding R2) in place of the exact GELU (GeGLU).
+  bool glu_silu = false;
   // Rows of the token-type table an encoder adds to its embeddings (BERT:
   // 2, its two segments; RoBERTa: 1; 0: none).
   int32_t n_token_types = 0;

@@ -32,7 +32,7 @@ SOURCES = [
     "memory/mapped_file.cpp", "memory/kv_type.cpp",
     "model/architecture.cpp", "model/arch_*.cpp",
     "model/gguf.cpp", "model/gguf_metadata.cpp", "model/gguf_model.cpp", "model/gguf_model_families.cpp",
-    "model/gguf_recurrent.cpp", "model/gguf_bert.cpp", "model/gguf_classifier.cpp", "model/sequence_classifier.cpp",
+    "model/gguf_recurrent.cpp", "model/gguf_bert.cpp", "model/gguf_classifier.cpp", "model/gguf_modernbert.cpp", "model/sequence_classifier.cpp",
     "model/gguf_vocab.cpp",
     "model/hf_config.cpp", "model/hf_8bit.cpp", "model/hf_int4.cpp", "model/hf_quantization.cpp", "model/pooling.cpp",
     "model/hf_model.cpp", "model/hf_weights.cpp", "model/model_load.cpp",

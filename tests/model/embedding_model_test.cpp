@@ -120,7 +120,7 @@ TEST_P(EmbeddingFixture, MatchesSentenceTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingFixture,
                          ::testing::Values("qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls",
                                            "bert_embedding_mean", "xlm_roberta_embedding_mean",
-                                           "modernbert_embedding_mean"));
+                                           "modernbert_embedding_mean", "modernbert_embedding_cls_silu"));
 
 // A BERT directory is an encoder: bidirectional, the erf GELU where
 // hidden_act is "gelu", the tanh one for "gelu_new", no head.

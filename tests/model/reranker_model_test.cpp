@@ -165,6 +165,26 @@ TEST(Reranker, GgufRobertaConversionMatchesCrossEncoder) {
                          ref["truncated_logits"].get<std::vector<float>>());
 }
 
+// ModernBERT's conversion ("modern-bert") is exact: attn_qkv and ffn_up as
+// the fused matrices, the local window and RoPE bases as keys, cls, cls.norm
+// and cls.output as the head, [CLS] and [SEP] as the vocabulary's BOS and
+// EOS, so pairs join as [CLS] A [SEP] B [SEP].
+TEST(Reranker, GgufModernBertConversionMatchesCrossEncoder) {
+  const Json ref = reference("modernbert_reranker");
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/modernbert_reranker.gguf");
+  const ModelConfig& c = model->config();
+  const auto hf_model = Model::load(fixture_dir("modernbert_reranker"));
+  const ModelConfig& hf = hf_model->config();
+  EXPECT_EQ(c.arch, "modernbert");
+  EXPECT_EQ(c.local_layers, hf.local_layers);
+  EXPECT_EQ(c.sliding_window, hf.sliding_window);
+  EXPECT_EQ(c.rope_local_theta, hf.rope_local_theta);
+  EXPECT_TRUE(c.cls_gelu_norm);
+  expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["logits"].get<std::vector<float>>());
+  expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_token_type_ids",
+                         ref["truncated_logits"].get<std::vector<float>>());
+}
+
 // A sequence classifier of three named labels (id2label), on single texts.
 // The reference without the pairs whose text holds `token` (a special
 // token a conversion left out).
