@@ -190,6 +190,13 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
     sc.context_length = static_cast<int32_t>(
         std::min<int64_t>(sc.context_length, static_cast<int64_t>(config.n_kv_blocks) * config.kv_block_size));
   }
+  // An encoder computes each prompt in one step: the default step budget
+  // grows to its context (ModernBERT's 8192 tokens; vLLM raises
+  // max_num_batched_tokens so); a budget set below it is refused by the
+  // scheduler, naming it.
+  if (sc.whole_prompts && sc.max_tokens_per_step == SchedulerConfig{}.max_tokens_per_step) {
+    sc.max_tokens_per_step = std::max(sc.max_tokens_per_step, sc.context_length);
+  }
   require(config.kv_block_size >= 1, "kv_block_size must be at least 1");
   require(config.kv_memory_bytes >= 0, "kv_memory_bytes must not be negative");
   if (config.kv_memory_bytes > 0) {

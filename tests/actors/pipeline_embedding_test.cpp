@@ -5,7 +5,9 @@
 // bert_embedding_cls,bert_embedding_mean}); the front door refuses requests
 // of the other kind; a remote last stage pools in its worker.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -152,6 +154,30 @@ TEST(PipelineEmbedding, ModernBertEncoderMatchesSentenceTransformers) {
   auto p = Pipeline::start(c);
   EXPECT_EQ(p->model_info().context_length, 256);
   expect_reference_vectors(*p, ref);
+}
+
+// An encoder whose context is past the default step budget (ModernBERT's
+// 8192 positions; here the fixture's RoPE table-free config says so): the
+// default budget grows to the context, so it starts and embeds as it did.
+TEST(PipelineEmbedding, DefaultStepsHoldALongEncoderContext) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("troupe_long_encoder_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(fixture("modernbert_embedding_mean"), dir, fs::copy_options::recursive);
+  Json config = Json::parse(std::ifstream(dir / "config.json"));
+  config["max_position_embeddings"] = 8192;
+  std::ofstream(dir / "config.json") << config.dump(1);
+  PipelineConfig c{.model_path = dir.string()};
+  c.stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}};
+  c.n_kv_blocks = 512;  // 8192 tokens of 16
+  {
+    auto p = Pipeline::start(c);
+    EXPECT_EQ(p->model_info().context_length, SchedulerConfig{}.context_length);  // 4096, past the 2048-token steps
+    expect_reference_vectors(*p, reference("modernbert_embedding_mean"));
+  }
+  c.scheduler.max_tokens_per_step = 1024;  // a budget set below the context is still refused
+  EXPECT_NE(test::start_error(c).find("max_tokens_per_step must hold the context"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 // Last pooling over an encoder reads one row, as a causal model's does, but
