@@ -100,7 +100,27 @@ def main():
         CrossEncoder(tmp, device="cpu").save(str(args.out))
     gguf = args.out.with_name(args.out.name + f".{args.outtype}.gguf")
     fc.convert_with_llama_cpp(args.llama_cpp.resolve(), args.out, gguf, outtype=args.outtype, pre="gpt-2")
+    if args.modernbert:
+        add_layer_norm_key(args.llama_cpp.resolve(), gguf)
     print(f"{args.out}/ and {gguf}")
+
+
+def add_layer_norm_key(llama_cpp, path):
+    """llama.cpp's converter writes ModernBERT's LayerNorm epsilon under
+    attention.layer_norm_rms_epsilon, and its loader (as vendored in
+    llama-cpp-python 0.3.36) reads attention.layer_norm_epsilon, so it
+    refuses its own conversion. The file is copied with that key added
+    (the same value): the baseline then loads. Troupe reads either."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    sys.path.insert(0, str(llama_cpp / "gguf-py" / "gguf" / "scripts"))
+    from gguf_new_metadata import MetadataDetails, copy_with_new_metadata
+    reader = GGUFReader(path)
+    eps = float(reader.fields["modern-bert.attention.layer_norm_rms_epsilon"].contents())
+    fixed = path.with_suffix(".fixed")
+    writer = GGUFWriter(fixed, arch="modern-bert", endianess=reader.endianess)
+    copy_with_new_metadata(reader, writer, {
+        "modern-bert.attention.layer_norm_epsilon": MetadataDetails(GGUFValueType.FLOAT32, eps)}, [])
+    fixed.replace(path)
 
 
 if __name__ == "__main__":
