@@ -27,21 +27,9 @@ namespace {
 
 void read_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
   c.arch = std::string(arch);
-  c.causal = false;
-  c.n_vocab = cfg.get_int("vocab_size");
-  c.n_embd = cfg.get_int("hidden_size");
-  c.n_layer = cfg.get_int("num_hidden_layers");
-  c.n_head = cfg.get_int("num_attention_heads");
-  c.n_head_kv = c.n_head;
-  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) {
-    cfg.fail(Errc::bad_format, "hidden_size is not a multiple of num_attention_heads");
-  }
-  c.head_dim = c.n_embd / c.n_head;
-  c.n_ff = cfg.get_int("intermediate_size");
-  c.n_ctx_train = cfg.get_int("max_position_embeddings");
+  read_encoder_sizes(cfg, c);
   c.norm_eps = static_cast<float>(cfg.get_float("layer_norm_eps", 1e-12));
   c.n_rot = 0;  // positions are learned, not rotated
-  c.tied_output = false;
   // transformers' "gelu" is the erf form; "gelu_new" and "gelu_pytorch_tanh"
   // the tanh approximation.
   const std::string act = cfg.get_string("hidden_act", "gelu");
@@ -58,7 +46,6 @@ void read_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
   if (cfg.get_bool("is_decoder", false)) {
     cfg.fail(Errc::unsupported, "is_decoder true (a causal BERT) is not supported; Troupe runs BERT as an encoder");
   }
-  if (c.n_ctx_train <= 0) cfg.fail(Errc::bad_format, "max_position_embeddings must be positive");
   c.n_token_types = static_cast<int32_t>(cfg.get_int("type_vocab_size", 2));
   if (c.n_token_types < 1) cfg.fail(Errc::bad_format, "type_vocab_size must be at least 1");
   check_config(cfg, c);

@@ -32,21 +32,8 @@ void check_gelu(const HfConfig& cfg, const char* key) {
 
 void read_config(const HfConfig& cfg, ModelConfig& c) {
   c.arch = "modernbert";
-  c.causal = false;
-  c.n_vocab = cfg.get_int("vocab_size");
-  c.n_embd = cfg.get_int("hidden_size");
-  c.n_layer = cfg.get_int("num_hidden_layers");
-  c.n_head = cfg.get_int("num_attention_heads");
-  c.n_head_kv = c.n_head;
-  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) {
-    cfg.fail(Errc::bad_format, "hidden_size is not a multiple of num_attention_heads");
-  }
-  c.head_dim = c.n_embd / c.n_head;
-  c.n_ff = cfg.get_int("intermediate_size");
-  c.n_ctx_train = cfg.get_int("max_position_embeddings");
-  if (c.n_ctx_train <= 0) cfg.fail(Errc::bad_format, "max_position_embeddings must be positive");
+  read_encoder_sizes(cfg, c);
   c.norm_eps = static_cast<float>(cfg.get_float("norm_eps", 1e-5));
-  c.tied_output = false;
   c.rope_layout = kernels::RopeLayout::neox;
   const std::string act = cfg.get_string("hidden_activation", "gelu");
   if (act != "gelu" && act != "silu") {
@@ -159,38 +146,6 @@ void load_modernbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
   w.cls_out_b = src.vector("classifier.bias", c.n_labels);
 }
 
-// x += attn(attn_norm(x)); x += Wo(gelu(Wi_a h) * Wi_b h), h = mlp_norm(x).
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
-  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
-  const ModelConfig& c = ctx.config;
-  Backend& be = ctx.backend;
-  const int64_t n = ctx.n_tokens;
-  const size_t mark = ctx.arena.used();
-  float* xb = ctx.arena.floats(n * c.n_embd);    // [n_tokens, n_embd] normed input
-  float* proj = ctx.arena.floats(n * c.n_embd);  // [n_tokens, n_embd] block output
-  const float* in = x;
-  if (w.attn_norm != nullptr) {
-    layers::norm(ctx, layers::Norm::layer, xb, x, w.attn_norm, w.attn_norm_b, n);
-    in = xb;
-  }
-  layers::self_attention(ctx, il, kv, in, proj, /*rope=*/true);
-  be.add(x, proj, n * c.n_embd);
-
-  layers::norm(ctx, layers::Norm::layer, xb, x, w.ffn_norm, w.ffn_norm_b, n);
-  float* g = ctx.arena.floats(n * c.n_ff);  // [n_tokens, n_ff]
-  float* u = ctx.arena.floats(n * c.n_ff);  // [n_tokens, n_ff]
-  const Backend::MatmulOut gate_up[] = {{g, &w.w_gate}, {u, &w.w_up}};
-  be.matmul_n(gate_up, xb, n);
-  if (c.glu_silu) {
-    be.swiglu(g, g, u, n * c.n_ff);
-  } else {
-    be.geglu_erf(g, g, u, n * c.n_ff);
-  }
-  be.matmul(proj, g, w.w_down, n);
-  be.add(x, proj, n * c.n_embd);
-  ctx.arena.rewind(mark);
-}
-
 }  // namespace
 
 const Architecture arch::modernbert{.name = "modernbert",
@@ -198,7 +153,7 @@ const Architecture arch::modernbert{.name = "modernbert",
                                     .hf_class_also = "ModernBertForSequenceClassification",
                                     .load_hf = load_modernbert,
                                     .embed = layers::embed_encoder_tokens,
-                                    .layer = layer,
+                                    .layer = layers::pre_norm_glu_encoder_block,
                                     .output_norm = layers::output_layer_norm};
 
 }  // namespace troupe

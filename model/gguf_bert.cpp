@@ -16,12 +16,10 @@
 
 namespace troupe::gguf_load {
 
-void GgufModel::bind_bert(const ModelLoadOptions& options) {
-  const std::string p = "bert.";
+void GgufModel::read_encoder_sizes(const std::string& p) {
   ModelConfig& c = config_;
-  c.arch = "bert";
   c.causal = false;
-  if (file_.find_bool(p + "attention.causal").value_or(false)) fail("bert.attention.causal true: not an encoder");
+  if (file_.find_bool(p + "attention.causal").value_or(false)) fail(p + "attention.causal true: not an encoder");
   c.name = file_.find_string("general.name").value_or("");
   c.n_embd = file_.get_u32(p + "embedding_length");
   c.n_layer = file_.get_u32(p + "block_count");
@@ -29,12 +27,41 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   c.n_head_kv = c.n_head;
   c.n_ff = file_.get_u32(p + "feed_forward_length");
   c.n_ctx_train = file_.get_u32(p + "context_length");
-  c.norm_eps = file_.get_f32(p + "attention.layer_norm_epsilon");
+  // ModernBERT's converter writes the LayerNorm's epsilon under the RMS norm's key.
+  const std::optional<float> eps = file_.find_f32(p + "attention.layer_norm_epsilon");
+  c.norm_eps = eps ? *eps : file_.get_f32(p + "attention.layer_norm_rms_epsilon");
   if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_ff <= 0 || c.n_ctx_train <= 0) {
     fail("hyperparameters must be positive");
   }
   if (c.n_embd % c.n_head != 0) fail("embedding_length is not a multiple of head_count");
   c.head_dim = c.n_embd / c.n_head;
+}
+
+void GgufModel::finish_encoder(const ModelLoadOptions& options) {
+  ModelConfig& c = config_;
+  ModelWeights& w = weights_;
+  // Both are for causal rerankers: refused here, by name.
+  if (!options.classifier_from_token.empty()) {
+    bind_token_classifier(options.classifier_from_token, std::vector<int32_t>(options.classifier_from_token.size(), -1),
+                          file_.path(), c, w, store_);
+  }
+  apply_rerank_template(options, file_.path(), c);
+  weight_bytes_ = 0;
+  for (const gguf::TensorInfo& t : file_.tensors()) {
+    if (t.name != "token_embd.weight") weight_bytes_ += t.n_bytes;
+  }
+  if (options.quantize) {
+    quantize_weights(w, c, *options.quantize, store_, file_.path());
+    weight_bytes_ = decode_weight_bytes(w, c);
+  }
+  vocab_ = vocab_from_gguf(file_);
+}
+
+void GgufModel::bind_bert(const ModelLoadOptions& options) {
+  const std::string p = "bert.";
+  ModelConfig& c = config_;
+  read_encoder_sizes(p);
+  c.arch = "bert";
   c.n_rot = 0;
   // The file does not say which GELU: BERT checkpoints' "gelu" is the erf
   // form (llama.cpp computes the tanh one, up to 5e-4 away).
@@ -87,22 +114,7 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   }
 
   bind_bert_classifier(pooling.has_value() && *pooling == kRank);
-  // Both are for causal rerankers: refused here, by name.
-  if (!options.classifier_from_token.empty()) {
-    bind_token_classifier(options.classifier_from_token, std::vector<int32_t>(options.classifier_from_token.size(), -1),
-                          file_.path(), c, w, store_);
-  }
-  apply_rerank_template(options, file_.path(), c);
-
-  weight_bytes_ = 0;
-  for (const gguf::TensorInfo& t : file_.tensors()) {
-    if (t.name != "token_embd.weight") weight_bytes_ += t.n_bytes;
-  }
-  if (options.quantize) {
-    quantize_weights(w, c, *options.quantize, store_, file_.path());
-    weight_bytes_ = decode_weight_bytes(w, c);
-  }
-  vocab_ = vocab_from_gguf(file_);
+  finish_encoder(options);
   // WordPiece (BERT), byte-level BPE (RoBERTa) or SentencePiece Unigram
   // (XLM-RoBERTa), the last two converted as "bert" with their position
   // table already cut at pad_token_id + 1.

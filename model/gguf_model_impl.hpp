@@ -55,6 +55,11 @@ class GgufModel final : public Model {
   void bind_bert_classifier(bool rank_pooling);
   // A "modern-bert" file (gguf_modernbert.cpp): ModernBERT, and its head.
   void bind_modernbert(const ModelLoadOptions& options);
+  // An encoder's sizes under `p` ("bert.", "modern-bert.") and what
+  // follows its tensors (refused causal-reranker options, the weight
+  // bytes, --quantize, the vocabulary) (gguf_bert.cpp).
+  void read_encoder_sizes(const std::string& p);
+  void finish_encoder(const ModelLoadOptions& options);
   // A causal reranker's head (pooling_type rank: cls.output over the last
   // token; gguf_classifier.cpp), in place of the LM head.
   void bind_causal_classifier(const std::string& p);

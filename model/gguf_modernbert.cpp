@@ -22,24 +22,8 @@ namespace troupe::gguf_load {
 void GgufModel::bind_modernbert(const ModelLoadOptions& options) {
   const std::string p = "modern-bert.";
   ModelConfig& c = config_;
+  read_encoder_sizes(p);
   c.arch = "modernbert";
-  c.causal = false;
-  if (file_.find_bool(p + "attention.causal").value_or(false)) fail("attention.causal true: not an encoder");
-  c.name = file_.find_string("general.name").value_or("");
-  c.n_embd = file_.get_u32(p + "embedding_length");
-  c.n_layer = file_.get_u32(p + "block_count");
-  c.n_head = file_.get_u32(p + "attention.head_count");
-  c.n_head_kv = c.n_head;
-  c.n_ff = file_.get_u32(p + "feed_forward_length");
-  c.n_ctx_train = file_.get_u32(p + "context_length");
-  // The converter writes the LayerNorm's epsilon under the RMS norm's key.
-  const std::optional<float> eps = file_.find_f32(p + "attention.layer_norm_epsilon");
-  c.norm_eps = eps ? *eps : file_.get_f32(p + "attention.layer_norm_rms_epsilon");
-  if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_ff <= 0 || c.n_ctx_train <= 0) {
-    fail("hyperparameters must be positive");
-  }
-  if (c.n_embd % c.n_head != 0) fail("embedding_length is not a multiple of head_count");
-  c.head_dim = c.n_embd / c.n_head;
   c.n_rot = c.head_dim;
   c.rope_layout = kernels::RopeLayout::neox;
   c.rope_theta = file_.get_f32(p + "rope.freq_base");
@@ -119,21 +103,7 @@ void GgufModel::bind_modernbert(const ModelLoadOptions& options) {
     w.cls_out = matrix("cls.output.weight", e, c.n_labels);
     w.cls_out_b = vector("cls.output.bias", c.n_labels, /*required=*/false);
   }
-  if (!options.classifier_from_token.empty()) {
-    bind_token_classifier(options.classifier_from_token, std::vector<int32_t>(options.classifier_from_token.size(), -1),
-                          file_.path(), c, w, store_);
-  }
-  apply_rerank_template(options, file_.path(), c);
-
-  weight_bytes_ = 0;
-  for (const gguf::TensorInfo& t : file_.tensors()) {
-    if (t.name != "token_embd.weight") weight_bytes_ += t.n_bytes;
-  }
-  if (options.quantize) {
-    quantize_weights(w, c, *options.quantize, store_, file_.path());
-    weight_bytes_ = decode_weight_bytes(w, c);
-  }
-  vocab_ = vocab_from_gguf(file_);
+  finish_encoder(options);
   if (vocab_.model != "gpt2") {
     fail("tokenizer.ggml.model '" + vocab_.model + "' for a modern-bert model is not supported; supported: gpt2");
   }

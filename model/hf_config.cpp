@@ -76,6 +76,23 @@ std::string HfConfig::get_string(std::string_view key, const std::string& fallba
   return v->get<std::string>();
 }
 
+void read_encoder_sizes(const HfConfig& cfg, ModelConfig& c) {
+  c.causal = false;
+  c.n_vocab = cfg.get_int("vocab_size");
+  c.n_embd = cfg.get_int("hidden_size");
+  c.n_layer = cfg.get_int("num_hidden_layers");
+  c.n_head = cfg.get_int("num_attention_heads");
+  c.n_head_kv = c.n_head;
+  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) {
+    cfg.fail(Errc::bad_format, "hidden_size is not a multiple of num_attention_heads");
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_ff = cfg.get_int("intermediate_size");
+  c.n_ctx_train = cfg.get_int("max_position_embeddings");
+  if (c.n_ctx_train <= 0) cfg.fail(Errc::bad_format, "max_position_embeddings must be positive");
+  c.tied_output = false;
+}
+
 void check_config(const HfConfig& cfg, const ModelConfig& c) {
   if (c.n_vocab <= 0 || c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0 ||
       c.head_dim <= 0) {

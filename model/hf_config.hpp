@@ -82,6 +82,13 @@ void read_layer_kind_rope(const HfConfig& cfg, ModelConfig& c, std::optional<dou
 // routers only) and n_shared_experts (their width: that many experts').
 void read_deepseek_moe_config(const HfConfig& cfg, ModelConfig& c, ModelConfig::ExpertRouter router);
 
+// An encoder's sizes (BERT's and ModernBERT's config.json keys):
+// vocab_size, hidden_size, num_hidden_layers, num_attention_heads (as many
+// KV heads), intermediate_size, max_position_embeddings; causal false.
+// Throws Error(bad_format) for heads that do not tile the width or no
+// positions.
+void read_encoder_sizes(const HfConfig& cfg, ModelConfig& c);
+
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);
 // A multimodal checkpoint's text model config ("text_config"), its

@@ -405,6 +405,37 @@ void post_layer_norm_residual(const StepContext& ctx, float* x, const float* wei
 
 }  // namespace
 
+void pre_norm_glu_encoder_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  const ModelConfig& c = ctx.config;
+  Backend& be = ctx.backend;
+  const int64_t n = ctx.n_tokens;
+  const size_t mark = ctx.arena.used();
+  float* xb = ctx.arena.floats(n * c.n_embd);    // [n_tokens, n_embd] normed input
+  float* proj = ctx.arena.floats(n * c.n_embd);  // [n_tokens, n_embd] block output
+  const float* in = x;
+  if (w.attn_norm != nullptr) {
+    norm(ctx, Norm::layer, xb, x, w.attn_norm, w.attn_norm_b, n);
+    in = xb;
+  }
+  self_attention(ctx, il, kv, in, proj, /*rope=*/true);
+  be.add(x, proj, n * c.n_embd);
+
+  norm(ctx, Norm::layer, xb, x, w.ffn_norm, w.ffn_norm_b, n);
+  float* g = ctx.arena.floats(n * c.n_ff);  // [n_tokens, n_ff]
+  float* u = ctx.arena.floats(n * c.n_ff);  // [n_tokens, n_ff]
+  const Backend::MatmulOut gate_up[] = {{g, &w.w_gate}, {u, &w.w_up}};
+  be.matmul_n(gate_up, xb, n);
+  if (c.glu_silu) {
+    be.swiglu(g, g, u, n * c.n_ff);
+  } else {
+    be.geglu_erf(g, g, u, n * c.n_ff);
+  }
+  be.matmul(proj, g, w.w_down, n);
+  be.add(x, proj, n * c.n_embd);
+  ctx.arena.rewind(mark);
+}
+
 void post_layer_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   post_layer_norm_residual(ctx, x, w.attn_norm, w.attn_norm_b, [&](const float* in, float* proj) {

@@ -137,6 +137,10 @@ void post_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x);
 // n_rot > 0), ffn_norm(_b) after the GELU MLP (gelu_ffn).
 void post_layer_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 void post_layer_norm_gelu_block(const StepContext& ctx, int64_t il, float* x);
+// ModernBERT's encoder block: x += attn(LayerNorm(x)) (x as it is where the
+// layer has no attn_norm, as its first), then x += w_down(act(w_gate h) *
+// w_up h), h = LayerNorm(x), act the exact GELU or SiLU (ModelConfig::glu_silu).
+void pre_norm_glu_encoder_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 
 // The last stage's final RMSNorm (weights.output_norm) of the rows that get
 // logits, x [n_rows, n_embd], in place, then divided by logit_scale

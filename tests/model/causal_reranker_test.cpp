@@ -20,6 +20,7 @@
 #include "model/model_tokenizer.hpp"
 #include "model/sequence_classifier.hpp"
 #include "tests/model/hf_reference_run.hpp"
+#include "tests/model/stage_rows.hpp"
 #include "tokenizer/rerank_prompt.hpp"
 
 namespace troupe {
@@ -36,35 +37,14 @@ constexpr float kTolerance = 2e-5f;
 
 std::string gguf_fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/gguf/" + name; }
 
-// Every input in one batch through the only stage; the head's scores of
-// each sequence's last token (n_logits 1), chunked over KV pages of 4.
+// Every input in one batch through the only stage (KV pages of 4, so every
+// prompt spans several): the head's scores of each one's last token.
 std::vector<std::vector<float>> classify_last(const std::shared_ptr<const Model>& model,
                                               const std::vector<std::vector<int32_t>>& inputs) {
-  const ModelConfig& c = model->config();
-  int64_t n_tokens = 0;
-  for (const auto& ids : inputs) n_tokens += static_cast<int64_t>(ids.size());
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(
-      model, backend,
-      {.max_tokens = n_tokens, .max_seqs = 8, .n_kv_blocks = 256, .kv_block_size = 4, .embedding_output = true});
-  EXPECT_EQ(stage.output_width(), c.n_labels);
-  std::vector<std::vector<int32_t>> tables(inputs.size());
-  std::vector<BatchSeq> seqs;
-  std::vector<int32_t> tokens;
-  int32_t next_block = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto n = static_cast<int32_t>(inputs[i].size());
-    for (int32_t b = 0; b * 4 < n; ++b) tables[i].push_back(next_block++);
-    seqs.push_back({.n_tokens = n, .n_past = 0, .block_table = tables[i], .n_logits = 1});
-    tokens.insert(tokens.end(), inputs[i].begin(), inputs[i].end());
-  }
-  std::vector<float> rows(inputs.size() * static_cast<size_t>(c.n_labels));
-  stage.forward({.tokens = tokens, .seqs = seqs}, nullptr, rows.data());
-  std::vector<std::vector<float>> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    out.emplace_back(rows.begin() + static_cast<std::ptrdiff_t>(i * c.n_labels),
-                     rows.begin() + static_cast<std::ptrdiff_t>((i + 1) * c.n_labels));
-  }
+  std::vector<test::StageInput> batch;
+  for (const auto& ids : inputs) batch.push_back({.ids = ids, .n_rows = 1});
+  std::vector<std::vector<float>> out = test::stage_rows(model, batch, /*block=*/4);
+  for (const auto& rows : out) EXPECT_EQ(rows.size(), static_cast<size_t>(model->config().n_labels));
   return out;
 }
 

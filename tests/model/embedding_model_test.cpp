@@ -19,6 +19,7 @@
 #include "model/pooling.hpp"
 #include "safetensors_test_util.hpp"
 #include "tests/model/hf_reference_run.hpp"
+#include "tests/model/stage_rows.hpp"
 
 namespace troupe {
 namespace {
@@ -44,35 +45,20 @@ std::vector<std::vector<float>> embed_all(const std::shared_ptr<const Model>& mo
                                           const std::vector<std::vector<int32_t>>& inputs, int32_t dims) {
   const ModelConfig& c = model->config();
   const Pooling pooling = c.embedding.pooling;
-  int64_t n_tokens = 0;
-  for (const auto& in : inputs) n_tokens += static_cast<int64_t>(in.size());
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(
-      model, backend,
-      {.max_tokens = n_tokens, .max_seqs = 8, .n_kv_blocks = 128, .kv_block_size = 16, .embedding_output = true});
-  EXPECT_EQ(stage.output_width(), c.n_embd);
-  std::vector<std::vector<int32_t>> tables(inputs.size());
-  std::vector<BatchSeq> seqs;
-  std::vector<int32_t> tokens;
-  int32_t next_block = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto n = static_cast<int32_t>(inputs[i].size());
-    for (int32_t b = 0; b * 16 < n; ++b) tables[i].push_back(next_block++);
-    seqs.push_back(
-        {.n_tokens = n, .n_past = 0, .block_table = tables[i], .n_logits = pooling == Pooling::last ? 1 : n});
-    tokens.insert(tokens.end(), inputs[i].begin(), inputs[i].end());
+  std::vector<test::StageInput> batch;
+  for (const auto& ids : inputs) {
+    batch.push_back({.ids = ids, .n_rows = pooling == Pooling::last ? 1 : static_cast<int32_t>(ids.size())});
   }
-  const BatchView view{.tokens = tokens, .seqs = seqs};
-  std::vector<float> rows(static_cast<size_t>(view.n_logit_rows() * c.n_embd));
-  stage.forward(view, nullptr, rows.data());
+  const std::vector<std::vector<float>> rows = test::stage_rows(model, batch);
   std::vector<std::vector<float>> out;
-  int64_t row = 0;
-  for (const BatchSeq& s : seqs) {
-    EmbeddingPooler pooler(pooling, c.embedding.normalize, dims, s.n_tokens);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto n_tokens = static_cast<int32_t>(batch[i].ids.size());
+    EXPECT_EQ(rows[i].size(), static_cast<size_t>(batch[i].n_rows * c.n_embd));  // hidden rows, not a head's
+    EmbeddingPooler pooler(pooling, c.embedding.normalize, dims, n_tokens);
     bool done = false;
-    for (int32_t j = 0; j < s.n_logits; ++j, ++row) {
-      const std::span<const float> r(rows.data() + row * c.n_embd, static_cast<size_t>(c.n_embd));
-      done = pooler.add(r, s.n_tokens - s.n_logits + j);
+    for (int32_t j = 0; j < batch[i].n_rows; ++j) {
+      const std::span<const float> r(rows[i].data() + j * c.n_embd, static_cast<size_t>(c.n_embd));
+      done = pooler.add(r, n_tokens - batch[i].n_rows + j);
     }
     EXPECT_TRUE(done);
     out.push_back(pooler.result());

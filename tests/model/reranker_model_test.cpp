@@ -15,6 +15,7 @@
 #include "model/model_stage.hpp"
 #include "model/model_tokenizer.hpp"
 #include "tests/model/hf_reference_run.hpp"
+#include "tests/model/stage_rows.hpp"
 
 namespace troupe {
 namespace {
@@ -42,36 +43,16 @@ std::vector<int32_t> types_of(const Tokenizer::Pair& p) {
 std::vector<std::vector<float>> classify_all(const std::shared_ptr<const Model>& model,
                                              const std::vector<Tokenizer::Pair>& pairs) {
   const ModelConfig& c = model->config();
-  int64_t n_tokens = 0;
-  for (const auto& p : pairs) n_tokens += static_cast<int64_t>(p.ids.size());
-  CpuBackend backend({.n_threads = 2});
-  ModelStage stage(
-      model, backend,
-      {.max_tokens = n_tokens, .max_seqs = 8, .n_kv_blocks = 128, .kv_block_size = 16, .embedding_output = true});
-  EXPECT_EQ(stage.output_width(), c.n_labels);
-  std::vector<std::vector<int32_t>> tables(pairs.size());
-  std::vector<BatchSeq> seqs;
-  std::vector<int32_t> tokens;
-  int32_t next_block = 0;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const auto n = static_cast<int32_t>(pairs[i].ids.size());
-    for (int32_t b = 0; b * 16 < n; ++b) tables[i].push_back(next_block++);
-    seqs.push_back({.n_tokens = n,
-                    .n_past = 0,
-                    .block_table = tables[i],
-                    .n_logits = n,
-                    .type1_from = c.n_token_types >= 2 ? pairs[i].type1_from : -1});
-    tokens.insert(tokens.end(), pairs[i].ids.begin(), pairs[i].ids.end());
+  std::vector<test::StageInput> batch;
+  for (const auto& p : pairs) {
+    batch.push_back({.ids = p.ids,
+                     .n_rows = static_cast<int32_t>(p.ids.size()),
+                     .type1_from = c.n_token_types >= 2 ? p.type1_from : -1});
   }
-  const BatchView view{.tokens = tokens, .seqs = seqs};
-  std::vector<float> rows(static_cast<size_t>(view.n_logit_rows() * c.n_labels));
-  stage.forward(view, nullptr, rows.data());
-  std::vector<std::vector<float>> out;
-  int64_t row = 0;
-  for (const BatchSeq& s : seqs) {
-    const auto cls = rows.begin() + row * c.n_labels;  // position 0: [CLS]
-    out.emplace_back(cls, cls + c.n_labels);
-    row += s.n_logits;
+  std::vector<std::vector<float>> out = test::stage_rows(model, batch);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].size(), batch[i].ids.size() * static_cast<size_t>(c.n_labels));  // the head's rows
+    out[i].resize(static_cast<size_t>(c.n_labels));                                   // position 0: [CLS]
   }
   return out;
 }

@@ -60,11 +60,16 @@ def main():
         st = SentenceTransformer(modules=[word, pool, models.Normalize()], device="cpu")
         shutil.rmtree(args.out, ignore_errors=True)
         st.save(str(args.out))
-    gguf = args.out.with_name(args.out.name + f".{args.outtype}.gguf")
-    subprocess.run([sys.executable, str(args.llama_cpp / "convert_hf_to_gguf.py"), str(args.out), "--outtype",
-                    args.outtype, "--outfile", str(gguf)], check=True,
-                   env={"PYTHONPATH": str(args.llama_cpp / "gguf-py"), "PATH": "/usr/bin:/bin"})
-    print(f"{args.out}/ and {gguf}")
+    convert(args.llama_cpp, args.out, args.outtype)
+
+
+def convert(llama_cpp, out, outtype):
+    """llama.cpp's own converter on the directory `out`, into OUT.<type>.gguf."""
+    gguf = out.with_name(out.name + f".{outtype}.gguf")
+    subprocess.run([sys.executable, str(llama_cpp / "convert_hf_to_gguf.py"), str(out), "--outtype", outtype,
+                    "--outfile", str(gguf)], check=True,
+                   env={"PYTHONPATH": str(llama_cpp / "gguf-py"), "PATH": "/usr/bin:/bin"})
+    print(f"{out}/ and {gguf}")
 
 
 if __name__ == "__main__":

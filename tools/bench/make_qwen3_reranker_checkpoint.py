@@ -15,14 +15,12 @@ cls.output, the card's prompt as the `rerank` template).
 """
 import argparse
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
-from make_embedding_checkpoint import ROOT, qwen3_06b
+from make_embedding_checkpoint import ROOT, convert, qwen3_06b
 
 
 def main():
@@ -42,11 +40,7 @@ def main():
         args.out)
     (args.out / "README.md").write_text("# Qwen3-Reranker-0.6B (random weights, for benchmarks)\n\nMade by "
                                         "tools/bench/make_qwen3_reranker_checkpoint.py.\n")
-    gguf = args.out.with_name(args.out.name + f".{args.outtype}.gguf")
-    subprocess.run([sys.executable, str(args.llama_cpp / "convert_hf_to_gguf.py"), str(args.out), "--outtype",
-                    args.outtype, "--outfile", str(gguf)], check=True,
-                   env={"PYTHONPATH": str(args.llama_cpp / "gguf-py"), "PATH": "/usr/bin:/bin"})
-    print(f"{args.out}/ and {gguf}")
+    convert(args.llama_cpp, args.out, args.outtype)
 
 
 if __name__ == "__main__":
