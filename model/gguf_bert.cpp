@@ -133,20 +133,8 @@ void GgufModel::bind_bert_classifier(bool rank_pooling) {
     if (rank_pooling) fail("pooling_type rank needs a classifier, and the file has no 'cls.output.weight'");
     return;
   }
-  if (out->shape.size() != 2 || out->shape[0] != c.n_embd || out->shape[1] < 1) {
-    fail("tensor 'cls.output.weight' must be {embedding_length, labels}");
-  }
-  c.n_labels = static_cast<int32_t>(out->shape[1]);
-  c.labels.assign(static_cast<size_t>(c.n_labels), "");
-  const std::vector<std::string>* names = file_.find_string_array("bert.classifier.output_labels");
-  if (names != nullptr && names->size() != static_cast<size_t>(c.n_labels)) {
-    fail("bert.classifier.output_labels names " + std::to_string(names->size()) + " labels for " +
-         std::to_string(c.n_labels) + " outputs");
-  }
-  for (int32_t i = 0; i < c.n_labels; ++i) {
-    c.labels[static_cast<size_t>(i)] =
-        names != nullptr ? (*names)[static_cast<size_t>(i)] : "LABEL_" + std::to_string(i);
-  }
+  c.labels = classifier_labels("bert.", *out);
+  c.n_labels = static_cast<int32_t>(c.labels.size());
   w.cls_out = matrix("cls.output.weight", c.n_embd, c.n_labels);
   w.cls_out_b = vector("cls.output.bias", c.n_labels);
   // llama.cpp's converter drops BERT's pooler (RoBERTa's classifier.dense

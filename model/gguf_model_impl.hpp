@@ -63,6 +63,9 @@ class GgufModel final : public Model {
   // A causal reranker's head (pooling_type rank: cls.output over the last
   // token; gguf_classifier.cpp), in place of the LM head.
   void bind_causal_classifier(const std::string& p);
+  // The labels of a classifier's cls.output (checked to be {n_embd,
+  // labels}): <p>classifier.output_labels, else LABEL_<i> (gguf_classifier.cpp).
+  std::vector<std::string> classifier_labels(const std::string& p, const gguf::TensorInfo& out) const;
 
  private:
   Weight matrix(const std::string& name, int64_t n_in, int64_t n_out) const;

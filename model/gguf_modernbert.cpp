@@ -84,17 +84,8 @@ void GgufModel::bind_modernbert(const ModelLoadOptions& options) {
     if (file_.find_u32(p + "classifier.pooling_type").value_or(kCls) != kCls) {
       fail("classifier.pooling_type other than cls (2) is not supported: the head is not linear");
     }
-    if (out->shape.size() != 2 || out->shape[0] != e || out->shape[1] < 1) {
-      fail("tensor 'cls.output.weight' must be {embedding_length, labels}");
-    }
-    c.n_labels = static_cast<int32_t>(out->shape[1]);
-    const std::vector<std::string>* names = file_.find_string_array(p + "classifier.output_labels");
-    if (names != nullptr && names->size() != static_cast<size_t>(c.n_labels)) fail("output_labels count differs");
-    c.labels.assign(static_cast<size_t>(c.n_labels), "");
-    for (int32_t i = 0; i < c.n_labels; ++i) {
-      c.labels[static_cast<size_t>(i)] =
-          names != nullptr ? (*names)[static_cast<size_t>(i)] : "LABEL_" + std::to_string(i);
-    }
+    c.labels = classifier_labels(p, *out);
+    c.n_labels = static_cast<int32_t>(c.labels.size());
     c.cls_gelu_norm = true;
     w.cls_dense = matrix("cls.weight", e, e);
     w.cls_dense_b = vector("cls.bias", e, /*required=*/false);

@@ -109,21 +109,22 @@ int32_t hf_token_id(const std::string& dir, std::string_view token) {
   return -1;
 }
 
-Weight yes_no_row(const Weight& head, int64_t yes, int64_t no, WeightStore& store) {
-  if (yes < 0 || no < 0 || yes >= head.n_out || no >= head.n_out) {
-    throw Error(Errc::bad_format, "the reranker's \"yes\" (" + std::to_string(yes) + ") and \"no\" (" +
-                                      std::to_string(no) + ") tokens are not rows of its " +
-                                      std::to_string(head.n_out) + "-row output head");
+Weight token_score_row(const Weight& head, int64_t row, int64_t minus, WeightStore& store) {
+  if (row < 0 || row >= head.n_out || minus < -1 || minus >= head.n_out) {
+    throw Error(Errc::bad_format, "rows " + std::to_string(row) + " and " + std::to_string(minus) +
+                                      " are not both rows of the " + std::to_string(head.n_out) + "-row head");
   }
   const int64_t n = head.n_in;
   const auto* base = static_cast<const uint8_t*>(head.data);
   const int64_t stride = row_bytes(head.type, n);
-  std::vector<float> no_row(static_cast<size_t>(n));
-  float* row = store.floats(n);
-  dequantize_row(head.type, base + yes * stride, row, n);
-  dequantize_row(head.type, base + no * stride, no_row.data(), n);
-  for (int64_t i = 0; i < n; ++i) row[i] -= no_row[static_cast<size_t>(i)];
-  return Weight{.data = row, .type = DType::f32, .n_in = n, .n_out = 1};
+  float* out = store.floats(n);
+  dequantize_row(head.type, base + row * stride, out, n);
+  if (minus >= 0) {
+    std::vector<float> other(static_cast<size_t>(n));
+    dequantize_row(head.type, base + minus * stride, other.data(), n);
+    for (int64_t i = 0; i < n; ++i) out[i] -= other[static_cast<size_t>(i)];
+  }
+  return Weight{.data = out, .type = DType::f32, .n_in = n, .n_out = 1};
 }
 
 void bind_token_classifier(const std::vector<std::string>& tokens, const std::vector<int32_t>& ids,
@@ -133,9 +134,9 @@ void bind_token_classifier(const std::vector<std::string>& tokens, const std::ve
                 what + ": classifier_from_token names one token or two, not " + std::to_string(tokens.size()));
   }
   if (!c.causal || c.n_labels > 0) {
-    throw Error(Errc::invalid_argument, what +
-                                            ": classifier_from_token makes a causal language model a reranker, and " +
-                                            c.name + " is " + (c.causal ? "already a classifier" : "an encoder"));
+    throw Error(Errc::invalid_argument,
+                what + ": classifier_from_token makes a causal language model a reranker, and the model is " +
+                    (c.causal ? "already a classifier" : "an encoder"));
   }
   if (w.output.data == nullptr) {
     throw Error(Errc::invalid_argument, what + ": classifier_from_token reads the LM head, and the model has none");
@@ -146,17 +147,9 @@ void bind_token_classifier(const std::vector<std::string>& tokens, const std::ve
                   what + ": classifier_from_token '" + tokens[i] + "' is not a token of the model's vocabulary");
     }
   }
-  if (tokens.size() == 2) {
-    w.cls_out = yes_no_row(w.output, ids[1], ids[0], store);
-  } else {
-    const int64_t n = w.output.n_in;
-    float* row = store.floats(n);
-    dequantize_row(w.output.type, static_cast<const uint8_t*>(w.output.data) + ids[0] * row_bytes(w.output.type, n),
-                   row, n);
-    w.cls_out = Weight{.data = row, .type = DType::f32, .n_in = n, .n_out = 1};
-  }
+  w.cls_out = token_score_row(w.output, ids.back(), tokens.size() == 2 ? ids[0] : -1, store);
   w.cls_out_b = nullptr;
-  w.output = Weight{};
+  w.output = Weight{};  // the classifier replaces the LM head
   c.n_labels = 1;
   c.labels = {tokens.back()};
 }
@@ -177,41 +170,32 @@ void apply_rerank_template(const ModelLoadOptions& options, const std::string& w
 
 bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWeights& src,
                                const ModelLoadOptions& options, ModelConfig& c, ModelWeights& w, WeightStore& store) {
-  if (!options.classifier_from_token.empty()) {
-    std::vector<int32_t> ids;
-    for (const std::string& t : options.classifier_from_token) ids.push_back(hf_token_id(dir, t));
-    if (names_sequence_classifier(cfg)) c.n_labels = 1;  // already a classifier: refused below
-    bind_token_classifier(options.classifier_from_token, ids, dir, c, w, store);
-    apply_rerank_template(options, dir, c);
-    return true;
-  }
-  if (!c.causal) {
-    apply_rerank_template(options, dir, c);  // refused: an encoder joins pairs by its pair template
-    return false;
-  }
-  const bool qwen3_reranker = is_qwen3_reranker(dir, cfg);
-  if (names_sequence_classifier(cfg)) {
+  const std::vector<std::string>& tokens = options.classifier_from_token;
+  if (c.causal && names_sequence_classifier(cfg)) {
     read_hf_labels(cfg, c);
     w.cls_out = src.matrix("score.weight", c.n_embd, c.n_labels);
-  } else if (qwen3_reranker) {
+    w.output = Weight{};  // the classifier replaces the LM head
+  }
+  const bool qwen3_reranker = c.causal && is_qwen3_reranker(dir, cfg);
+  if (!tokens.empty()) {
+    // Refused for an encoder or a classifier, naming which.
+    std::vector<int32_t> ids;
+    for (const std::string& t : tokens) ids.push_back(hf_token_id(dir, t));
+    bind_token_classifier(tokens, ids, dir, c, w, store);
+  } else if (qwen3_reranker && c.n_labels == 0) {
+    // As released: p("yes") against "no" at the last token.
     const int32_t yes = hf_token_id(dir, "yes"), no = hf_token_id(dir, "no");
     if (yes < 0 || no < 0) {
       cfg.fail(Errc::bad_format, "a Qwen3-Reranker scores the tokens \"yes\" and \"no\", and " + dir +
                                      "/tokenizer.json has no such token");
     }
     if (w.output.data == nullptr) cfg.fail(Errc::bad_format, "a Qwen3-Reranker needs its LM head (lm_head.weight)");
-    w.cls_out = yes_no_row(w.output, yes, no, store);
-    c.n_labels = 1;
-    c.labels = {"yes"};
-  } else {
-    apply_rerank_template(options, dir, c);  // refused: not a classifier
-    return false;
+    bind_token_classifier({"no", "yes"}, {no, yes}, dir, c, w, store);
   }
-  // The LM head is no longer read: the classifier replaces it.
-  w.output = Weight{};
-  if (qwen3_reranker) c.rerank_template = std::string(kQwen3RerankTemplate);
+  if (qwen3_reranker && tokens.empty()) c.rerank_template = std::string(kQwen3RerankTemplate);
+  // Refused unless the model is now a causal classifier.
   apply_rerank_template(options, dir, c);
-  return true;
+  return c.causal && c.n_labels > 0;
 }
 
 }  // namespace troupe

@@ -52,16 +52,19 @@ bool is_qwen3_reranker(const std::string& dir, const HfConfig& cfg);
 // unreadable file.
 int32_t hf_token_id(const std::string& dir, std::string_view token);
 
-// One f32 row [1, head.n_in] = head[yes] - head[no] (any weight type
-// dequantize_row reads), in the store.
-Weight yes_no_row(const Weight& head, int64_t yes, int64_t no, WeightStore& store);
+// One f32 row [1, head.n_in] in the store: head[row] - head[minus], or
+// head[row] alone for minus -1 (any weight type dequantize_row reads).
+// Throws Error(bad_format) for a row outside the head.
+Weight token_score_row(const Weight& head, int64_t row, int64_t minus, WeightStore& store);
 
-// A causal LM made a one-label reranker by ModelLoadOptions'
-// classifier_from_token: ids are the tokens' ids (-1: not in the
-// vocabulary), one or two. The head is one f32 row: head[ids[0]] for one,
-// head[ids[1]] - head[ids[0]] for two; the label is the last token. Throws
-// Error(invalid_argument) naming `what` for a count other than 1 or 2, an
-// unknown token, or a model that is already a classifier or has no LM head.
+// A causal LM made a one-label reranker from its LM head's rows of
+// `tokens` (ModelLoadOptions' classifier_from_token, or Qwen3-Reranker's
+// "no", "yes"): ids are the tokens' ids (-1: not in the vocabulary), one or
+// two. The head is one f32 row: head[ids[0]] for one, head[ids[1]] -
+// head[ids[0]] for two; the label is the last token; the LM head is
+// dropped. Throws Error(invalid_argument) naming `what` for a count other
+// than 1 or 2, an unknown token, or a model that is already a classifier,
+// an encoder, or has no LM head.
 void bind_token_classifier(const std::vector<std::string>& tokens, const std::vector<int32_t>& ids,
                            const std::string& what, ModelConfig& c, ModelWeights& w, WeightStore& store);
 
@@ -76,7 +79,9 @@ void apply_rerank_template(const ModelLoadOptions& options, const std::string& w
 // for a *ForSequenceClassification, the "yes" - "no" row of the LM head for
 // a released Qwen3-Reranker, the rows the options' classifier_from_token
 // names. Sets n_labels, labels and rerank_template (Qwen3-Reranker's, or
-// the options'). False (and nothing bound) for a model that is none of them.
+// the options'). Returns whether the model is now a causal classifier;
+// options that do not apply (tokens for an encoder or a classifier, a
+// template for a model that is no causal reranker) throw, naming why.
 bool bind_hf_causal_classifier(const std::string& dir, const HfConfig& cfg, HfWeights& src,
                                const ModelLoadOptions& options, ModelConfig& c, ModelWeights& w, WeightStore& store);
 
