@@ -89,6 +89,8 @@ class Backend {
   virtual void gelu(float* y, const float* x, int64_t n) = 0;  // tanh approximation
   // y = x * Phi(x), the exact (erf) GELU of BERT's "gelu". y may alias x.
   virtual void gelu_erf(float* y, const float* x, int64_t n) = 0;
+  // y = max(x, 0) (DistilBERT's classifier head). y may alias x.
+  virtual void relu(float* y, const float* x, int64_t n) = 0;
   // y = xIELU(x) over n values (Apertus), with the activation's effective
   // parameters (after their softplus): x > 0: alpha_p x^2 + beta x, else
   // (expm1(min(x, eps)) - x) alpha_n + beta x. y may alias x. The default

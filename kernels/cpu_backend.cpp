@@ -296,6 +296,11 @@ void CpuBackend::gelu_erf(float* y, const float* x, int64_t n) {
   split_elements(n, [&](int64_t i0, int64_t i1) { kernels::gelu_erf(y + i0, x + i0, i1 - i0); });
 }
 
+// A classifier head's [n_rows, n_embd]: small, so not threaded.
+void CpuBackend::relu(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 void CpuBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   split_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {

@@ -6,10 +6,13 @@
 // output is the hidden state an embedding pools.
 //
 // RoBERTa and XLM-RoBERTa are the same network with positions counted from
-// pad_token_id + 1. The *ForSequenceClassification classes (cross-encoder
+// pad_token_id + 1; DistilBERT (DistilBertModel: msmarco-distilbert,
+// multi-qa-distilbert, and the classifiers fine-tuned from distilbert-base)
+// the same without a token-type table, under other names. The *ForSequenceClassification classes (cross-encoder
 // rerankers: ms-marco-MiniLM, bge-reranker) add a head over the [CLS] row:
 // dense + tanh (BERT's pooler, RoBERTa's classifier.dense), then a
-// projection to the labels.
+// projection to the labels. DistilBERT's head is pre_classifier + ReLU, then
+// the classifier.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -134,13 +137,73 @@ void load_xlm_roberta_hf(const HfConfig& cfg, HfWeights& src, ModelConfig& c, Mo
   load_roberta(cfg, src, c, w, "xlm-roberta");
 }
 
+// DistilBertConfig's names: dim, n_layers, n_heads, hidden_dim; LayerNorms
+// of 1e-12 always; "activation" gelu (erf) is the only one its checkpoints use.
+void read_distilbert_config(const HfConfig& cfg, ModelConfig& c) {
+  c.arch = "distilbert";
+  c.causal = false;
+  c.tied_output = false;
+  c.n_vocab = cfg.get_int("vocab_size");
+  c.n_embd = cfg.get_int("dim");
+  c.n_layer = cfg.get_int("n_layers");
+  c.n_head = cfg.get_int("n_heads");
+  c.n_head_kv = c.n_head;
+  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) cfg.fail(Errc::bad_format, "dim is not a multiple of n_heads");
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_ff = cfg.get_int("hidden_dim");
+  c.n_ctx_train = cfg.get_int("max_position_embeddings");
+  if (c.n_ctx_train <= 0) cfg.fail(Errc::bad_format, "max_position_embeddings must be positive");
+  c.norm_eps = 1e-12f;
+  c.n_rot = 0;
+  c.n_token_types = 0;
+  const std::string act = cfg.get_string("activation", "gelu");
+  if (act != "gelu") cfg.fail(Errc::unsupported, "activation '" + act + "' is not supported; supported: gelu");
+  c.gelu_erf = true;
+  check_config(cfg, c);
+}
+
+// Sinusoidal position tables (sinusoidal_pos_embds) are saved as weights
+// like learned ones, so both read the same.
+void load_distilbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  read_distilbert_config(cfg, c);
+  const int64_t e = c.n_embd;
+  const std::string p = src.has("distilbert.embeddings.word_embeddings.weight") ? "distilbert." : "";
+  w.tok_embd = src.matrix(p + "embeddings.word_embeddings.weight", e, c.n_vocab);
+  w.pos_embd = src.matrix(p + "embeddings.position_embeddings.weight", e, c.n_ctx_train);
+  w.embd_norm = src.vector(p + "embeddings.LayerNorm.weight", e);
+  w.embd_norm_b = src.vector(p + "embeddings.LayerNorm.bias", e);
+  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string b = p + "transformer.layer." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.wq = src.matrix(b + "attention.q_lin.weight", e, e);
+    l.bq = src.vector(b + "attention.q_lin.bias", e);
+    l.wk = src.matrix(b + "attention.k_lin.weight", e, e);
+    l.bk = src.vector(b + "attention.k_lin.bias", e);
+    l.wv = src.matrix(b + "attention.v_lin.weight", e, e);
+    l.bv = src.vector(b + "attention.v_lin.bias", e);
+    l.wo = src.matrix(b + "attention.out_lin.weight", e, e);
+    l.bo = src.vector(b + "attention.out_lin.bias", e);
+    l.attn_norm = src.vector(b + "sa_layer_norm.weight", e);
+    l.attn_norm_b = src.vector(b + "sa_layer_norm.bias", e);
+    l.w_up = src.matrix(b + "ffn.lin1.weight", e, c.n_ff);
+    l.b_up = src.vector(b + "ffn.lin1.bias", c.n_ff);
+    l.w_down = src.matrix(b + "ffn.lin2.weight", c.n_ff, e);
+    l.b_down = src.vector(b + "ffn.lin2.bias", e);
+    l.ffn_norm = src.vector(b + "output_layer_norm.weight", e);
+    l.ffn_norm_b = src.vector(b + "output_layer_norm.bias", e);
+  }
+  if (names_sequence_classifier(cfg)) {
+    read_hf_labels(cfg, c);
+    load_head(src, "pre_classifier", "classifier", c, w);
+    c.cls_act = ModelConfig::ClassifierAct::relu;
+  }
+}
+
 void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::post_layer_norm_attention_block(ctx, il, kv, x);
   layers::post_layer_norm_gelu_block(ctx, il, x);
 }
-
-// The last block ends in its LayerNorm: the rows are final as they are.
-void no_output_norm(const layers::StepContext&, float*, int64_t) {}
 
 }  // namespace
 
@@ -150,7 +213,7 @@ const Architecture arch::bert{.name = "bert",
                               .load_hf = load_bert,
                               .embed = layers::embed_encoder_tokens,
                               .layer = layer,
-                              .output_norm = no_output_norm};
+                              .output_norm = layers::no_output_norm};
 
 const Architecture arch::roberta{.name = "roberta",
                                  .hf_class = "RobertaModel",
@@ -158,7 +221,15 @@ const Architecture arch::roberta{.name = "roberta",
                                  .load_hf = load_roberta_hf,
                                  .embed = layers::embed_encoder_tokens,
                                  .layer = layer,
-                                 .output_norm = no_output_norm};
+                                 .output_norm = layers::no_output_norm};
+
+const Architecture arch::distilbert{.name = "distilbert",
+                                    .hf_class = "DistilBertModel",
+                                    .hf_class_also = "DistilBertForSequenceClassification",
+                                    .load_hf = load_distilbert,
+                                    .embed = layers::embed_encoder_tokens,
+                                    .layer = layer,
+                                    .output_norm = layers::no_output_norm};
 
 const Architecture arch::xlm_roberta{.name = "xlm-roberta",
                                      .hf_class = "XLMRobertaModel",
@@ -166,6 +237,6 @@ const Architecture arch::xlm_roberta{.name = "xlm-roberta",
                                      .load_hf = load_xlm_roberta_hf,
                                      .embed = layers::embed_encoder_tokens,
                                      .layer = layer,
-                                     .output_norm = no_output_norm};
+                                     .output_norm = layers::no_output_norm};
 
 }  // namespace troupe

@@ -138,7 +138,7 @@ void load_modernbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
   }
   check_gelu(cfg, "classifier_activation");
   read_hf_labels(cfg, c);
-  c.cls_gelu_norm = true;
+  c.cls_act = ModelConfig::ClassifierAct::gelu_norm;
   w.cls_dense = src.matrix("head.dense.weight", e, e);
   w.cls_dense_b = cfg.get_bool("classifier_bias", false) ? src.vector("head.dense.bias", e) : nullptr;
   layer_norm(src, "head.norm", norm_bias, e, w.cls_norm, w.cls_norm_b);

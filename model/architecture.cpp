@@ -21,7 +21,8 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::minimax_m2, &arch::apertus, &arch::qwen3next,
                                     &arch::qwen35,   &arch::qwen35moe, &arch::qwen35_multimodal,
                                     &arch::qwen35moe_multimodal, &arch::granitehybrid, &arch::bert,
-                                    &arch::roberta, &arch::xlm_roberta, &arch::modernbert};
+                                    &arch::roberta, &arch::xlm_roberta, &arch::modernbert,
+                                    &arch::nomic_bert, &arch::distilbert};
 
 }  // namespace
 

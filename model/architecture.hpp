@@ -69,6 +69,8 @@ extern const Architecture bert;      // arch_bert.cpp: an encoder (ModelConfig::
 extern const Architecture roberta;   // arch_bert.cpp: BERT with offset positions
 extern const Architecture xlm_roberta;  // arch_bert.cpp: RoBERTa's multilingual checkpoints
 extern const Architecture modernbert;   // arch_modernbert.cpp: a rotary encoder with local and global layers
+extern const Architecture distilbert;   // arch_bert.cpp: BERT without token types, under DistilBERT's names
+extern const Architecture nomic_bert;   // arch_nomic_bert.cpp: BERT with RoPE and SwiGLU (also GGUF "nomic-bert")
 extern const Architecture gpt_oss;   // arch_gpt_oss.cpp (also GGUF "gpt-oss" files)
 extern const Architecture glm4;      // arch_glm4.cpp (also GGUF "glm4" files)
 extern const Architecture glm4moe;   // arch_glm4_moe.cpp (also GGUF "glm4moe" files)

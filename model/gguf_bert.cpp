@@ -57,6 +57,21 @@ void GgufModel::finish_encoder(const ModelLoadOptions& options) {
   vocab_ = vocab_from_gguf(file_);
 }
 
+void GgufModel::bind_token_types() {
+  ModelConfig& c = config_;
+  const int64_t e = c.n_embd;
+  // {n_embd, n_types}: BERT's segments (a pair's second text is type 1).
+  const gguf::TensorInfo& types = file_.tensor("token_types.weight");
+  if (types.shape.size() != 2 || types.shape[0] != e || types.shape[1] < 1) {
+    fail("tensor 'token_types.weight' must be {embedding_length, types}");
+  }
+  if (types.type != DType::f32 && types.type != DType::f16 && types.type != DType::bf16) {
+    fail("tensor 'token_types.weight' is " + std::string(dtype_name(types.type)) + ", expected f32, f16 or bf16");
+  }
+  c.n_token_types = static_cast<int32_t>(types.shape[1]);
+  weights_.type_embd = store_f32(store_, types.type, types.data, e * c.n_token_types);
+}
+
 void GgufModel::bind_bert(const ModelLoadOptions& options) {
   const std::string p = "bert.";
   ModelConfig& c = config_;
@@ -79,16 +94,7 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   ModelWeights& w = weights_;
   w.tok_embd = matrix("token_embd.weight", e, c.n_vocab);
   w.pos_embd = matrix("position_embd.weight", e, c.n_ctx_train);
-  // {n_embd, n_types}: BERT's segments (a pair's second text is type 1).
-  const gguf::TensorInfo& types = file_.tensor("token_types.weight");
-  if (types.shape.size() != 2 || types.shape[0] != e || types.shape[1] < 1) {
-    fail("tensor 'token_types.weight' must be {embedding_length, types}");
-  }
-  if (types.type != DType::f32 && types.type != DType::f16 && types.type != DType::bf16) {
-    fail("tensor 'token_types.weight' is " + std::string(dtype_name(types.type)) + ", expected f32, f16 or bf16");
-  }
-  c.n_token_types = static_cast<int32_t>(types.shape[1]);
-  w.type_embd = store_f32(store_, types.type, types.data, e * c.n_token_types);
+  bind_token_types();
   w.embd_norm = vector("token_embd_norm.weight", e);
   w.embd_norm_b = vector("token_embd_norm.bias", e);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});

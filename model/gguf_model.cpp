@@ -70,6 +70,8 @@ constexpr GgufArch kGgufArchs[] = {
     {"bert", kernels::RopeLayout::normal, false, false, false, false, false},
     // ModernBERT, bound by GgufModel::bind_modernbert.
     {"modern-bert", kernels::RopeLayout::neox, false, false, false, false, false},
+    // NomicBERT, bound by GgufModel::bind_nomic_bert.
+    {"nomic-bert", kernels::RopeLayout::neox, false, false, false, false, false},
 };
 
 const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
@@ -152,6 +154,10 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   }
   if (arch == "modern-bert") {
     bind_modernbert(options);
+    return;
+  }
+  if (arch == "nomic-bert") {
+    bind_nomic_bert(options);
     return;
   }
   const std::string p = arch + ".";

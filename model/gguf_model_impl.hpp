@@ -55,6 +55,10 @@ class GgufModel final : public Model {
   void bind_bert_classifier(bool rank_pooling);
   // A "modern-bert" file (gguf_modernbert.cpp): ModernBERT, and its head.
   void bind_modernbert(const ModelLoadOptions& options);
+  // A "nomic-bert" file (gguf_nomic_bert.cpp): NomicBERT.
+  void bind_nomic_bert(const ModelLoadOptions& options);
+  // An encoder's token-type table ({n_embd, n_types} token_types.weight), as f32.
+  void bind_token_types();
   // An encoder's sizes under `p` ("bert.", "modern-bert.") and what
   // follows its tensors (refused causal-reranker options, the weight
   // bytes, --quantize, the vocabulary) (gguf_bert.cpp).

@@ -86,7 +86,7 @@ void GgufModel::bind_modernbert(const ModelLoadOptions& options) {
     }
     c.labels = classifier_labels(p, *out);
     c.n_labels = static_cast<int32_t>(c.labels.size());
-    c.cls_gelu_norm = true;
+    c.cls_act = ModelConfig::ClassifierAct::gelu_norm;
     w.cls_dense = matrix("cls.weight", e, e);
     w.cls_dense_b = vector("cls.bias", e, /*required=*/false);
     w.cls_norm = vector("cls.norm.weight", e);

@@ -449,6 +449,13 @@ void post_layer_norm_gelu_block(const StepContext& ctx, int64_t il, float* x) {
                            [&](const float* in, float* proj) { gelu_ffn(ctx, w, in, proj); });
 }
 
+void post_layer_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x) {
+  const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
+  post_layer_norm_residual(ctx, x, w.ffn_norm, w.ffn_norm_b, [&](const float* in, float* proj) {
+    swiglu_ffn(ctx, w.w_gate, w.w_up, w.w_down, in, proj, ctx.n_tokens);
+  });
+}
+
 void post_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   const LayerWeights& w = ctx.weights.layers[static_cast<size_t>(il)];
   // EXAONE 4's global layers attend without RoPE (ModelConfig::nope_layers).
@@ -564,6 +571,8 @@ void output_layer_norm(const StepContext& ctx, float* x, int64_t n_rows) {
   norm(ctx, Norm::layer, x, x, ctx.weights.output_norm, nullptr, n_rows);
   if (ctx.config.logit_scale != 1.0f) ctx.backend.scale(x, 1.0f / ctx.config.logit_scale, n_rows * ctx.config.n_embd);
 }
+
+void no_output_norm(const StepContext&, float*, int64_t) {}
 
 void embed_tokens(const StepContext& ctx, float* x) {
   ctx.backend.embedding(x, ctx.weights.tok_embd, ctx.tokens, ctx.n_tokens);

@@ -137,6 +137,8 @@ void post_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x);
 // n_rot > 0), ffn_norm(_b) after the GELU MLP (gelu_ffn).
 void post_layer_norm_attention_block(const StepContext& ctx, int64_t il, const PagedKvView& kv, float* x);
 void post_layer_norm_gelu_block(const StepContext& ctx, int64_t il, float* x);
+// NomicBERT's: the same after a SwiGLU MLP, w_down(silu(w_gate h) * w_up h).
+void post_layer_norm_swiglu_block(const StepContext& ctx, int64_t il, float* x);
 // ModernBERT's encoder block: x += attn(LayerNorm(x)) (x as it is where the
 // layer has no attn_norm, as its first), then x += w_down(act(w_gate h) *
 // w_up h), h = LayerNorm(x), act the exact GELU or SiLU (ModelConfig::glu_silu).
@@ -148,6 +150,8 @@ void pre_norm_glu_encoder_block(const StepContext& ctx, int64_t il, const PagedK
 void output_rms_norm(const StepContext& ctx, float* x, int64_t n_rows);
 // The same with a LayerNorm without bias (Command-R).
 void output_layer_norm(const StepContext& ctx, float* x, int64_t n_rows);
+// No final norm (BERT's kind: the last block ends in its LayerNorm).
+void no_output_norm(const StepContext& ctx, float* x, int64_t n_rows);
 
 // First-stage input: x [n_tokens, n_embd] = token embeddings times
 // embed_scale (plus learned position embeddings when the model has them).

@@ -62,9 +62,11 @@ struct ModelConfig {
   // multi_label_classification: a sigmoid each, not a softmax over them).
   std::vector<std::string> labels;
   bool multi_label = false;
-  // The head's dense is followed by the exact GELU and a LayerNorm
-  // (ModernBERT's), not by tanh (BERT's pooler, RoBERTa's classifier).
-  bool cls_gelu_norm = false;
+  // What follows the head's dense: tanh (BERT's pooler, RoBERTa's
+  // classifier), the exact GELU and a LayerNorm (ModernBERT's), or ReLU
+  // (DistilBERT's pre_classifier).
+  enum class ClassifierAct : uint8_t { tanh, gelu_norm, relu };
+  ClassifierAct cls_act = ClassifierAct::tanh;
   // A causal reranker's prompt for a (query, document) pair, {query} and
   // {document} standing for the texts (Qwen3-Reranker's; a GGUF's
   // tokenizer.chat_template.rerank); empty: the tokenizer's pair template.

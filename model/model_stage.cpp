@@ -469,11 +469,17 @@ void ModelStage::classifier_head(const float* rows, float* dense, float* scores,
   if (weights_.cls_dense.data != nullptr) {
     backend_.matmul(dense, rows, weights_.cls_dense, n);
     if (weights_.cls_dense_b != nullptr) backend_.add_bias(dense, weights_.cls_dense_b, n, c.n_embd);
-    if (c.cls_gelu_norm) {
-      backend_.gelu_erf(dense, dense, n * c.n_embd);
-      backend_.layernorm(dense, dense, weights_.cls_norm, weights_.cls_norm_b, n, c.n_embd, c.norm_eps);
-    } else {
-      backend_.soft_cap(dense, 1.0f, n * c.n_embd);  // tanh
+    switch (c.cls_act) {
+      case ModelConfig::ClassifierAct::tanh:
+        backend_.soft_cap(dense, 1.0f, n * c.n_embd);
+        break;
+      case ModelConfig::ClassifierAct::gelu_norm:
+        backend_.gelu_erf(dense, dense, n * c.n_embd);
+        backend_.layernorm(dense, dense, weights_.cls_norm, weights_.cls_norm_b, n, c.n_embd, c.norm_eps);
+        break;
+      case ModelConfig::ClassifierAct::relu:
+        backend_.relu(dense, dense, n * c.n_embd);
+        break;
     }
     in = dense;
   }

@@ -227,6 +227,14 @@ void CudaBackend::gelu_erf(float* y, const float* x, int64_t n) {
   impl_->record(op);
 }
 
+void CudaBackend::relu(float* y, const float* x, int64_t n) {
+  check_len("relu", n);
+  if (n == 0) return;
+  Op op(OpKind::relu);
+  op.element = {.y = y, .a = x, .b = nullptr, .n = n, .n_cols = 0};
+  impl_->record(op);
+}
+
 void CudaBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   check_len("xielu", n);
   if (n == 0) return;

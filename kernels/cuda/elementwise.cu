@@ -69,6 +69,12 @@ __global__ void gelu_erf_kernel(float* y, const float* x, int64_t n) {
   }
 }
 
+__global__ void relu_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = fmaxf(x[i], 0.0f);
+  }
+}
+
 // y may alias x.
 __global__ void xielu_kernel(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -220,6 +226,13 @@ void gelu_erf(float* y, const float* x, int64_t n, cudaStream_t stream) {
   check_len("gelu_erf", n);
   if (n == 0) return;
   gelu_erf_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void relu(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  check_len("relu", n);
+  if (n == 0) return;
+  relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

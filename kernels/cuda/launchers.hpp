@@ -19,6 +19,7 @@ void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n_cols, cudaS
 void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_t stream);  // silu(gate) * up
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
 void gelu_erf(float* y, const float* x, int64_t n, cudaStream_t stream);                 // x * Phi(x)
+void relu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // max(x, 0)
 void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps,
            cudaStream_t stream);  // Backend::xielu
 // gelu(gate) * up; erf: the exact GELU, else the tanh one

@@ -26,6 +26,7 @@ enum class OpKind : int64_t {
   swiglu,
   gelu,
   gelu_erf,
+  relu,
   xielu,        // an ElementOp: s, s2, s3, s4 = alpha_p, alpha_n, beta, eps
   geglu,
   swiglu_oai,

@@ -328,8 +328,9 @@ TEST(CudaModelStage, EveryArchitectureMatchesTransformers) {
 // GEMV path), its rows pooled, against sentence-transformers' vectors.
 TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
   TROUPE_REQUIRE_GPU();
-  for (const std::string name : {"qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls", "bert_embedding_mean",
-                                 "xlm_roberta_embedding_mean"}) {
+  for (const std::string name :
+       {"qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls", "bert_embedding_mean",
+        "xlm_roberta_embedding_mean", "nomic_bert_embedding_mean", "distilbert_embedding_mean"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
     std::ifstream in(dir + "/reference.json");
@@ -410,6 +411,41 @@ TEST(CudaModelStage, RerankersMatchCrossEncoder) {
       std::vector<float> rows(static_cast<size_t>(n));
       stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
       EXPECT_NEAR(rows[0], ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
+    }
+  }
+}
+
+// Classifiers of single texts on the device: BERT's head (dense, tanh),
+// NomicBERT's rotary encoder under it, DistilBERT's ReLU head; every label's
+// logit of the [CLS] row against transformers'.
+TEST(CudaModelStage, ClassifiersMatchTransformers) {
+  TROUPE_REQUIRE_GPU();
+  for (const std::string name : {"bert_classifier", "nomic_bert_classifier", "distilbert_classifier"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in);
+    const auto ref = nlohmann::json::parse(in);
+    auto model = Model::load(dir);
+    const ModelConfig& c = model->config();
+    CudaBackendOptions options = test::small_options();
+    options.f32_weights = WeightPrecision::f32;
+    CudaBackend gpu(options);
+    ModelStage stage(
+        model, gpu,
+        {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
+    ASSERT_EQ(stage.output_width(), c.n_labels);
+    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto n = static_cast<int32_t>(ids[t].size());
+      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
+      std::iota(table.begin(), table.end(), 0);
+      const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = n};
+      std::vector<float> rows(static_cast<size_t>(n * c.n_labels));
+      stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
+      for (int32_t l = 0; l < c.n_labels; ++l) {
+        EXPECT_NEAR(rows[static_cast<size_t>(l)], ref["logits"][t][l].get<float>(), 1e-4f) << "text " << t;
+      }
     }
   }
 }

@@ -137,6 +137,14 @@ TEST(CudaOps, ElementwiseOpsMatchTheCpu) {
   EXPECT_LE(worst_ratio(dy.read(), exact, 2 * kAbs, 2 * kRel), 1.0) << "geglu_erf vs definition";
   EXPECT_LE(worst_ratio(dy.read(), want, 2 * kAbs, 2 * kRel), 1.0) << "geglu_erf vs cpu";
 
+  // DistilBERT's head: ReLU, exact, in place as the head runs it.
+  for (int64_t i = 0; i < n; ++i) exact[i] = std::max(a[i], 0.0f);
+  dy.put(a);
+  gpu.relu(dy.get(), dy.get(), n);
+  EXPECT_LE(worst_ratio(dy.read(), exact, 0.0, 0.0), 1.0) << "relu";
+  cpu.relu(want.data(), a.data(), n);
+  EXPECT_LE(worst_ratio(want, exact, 0.0, 0.0), 1.0) << "cpu relu";
+
   // Apertus's xIELU, its eps crossed by inputs near zero, against its
   // definition in double and the CPU backend's; in place as the MLP runs it.
   {

@@ -37,8 +37,10 @@ void embed_tokens(const StepContext&, float*) { __builtin_trap(); }
 void embed_encoder_tokens(const StepContext&, float*) { __builtin_trap(); }
 void post_layer_norm_attention_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void post_layer_norm_gelu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
+void post_layer_norm_swiglu_block(const StepContext&, int64_t, float*) { __builtin_trap(); }
 void pre_norm_glu_encoder_block(const StepContext&, int64_t, const PagedKvView&, float*) { __builtin_trap(); }
 void output_rms_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
 void output_layer_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
+void no_output_norm(const StepContext&, float*, int64_t) { __builtin_trap(); }
 
 }  // namespace troupe::layers

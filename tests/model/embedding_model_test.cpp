@@ -106,7 +106,8 @@ TEST_P(EmbeddingFixture, MatchesSentenceTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingFixture,
                          ::testing::Values("qwen3_embedding", "llama_embedding_mean", "bert_embedding_cls",
                                            "bert_embedding_mean", "xlm_roberta_embedding_mean",
-                                           "modernbert_embedding_mean", "modernbert_embedding_cls_silu"));
+                                           "modernbert_embedding_mean", "modernbert_embedding_cls_silu",
+                                           "nomic_bert_embedding_mean", "distilbert_embedding_mean"));
 
 // A BERT directory is an encoder: bidirectional, the erf GELU where
 // hidden_act is "gelu", the tanh one for "gelu_new", no head.
@@ -207,6 +208,20 @@ TEST(EmbeddingModel, GgufBertConversionMatchesSentenceTransformers) {
   const auto tokenizer = load_model_tokenizer(*model);
   const auto ids = ref["token_ids"][0].get<std::vector<int32_t>>();
   EXPECT_EQ(tokenizer->decode(ids, /*skip_special=*/true), "the quick brown fox jumps over the lazy dog.");
+}
+
+// llama.cpp's converter of the NomicBERT fixture (nomic's published config):
+// "nomic-bert", the trained context, the WordPiece vocabulary, mean pooling.
+TEST(EmbeddingModel, GgufNomicBertConversionMatchesSentenceTransformers) {
+  const Json ref = reference("nomic_bert_embedding_mean");
+  auto model = Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/nomic_bert_embedding_mean.gguf");
+  EXPECT_EQ(model->config().arch, "nomic-bert");
+  EXPECT_FALSE(model->config().causal);
+  EXPECT_EQ(model->config().n_ctx_train, 2048);
+  EXPECT_EQ(model->config().rope_theta, 3000.0f);
+  EXPECT_EQ(model->config().embedding.pooling, Pooling::mean);
+  EXPECT_EQ(model->vocab().model, "bert");
+  expect_reference_vectors(model, ref, "gguf nomic-bert");
 }
 
 // Saved from Qwen3Model: tensors without "model.", no lm_head (not tied).

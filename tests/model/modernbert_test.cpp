@@ -5,41 +5,20 @@
 // from transformers 5's config and from the older spelling the published
 // checkpoints have, and what Troupe refuses by name.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "tests/model/edited_fixture.hpp"
 #include "tests/model/hf_reference_run.hpp"
 
 namespace troupe {
 namespace {
 
 using hf_test::fixture_dir;
+using test::EditedFixture;
 using Json = nlohmann::json;
-
-// A copy of a fixture whose config.json `edit` changes.
-class EditedFixture {
- public:
-  EditedFixture(const std::string& name, const std::function<void(Json&)>& edit) {
-    namespace fs = std::filesystem;
-    dir_ = fs::temp_directory_path() / ("troupe_modernbert_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::copy(fixture_dir(name), dir_, fs::copy_options::recursive);
-    std::ifstream in(dir_ / "config.json");
-    Json config = Json::parse(in);
-    edit(config);
-    std::ofstream(dir_ / "config.json") << config.dump(1);
-  }
-  ~EditedFixture() { std::filesystem::remove_all(dir_); }
-  std::string dir() const { return dir_.string(); }
-
- private:
-  std::filesystem::path dir_;
-};
 
 void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.local_layers, b.local_layers);
@@ -59,7 +38,7 @@ TEST(ModernBert, ReadsTheLayerKindsAndBases) {
   EXPECT_EQ(c.rope_theta, 160000.0f);
   EXPECT_EQ(c.rope_local_theta, 10000.0f);
   EXPECT_EQ(c.n_rot, c.head_dim);
-  EXPECT_TRUE(c.cls_gelu_norm);
+  EXPECT_EQ(c.cls_act, ModelConfig::ClassifierAct::gelu_norm);
   EXPECT_EQ(model->weights().layers[0].attn_norm, nullptr);  // the first layer reads the normed embeddings
   EXPECT_NE(model->weights().layers[1].attn_norm, nullptr);
 }
@@ -87,16 +66,7 @@ TEST(ModernBert, OlderConfigSpellingReadsTheSame) {
 }
 
 TEST(ModernBert, RefusesWhatItDoesNotRun) {
-  auto refusal = [](const std::function<void(Json&)>& edit) -> std::string {
-    const EditedFixture f("modernbert_classifier", edit);
-    try {
-      Model::load(f.dir());
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), Errc::unsupported) << e.what();
-      return e.what();
-    }
-    return "loaded";
-  };
+  auto refusal = [](const std::function<void(Json&)>& edit) { return test::refusal("modernbert_classifier", edit); };
   // Mean pooling before a non-linear head cannot run row by row.
   EXPECT_NE(refusal([](Json& c) { c["classifier_pooling"] = "mean"; }).find("classifier_pooling 'mean'"),
             std::string::npos);

@@ -160,7 +160,7 @@ TEST(Reranker, GgufModernBertConversionMatchesCrossEncoder) {
   EXPECT_EQ(c.local_layers, hf.local_layers);
   EXPECT_EQ(c.sliding_window, hf.sliding_window);
   EXPECT_EQ(c.rope_local_theta, hf.rope_local_theta);
-  EXPECT_TRUE(c.cls_gelu_norm);
+  EXPECT_EQ(c.cls_act, ModelConfig::ClassifierAct::gelu_norm);
   expect_reference_pairs(model, ref, 0, "token_ids", "token_type_ids", ref["logits"].get<std::vector<float>>());
   expect_reference_pairs(model, ref, ref["truncate"].get<int32_t>(), "truncated_token_ids", "truncated_token_type_ids",
                          ref["truncated_logits"].get<std::vector<float>>());
@@ -208,8 +208,8 @@ TEST_P(ClassifierFixture, LogitsAndLabelsMatchTransformers) {
   const Json ref = reference(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
   const ModelConfig& c = model->config();
-  EXPECT_EQ(c.n_labels, 3);
   EXPECT_EQ(c.labels, ref["labels"].get<std::vector<std::string>>());
+  EXPECT_EQ(c.n_labels, static_cast<int32_t>(c.labels.size()));
   EXPECT_FALSE(c.multi_label);
   const auto tokenizer = load_model_tokenizer(*model);
   std::vector<Tokenizer::Pair> inputs;
@@ -226,8 +226,11 @@ TEST_P(ClassifierFixture, LogitsAndLabelsMatchTransformers) {
   }
 }
 
-// BERT's head (pooler dense + tanh) and ModernBERT's (dense, GELU, LayerNorm).
-INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierFixture, ::testing::Values("bert_classifier", "modernbert_classifier"));
+// BERT's head (pooler dense + tanh; NomicBERT's too), ModernBERT's (dense, GELU,
+// LayerNorm) and DistilBERT's (pre_classifier, ReLU).
+INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierFixture,
+                         ::testing::Values("bert_classifier", "modernbert_classifier", "nomic_bert_classifier",
+                                           "distilbert_classifier"));
 
 TEST(Reranker, TokenTypeOneNeedsASecondRow) {
   auto model = Model::load(fixture_dir("roberta_reranker"));
