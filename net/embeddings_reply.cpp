@@ -9,8 +9,7 @@
 
 namespace troupe::net {
 
-std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRequest request, std::string model_id,
-                                                  int32_t slots) {
+std::vector<EngineRequest> embedding_engine_requests(const EmbeddingsRequest& request, const std::string& field) {
   std::vector<EngineRequest> requests;
   for (size_t i = 0; i < request.size(); ++i) {
     EngineRequest r;
@@ -19,14 +18,19 @@ std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRe
     } else {
       r = EngineRequest::from_tokens(request.token_lists[i]);
     }
-    r.prompt_field = request.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
+    r.prompt_field = request.size() > 1 ? field + "[" + std::to_string(i) + "]" : field;
     r.params.embed = {
         .on = true, .normalize = request.normalize, .dimensions = request.dimensions, .truncate = request.truncate};
     requests.push_back(std::move(r));
   }
+  return requests;
+}
+
+std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRequest request, std::string model_id,
+                                                  int32_t slots) {
   const bool base64 = request.base64;
   return make_engine_batch_reply(
-      core, std::move(requests), slots, "embeddings",
+      core, embedding_engine_requests(request, "input"), slots, "embeddings",
       [base64, model_id = std::move(model_id)](std::vector<std::vector<float>> vectors, int64_t prompt_tokens) {
         return json_reply(200, embeddings_body(vectors, base64, model_id, prompt_tokens));
       });

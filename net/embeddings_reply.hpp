@@ -19,6 +19,10 @@ class ServerCore;
 std::shared_ptr<AsyncReply> make_embeddings_reply(ServerCore& core, EmbeddingsRequest request, std::string model_id,
                                                   int32_t slots);
 
+// One engine request per input of `request`, its errors naming `field`
+// ("input", "input[2]" in a batch).
+std::vector<EngineRequest> embedding_engine_requests(const EmbeddingsRequest& request, const std::string& field);
+
 // The reply body: {"object": "list", "data": [{"object": "embedding",
 // "index": i, "embedding": [...] or base64}], "model", "usage"}. Floats are
 // written in their shortest exact form.

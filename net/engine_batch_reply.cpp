@@ -14,12 +14,13 @@ namespace {
 class EngineBatchReply : public AsyncReply, public std::enable_shared_from_this<EngineBatchReply> {
  public:
   EngineBatchReply(ServerCore& core, std::vector<EngineRequest> requests, int32_t slots, std::string route,
-                   BatchFinish finish)
+                   BatchFinish finish, BatchError error)
       : core_(core),
         requests_(std::move(requests)),
         slots_(slots),
         route_(std::move(route)),
         finish_(std::move(finish)),
+        error_(std::move(error)),
         vectors_(requests_.size()),
         ids_(requests_.size(), -1),
         start_(std::chrono::steady_clock::now()) {}
@@ -86,7 +87,7 @@ class EngineBatchReply : public AsyncReply, public std::enable_shared_from_this<
 
   void fail_locked(const ApiError& e) {
     if (ended_) return;
-    writer_->send(core_.error_reply(e));
+    writer_->send(error_ ? error_(e) : core_.error_reply(e));
     end_locked();
   }
 
@@ -106,6 +107,7 @@ class EngineBatchReply : public AsyncReply, public std::enable_shared_from_this<
   const int32_t slots_;
   const std::string route_;
   const BatchFinish finish_;
+  const BatchError error_;
   std::mutex mutex_;
   std::shared_ptr<ReplyWriter> writer_;
   std::vector<std::vector<float>> vectors_;  // [n_inputs][dims]
@@ -121,8 +123,10 @@ class EngineBatchReply : public AsyncReply, public std::enable_shared_from_this<
 }  // namespace
 
 std::shared_ptr<AsyncReply> make_engine_batch_reply(ServerCore& core, std::vector<EngineRequest> requests,
-                                                    int32_t slots, std::string route, BatchFinish finish) {
-  return std::make_shared<EngineBatchReply>(core, std::move(requests), slots, std::move(route), std::move(finish));
+                                                    int32_t slots, std::string route, BatchFinish finish,
+                                                    BatchError error) {
+  return std::make_shared<EngineBatchReply>(core, std::move(requests), slots, std::move(route), std::move(finish),
+                                            std::move(error));
 }
 
 }  // namespace troupe::net

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/request_types.hpp"
+#include "net/api_error.hpp"
 #include "net/engine_client.hpp"
 #include "net/http_types.hpp"
 
@@ -23,9 +24,13 @@ class ServerCore;
 // their prompts' tokens in all.
 using BatchFinish = std::function<HttpReply(std::vector<std::vector<float>> vectors, int64_t prompt_tokens)>;
 
+// The reply of a failure; empty: ServerCore::error_reply's (OpenAI's shape).
+using BatchError = std::function<HttpReply(const ApiError& e)>;
+
 // `slots`: the requests admitted for it (AdmissionControl), released when
 // it ends. `route` names the requests in /metrics ("embeddings", "rerank").
 std::shared_ptr<AsyncReply> make_engine_batch_reply(ServerCore& core, std::vector<EngineRequest> requests,
-                                                    int32_t slots, std::string route, BatchFinish finish);
+                                                    int32_t slots, std::string route, BatchFinish finish,
+                                                    BatchError error = {});
 
 }  // namespace troupe::net

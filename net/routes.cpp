@@ -350,8 +350,13 @@ RouteResult ServerCore::embeddings(const HttpRequest& req) {
   if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
   EmbeddingsRequest r = parse_embeddings_request(req.body, options_.limits.max_embedding_inputs);
   const ServedModel served = backend_.served_model();
+  check_model_name(r.model, served.id);
+  const int32_t slots = admit_embeddings(r, served);
+  return RouteResult{.async = make_embeddings_reply(*this, std::move(r), served.id, slots)};
+}
+
+int32_t ServerCore::admit_embeddings(const EmbeddingsRequest& r, const ServedModel& served) {
   const std::string& id = served.id;
-  check_model_name(r.model, id);
   if (served.engine.n_labels > 0) {
     throw ApiError(400,
                    "the model '" + id + "' is a cross-encoder (a sequence classifier of " +
@@ -365,7 +370,7 @@ RouteResult ServerCore::embeddings(const HttpRequest& req) {
   const auto slots = static_cast<int32_t>(
       std::min<size_t>(r.size(), static_cast<size_t>(std::max(1, options_.limits.embedding_parallel))));
   admit_requests(slots, 1);
-  return RouteResult{.async = make_embeddings_reply(*this, std::move(r), id, slots)};
+  return slots;
 }
 
 RouteResult ServerCore::score(const HttpRequest& req, bool rerank) {
@@ -483,6 +488,7 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       if (path == "/classify") return classify(req);
       return score(req, path != "/score");
     }
+    if (path.starts_with("/api/")) return ollama(req, path);
     if (path.substr(0, 4) == "/v1/") {
       if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");

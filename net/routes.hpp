@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "net/admission.hpp"
+#include "net/embeddings_request.hpp"
 #include "net/engine_client.hpp"
 #include "net/generation.hpp"
 #include "net/http_types.hpp"
@@ -85,6 +86,11 @@ class ServerCore {
   bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
   RouteResult embeddings(const HttpRequest& req);
+  // Refuses a classifier and admits an embeddings batch: the admission
+  // slots it takes (its inputs take turns in them).
+  int32_t admit_embeddings(const EmbeddingsRequest& r, const ServedModel& served);
+  // Ollama's /api/ routes (ollama_routes.cpp), their errors in its shape.
+  RouteResult ollama(const HttpRequest& req, std::string_view path);
   // POST /v1/rerank (rerank) and /v1/score (score_reply.hpp).
   RouteResult score(const HttpRequest& req, bool rerank);
   // POST /v1/classify (classify_reply.hpp).

@@ -1,7 +1,8 @@
 // libFuzzer target for the HTTP request parsers (net/request_parser.cpp,
-// net/embeddings_request.cpp, net/score_request.cpp): any bytes as a
-// /v1/completions, a /v1/chat/completions, a /tokenize, a /detokenize, a
-// /v1/embeddings, a /v1/rerank and a /v1/score body. The
+// net/embeddings_request.cpp, net/score_request.cpp, net/ollama_request.cpp):
+// any bytes as a /v1/completions, a /v1/chat/completions, a /tokenize, a
+// /detokenize, a /v1/embeddings, a /v1/rerank, a /v1/score, an /api/embed
+// and an /api/embeddings body. The
 // parser must either return a request within the limits or throw ApiError
 // (a 400 with a JSON body); anything else (a crash, a sanitizer report,
 // another exception) is a bug. Built and run by run_fuzzers.py.
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "net/embeddings_request.hpp"
+#include "net/ollama_request.hpp"
 #include "net/score_request.hpp"
 #include "tests/fuzz/request_limits_check.hpp"
 
@@ -46,6 +48,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& ids : r.token_lists) check(!ids.empty());
   } catch (const troupe::net::ApiError& e) {
     check_error(e);
+  }
+  for (const bool legacy : {false, true}) {
+    try {
+      constexpr int32_t kMaxInputs = 16;
+      const troupe::net::EmbeddingsRequest r = troupe::net::parse_ollama_embed(text, legacy, kMaxInputs);
+      // A model always; the legacy route's one prompt; /api/embed normalized.
+      check(!r.model.empty() && r.texts.empty() != r.token_lists.empty() && r.size() <= kMaxInputs);
+      check(!legacy || (r.texts.size() == 1 && r.normalize == -1 && r.truncate == 0));
+      check(legacy || (r.normalize == 1 && (r.truncate == -1 || r.truncate == 0)));
+    } catch (const troupe::net::ApiError& e) {
+      check_error(e);
+    }
   }
   for (const bool rerank : {true, false}) {
     try {
