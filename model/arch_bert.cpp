@@ -54,10 +54,60 @@ void read_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
   check_config(cfg, c);
 }
 
-// The encoder's tensors under `p` ("", "bert.", "roberta."); positions
-// start pos_offset rows into the table.
-void load_encoder(const HfConfig& cfg, HfWeights& src, const std::string& p, int64_t pos_offset, ModelConfig& c,
-                  ModelWeights& w) {
+// Where a post-LN encoder layer's tensors are, each a .weight and a .bias
+// under "<p><layers><il>.": BERT's names and DistilBERT's.
+struct LayerNames {
+  const char* layers;
+  const char* q;
+  const char* k;
+  const char* v;
+  const char* o;
+  const char* attn_norm;
+  const char* up;
+  const char* down;
+  const char* ffn_norm;
+};
+constexpr LayerNames kBertLayers{"encoder.layer.",       "attention.self.query",   "attention.self.key",
+                                 "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+                                 "intermediate.dense",   "output.dense",           "output.LayerNorm"};
+constexpr LayerNames kDistilBertLayers{"transformer.layer.", "attention.q_lin",   "attention.k_lin",
+                                       "attention.v_lin",    "attention.out_lin", "sa_layer_norm",
+                                       "ffn.lin1",           "ffn.lin2",          "output_layer_norm"};
+
+void load_layers(HfWeights& src, const std::string& p, const LayerNames& n, const ModelConfig& c, ModelWeights& w) {
+  const int64_t e = c.n_embd;
+  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string b = p + n.layers + std::to_string(il) + ".";
+    auto weight = [&](const char* name, int64_t n_in, int64_t n_out) {
+      return src.matrix(b + name + ".weight", n_in, n_out);
+    };
+    auto bias = [&](const char* name, int64_t size) { return src.vector(b + name + ".bias", size); };
+    LayerWeights& l = w.layers[static_cast<size_t>(il)];
+    l.wq = weight(n.q, e, e);
+    l.bq = bias(n.q, e);
+    l.wk = weight(n.k, e, e);
+    l.bk = bias(n.k, e);
+    l.wv = weight(n.v, e, e);
+    l.bv = bias(n.v, e);
+    l.wo = weight(n.o, e, e);
+    l.bo = bias(n.o, e);
+    l.attn_norm = src.vector(b + n.attn_norm + ".weight", e);
+    l.attn_norm_b = bias(n.attn_norm, e);
+    l.w_up = weight(n.up, e, c.n_ff);
+    l.b_up = bias(n.up, c.n_ff);
+    l.w_down = weight(n.down, c.n_ff, e);
+    l.b_down = bias(n.down, e);
+    l.ffn_norm = src.vector(b + n.ffn_norm + ".weight", e);
+    l.ffn_norm_b = bias(n.ffn_norm, e);
+  }
+}
+
+// The encoder's tensors under `p` ("", "bert.", "roberta.", "distilbert."),
+// its layers' as `names` says; positions start pos_offset rows into the
+// table; a token-type table where the config has token types.
+void load_encoder(const HfConfig& cfg, HfWeights& src, const std::string& p, int64_t pos_offset,
+                  const LayerNames& names, ModelConfig& c, ModelWeights& w) {
   const int64_t e = c.n_embd;
   w.tok_embd = src.matrix(p + "embeddings.word_embeddings.weight", e, c.n_vocab);
   w.pos_embd = src.matrix(p + "embeddings.position_embeddings.weight", e, c.n_ctx_train);
@@ -67,30 +117,12 @@ void load_encoder(const HfConfig& cfg, HfWeights& src, const std::string& p, int
     w.pos_embd.n_out -= pos_offset;
     c.n_ctx_train -= pos_offset;
   }
-  w.type_embd = src.vector_rows(p + "embeddings.token_type_embeddings.weight", c.n_token_types, e);
+  if (c.n_token_types > 0) {
+    w.type_embd = src.vector_rows(p + "embeddings.token_type_embeddings.weight", c.n_token_types, e);
+  }
   w.embd_norm = src.vector(p + "embeddings.LayerNorm.weight", e);
   w.embd_norm_b = src.vector(p + "embeddings.LayerNorm.bias", e);
-  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string b = p + "encoder.layer." + std::to_string(il) + ".";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.wq = src.matrix(b + "attention.self.query.weight", e, e);
-    l.bq = src.vector(b + "attention.self.query.bias", e);
-    l.wk = src.matrix(b + "attention.self.key.weight", e, e);
-    l.bk = src.vector(b + "attention.self.key.bias", e);
-    l.wv = src.matrix(b + "attention.self.value.weight", e, e);
-    l.bv = src.vector(b + "attention.self.value.bias", e);
-    l.wo = src.matrix(b + "attention.output.dense.weight", e, e);
-    l.bo = src.vector(b + "attention.output.dense.bias", e);
-    l.attn_norm = src.vector(b + "attention.output.LayerNorm.weight", e);
-    l.attn_norm_b = src.vector(b + "attention.output.LayerNorm.bias", e);
-    l.w_up = src.matrix(b + "intermediate.dense.weight", e, c.n_ff);
-    l.b_up = src.vector(b + "intermediate.dense.bias", c.n_ff);
-    l.w_down = src.matrix(b + "output.dense.weight", c.n_ff, e);
-    l.b_down = src.vector(b + "output.dense.bias", e);
-    l.ffn_norm = src.vector(b + "output.LayerNorm.weight", e);
-    l.ffn_norm_b = src.vector(b + "output.LayerNorm.bias", e);
-  }
+  load_layers(src, p, names, c, w);
 }
 
 // The classifier's dense (+ tanh) and its projection to the labels.
@@ -107,7 +139,7 @@ void load_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights
   // sentence-transformers saves BertModel's tensors bare ("embeddings.",
   // "encoder."); checkpoints of the task classes nest them under "bert.".
   const std::string p = src.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
-  load_encoder(cfg, src, p, 0, c, w);
+  load_encoder(cfg, src, p, 0, kBertLayers, c, w);
   if (names_sequence_classifier(cfg)) {
     read_hf_labels(cfg, c);
     load_head(src, "bert.pooler.dense", "classifier", c, w);
@@ -122,7 +154,7 @@ void load_roberta(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeig
   const int64_t pad = cfg.get_int("pad_token_id", 1);
   if (pad < 0) cfg.fail(Errc::bad_format, "pad_token_id must not be negative");
   const std::string p = src.has("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
-  load_encoder(cfg, src, p, pad + 1, c, w);
+  load_encoder(cfg, src, p, pad + 1, kBertLayers, c, w);
   if (names_sequence_classifier(cfg)) {
     read_hf_labels(cfg, c);
     load_head(src, "classifier.dense", "classifier.out_proj", c, w);
@@ -166,33 +198,8 @@ void read_distilbert_config(const HfConfig& cfg, ModelConfig& c) {
 // like learned ones, so both read the same.
 void load_distilbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   read_distilbert_config(cfg, c);
-  const int64_t e = c.n_embd;
   const std::string p = src.has("distilbert.embeddings.word_embeddings.weight") ? "distilbert." : "";
-  w.tok_embd = src.matrix(p + "embeddings.word_embeddings.weight", e, c.n_vocab);
-  w.pos_embd = src.matrix(p + "embeddings.position_embeddings.weight", e, c.n_ctx_train);
-  w.embd_norm = src.vector(p + "embeddings.LayerNorm.weight", e);
-  w.embd_norm_b = src.vector(p + "embeddings.LayerNorm.bias", e);
-  w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const std::string b = p + "transformer.layer." + std::to_string(il) + ".";
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.wq = src.matrix(b + "attention.q_lin.weight", e, e);
-    l.bq = src.vector(b + "attention.q_lin.bias", e);
-    l.wk = src.matrix(b + "attention.k_lin.weight", e, e);
-    l.bk = src.vector(b + "attention.k_lin.bias", e);
-    l.wv = src.matrix(b + "attention.v_lin.weight", e, e);
-    l.bv = src.vector(b + "attention.v_lin.bias", e);
-    l.wo = src.matrix(b + "attention.out_lin.weight", e, e);
-    l.bo = src.vector(b + "attention.out_lin.bias", e);
-    l.attn_norm = src.vector(b + "sa_layer_norm.weight", e);
-    l.attn_norm_b = src.vector(b + "sa_layer_norm.bias", e);
-    l.w_up = src.matrix(b + "ffn.lin1.weight", e, c.n_ff);
-    l.b_up = src.vector(b + "ffn.lin1.bias", c.n_ff);
-    l.w_down = src.matrix(b + "ffn.lin2.weight", c.n_ff, e);
-    l.b_down = src.vector(b + "ffn.lin2.bias", e);
-    l.ffn_norm = src.vector(b + "output_layer_norm.weight", e);
-    l.ffn_norm_b = src.vector(b + "output_layer_norm.bias", e);
-  }
+  load_encoder(cfg, src, p, 0, kDistilBertLayers, c, w);
   if (names_sequence_classifier(cfg)) {
     read_hf_labels(cfg, c);
     load_head(src, "pre_classifier", "classifier", c, w);

@@ -16,16 +16,8 @@ namespace {
 
 void read_config(const HfConfig& cfg, ModelConfig& c) {
   c.arch = "gpt2";
-  c.n_vocab = cfg.get_int("vocab_size");
-  c.n_embd = cfg.get_int("n_embd");
-  c.n_layer = cfg.get_int("n_layer");
-  c.n_head = cfg.get_int("n_head");
-  c.n_head_kv = c.n_head;
-  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) cfg.fail(Errc::bad_format, "n_embd is not a multiple of n_head");
-  c.head_dim = c.n_embd / c.n_head;
-  c.n_ff = cfg.get_int("n_inner", 4 * c.n_embd);  // null: 4 * n_embd
+  read_gpt2_sizes(cfg, c);
   c.n_ctx_train = cfg.get_int("n_positions");
-  c.norm_eps = static_cast<float>(cfg.get_float("layer_norm_epsilon", 1e-5));
   c.n_rot = 0;  // positions are learned, not rotated
   c.tied_output = cfg.get_bool("tie_word_embeddings", true);
   // gelu_new and gelu_pytorch_tanh are the same tanh approximation.

@@ -27,19 +27,11 @@ namespace {
 // nomic's config.json: what its remote code would compute differently from
 // the network above is refused by the key that says so.
 void read_nomic_spelling(const HfConfig& cfg, ModelConfig& c) {
-  c.n_vocab = cfg.get_int("vocab_size");
-  c.n_embd = cfg.get_int("n_embd");
-  c.n_layer = cfg.get_int("n_layer");
-  c.n_head = cfg.get_int("n_head");
-  c.n_head_kv = c.n_head;
-  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) cfg.fail(Errc::bad_format, "n_embd is not a multiple of n_head");
-  c.head_dim = c.n_embd / c.n_head;
-  c.n_ff = cfg.get_int("n_inner", 4 * c.n_embd);  // GPT-2's default
+  read_gpt2_sizes(cfg, c);
   // v1 and v1.5 say n_positions 8192 but are trained for 2048 (llama.cpp
   // serves 2048 too); past it their remote code would scale RoPE.
   c.n_ctx_train = cfg.get_int("max_trained_positions", cfg.get_int("n_positions", 2048));
   if (c.n_ctx_train <= 0) cfg.fail(Errc::bad_format, "max_trained_positions must be positive");
-  c.norm_eps = static_cast<float>(cfg.get_float("layer_norm_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(cfg.get_float("rotary_emb_base", 10000.0));
   if (!(c.rope_theta > 0.0f)) cfg.fail(Errc::bad_format, "rotary_emb_base must be positive");
   c.n_rot = c.head_dim;

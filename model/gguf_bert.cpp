@@ -57,9 +57,16 @@ void GgufModel::finish_encoder(const ModelLoadOptions& options) {
   vocab_ = vocab_from_gguf(file_);
 }
 
-void GgufModel::bind_token_types() {
+std::optional<uint32_t> GgufModel::bind_encoder_embeddings(const std::string& p) {
   ModelConfig& c = config_;
+  ModelWeights& w = weights_;
+  const std::optional<uint32_t> pooling = file_.find_u32(p + "pooling_type");
+  if (pooling && *pooling != kRankPooling) c.embedding.pooling = gguf_pooling(*pooling, file_.path());
+  const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
+  if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
+  c.n_vocab = embd.shape[1];
   const int64_t e = c.n_embd;
+  w.tok_embd = matrix("token_embd.weight", e, c.n_vocab);
   // {n_embd, n_types}: BERT's segments (a pair's second text is type 1).
   const gguf::TensorInfo& types = file_.tensor("token_types.weight");
   if (types.shape.size() != 2 || types.shape[0] != e || types.shape[1] < 1) {
@@ -69,7 +76,10 @@ void GgufModel::bind_token_types() {
     fail("tensor 'token_types.weight' is " + std::string(dtype_name(types.type)) + ", expected f32, f16 or bf16");
   }
   c.n_token_types = static_cast<int32_t>(types.shape[1]);
-  weights_.type_embd = store_f32(store_, types.type, types.data, e * c.n_token_types);
+  w.type_embd = store_f32(store_, types.type, types.data, e * c.n_token_types);
+  w.embd_norm = vector("token_embd_norm.weight", e);
+  w.embd_norm_b = vector("token_embd_norm.bias", e);
+  return pooling;
 }
 
 void GgufModel::bind_bert(const ModelLoadOptions& options) {
@@ -83,20 +93,10 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
   c.gelu_erf = true;
   // A BERT file without pooling_type is still an encoder: the pipeline pools
   // its CLS token unless told otherwise (pipeline_embedding).
-  const std::optional<uint32_t> pooling = file_.find_u32(p + "pooling_type");
-  constexpr uint32_t kRank = 4;  // llama.cpp's LLAMA_POOLING_TYPE_RANK
-  if (pooling && *pooling != kRank) c.embedding.pooling = gguf_pooling(*pooling, file_.path());
-
-  const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
-  if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
-  c.n_vocab = embd.shape[1];
+  const std::optional<uint32_t> pooling = bind_encoder_embeddings(p);
   const int64_t e = c.n_embd;
   ModelWeights& w = weights_;
-  w.tok_embd = matrix("token_embd.weight", e, c.n_vocab);
   w.pos_embd = matrix("position_embd.weight", e, c.n_ctx_train);
-  bind_token_types();
-  w.embd_norm = vector("token_embd_norm.weight", e);
-  w.embd_norm_b = vector("token_embd_norm.bias", e);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
@@ -119,7 +119,7 @@ void GgufModel::bind_bert(const ModelLoadOptions& options) {
     l.ffn_norm_b = vector(b + "layer_output_norm.bias", e);
   }
 
-  bind_bert_classifier(pooling.has_value() && *pooling == kRank);
+  bind_bert_classifier(pooling.has_value() && *pooling == kRankPooling);
   finish_encoder(options);
   // WordPiece (BERT), byte-level BPE (RoBERTa) or SentencePiece Unigram
   // (XLM-RoBERTa), the last two converted as "bert" with their position

@@ -203,9 +203,8 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   // Embedding models (llama.cpp's converter writes what sentence-transformers
   // declares); vectors L2-normalized, as llama.cpp's embeddings are by default.
   // Rank pooling: a reranker, whose classifier is bound below.
-  constexpr uint32_t kRank = 4;  // llama.cpp's LLAMA_POOLING_TYPE_RANK
   const std::optional<uint32_t> pooling_type = file_.find_u32(p + "pooling_type");
-  if (pooling_type && *pooling_type != kRank) {
+  if (pooling_type && *pooling_type != kRankPooling) {
     c.embedding.pooling = gguf_pooling(*pooling_type, file_.path());
     check_model_pooling(c.embedding.pooling, c.causal, file_.path());
   }
@@ -480,7 +479,7 @@ void GgufModel::bind(const ModelLoadOptions& options) {
   }
 
   if (a.name == "apertus") read_xielu();
-  if (pooling_type && *pooling_type == kRank) bind_causal_classifier(p);
+  if (pooling_type && *pooling_type == kRankPooling) bind_causal_classifier(p);
   if (!options.classifier_from_token.empty()) {
     const std::vector<std::string>* tokens = file_.find_string_array("tokenizer.ggml.tokens");
     std::vector<int32_t> ids;

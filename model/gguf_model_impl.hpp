@@ -42,6 +42,9 @@ struct GgufArch {
   std::string_view runs_as = {};
 };
 
+// llama.cpp's LLAMA_POOLING_TYPE_RANK: a classifier's (cls.output's) pooling.
+inline constexpr uint32_t kRankPooling = 4;
+
 // Throws Error(unsupported) naming the file, the name and the supported ones.
 const GgufArch& gguf_arch(const std::string& path, const std::string& name);
 
@@ -57,8 +60,11 @@ class GgufModel final : public Model {
   void bind_modernbert(const ModelLoadOptions& options);
   // A "nomic-bert" file (gguf_nomic_bert.cpp): NomicBERT.
   void bind_nomic_bert(const ModelLoadOptions& options);
-  // An encoder's token-type table ({n_embd, n_types} token_types.weight), as f32.
-  void bind_token_types();
+  // A BERT-like encoder's input as llama.cpp writes it (gguf_bert.cpp):
+  // token_embd (its rows the vocabulary), token_types as f32,
+  // token_embd_norm with its bias, and <p>pooling_type where it is not
+  // rank; returns the file's pooling_type (rank: a classifier's).
+  std::optional<uint32_t> bind_encoder_embeddings(const std::string& p);
   // An encoder's sizes under `p` ("bert.", "modern-bert.") and what
   // follows its tensors (refused causal-reranker options, the weight
   // bytes, --quantize, the vocabulary) (gguf_bert.cpp).

@@ -12,7 +12,6 @@
 #include "model/gguf_model_impl.hpp"
 #include "model/gguf_vocab.hpp"
 #include "model/model_loaders.hpp"
-#include "model/pooling.hpp"
 
 namespace troupe::gguf_load {
 
@@ -25,19 +24,9 @@ void GgufModel::bind_nomic_bert(const ModelLoadOptions& options) {
   c.rope_layout = kernels::RopeLayout::neox;
   c.rope_theta = file_.get_f32(p + "rope.freq_base");
   if (!(c.rope_theta > 0.0f)) fail("rope.freq_base must be positive");
-  const std::optional<uint32_t> pooling = file_.find_u32(p + "pooling_type");
-  constexpr uint32_t kRank = 4;  // llama.cpp's LLAMA_POOLING_TYPE_RANK
-  if (pooling && *pooling != kRank) c.embedding.pooling = gguf_pooling(*pooling, file_.path());
-
-  const gguf::TensorInfo& embd = file_.tensor("token_embd.weight");
-  if (embd.shape.size() != 2) fail("tensor 'token_embd.weight' must have 2 dimensions");
-  c.n_vocab = embd.shape[1];
+  const std::optional<uint32_t> pooling = bind_encoder_embeddings(p);
   const int64_t e = c.n_embd;
   ModelWeights& w = weights_;
-  w.tok_embd = matrix("token_embd.weight", e, c.n_vocab);
-  bind_token_types();
-  w.embd_norm = vector("token_embd_norm.weight", e);
-  w.embd_norm_b = vector("token_embd_norm.bias", e);
   w.layers.assign(static_cast<size_t>(c.n_layer), LayerWeights{});
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
@@ -58,7 +47,7 @@ void GgufModel::bind_nomic_bert(const ModelLoadOptions& options) {
       if (file_.find_tensor(b + bias) != nullptr) fail("tensor '" + b + bias + "': biases are not supported");
     }
   }
-  bind_bert_classifier(pooling.has_value() && *pooling == kRank);
+  bind_bert_classifier(pooling.has_value() && *pooling == kRankPooling);
   finish_encoder(options);
   if (vocab_.model != "bert" && vocab_.model != "t5") {
     fail("tokenizer.ggml.model '" + vocab_.model +

@@ -93,6 +93,18 @@ void read_encoder_sizes(const HfConfig& cfg, ModelConfig& c) {
   c.tied_output = false;
 }
 
+void read_gpt2_sizes(const HfConfig& cfg, ModelConfig& c) {
+  c.n_vocab = cfg.get_int("vocab_size");
+  c.n_embd = cfg.get_int("n_embd");
+  c.n_layer = cfg.get_int("n_layer");
+  c.n_head = cfg.get_int("n_head");
+  c.n_head_kv = c.n_head;
+  if (c.n_head <= 0 || c.n_embd % c.n_head != 0) cfg.fail(Errc::bad_format, "n_embd is not a multiple of n_head");
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_ff = cfg.get_int("n_inner", 4 * c.n_embd);  // null: 4 * n_embd
+  c.norm_eps = static_cast<float>(cfg.get_float("layer_norm_epsilon", 1e-5));
+}
+
 void check_config(const HfConfig& cfg, const ModelConfig& c) {
   if (c.n_vocab <= 0 || c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.n_ff <= 0 ||
       c.head_dim <= 0) {

@@ -88,6 +88,10 @@ void read_deepseek_moe_config(const HfConfig& cfg, ModelConfig& c, ModelConfig::
 // Throws Error(bad_format) for heads that do not tile the width or no
 // positions.
 void read_encoder_sizes(const HfConfig& cfg, ModelConfig& c);
+// GPT-2's spelling of the sizes (GPT-2, and nomic's NomicBERT configs):
+// vocab_size, n_embd, n_layer, n_head (as many kv heads), n_inner (null:
+// 4 n_embd), layer_norm_epsilon (1e-5). The context is the caller's.
+void read_gpt2_sizes(const HfConfig& cfg, ModelConfig& c);
 
 // Shape checks shared by every loader: sizes positive, heads divide evenly.
 void check_config(const HfConfig& cfg, const ModelConfig& c);

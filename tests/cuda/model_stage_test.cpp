@@ -376,6 +376,47 @@ TEST(CudaModelStage, EmbeddingModelsMatchSentenceTransformers) {
   }
 }
 
+// A fixture directory's model and reference.json, and a GPU stage over its
+// f32 weights whose last stage returns rows (an encoder's, or its head's
+// scores): the classifier tests' setup.
+struct FixtureOnGpu {
+  static CudaBackendOptions f32_options() {
+    CudaBackendOptions o = test::small_options();
+    o.f32_weights = WeightPrecision::f32;
+    return o;
+  }
+  static nlohmann::json read_reference(const std::string& dir) {
+    std::ifstream in(dir + "/reference.json");
+    EXPECT_TRUE(in) << dir;
+    return nlohmann::json::parse(in);
+  }
+  explicit FixtureOnGpu(const std::string& name)
+      : dir(std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name),
+        ref(read_reference(dir)),
+        model(Model::load(dir)),
+        gpu(f32_options()),
+        stage(model, gpu,
+              {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true}) {}
+
+  std::string dir;
+  nlohmann::json ref;
+  std::shared_ptr<const Model> model;
+  CudaBackend gpu;
+  ModelStage stage;
+};
+
+// One whole prompt of one sequence: its rows ([n_rows, output width]).
+std::vector<float> run_prompt(ModelStage& stage, const std::vector<int32_t>& ids, int32_t n_rows,
+                              int32_t type1_from = -1) {
+  const auto n = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
+  std::iota(table.begin(), table.end(), 0);
+  const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = n_rows, .type1_from = type1_from};
+  std::vector<float> rows(static_cast<size_t>(n_rows * stage.output_width()));
+  stage.forward({.tokens = ids, .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
+  return rows;
+}
+
 // Cross-encoders on the device: BERT's token types (type 1 from the
 // document on, gathered from the type table), RoBERTa's offset positions,
 // the classifier head (dense, tanh, projection) over the last stage's rows;
@@ -384,33 +425,18 @@ TEST(CudaModelStage, RerankersMatchCrossEncoder) {
   TROUPE_REQUIRE_GPU();
   for (const std::string name : {"bert_reranker", "roberta_reranker", "xlm_roberta_reranker"}) {
     SCOPED_TRACE(name);
-    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
-    std::ifstream in(dir + "/reference.json");
-    ASSERT_TRUE(in);
-    const auto ref = nlohmann::json::parse(in);
-    auto model = Model::load(dir);
-    const ModelConfig& c = model->config();
-    ASSERT_EQ(c.n_labels, 1);
-    CudaBackendOptions options = test::small_options();
-    options.f32_weights = WeightPrecision::f32;
-    CudaBackend gpu(options);
-    ModelStage stage(
-        model, gpu,
-        {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
-    ASSERT_EQ(stage.output_width(), 1);
-    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
-    const auto types = ref["token_type_ids"].get<std::vector<std::vector<int32_t>>>();
+    FixtureOnGpu f(name);
+    ASSERT_EQ(f.model->config().n_labels, 1);
+    ASSERT_EQ(f.stage.output_width(), 1);
+    const auto ids = f.ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    const auto types = f.ref["token_type_ids"].get<std::vector<std::vector<int32_t>>>();
     for (size_t t = 0; t < ids.size(); ++t) {
-      const auto n = static_cast<int32_t>(ids[t].size());
       const auto first_type1 = std::find(types[t].begin(), types[t].end(), 1);
       const int32_t type1_from =
           first_type1 == types[t].end() ? -1 : static_cast<int32_t>(first_type1 - types[t].begin());
-      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
-      std::iota(table.begin(), table.end(), 0);
-      const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = n, .type1_from = type1_from};
-      std::vector<float> rows(static_cast<size_t>(n));
-      stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
-      EXPECT_NEAR(rows[0], ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
+      const auto n = static_cast<int32_t>(ids[t].size());
+      EXPECT_NEAR(run_prompt(f.stage, ids[t], n, type1_from)[0], f.ref["logits"][t].get<float>(), 1e-4f)
+          << "pair " << t;
     }
   }
 }
@@ -422,29 +448,15 @@ TEST(CudaModelStage, ClassifiersMatchTransformers) {
   TROUPE_REQUIRE_GPU();
   for (const std::string name : {"bert_classifier", "nomic_bert_classifier", "distilbert_classifier"}) {
     SCOPED_TRACE(name);
-    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
-    std::ifstream in(dir + "/reference.json");
-    ASSERT_TRUE(in);
-    const auto ref = nlohmann::json::parse(in);
-    auto model = Model::load(dir);
-    const ModelConfig& c = model->config();
-    CudaBackendOptions options = test::small_options();
-    options.f32_weights = WeightPrecision::f32;
-    CudaBackend gpu(options);
-    ModelStage stage(
-        model, gpu,
-        {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
-    ASSERT_EQ(stage.output_width(), c.n_labels);
-    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    FixtureOnGpu f(name);
+    const int32_t n_labels = f.model->config().n_labels;
+    ASSERT_EQ(f.stage.output_width(), n_labels);
+    const auto ids = f.ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
     for (size_t t = 0; t < ids.size(); ++t) {
-      const auto n = static_cast<int32_t>(ids[t].size());
-      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
-      std::iota(table.begin(), table.end(), 0);
-      const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = n};
-      std::vector<float> rows(static_cast<size_t>(n * c.n_labels));
-      stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, rows.data());
-      for (int32_t l = 0; l < c.n_labels; ++l) {
-        EXPECT_NEAR(rows[static_cast<size_t>(l)], ref["logits"][t][l].get<float>(), 1e-4f) << "text " << t;
+      // The [CLS] row's logits come first.
+      const std::vector<float> rows = run_prompt(f.stage, ids[t], static_cast<int32_t>(ids[t].size()));
+      for (int32_t l = 0; l < n_labels; ++l) {
+        EXPECT_NEAR(rows[static_cast<size_t>(l)], f.ref["logits"][t][l].get<float>(), 1e-4f) << "text " << t;
       }
     }
   }
@@ -471,27 +483,11 @@ TEST(CudaModelStage, CausalRerankersMatchTransformers) {
   TROUPE_REQUIRE_GPU();
   for (const std::string name : {"qwen3_reranker", "qwen3_reranker_seq_cls"}) {
     SCOPED_TRACE(name);
-    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name;
-    std::ifstream in(dir + "/reference.json");
-    ASSERT_TRUE(in);
-    const auto ref = nlohmann::json::parse(in);
-    auto model = Model::load(dir);
-    ASSERT_EQ(model->config().n_labels, 1);
-    CudaBackendOptions options = test::small_options();
-    options.f32_weights = WeightPrecision::f32;
-    CudaBackend gpu(options);
-    ModelStage stage(
-        model, gpu,
-        {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 16, .kv_block_size = 16, .embedding_output = true});
-    const auto ids = ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
+    FixtureOnGpu f(name);
+    ASSERT_EQ(f.model->config().n_labels, 1);
+    const auto ids = f.ref["token_ids"].get<std::vector<std::vector<int32_t>>>();
     for (size_t t = 0; t < ids.size(); ++t) {
-      const auto n = static_cast<int32_t>(ids[t].size());
-      std::vector<int32_t> table(static_cast<size_t>((n + 15) / 16));
-      std::iota(table.begin(), table.end(), 0);
-      const BatchSeq seq{.n_tokens = n, .n_past = 0, .block_table = table, .n_logits = 1};
-      float score = 0.0f;
-      stage.forward({.tokens = ids[t], .seqs = std::span<const BatchSeq>(&seq, 1)}, nullptr, &score);
-      EXPECT_NEAR(score, ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
+      EXPECT_NEAR(run_prompt(f.stage, ids[t], 1)[0], f.ref["logits"][t].get<float>(), 1e-4f) << "pair " << t;
     }
   }
 }
