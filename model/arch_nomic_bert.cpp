@@ -37,8 +37,9 @@ void read_nomic_spelling(const HfConfig& cfg, ModelConfig& c) {
   c.n_rot = c.head_dim;
 
   const std::string act = cfg.get_string("activation_function", "swiglu");
-  if (act != "swiglu")
+  if (act != "swiglu") {
     cfg.fail(Errc::unsupported, "activation_function '" + act + "' is not supported; supported: swiglu");
+  }
   if (cfg.get_int("moe_every_n_layers", 0) != 0) {
     cfg.fail(Errc::unsupported, "moe_every_n_layers (nomic-embed-text-v2-moe's experts) is not supported");
   }
