@@ -63,7 +63,13 @@ std::string ollama_tags_body(const ServedModel& served) {
 std::string ollama_version_body() { return R"({"version":")" TROUPE_VERSION R"("})"; }
 
 HttpReply ollama_error_reply(HttpReply openai, const ApiError& e) {
-  openai.body = R"({"error":)" + json_quoted(e.what()) + "}";
+  // The engine's advice names the OpenAI-side field; Ollama's is "truncate".
+  std::string message = e.what();
+  constexpr std::string_view kOpenAi = "truncate_prompt_tokens";
+  if (const size_t at = message.find(kOpenAi); at != std::string::npos) {
+    message.replace(at, kOpenAi.size(), "\"truncate\": true");
+  }
+  openai.body = R"({"error":)" + json_quoted(message) + "}";
   return openai;
 }
 

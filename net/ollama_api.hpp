@@ -32,7 +32,8 @@ std::string ollama_version_body();
 
 // The reply of an error in Ollama's shape: {"error": "message"}, the
 // status kept (`openai` is the same error as ServerCore::error_reply wrote
-// and counted it).
+// and counted it); advice naming truncate_prompt_tokens names Ollama's
+// "truncate" instead.
 HttpReply ollama_error_reply(HttpReply openai, const ApiError& e);
 
 }  // namespace troupe::net

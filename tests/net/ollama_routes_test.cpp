@@ -125,6 +125,9 @@ TEST_F(OllamaRoutes, TruncatesToTheContextUnlessTold) {
   const std::string why =
       error_of(post("/api/embed", json{{"model", id()}, {"input", text}, {"truncate", false}}), 400);
   EXPECT_NE(why.find("context holds 128"), std::string::npos) << why;
+  // The advice names Ollama's field, not the OpenAI-side one.
+  EXPECT_NE(why.find("(\"truncate\": true keeps the first ones"), std::string::npos) << why;
+  EXPECT_EQ(why.find("truncate_prompt_tokens"), std::string::npos) << why;
 }
 
 TEST_F(OllamaRoutes, ListsTheModelAndTheVersion) {
