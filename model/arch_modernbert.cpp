@@ -131,11 +131,13 @@ void load_modernbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
   layer_norm(src, p + "final_norm", norm_bias, e, w.output_norm, w.output_norm_b);
 
   if (!names_sequence_classifier(cfg)) return;
+  // The [CLS] row, or the mean of every row (ModernBERT-base's own
+  // config says mean, and its fine-tunes keep it).
   const std::string pooling = cfg.get_string("classifier_pooling", "cls");
-  if (pooling != "cls") {
-    // The head is not linear: it cannot run on every row and be averaged.
-    cfg.fail(Errc::unsupported, "classifier_pooling '" + pooling + "' is not supported; supported: cls");
+  if (pooling != "cls" && pooling != "mean") {
+    cfg.fail(Errc::unsupported, "classifier_pooling '" + pooling + "' is not supported; supported: cls, mean");
   }
+  c.cls_pool_mean = pooling == "mean";
   check_gelu(cfg, "classifier_activation");
   read_hf_labels(cfg, c);
   c.cls_act = ModelConfig::ClassifierAct::gelu_norm;

@@ -82,7 +82,9 @@ void GgufModel::bind_modernbert(const ModelLoadOptions& options) {
   if (const gguf::TensorInfo* out = file_.find_tensor("cls.output.weight")) {
     constexpr uint32_t kCls = 2;  // llama.cpp's LLAMA_POOLING_TYPE_CLS
     if (file_.find_u32(p + "classifier.pooling_type").value_or(kCls) != kCls) {
-      fail("classifier.pooling_type other than cls (2) is not supported: the head is not linear");
+      // Mean pooling runs from the HF directory (classifier_pooling "mean");
+      // no GGUF of one has been checked against transformers here.
+      fail("classifier.pooling_type other than cls (2) is not supported in a GGUF; the HF directory runs it");
     }
     c.labels = classifier_labels(p, *out);
     c.n_labels = static_cast<int32_t>(c.labels.size());

@@ -67,6 +67,10 @@ struct ModelConfig {
   // (DistilBERT's pre_classifier).
   enum class ClassifierAct : uint8_t { tanh, gelu_norm, relu };
   ClassifierAct cls_act = ClassifierAct::tanh;
+  // The head reads the mean of a text's final-normed rows, not its [CLS]
+  // row (ModernBERT's classifier_pooling "mean"): the last stage needs the
+  // whole prompt in one step, as an encoder's always is.
+  bool cls_pool_mean = false;
   // A causal reranker's prompt for a (query, document) pair, {query} and
   // {document} standing for the texts (Qwen3-Reranker's; a GGUF's
   // tokenizer.chat_template.rerank); empty: the tokenizer's pair template.

@@ -545,8 +545,25 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   // each sequence), at most max_seqs rows at a time: the arena holds that
   // many, while a scored prompt chunk may ask for hundreds.
   rows_scratch_.clear();
+  const bool pool_mean = options_.embedding_output && c.n_labels > 0 && c.cls_pool_mean;
   row = 0;
   for (const BatchSeq& s : batch.seqs) {
+    if (pool_mean && s.n_logits > 0) {
+      // Every row of the prompt, final-normed, averaged into its first; the
+      // head then reads that row for each row asked of it.
+      if (s.n_past != 0 || s.n_logits != s.n_tokens) {
+        throw Error(Errc::invalid_argument,
+                    "a mean-pooled classifier's head needs every row of its prompt in one step (n_past 0, n_logits "
+                    "= n_tokens)");
+      }
+      float* first = x + static_cast<int64_t>(row) * c.n_embd;
+      arch_->output_norm(ctx, first, s.n_tokens);
+      for (int32_t j = 1; j < s.n_tokens; ++j) backend_.add(first, first + int64_t{j} * c.n_embd, c.n_embd);
+      backend_.scale(first, 1.0f / static_cast<float>(s.n_tokens), c.n_embd);
+      rows_scratch_.insert(rows_scratch_.end(), static_cast<size_t>(s.n_tokens), row);
+      row += s.n_tokens;
+      continue;
+    }
     row += s.n_tokens;
     for (int32_t j = s.n_logits; j > 0; --j) rows_scratch_.push_back(row - j);
   }
@@ -563,7 +580,7 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   for (int64_t r0 = 0; r0 < n_rows; r0 += group) {
     const int64_t n = std::min(group, n_rows - r0);
     backend_.gather_rows(last, x, rows_scratch_.data() + r0, n, c.n_embd);
-    arch_->output_norm(ctx, last, n);
+    if (!pool_mean) arch_->output_norm(ctx, last, n);  // the mean's rows were normed before it
     if (classify) {
       classifier_head(last, dense, logits, n);
     } else if (!options_.embedding_output) {

@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "kernels/cpu_backend.hpp"
+#include "model/batch.hpp"
 #include "model/model.hpp"
+#include "model/model_stage.hpp"
 #include "tests/model/edited_fixture.hpp"
 #include "tests/model/hf_reference_run.hpp"
 
@@ -65,10 +68,38 @@ TEST(ModernBert, OlderConfigSpellingReadsTheSame) {
   EXPECT_EQ(c.rope_local_theta, 10000.0f);
 }
 
+// classifier_pooling "mean": the head over the mean of every final-normed
+// row (ClassifierFixture checks the logits). A step that does not hold the
+// whole prompt, or asks for fewer rows, cannot make that mean: refused.
+TEST(ModernBert, MeanPooledHeadNeedsTheWholePrompt) {
+  auto model = Model::load(fixture_dir("modernbert_classifier_mean"));
+  EXPECT_TRUE(model->config().cls_pool_mean);
+  EXPECT_FALSE(Model::load(fixture_dir("modernbert_classifier"))->config().cls_pool_mean);
+  CpuBackend backend({.n_threads = 1});
+  ModelStage stage(model, backend, {.max_tokens = 16, .max_seqs = 2, .n_kv_blocks = 4, .embedding_output = true});
+  const std::vector<int32_t> ids{1, 5, 6, 7, 2};
+  const std::vector<int32_t> table{0};
+  std::vector<float> out(ids.size() * static_cast<size_t>(model->config().n_labels));
+  const BatchSeq one_row{.n_tokens = 5, .n_past = 0, .block_table = table, .n_logits = 1};
+  try {
+    stage.forward({.tokens = ids, .seqs = std::span<const BatchSeq>(&one_row, 1)}, nullptr, out.data());
+    FAIL() << "a mean over one row of five";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("every row of its prompt"), std::string::npos) << e.what();
+  }
+  // Every row asked for: each holds the head of the same mean.
+  const BatchSeq all{.n_tokens = 5, .n_past = 0, .block_table = table, .n_logits = 5};
+  stage.forward({.tokens = ids, .seqs = std::span<const BatchSeq>(&all, 1)}, nullptr, out.data());
+  const size_t n_labels = static_cast<size_t>(model->config().n_labels);
+  for (size_t r = 1; r < ids.size(); ++r) {
+    for (size_t l = 0; l < n_labels; ++l) EXPECT_EQ(out[r * n_labels + l], out[l]) << r;
+  }
+}
+
 TEST(ModernBert, RefusesWhatItDoesNotRun) {
   auto refusal = [](const std::function<void(Json&)>& edit) { return test::refusal("modernbert_classifier", edit); };
-  // Mean pooling before a non-linear head cannot run row by row.
-  EXPECT_NE(refusal([](Json& c) { c["classifier_pooling"] = "mean"; }).find("classifier_pooling 'mean'"),
+  EXPECT_NE(refusal([](Json& c) { c["classifier_pooling"] = "max"; }).find("classifier_pooling 'max'"),
             std::string::npos);
   EXPECT_NE(refusal([](Json& c) { c["hidden_activation"] = "relu"; }).find("hidden_activation 'relu'"),
             std::string::npos);

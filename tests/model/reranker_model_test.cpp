@@ -230,7 +230,7 @@ TEST_P(ClassifierFixture, LogitsAndLabelsMatchTransformers) {
 // LayerNorm) and DistilBERT's (pre_classifier, ReLU).
 INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierFixture,
                          ::testing::Values("bert_classifier", "modernbert_classifier", "nomic_bert_classifier",
-                                           "distilbert_classifier"));
+                                           "distilbert_classifier", "modernbert_classifier_mean"));
 
 TEST(Reranker, TokenTypeOneNeedsASecondRow) {
   auto model = Model::load(fixture_dir("roberta_reranker"));

@@ -261,7 +261,7 @@ TEST_P(ClassifierRoutes, ProbabilitiesAndLabelsAreTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierRoutes,
                          ::testing::Values("bert_classifier", "llama_classifier", "distilbert_classifier",
-                                           "nomic_bert_classifier"));
+                                           "nomic_bert_classifier", "modernbert_classifier_mean"));
 
 // A causal reranker (Qwen3-Reranker): each pair written into its prompt,
 // scored by sigmoid(logit("yes") - logit("no")), as its model card scores it.
