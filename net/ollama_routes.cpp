@@ -19,10 +19,6 @@ ApiError wrong_method(const HttpRequest& req, std::string_view path) {
   return ApiError(405, req.method + " is not allowed on " + std::string(path), {}, "method_not_allowed");
 }
 
-ApiError still_loading() {
-  return ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
-}
-
 }  // namespace
 
 RouteResult ServerCore::ollama(const HttpRequest& req, std::string_view path) {
@@ -44,12 +40,12 @@ RouteResult ServerCore::ollama(const HttpRequest& req, std::string_view path) {
     }
     if (path == "/api/tags") {
       if (!get) throw wrong_method(req, path);
-      if (!backend_.ready()) throw still_loading();
+      if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
       return {.reply = json_reply(200, ollama_tags_body(backend_.served_model()))};
     }
     if (embed) {
       if (!post) throw wrong_method(req, path);
-      if (!backend_.ready()) throw still_loading();
+      if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
       const bool legacy = path == "/api/embeddings";
       EmbeddingsRequest r = parse_ollama_embed(req.body, legacy, options_.limits.max_embedding_inputs);
       const ServedModel served = backend_.served_model();

@@ -40,13 +40,6 @@ uint64_t random_u64() {
   return rng()();
 }
 
-// 503 while loading, or while a stage is down (a failed GPU, a lost remote
-// worker): the reason says which.
-ApiError not_ready_error(const LoadState& s) {
-  if (s.loaded) return ApiError(503, "not serving now: " + s.stage, {}, "stage_unavailable").with_retry_after(2);
-  return ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
-}
-
 // A request's "model" must be the served id (where it may be left out, when
 // it names one).
 void check_model_name(const std::string& asked, const std::string& served, bool required = false) {
@@ -102,6 +95,11 @@ std::string percent_decode(std::string_view s) {
 }
 
 }  // namespace
+
+ApiError not_ready_error(const LoadState& s) {
+  if (s.loaded) return ApiError(503, "not serving now: " + s.stage, {}, "stage_unavailable").with_retry_after(2);
+  return ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
+}
 
 std::string new_response_id(std::string_view prefix) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

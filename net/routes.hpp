@@ -103,6 +103,10 @@ class ServerCore {
   JobRegistry jobs_;
 };
 
+// 503 while loading, or while a stage is down (a failed GPU, a lost remote
+// worker): the reason says which.
+ApiError not_ready_error(const LoadState& s);
+
 // The id of a new response ("cmpl-" / "chatcmpl-" and 24 random characters).
 std::string new_response_id(std::string_view prefix);
 
