@@ -22,6 +22,9 @@ struct ServedModel {
   std::string id;       // the name clients pass as "model"
   int64_t created = 0;  // unix time the server loaded it
   ModelInfo engine;     // the engine's facts (context length, vocab, KV bytes per token)
+  std::string architecture;  // ModelConfig::arch ("llama", "qwen3", "bert"); Ollama's model family
+  std::string digest;        // model_identity(): equal for two loads of the same file
+  std::string format;        // the file's kind: "gguf", "safetensors" (a Hugging Face folder), "llama2.c"
 };
 
 // Sizes of the engine's memory pools, for /metrics.

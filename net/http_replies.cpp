@@ -4,10 +4,9 @@
 // carries an error.
 #include "net/http_replies.hpp"
 
+#include "net/answer_stream.hpp"
 #include "net/api_error.hpp"
 #include "net/chat_answer.hpp"
-#include "net/harmony_answer.hpp"
-#include "net/reasoning_split.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
@@ -26,12 +25,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       outputs_[i].index = static_cast<int32_t>(i);
       const SamplingParams& s = spec_.choices[i].request.params.sampling;
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
-      if (spec_.answer.harmony) {
-        harmony_streams_.emplace_back(spec_.answer.tools ? spec_.answer.tools->names : std::vector<std::string>{});
-      } else if (spec_.answer.tools) {
-        tool_streams_.emplace_back(spec_.answer.tools->syntax, spec_.answer.tools->names);
-      }
-      if (spec_.answer.reasoning) reasoning_streams_.emplace_back(spec_.answer.reasoning->starts_open);
+      answers_.emplace_back(spec_.answer);
     }
   }
 
@@ -61,7 +55,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     }
     // A <think> block goes out as reasoning_content; text that may be a
     // call waits for the end of the output.
-    ReasoningParts parts = answer_parts(choice, text, false);
+    ReasoningParts parts = answers_[static_cast<size_t>(choice)].push(text);
     if (parts.content.empty() && parts.reasoning.empty() && lps == nullptr) return true;
     return send_event(ChunkInput{.index = choice,
                                  .text = parts.content,
@@ -114,17 +108,8 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     if (plain_text()) {
       return send_event(ChunkInput{.index = choice, .text = text, .finish_reason = finish_reason(f.reason)});
     }
-    ReasoningParts parts = answer_parts(choice, text, true);
     std::vector<grammar::ToolCall> calls;
-    if (spec_.answer.harmony) {
-      const HarmonyParts rest = harmony_streams_[static_cast<size_t>(choice)].finish(calls);
-      parts.reasoning += rest.reasoning;
-      parts.content += rest.content;
-    } else if (spec_.answer.tools) {
-      grammar::ToolCallOutput parsed = tool_streams_[static_cast<size_t>(choice)].finish();
-      parts.content += parsed.content;
-      calls = std::move(parsed.calls);
-    }
+    const ReasoningParts parts = answers_[static_cast<size_t>(choice)].finish(text, calls);
     out.finish_reason = take_tool_calls(std::move(calls), f.reason, out.tool_calls);
     if ((!parts.content.empty() || !parts.reasoning.empty()) &&
         !send_event(ChunkInput{.index = choice, .text = parts.content, .reasoning = parts.reasoning})) {
@@ -153,31 +138,8 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   }
 
  private:
-  // A streamed choice's text through its reasoning split, then (the
-  // answer) its tool-call stream; last: the output ended, the reasoning
-  // split gives out what it held (the tool-call stream's finish() is the
-  // caller's).
-  ReasoningParts answer_parts(int32_t choice, std::string_view text, bool last) {
-    const auto i = static_cast<size_t>(choice);
-    if (spec_.answer.harmony) {  // finish() is the caller's, with the calls
-      HarmonyParts h = harmony_streams_[i].push(text);
-      return ReasoningParts{.reasoning = std::move(h.reasoning), .content = std::move(h.content)};
-    }
-    ReasoningParts parts{.reasoning = {}, .content = std::string(text)};
-    if (spec_.answer.reasoning) {
-      parts = reasoning_streams_[i].push(text);
-      if (last) {
-        ReasoningParts rest = reasoning_streams_[i].finish();
-        parts.reasoning += rest.reasoning;
-        parts.content += rest.content;
-      }
-    }
-    if (spec_.answer.tools) parts.content = tool_streams_[i].push(parts.content);
-    return parts;
-  }
-
   // The output goes out as it comes: nothing to split or parse.
-  bool plain_text() const { return !spec_.answer.reasoning && !spec_.answer.tools && !spec_.answer.harmony; }
+  bool plain_text() const { return answers_.empty() || answers_.front().plain(); }
 
   void ensure_head() {
     if (head_sent_) return;
@@ -207,9 +169,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
   // Touched only from the job's serialised listener calls.
   std::vector<ChoiceOutput> outputs_;
   std::vector<bool> role_sent_;
-  std::vector<grammar::ToolCallStream> tool_streams_;  // with tools: one per choice
-  std::vector<ReasoningStream> reasoning_streams_;     // from a model that thinks: one per choice
-  std::vector<HarmonyStream> harmony_streams_;         // from a harmony model (gpt-oss): one per choice
+  std::vector<AnswerStream> answers_;  // one per choice
   int32_t completion_tokens_ = 0;
   std::optional<ApiError> error_;
   bool head_sent_ = false;

@@ -204,7 +204,8 @@ struct Metrics::Impl {
   std::map<int32_t, ReplicaSeries> replicas;  // created at the first scrape that names them
 
   Impl() {
-    for (const char* e : {"completions", "chat", "websocket", "embeddings", "rerank", "score", "classify"}) {
+    for (const char* e : {"completions", "chat", "websocket", "embeddings", "rerank", "score", "classify",
+                          "ollama_chat", "ollama_generate"}) {
       requests[e] = &requests_f.Add({{"endpoint", e}});
     }
     const char* fin[] = {"stop", "length", "cancelled", "error"};

@@ -36,6 +36,14 @@ EmbeddingsRequest parse_ollama_embed(std::string_view body, bool legacy, int32_t
   return r;
 }
 
+std::string parse_ollama_show(std::string_view body) {
+  const boost::json::object o = parse_object(body, "the request body");
+  std::optional<std::string> model = get_string(o, "model");
+  if (!model || model->empty()) model = get_string(o, "name");
+  if (!model || model->empty()) throw invalid_field("model", "'model' is required", "missing_field");
+  return *model;
+}
+
 bool ollama_names_model(std::string_view asked, std::string_view served) {
   constexpr std::string_view kLatest = ":latest";
   if (asked == served) return true;

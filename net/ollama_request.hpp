@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "net/embeddings_request.hpp"
@@ -18,6 +19,9 @@ namespace troupe::net {
 // makes them. "options" and "keep_alive" are checked and not used: the
 // server's settings are fixed at start. Throws ApiError(400) naming the field.
 EmbeddingsRequest parse_ollama_embed(std::string_view body, bool legacy, int32_t max_inputs);
+
+// POST /api/show {"model"} (or the older "name"): the model asked about.
+std::string parse_ollama_show(std::string_view body);
 
 // Ollama names a model "name:tag", "latest" when no tag is given: the
 // served id answers to itself and to "<id>:latest".

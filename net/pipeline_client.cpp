@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "model/model_identity.hpp"
 
 namespace troupe::net {
 namespace {
@@ -110,6 +111,10 @@ void PipelineClient::load() {
     info_.id = options_.model_id.empty() ? model_id_from_path(path.empty() ? model.path() : path) : options_.model_id;
     info_.created = static_cast<int64_t>(std::time(nullptr));
     info_.engine = p->model_info();
+    info_.architecture = model.config().arch;
+    info_.digest = model_identity(model);
+    const fs::path file(model.path());
+    info_.format = fs::is_directory(file) ? "safetensors" : file.extension() == ".gguf" ? "gguf" : "llama2.c";
     pools_.weight_bytes = model.weight_bytes();
     // Every stage's pages, as the stages size them (their KV element type).
     pools_.kv_bytes = info_.engine.kv_bytes_per_token * info_.engine.n_kv_blocks * info_.engine.kv_block_size;

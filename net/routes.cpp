@@ -273,12 +273,12 @@ JobSpec ServerCore::prepare(const ParsedRequest& r, std::string_view endpoint_la
   }
 
   // max_tokens absent: the endpoint's default, cut to what the context
-  // leaves after the prompt (the engine knows the prompt's length).
+  // leaves after the prompt (the engine knows the prompt's length). Only
+  // OpenAI's legacy /v1/completions defaults to 16 tokens.
   const bool fit = !r.max_tokens.has_value();
-  const int32_t max_tokens =
-      r.max_tokens ? *r.max_tokens
-                   : (chat || endpoint_label == "websocket" ? options_.limits.request.max_tokens
-                                                            : kCompletionsDefaultMaxTokens);
+  const int32_t max_tokens = r.max_tokens                      ? *r.max_tokens
+                             : endpoint_label == "completions" ? kCompletionsDefaultMaxTokens
+                                                               : options_.limits.request.max_tokens;
   const uint64_t seed = r.seed.value_or(random_u64());
   for (PreparedChoice& prompt : prompts) {
     for (int32_t k = 0; k < r.n; ++k) {

@@ -1,8 +1,9 @@
 // libFuzzer target for the HTTP request parsers (net/request_parser.cpp,
 // net/embeddings_request.cpp, net/score_request.cpp, net/ollama_request.cpp):
 // any bytes as a /v1/completions, a /v1/chat/completions, a /tokenize, a
-// /detokenize, a /v1/embeddings, a /v1/rerank, a /v1/score, an /api/embed
-// and an /api/embeddings body. The
+// /detokenize, a /v1/embeddings, a /v1/rerank, a /v1/score, an /api/embed,
+// an /api/embeddings, an /api/chat, an /api/generate and an /api/show body
+// (net/ollama_chat_request.cpp). The
 // parser must either return a request within the limits or throw ApiError
 // (a 400 with a JSON body); anything else (a crash, a sanitizer report,
 // another exception) is a bug. Built and run by run_fuzzers.py.
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "net/embeddings_request.hpp"
+#include "net/ollama_chat_request.hpp"
 #include "net/ollama_request.hpp"
 #include "net/score_request.hpp"
 #include "tests/fuzz/request_limits_check.hpp"
@@ -60,6 +62,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const troupe::net::ApiError& e) {
       check_error(e);
     }
+  }
+  for (const bool chat : {true, false}) {
+    try {
+      const troupe::net::OllamaGenerateRequest g = chat ? troupe::net::parse_ollama_chat(text, kFuzzLimits)
+                                                        : troupe::net::parse_ollama_generate(text, kFuzzLimits);
+      // A model always; one choice within the limits (Ollama's own: up to
+      // 16 stop strings, temperatures past 2); a chat has its messages, a
+      // raw generate its one prompt.
+      const troupe::net::ParsedRequest& r = g.request;
+      check(!r.model.empty() && r.n == 1);
+      check(!r.max_tokens || (*r.max_tokens >= 1 && *r.max_tokens <= kFuzzLimits.max_tokens));
+      check(r.params.stop.size() <= 16);
+      for (const std::string& s : r.params.stop) check(!s.empty());
+      check(r.params.sampling.temperature >= 0.0f && r.params.sampling.temperature <= 100.0f);
+      check(r.params.sampling.top_p > 0.0f && r.params.sampling.top_p <= 1.0f);
+      check(r.top_logprobs >= 0 && r.top_logprobs <= 20 && g.logprobs == r.params.sampling.logprobs);
+      if (r.endpoint == troupe::net::Endpoint::chat) {
+        check(r.chat.messages.size() <= static_cast<size_t>(kFuzzLimits.max_messages) + 2);
+        check(g.load_only == (chat ? r.chat.messages.empty() : r.chat.messages.back().content.empty()));
+      } else {
+        check(!chat && r.prompts.size() == 1 && g.load_only == r.prompts[0].empty());
+      }
+    } catch (const troupe::net::ApiError& e) {
+      check_error(e);
+    }
+  }
+  try {
+    check(!troupe::net::parse_ollama_show(text).empty());
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
   }
   for (const bool rerank : {true, false}) {
     try {

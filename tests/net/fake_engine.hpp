@@ -81,7 +81,10 @@ class FakeEngine : public net::EngineClient {
                  : net::LoadState{.progress = 0.5, .stage = "reading"};
   }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  net::ServedModel served_model() const override { return {.id = "fake", .created = 1700000000, .engine = info()}; }
+  net::ServedModel served_model() const override {
+    return {
+        .id = "fake", .created = 1700000000, .engine = info(), .architecture = "llama", .digest = "0123456789abcdef"};
+  }
   net::MemoryPools memory_pools() const override {
     return {.weight_bytes = 1000, .kv_bytes = 2000, .kv_block_size = 16};
   }

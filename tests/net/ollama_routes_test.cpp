@@ -139,6 +139,20 @@ TEST_F(OllamaRoutes, ListsTheModelAndTheVersion) {
   EXPECT_EQ(models[0]["model"], id());
   EXPECT_EQ(models[0]["capabilities"], json::array({"embedding"}));
   EXPECT_EQ(models[0]["modified_at"].get<std::string>().size(), 20u);  // 2026-12-06T15:00:00Z
+  EXPECT_EQ(models[0]["digest"].get<std::string>().size(), 16u);       // model_identity
+  EXPECT_GT(models[0]["size"].get<int64_t>(), 0);
+  // /api/show: the family and the sizes Ollama's clients read (Continue
+  // takes the context from "<arch>.context_length").
+  const HttpReply show = post("/api/show", json{{"model", id() + ":latest"}});
+  ASSERT_EQ(show.status, 200) << show.body;
+  const json s = json::parse(show.body);
+  const std::string arch = s["details"]["family"];
+  EXPECT_EQ(arch, "nomic-bert");
+  EXPECT_EQ(s["details"]["format"], "safetensors");  // a Hugging Face folder
+  EXPECT_EQ(s["model_info"]["general.architecture"], arch);
+  EXPECT_EQ(s["model_info"][arch + ".context_length"], kContext);
+  EXPECT_EQ(s["model_info"][arch + ".embedding_length"], reference()["embeddings"][0].size());
+  EXPECT_EQ(s["capabilities"], json::array({"embedding"}));
   const HttpReply version = call("GET", "/api/version");
   ASSERT_EQ(version.status, 200) << version.body;
   EXPECT_FALSE(json::parse(version.body)["version"].get<std::string>().empty());
@@ -164,8 +178,14 @@ TEST_F(OllamaRoutes, ErrorsAreInOllamasShape) {
   error_of(get, 405);
   EXPECT_NE(std::find(get.headers.begin(), get.headers.end(), std::pair<std::string, std::string>{"Allow", "POST"}),
             get.headers.end());
-  const std::string chat = error_of(post("/api/chat", json{{"model", id()}}), 404);
-  EXPECT_NE(chat.find("/v1/chat/completions"), std::string::npos) << chat;
+  // An embedding model generates nothing, as Ollama answers.
+  const std::string chat =
+      error_of(post("/api/chat", json{{"model", id()}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}), 400);
+  EXPECT_NE(chat.find("does not support chat"), std::string::npos) << chat;
+  const std::string generate = error_of(post("/api/generate", json{{"model", id()}, {"prompt", "hi"}}), 400);
+  EXPECT_NE(generate.find("does not support generate"), std::string::npos) << generate;
+  const std::string pull = error_of(post("/api/pull", json{{"model", "llama3"}}), 404);
+  EXPECT_NE(pull.find("/api/chat"), std::string::npos) << pull;
 }
 
 }  // namespace

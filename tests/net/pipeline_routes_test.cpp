@@ -358,5 +358,56 @@ TEST_F(PipelineRoutes, ClientLeavingMidStreamFreesItsKvAtOnce) {
   EXPECT_EQ(core_->admission().in_flight(), 0);
 }
 
+// Ollama's routes drive the same pipeline as the OpenAI ones: greedy, the
+// same prompt gives the same text, and the counters are the usage's.
+TEST_F(PipelineRoutes, OllamaRoutesGenerateWhatTheOpenAiRoutesDo) {
+  const json options = {{"temperature", 0}, {"num_predict", 20}};
+  const json messages = {{{"role", "user"}, {"content", "Once upon a time"}}};
+  const HttpReply openai_chat =
+      post("/v1/chat/completions",
+           json{{"model", "stories260K"}, {"messages", messages}, {"temperature", 0}, {"max_tokens", 20}}.dump(),
+           std::chrono::seconds(60));
+  ASSERT_EQ(openai_chat.status, 200) << openai_chat.body;
+  const json o = json::parse(openai_chat.body);
+  const HttpReply ollama_chat = post(
+      "/api/chat",
+      json{{"model", "stories260K:latest"}, {"messages", messages}, {"stream", false}, {"options", options}}.dump(),
+      std::chrono::seconds(60));
+  ASSERT_EQ(ollama_chat.status, 200) << ollama_chat.body;
+  const json c = json::parse(ollama_chat.body);
+  EXPECT_EQ(c["message"]["content"], o["choices"][0]["message"]["content"]);
+  EXPECT_FALSE(c["message"]["content"].get<std::string>().empty());
+  EXPECT_EQ(c["eval_count"], o["usage"]["completion_tokens"]);
+  EXPECT_EQ(c["prompt_eval_count"], o["usage"]["prompt_tokens"]);
+
+  // /api/generate raw, streamed: the text of /v1/completions.
+  const HttpReply completion = post(
+      "/v1/completions",
+      json{{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"temperature", 0}, {"max_tokens", 20}}.dump(),
+      std::chrono::seconds(60));
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  RouteResult r = core_->handle(
+      {.method = "POST",
+       .target = "/api/generate",
+       .body =
+           json{{"model", "stories260K"}, {"prompt", "Once upon a time"}, {"raw", true}, {"options", options}}.dump()});
+  ASSERT_TRUE(r.async) << r.reply.body;
+  auto w = std::make_shared<RecordingWriter>();
+  r.async->start(w);
+  ASSERT_TRUE(w->wait(std::chrono::seconds(60)));
+  ASSERT_TRUE(w->head.has_value());
+  EXPECT_EQ(w->head->content_type, "application/x-ndjson");
+  std::string text;
+  json last;
+  for (const std::string& line : w->chunks) {
+    last = json::parse(line);
+    text += last["response"].get<std::string>();
+  }
+  EXPECT_EQ(text, json::parse(completion.body)["choices"][0]["text"]);
+  EXPECT_EQ(last["done"], true);
+  EXPECT_EQ(last["eval_count"], json::parse(completion.body)["usage"]["completion_tokens"]);
+  EXPECT_EQ(core_->admission().in_flight(), 0);
+}
+
 }  // namespace
 }  // namespace troupe::net
