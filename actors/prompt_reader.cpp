@@ -86,7 +86,7 @@ ChatRenderInput render_input(const ChatPrompt& chat) {
 // string) fails on the assistant turn that only called tools, which every
 // tool-calling client sends back: then, as llama.cpp does for such
 // templates, those turns are rendered again with empty content.
-std::string render_chat(const ChatPrompter& prompter, const ChatPrompt& chat) {
+std::string render_whole(const ChatPrompter& prompter, const ChatPrompt& chat) {
   ChatRenderInput in = render_input(chat);
   const bool contentless =
       std::any_of(in.messages.begin(), in.messages.end(), [](const ChatMessage& m) { return !m.content; });
@@ -100,6 +100,33 @@ std::string render_chat(const ChatPrompter& prompter, const ChatPrompt& chat) {
     }
     return prompter.render(std::move(retry));
   }
+}
+
+// A prefill: the conversation rendered without a generation prompt, cut
+// where the last message's content ends (as vLLM does). A template that
+// does not write that content as it is cannot be continued.
+std::string render_chat(const ChatPrompter& prompter, const ChatPrompt& chat) {
+  if (!chat.continue_final_message || chat.messages.empty()) return render_whole(prompter, chat);
+  const ChatTurn& last = chat.messages.back();
+  const std::string param = "messages[" + std::to_string(chat.messages.size() - 1) + "]";
+  if (last.role != "assistant") {
+    throw RequestError(Errc::invalid_argument, param,
+                       "continuing the final message needs it to be the assistant's, got '" + last.role + "'");
+  }
+  ChatPrompt whole = chat;
+  whole.add_generation_prompt = false;
+  const std::string text = render_whole(prompter, whole);
+  if (last.content.empty()) {
+    throw RequestError(Errc::invalid_argument, param + ".content",
+                       "continuing the final message needs its content: the text to go on from");
+  }
+  const size_t at = text.rfind(last.content);
+  if (at == std::string::npos) {
+    throw RequestError(Errc::invalid_argument, param + ".content",
+                       "the chat template does not write the final message's content as it is, so the prompt "
+                       "cannot end inside it");
+  }
+  return text.substr(0, at + last.content.size());
 }
 
 std::string prompt_field(const EngineRequest& r) {

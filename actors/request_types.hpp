@@ -85,6 +85,11 @@ struct ChatPrompt {
   std::vector<ChatTurn> messages;  // at least one
   std::string tools_json;          // a JSON array of tool schemas; empty: none
   bool add_generation_prompt = true;
+  // The last message is an assistant's to go on with (a prefill: vLLM's
+  // continue_final_message, Anthropic's and Ollama's trailing assistant
+  // turn): the prompt ends where its content ends, without the template's
+  // end of turn. Implies add_generation_prompt false.
+  bool continue_final_message = false;
   // More template variables (chat_template_kwargs, e.g. {"enable_thinking":
   // false}), a JSON object; empty: none.
   std::string template_kwargs_json;

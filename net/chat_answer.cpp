@@ -2,6 +2,8 @@
 // harmony output (gpt-oss) carries all three as channels.
 #include "net/chat_answer.hpp"
 
+#include <boost/json/parse.hpp>
+
 #include "net/harmony_answer.hpp"
 #include "net/reasoning_split.hpp"
 #include "net/routes.hpp"
@@ -33,6 +35,13 @@ ChatAnswer read_chat_answer(const JobSpec::AnswerReading& reading, std::string_v
   }
   a.finish_reason = take_tool_calls(std::move(calls), reason, a.tool_calls);
   return a;
+}
+
+boost::json::object tool_arguments_object(std::string_view arguments) {
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(arguments, ec);
+  if (ec || !v.is_object()) return {};
+  return std::move(v.as_object());
 }
 
 std::string take_tool_calls(std::vector<grammar::ToolCall> calls, EndReason reason, std::vector<OutputToolCall>& out) {

@@ -5,6 +5,7 @@
 // the WebSocket's final frame.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,11 @@ struct ChatAnswer {
 
 // A whole output that ended for `reason` (stop or length).
 ChatAnswer read_chat_answer(const JobSpec::AnswerReading& reading, std::string_view text, EndReason reason);
+
+// A call's arguments as the object they are (Ollama's and Anthropic's
+// replies carry objects, not JSON text); the parsers give objects only, so
+// anything else is an empty object.
+boost::json::object tool_arguments_object(std::string_view arguments);
 
 // Calls parsed out of an output that ended for `reason`, with ids, appended
 // to `out`; the finish_reason: "tool_calls" when there were calls and

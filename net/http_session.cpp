@@ -197,7 +197,8 @@ class HttpSession : public Closable, public std::enable_shared_from_this<HttpSes
     reply_done_ = false;
     HttpRequest view{.method = std::string(req.method_string()),
                      .target = std::string(req.target()),
-                     .authorization = std::string(req[http::field::authorization])};
+                     .authorization = std::string(req[http::field::authorization]),
+                     .api_key = std::string(req["x-api-key"])};
 
     if (beast::websocket::is_upgrade(req)) {
       if (auto refusal = core_.check_upgrade(view)) {

@@ -14,6 +14,7 @@ struct HttpRequest {
   std::string method;  // GET, POST, ...
   std::string target;  // path and query, as sent
   std::string authorization;
+  std::string api_key;  // x-api-key (Anthropic's clients send the key there)
   std::string body;
 };
 

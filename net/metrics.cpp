@@ -205,7 +205,7 @@ struct Metrics::Impl {
 
   Impl() {
     for (const char* e : {"completions", "chat", "websocket", "embeddings", "rerank", "score", "classify",
-                          "ollama_chat", "ollama_generate"}) {
+                          "ollama_chat", "ollama_generate", "messages"}) {
       requests[e] = &requests_f.Add({{"endpoint", e}});
     }
     const char* fin[] = {"stop", "length", "cancelled", "error"};

@@ -286,6 +286,12 @@ OllamaGenerateRequest parse_ollama_chat(std::string_view body, const RequestLimi
   read_common(o, limits, out);
   read_messages(o, limits, r);
   out.load_only = r.chat.messages.empty();
+  // A conversation that ends in the assistant's words: the reply goes on
+  // from them, as Ollama's does.
+  if (!out.load_only && r.chat.messages.back().role == "assistant" && !r.chat.messages.back().content.empty()) {
+    r.chat.continue_final_message = true;
+    r.chat.add_generation_prompt = false;
+  }
   read_tools(o, r);
   check(r);
   return out;

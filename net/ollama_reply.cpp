@@ -5,7 +5,6 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
-#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "net/answer_stream.hpp"
@@ -46,13 +45,11 @@ void append_logprobs(json::array& out, const std::vector<TokenLogprobs>& lps) {
 json::array tool_calls_json(const std::vector<OutputToolCall>& calls) {
   json::array out;
   for (size_t k = 0; k < calls.size(); ++k) {
-    boost::system::error_code ec;
-    json::value args = json::parse(calls[k].call.arguments, ec);
-    if (ec || !args.is_object()) args = json::object();  // the parser gives objects only
-    out.push_back(json::object{{"id", calls[k].id},
-                               {"function", json::object{{"index", static_cast<int64_t>(k)},
-                                                         {"name", calls[k].call.name},
-                                                         {"arguments", std::move(args)}}}});
+    out.push_back(
+        json::object{{"id", calls[k].id},
+                     {"function", json::object{{"index", static_cast<int64_t>(k)},
+                                               {"name", calls[k].call.name},
+                                               {"arguments", tool_arguments_object(calls[k].call.arguments)}}}});
   }
   return out;
 }

@@ -49,7 +49,7 @@ RouteResult ServerCore::ollama(const HttpRequest& req, std::string_view path) {
       if (!get) throw wrong_method(req, path);
       return {.reply = json_reply(200, ollama_version_body())};
     }
-    if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
+    if (!authorized(req, /*allow_query=*/false)) {
       throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
     }
     const bool known = posted || path == "/api/tags" || path == "/api/ps";

@@ -90,7 +90,21 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
     r.chat.messages.push_back(std::move(turn));
   }
   read_tools(o, r);
-  if (auto g = get_bool(o, "add_generation_prompt")) r.chat.add_generation_prompt = *g;
+  const std::optional<bool> generation_prompt = get_bool(o, "add_generation_prompt");
+  if (generation_prompt) r.chat.add_generation_prompt = *generation_prompt;
+  // vLLM's prefill: the reply goes on from the last (assistant) message.
+  if (get_bool(o, "continue_final_message").value_or(false)) {
+    if (generation_prompt.value_or(false)) {
+      throw invalid_field("continue_final_message",
+                          "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+    }
+    if (r.chat.messages.back().role != "assistant") {
+      throw invalid_field("continue_final_message",
+                          "'continue_final_message' needs the last message to be the assistant's");
+    }
+    r.chat.continue_final_message = true;
+    r.chat.add_generation_prompt = false;
+  }
   // vLLM's, SGLang's and llama.cpp's way to set template variables
   // (Qwen3's enable_thinking).
   json::object kwargs;

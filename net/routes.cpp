@@ -11,6 +11,7 @@
 #include <random>
 
 #include "grammar/tool_call_grammar.hpp"
+#include "net/anthropic_reply.hpp"
 #include "net/api_error.hpp"
 #include "net/classify_reply.hpp"
 #include "net/embeddings_reply.hpp"
@@ -137,8 +138,11 @@ ServerCore::ServerCore(EngineClient& backend, CoreOptions options)
 
 ServerCore::~ServerCore() = default;
 
-bool ServerCore::authorized(std::string_view authorization, std::string_view target, bool allow_query) const {
+bool ServerCore::authorized(const HttpRequest& req, bool allow_query) const {
   if (options_.api_key.empty()) return true;
+  if (!req.api_key.empty()) return same_secret(req.api_key, options_.api_key);
+  const std::string_view authorization = req.authorization;
+  const std::string_view target = req.target;
   // The scheme name is case-insensitive (RFC 9110 section 11.1): "bearer" too.
   constexpr std::string_view kBearer = "bearer ";
   const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
@@ -411,7 +415,7 @@ std::optional<HttpReply> ServerCore::check_upgrade(const HttpRequest& req) {
     return error_reply(
         ApiError(404, "no WebSocket endpoint at " + std::string(target_path(req.target)), {}, "not_found"));
   }
-  if (!authorized(req.authorization, req.target, /*allow_query=*/true)) {
+  if (!authorized(req, /*allow_query=*/true)) {
     return error_reply(
         ApiError(401, "a valid API key is required (Authorization: Bearer or ?api_key=)", {}, "invalid_api_key"));
   }
@@ -467,7 +471,7 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
                   .status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = metrics_text()}};
     }
     if (path == "/tokenize" || path == "/detokenize") {
-      if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
+      if (!authorized(req, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
       }
       if (!post) return method_not_allowed("POST");
@@ -479,7 +483,7 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
     }
     // vLLM's and llama-server's other spellings of the scoring routes.
     if (path == "/rerank" || path == "/v2/rerank" || path == "/score" || path == "/classify") {
-      if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
+      if (!authorized(req, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
       }
       if (!post) return method_not_allowed("POST");
@@ -487,8 +491,16 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       return score(req, path != "/score");
     }
     if (path.starts_with("/api/")) return ollama(req, path);
+    if (path == "/v1/messages" || path == "/v1/messages/count_tokens") {
+      if (!authorized(req, /*allow_query=*/false)) {
+        const ApiError e(401, "a valid API key is required (x-api-key or Authorization: Bearer)", {},
+                         "invalid_api_key");
+        return {.reply = anthropic_error_reply(error_reply(e), e)};
+      }
+      return anthropic(req, path);
+    }
     if (path.substr(0, 4) == "/v1/") {
-      if (!authorized(req.authorization, req.target, /*allow_query=*/false)) {
+      if (!authorized(req, /*allow_query=*/false)) {
         throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
       }
       if (path == "/v1/completions" || path == "/v1/chat/completions") {

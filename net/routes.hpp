@@ -81,9 +81,10 @@ class ServerCore {
   std::string metrics_text();
 
  private:
-  // allow_query: the WebSocket upgrade, where a browser cannot set headers
-  // and the key may come as ?api_key=.
-  bool authorized(std::string_view authorization, std::string_view target, bool allow_query) const;
+  // The key as "Authorization: Bearer", or as x-api-key (Anthropic's
+  // clients); allow_query: the WebSocket upgrade, where a browser cannot
+  // set headers and the key may come as ?api_key=.
+  bool authorized(const HttpRequest& req, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
   RouteResult embeddings(const HttpRequest& req);
   // Refuses a classifier and admits an embeddings batch: the admission
@@ -91,6 +92,9 @@ class ServerCore {
   int32_t admit_embeddings(const EmbeddingsRequest& r, const ServedModel& served);
   // Ollama's /api/ routes (ollama_routes.cpp), their errors in its shape.
   RouteResult ollama(const HttpRequest& req, std::string_view path);
+  // Anthropic's POST /v1/messages and /v1/messages/count_tokens
+  // (anthropic_routes.cpp), their errors in its shape.
+  RouteResult anthropic(const HttpRequest& req, std::string_view path);
   // POST /v1/rerank (rerank) and /v1/score (score_reply.hpp).
   RouteResult score(const HttpRequest& req, bool rerank);
   // POST /v1/classify (classify_reply.hpp).

@@ -3,13 +3,15 @@
 // any bytes as a /v1/completions, a /v1/chat/completions, a /tokenize, a
 // /detokenize, a /v1/embeddings, a /v1/rerank, a /v1/score, an /api/embed,
 // an /api/embeddings, an /api/chat, an /api/generate and an /api/show body
-// (net/ollama_chat_request.cpp). The
+// (net/ollama_chat_request.cpp), and Anthropic's /v1/messages and
+// /v1/messages/count_tokens (net/anthropic_request.cpp). The
 // parser must either return a request within the limits or throw ApiError
 // (a 400 with a JSON body); anything else (a crash, a sanitizer report,
 // another exception) is a bug. Built and run by run_fuzzers.py.
 #include <cstddef>
 #include <cstdint>
 
+#include "net/anthropic_request.hpp"
 #include "net/embeddings_request.hpp"
 #include "net/ollama_chat_request.hpp"
 #include "net/ollama_request.hpp"
@@ -84,6 +86,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } else {
         check(!chat && r.prompts.size() == 1 && g.load_only == r.prompts[0].empty());
       }
+    } catch (const troupe::net::ApiError& e) {
+      check_error(e);
+    }
+  }
+  for (const bool count : {false, true}) {
+    try {
+      const troupe::net::AnthropicRequest a = count ? troupe::net::parse_anthropic_count_tokens(text, kFuzzLimits)
+                                                    : troupe::net::parse_anthropic_messages(text, kFuzzLimits);
+      // A chat with a model and its turns; max_tokens within the server's
+      // bound; a prefill only after the assistant's words.
+      const troupe::net::ParsedRequest& r = a.request;
+      check(!r.model.empty() && r.endpoint == troupe::net::Endpoint::chat && !r.chat.messages.empty());
+      check(count || (r.max_tokens && *r.max_tokens >= 1 && *r.max_tokens <= kFuzzLimits.max_tokens));
+      check(r.params.stop.size() <= 16);
+      check(!r.chat.continue_final_message ||
+            (r.chat.messages.back().role == "assistant" && !r.chat.add_generation_prompt));
+      check(r.params.sampling.temperature >= 0.0f && r.params.sampling.temperature <= 1.0f);
     } catch (const troupe::net::ApiError& e) {
       check_error(e);
     }

@@ -37,7 +37,8 @@ struct Script {
   EndReason reason = EndReason::stop;
   Errc error_code = Errc::internal;
   std::string error_message;
-  bool hold = false;  // after the texts, wait until cancelled
+  bool hold = false;        // after the texts, wait until cancelled
+  std::string stop_string;  // the stop string that ended it (reason stop)
 };
 
 class FakeEngine : public net::EngineClient {
@@ -136,6 +137,7 @@ class FakeEngine : public net::EngineClient {
                              .reason = was_cancelled ? EndReason::cancelled : s.reason,
                              .error_code = was_cancelled ? Errc::cancelled : s.error_code,
                              .error_message = s.error_message,
+                             .stop_string = was_cancelled ? std::string() : s.stop_string,
                              .prompt_tokens = n_prompt,
                              .completion_tokens = i,
                              .queue_seconds = 0.001,
@@ -185,9 +187,10 @@ class FakeEngine : public net::EngineClient {
  private:
   const PromptReader& reader() {
     std::lock_guard lock(reader_mutex_);
-    // Rebuilt when a test changes the context (the engine publishes its
-    // facts once; the fake lets tests vary them).
-    if (!reader_ || reader_->model().context_length != context_length) {
+    // Rebuilt when a test changes the context or the template (the engine
+    // publishes its facts once; the fake lets tests vary them).
+    if (!reader_ || reader_->model().context_length != context_length || reader_template_ != chat_template) {
+      reader_template_ = chat_template;
       reader_ = std::make_unique<PromptReader>(
           std::shared_ptr<const Tokenizer>(tokenizer_.get(), [](const Tokenizer*) {}),
           std::make_shared<const ChatPrompter>(chat_template, "", "<s>", "</s>"), info());
@@ -202,6 +205,7 @@ class FakeEngine : public net::EngineClient {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::mutex reader_mutex_;
   std::unique_ptr<PromptReader> reader_;
+  std::string reader_template_;  // the chat_template reader_ renders
   std::mutex mutex_;
   std::condition_variable cv_;
   RequestId next_id_ = 1;

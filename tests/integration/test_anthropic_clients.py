@@ -1,0 +1,97 @@
+"""The official `anthropic` package against `troupe serve` on stories260K:
+messages, streamed and not, against the OpenAI route's answer to the same
+conversation (itself checked against Hugging Face and the published text);
+a trailing assistant turn continued; count_tokens against usage; the key
+as x-api-key; and the errors a client meets, as the client raises them."""
+import json
+import pathlib
+import urllib.request
+
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+
+HERE = pathlib.Path(__file__).resolve().parent
+TEMPLATE = HERE / "chat_template.jinja"
+MODEL = "stories260K"
+KEY = "test-key-123"
+# Anthropic's current API has no sampling fields; Troupe reads them when given
+# (older clients, extra_body).
+GREEDY = {"temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server("--chat-template", TEMPLATE, "--api-key", KEY)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return anthropic.Anthropic(base_url=server.url(""), api_key=KEY, max_retries=0, timeout=60)
+
+
+def openai_chat(server, messages, max_tokens, extra=None):
+    body = {"model": MODEL, "messages": messages, "temperature": 0, "max_tokens": max_tokens, **(extra or {})}
+    req = urllib.request.Request(server.url("/v1/chat/completions"), json.dumps(body).encode(),
+                                 {"Content-Type": "application/json", "Authorization": "Bearer " + KEY})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+CONVERSATION = [{"role": "user", "content": "Once upon a time"}]
+
+
+def test_message_answers_as_the_openai_route(client, server):
+    want = openai_chat(server, [{"role": "system", "content": "Tell a story."}] + CONVERSATION, 40)
+    m = client.messages.create(model=MODEL, max_tokens=40, extra_body=GREEDY, system="Tell a story.",
+                               messages=CONVERSATION)
+    assert m.role == "assistant" and m.type == "message" and m.id.startswith("msg_")
+    assert [b.type for b in m.content] == ["text"]
+    assert m.content[0].text == want["choices"][0]["message"]["content"]
+    assert len(m.content[0].text) > 20
+    assert m.stop_reason == "max_tokens"
+    assert m.usage.input_tokens == want["usage"]["prompt_tokens"]
+    assert m.usage.output_tokens == 40
+    count = client.messages.count_tokens(model=MODEL, system="Tell a story.", messages=CONVERSATION)
+    assert count.input_tokens == m.usage.input_tokens
+
+
+def test_stream_gives_the_same_message(client):
+    whole = client.messages.create(model=MODEL, max_tokens=40, extra_body=GREEDY, messages=CONVERSATION)
+    with client.messages.stream(model=MODEL, max_tokens=40, extra_body=GREEDY, messages=CONVERSATION) as stream:
+        pieces = list(stream.text_stream)
+        final = stream.get_final_message()
+    assert len(pieces) > 5  # streamed, not one block
+    assert "".join(pieces) == whole.content[0].text
+    assert final.content[0].text == whole.content[0].text
+    assert final.stop_reason == "max_tokens"
+    assert final.usage.input_tokens == whole.usage.input_tokens and final.usage.output_tokens == 40
+
+
+def test_a_trailing_assistant_turn_is_continued(client, server):
+    prefill = CONVERSATION + [{"role": "assistant", "content": "there was a little"}]
+    m = client.messages.create(model=MODEL, max_tokens=20, extra_body=GREEDY, messages=prefill)
+    want = openai_chat(server, prefill, 20, {"continue_final_message": True, "add_generation_prompt": False})
+    assert m.content[0].text == want["choices"][0]["message"]["content"]
+    assert m.content[0].text != client.messages.create(model=MODEL, max_tokens=20, extra_body=GREEDY,
+                                                       messages=CONVERSATION).content[0].text
+
+
+def test_errors_as_the_client_raises_them(client, server):
+    with pytest.raises(anthropic.NotFoundError) as e:
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=CONVERSATION)
+    assert "this server serves 'stories260K'" in e.value.message
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model=MODEL, max_tokens=8, messages=[
+            {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                       "data": "iVBOR"}}]}])
+    assert "'image' are not supported" in e.value.message
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model=MODEL, max_tokens=8, messages=CONVERSATION,
+                               thinking={"type": "enabled", "budget_tokens": 1024})
+    assert "does not think" in e.value.message
+    wrong = anthropic.Anthropic(base_url=server.url(""), api_key="wrong", max_retries=0, timeout=60)
+    with pytest.raises(anthropic.AuthenticationError):
+        wrong.messages.create(model=MODEL, max_tokens=8, messages=CONVERSATION)
+    # The server still answers.
+    assert client.messages.create(model=MODEL, max_tokens=4, messages=CONVERSATION).usage.output_tokens == 4
