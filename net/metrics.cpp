@@ -205,7 +205,7 @@ struct Metrics::Impl {
 
   Impl() {
     for (const char* e : {"completions", "chat", "websocket", "embeddings", "rerank", "score", "classify",
-                          "ollama_chat", "ollama_generate", "messages"}) {
+                          "ollama_chat", "ollama_generate", "messages", "responses"}) {
       requests[e] = &requests_f.Add({{"endpoint", e}});
     }
     const char* fin[] = {"stop", "length", "cancelled", "error"};

@@ -19,6 +19,8 @@
 #include "net/http_replies.hpp"
 #include "net/json_body.hpp"
 #include "net/openai_response.hpp"
+#include "net/responses_reply.hpp"
+#include "net/responses_request.hpp"
 #include "net/score_reply.hpp"
 #include "net/score_request.hpp"
 #include "net/static_assets.hpp"
@@ -410,6 +412,13 @@ RouteResult ServerCore::generate(const HttpRequest& req, Endpoint endpoint) {
   return RouteResult{.async = make_generation_reply(*this, std::move(spec), r.stream, r.include_usage)};
 }
 
+RouteResult ServerCore::responses(const HttpRequest& req) {
+  ResponsesRequest r = parse_responses_request(req.body, options_.limits.request);
+  JobSpec spec = prepare(r.request, "responses", /*check_model=*/true);
+  admit(spec);
+  return RouteResult{.async = make_responses_reply(*this, std::move(spec), r.request.stream, std::move(r.echo_json))};
+}
+
 std::optional<HttpReply> ServerCore::check_upgrade(const HttpRequest& req) {
   if (target_path(req.target) != "/v1/stream") {
     return error_reply(
@@ -506,6 +515,10 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
       if (path == "/v1/completions" || path == "/v1/chat/completions") {
         if (!post) return method_not_allowed("POST");
         return generate(req, path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions);
+      }
+      if (path == "/v1/responses") {
+        if (!post) return method_not_allowed("POST");
+        return responses(req);
       }
       if (path == "/v1/embeddings") {
         if (!post) return method_not_allowed("POST");

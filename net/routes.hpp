@@ -86,6 +86,8 @@ class ServerCore {
   // set headers and the key may come as ?api_key=.
   bool authorized(const HttpRequest& req, bool allow_query) const;
   RouteResult generate(const HttpRequest& req, Endpoint endpoint);
+  // POST /v1/responses (responses_request.hpp, responses_reply.hpp).
+  RouteResult responses(const HttpRequest& req);
   RouteResult embeddings(const HttpRequest& req);
   // Refuses a classifier and admits an embeddings batch: the admission
   // slots it takes (its inputs take turns in them).

@@ -4,7 +4,8 @@
 // /detokenize, a /v1/embeddings, a /v1/rerank, a /v1/score, an /api/embed,
 // an /api/embeddings, an /api/chat, an /api/generate and an /api/show body
 // (net/ollama_chat_request.cpp), and Anthropic's /v1/messages and
-// /v1/messages/count_tokens (net/anthropic_request.cpp). The
+// /v1/messages/count_tokens (net/anthropic_request.cpp), and OpenAI's
+// /v1/responses (net/responses_request.cpp). The
 // parser must either return a request within the limits or throw ApiError
 // (a 400 with a JSON body); anything else (a crash, a sanitizer report,
 // another exception) is a bug. Built and run by run_fuzzers.py.
@@ -15,6 +16,7 @@
 #include "net/embeddings_request.hpp"
 #include "net/ollama_chat_request.hpp"
 #include "net/ollama_request.hpp"
+#include "net/responses_request.hpp"
 #include "net/score_request.hpp"
 #include "tests/fuzz/request_limits_check.hpp"
 
@@ -106,6 +108,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const troupe::net::ApiError& e) {
       check_error(e);
     }
+  }
+  try {
+    // A chat within the limits, whatever the input items were.
+    const troupe::net::ResponsesRequest r = troupe::net::parse_responses_request(text, kFuzzLimits);
+    check_limits(r.request, kFuzzLimits);
+    check(r.request.endpoint == troupe::net::Endpoint::chat && r.request.n == 1 && !r.echo_json.empty());
+  } catch (const troupe::net::ApiError& e) {
+    check_error(e);
   }
   try {
     check(!troupe::net::parse_ollama_show(text).empty());

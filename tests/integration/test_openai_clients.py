@@ -1,5 +1,5 @@
-"""The official `openai` package against `troupe serve`: completions and chat,
-streamed and not, checked against references from outside Troupe: the
+"""The official `openai` package against `troupe serve`: completions, chat and
+the Responses API, streamed and not, checked against references from outside Troupe: the
 greedy text published with stories260K, Hugging Face transformers' logits
 (tests/fixtures/stories260k_logits.json), and chat templates rendered by
 Python's jinja2 the way transformers renders them."""
@@ -250,3 +250,32 @@ def test_tool_calls_parse_into_pydantic_models(client):
         client.chat.completions.create(model=MODEL, messages=messages, max_tokens=10, tools=tools,
                                        tool_choice={"type": "function", "function": {"name": "Nope"}})
     assert e.value.body["param"] == "tool_choice.function.name"
+
+
+def test_responses_api_answers_as_the_chat_route(client):
+    # OpenAI's Responses API over the same conversation: the chat route's
+    # greedy text, as a Response the client parses (output_text, usage).
+    chat = client.chat.completions.create(model=MODEL, max_tokens=40, temperature=0, messages=[
+        {"role": "system", "content": "Tell a story."}, {"role": "user", "content": "Once upon a time"}])
+    r = client.responses.create(model=MODEL, instructions="Tell a story.", input="Once upon a time",
+                                max_output_tokens=40, temperature=0)
+    assert r.object == "response" and r.id.startswith("resp_")
+    assert r.output_text == chat.choices[0].message.content and len(r.output_text) > 20
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.input_tokens == chat.usage.prompt_tokens and r.usage.output_tokens == 40
+    # Streamed to its end (a stop string, through extra_body: the Responses
+    # API has none): the SDK's helper takes the completed Response.
+    ask = dict(model=MODEL, instructions="Tell a story.", input="Once upon a time", max_output_tokens=100,
+               temperature=0, extra_body={"stop": ["."]})
+    whole = client.responses.create(**ask)
+    assert whole.status == "completed" and whole.output_text
+    assert chat.choices[0].message.content.startswith(whole.output_text)
+    with client.responses.stream(**ask) as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert len(deltas) > 3 and "".join(deltas) == whole.output_text
+    assert final.output_text == whole.output_text and final.usage.output_tokens == whole.usage.output_tokens
+    # A stateless server: a follow-up carries its conversation.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL, input="And then?", previous_response_id=r.id)
+    assert "previous_response_id" in str(e.value)

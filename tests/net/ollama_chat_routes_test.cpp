@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +33,16 @@ std::vector<json> lines_of(const HttpReply& r) {
     pos = end + 1;
   }
   return out;
+}
+
+// "2026-12-06T18:22:03.991035953Z": RFC 3339 with nanoseconds, in UTC.
+bool rfc3339_nanos(const std::string& s) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd.dddddddddZ";
+  if (s.size() != kShape.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (kShape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != kShape[i]) return false;
+  }
+  return true;
 }
 
 std::string ollama_error(const HttpReply& r, int status) {
@@ -71,11 +80,10 @@ TEST(OllamaChat, StreamsJsonLinesEndingInTheCounters) {
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<json> lines = lines_of(r);
   ASSERT_EQ(lines.size(), 4u) << r.body;
-  const std::regex rfc3339(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z)");
   std::string content;
   for (size_t i = 0; i + 1 < lines.size(); ++i) {
     EXPECT_EQ(lines[i]["model"], "fake:latest");  // the name as asked
-    EXPECT_TRUE(std::regex_match(lines[i]["created_at"].get<std::string>(), rfc3339)) << lines[i];
+    EXPECT_TRUE(rfc3339_nanos(lines[i]["created_at"].get<std::string>())) << lines[i];
     EXPECT_EQ(lines[i]["message"]["role"], "assistant");
     EXPECT_EQ(lines[i]["done"], false);
     EXPECT_FALSE(lines[i].contains("done_reason"));
@@ -159,6 +167,28 @@ TEST(OllamaChat, MessagesRenderAsTheOpenAiRoutesDo) {
   EXPECT_NE(text.find("[tool:get_weather]sunny"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(get_weather({"city": "Oslo"}))"), std::string::npos) << text;
   EXPECT_NE(text.find("think=False"), std::string::npos) << text;
+}
+
+// A conversation that ends in the assistant's words goes on from them, as
+// vLLM's continue_final_message does on the OpenAI route.
+TEST(OllamaChat, ATrailingAssistantMessageIsContinued) {
+  Env env;
+  env.backend.context_length = 256;
+  env.backend.chat_template =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  env.backend.script = {.texts = {" time"}};
+  const json messages = {{{"role", "user"}, {"content", "Tell me"}},
+                         {{"role", "assistant"}, {"content", "Once upon a"}}};
+  ASSERT_EQ(post(env, "/api/chat", chat_body({{"messages", messages}, {"stream", false}})).status, 200);
+  ASSERT_EQ(
+      post(env, "/v1/chat/completions", {{"model", "fake"}, {"messages", messages}, {"continue_final_message", true}})
+          .status,
+      200);
+  ASSERT_EQ(env.backend.submitted.size(), 2u);
+  EXPECT_EQ(env.backend.submitted[0].prompt, env.backend.submitted[1].prompt);
+  const std::string text = env.backend.tokenizer().decode(env.backend.submitted[0].prompt, /*skip_special=*/false);
+  EXPECT_TRUE(text.ends_with("<user>Tell me</s><assistant>Once upon a")) << text;
 }
 
 // Without "raw", the prompt is the user's message under the chat template
