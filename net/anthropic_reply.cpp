@@ -11,6 +11,7 @@
 
 #include "net/answer_stream.hpp"
 #include "net/chat_answer.hpp"
+#include "net/job_reply.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
@@ -62,26 +63,14 @@ std::string sse(const json::object& event) {
   return "event: " + std::string(event.at("type").as_string()) + "\ndata: " + json::serialize(event) + "\n\n";
 }
 
-class AnthropicReply : public AsyncReply, public JobListener, public std::enable_shared_from_this<AnthropicReply> {
+class AnthropicReply : public JobReply {
  public:
   AnthropicReply(ServerCore& core, JobSpec spec, bool stream, std::string model)
-      : core_(core),
-        spec_(std::move(spec)),
+      : JobReply(core, std::move(spec)),
         stream_(stream),
         model_(std::move(model)),
         id_(new_response_id("msg_")),
         answer_(spec_.answer) {}
-
-  void start(std::shared_ptr<ReplyWriter> writer) override {
-    writer_ = std::move(writer);
-    job_ = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), spec_, shared_from_this());
-    core_.jobs().add(job_);
-    job_->start();
-  }
-
-  void cancel() override {
-    if (job_) job_->cancel();
-  }
 
   bool on_token(int32_t, const TokenEvent&, std::string_view text, const std::vector<TokenLogprobs>*) override {
     if (!stream_) {
@@ -95,19 +84,9 @@ class AnthropicReply : public AsyncReply, public JobListener, public std::enable
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     final_ = f;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
-      const bool shutdown = ended_by_shutdown(f);
-      error_ =
-          shutdown ? ApiError(503, f.error_message, {}, "server_shutting_down").with_retry_after(1)
-          : f.reason == EndReason::error
-              ? api_error_from(f.error_code, f.error_message, f.error_param)
-              : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
-      if (!stream_ || failed_) return false;
-      if (!head_sent_) {
-        failed_ = true;  // nothing sent yet: the error still gets its status
-        writer_->send(anthropic_error_reply(core_.error_reply(*error_), *error_));
+      if (!stream_error(f, stream_, head_sent_,
+                        [&](const ApiError& e) { return anthropic_error_reply(core_.error_reply(e), e); }))
         return false;
-      }
-      if (f.reason == EndReason::cancelled && !shutdown) return false;  // the client is gone
       writer_->send_chunk("event: error\ndata: " + anthropic_error_body(*error_) + "\n\n");
       return false;
     }
@@ -123,6 +102,8 @@ class AnthropicReply : public AsyncReply, public JobListener, public std::enable
     std::vector<grammar::ToolCall> calls;
     if (!emit(answer_.finish(text, calls))) return false;
     take_tool_calls(std::move(calls), f.reason, tool_calls_);
+    // A reply that is all calls has sent nothing yet.
+    if (!tool_calls_.empty() && !start_message()) return false;
     if (!close_block()) return false;
     for (const OutputToolCall& c : tool_calls_) {
       ++index_;
@@ -247,24 +228,18 @@ class AnthropicReply : public AsyncReply, public JobListener, public std::enable
     return send(json::object{{"type", "content_block_stop"}, {"index", index_}});
   }
 
-  ServerCore& core_;
-  const JobSpec spec_;
   const bool stream_;
   const std::string model_;
   const std::string id_;  // msg_...
-  std::shared_ptr<ReplyWriter> writer_;
-  std::shared_ptr<GenerationJob> job_;
   // Touched only from the job's serialised listener calls.
   AnswerStream answer_;
   std::string text_;       // not streamed: the whole output, then its answer
   std::string reasoning_;  // not streamed: the reasoning read out of it
   std::vector<OutputToolCall> tool_calls_;
   FinalEvent final_;
-  std::optional<ApiError> error_;
   Block block_ = Block::none;
   int64_t index_ = -1;  // the block being written
   bool head_sent_ = false;
-  bool failed_ = false;
 };
 
 class CountTokensReply : public AsyncReply {

@@ -7,6 +7,7 @@
 #include "net/answer_stream.hpp"
 #include "net/api_error.hpp"
 #include "net/chat_answer.hpp"
+#include "net/job_reply.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
@@ -14,10 +15,10 @@ namespace {
 
 const char* finish_reason(EndReason r) { return r == EndReason::length ? "length" : "stop"; }
 
-class GenerationReply : public AsyncReply, public JobListener, public std::enable_shared_from_this<GenerationReply> {
+class GenerationReply : public JobReply {
  public:
   GenerationReply(ServerCore& core, JobSpec spec, bool stream, bool include_usage)
-      : core_(core), spec_(std::move(spec)), stream_(stream), include_usage_(include_usage) {
+      : JobReply(core, std::move(spec)), stream_(stream), include_usage_(include_usage) {
     const size_t n = spec_.choices.size();
     outputs_.resize(n);
     role_sent_.assign(n, false);
@@ -27,17 +28,6 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
       outputs_[i].with_logprobs = s.logprobs || s.n_logprobs > 0;
       answers_.emplace_back(spec_.answer);
     }
-  }
-
-  void start(std::shared_ptr<ReplyWriter> writer) override {
-    writer_ = std::move(writer);
-    job_ = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), spec_, shared_from_this());
-    core_.jobs().add(job_);
-    job_->start();
-  }
-
-  void cancel() override {
-    if (job_) job_->cancel();
   }
 
   bool on_token(int32_t choice, const TokenEvent&, std::string_view text,
@@ -69,12 +59,7 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     completion_tokens_ += f.completion_tokens;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
       const bool shutdown = ended_by_shutdown(f);
-      if (!error_) {
-        error_ = shutdown ? ApiError(503, f.error_message, {}, "server_shutting_down").with_retry_after(1)
-                 : f.reason == EndReason::error
-                     ? api_error_from(f.error_code, f.error_message, f.error_param)
-                     : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
-      }
+      if (!error_) error_ = job_end_error(f);
       if (!stream_ || failed_) return false;
       if (!head_sent_) {
         // Nothing sent yet (the job holds every event until all choices'
@@ -160,20 +145,14 @@ class GenerationReply : public AsyncReply, public JobListener, public std::enabl
     return writer_->send_chunk(sse_event(chunk_json(spec_.meta, in)));
   }
 
-  ServerCore& core_;
-  const JobSpec spec_;
   const bool stream_;
   const bool include_usage_;
-  std::shared_ptr<ReplyWriter> writer_;
-  std::shared_ptr<GenerationJob> job_;
   // Touched only from the job's serialised listener calls.
   std::vector<ChoiceOutput> outputs_;
   std::vector<bool> role_sent_;
   std::vector<AnswerStream> answers_;  // one per choice
   int32_t completion_tokens_ = 0;
-  std::optional<ApiError> error_;
   bool head_sent_ = false;
-  bool failed_ = false;
   bool shutdown_sent_ = false;  // the shutdown error event went out
 };
 

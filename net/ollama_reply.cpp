@@ -10,6 +10,7 @@
 #include "net/answer_stream.hpp"
 #include "net/api_error.hpp"
 #include "net/chat_answer.hpp"
+#include "net/job_reply.hpp"
 #include "net/ollama_api.hpp"
 #include "net/routes.hpp"
 
@@ -54,21 +55,10 @@ json::array tool_calls_json(const std::vector<OutputToolCall>& calls) {
   return out;
 }
 
-class OllamaReply : public AsyncReply, public JobListener, public std::enable_shared_from_this<OllamaReply> {
+class OllamaReply : public JobReply {
  public:
   OllamaReply(ServerCore& core, JobSpec spec, OllamaReplyOptions options)
-      : core_(core), spec_(std::move(spec)), options_(std::move(options)), answer_(spec_.answer) {}
-
-  void start(std::shared_ptr<ReplyWriter> writer) override {
-    writer_ = std::move(writer);
-    job_ = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), spec_, shared_from_this());
-    core_.jobs().add(job_);
-    job_->start();
-  }
-
-  void cancel() override {
-    if (job_) job_->cancel();
-  }
+      : JobReply(core, std::move(spec)), options_(std::move(options)), answer_(spec_.answer) {}
 
   bool on_token(int32_t, const TokenEvent&, std::string_view text, const std::vector<TokenLogprobs>* lps) override {
     if (!options_.stream) {
@@ -93,20 +83,9 @@ class OllamaReply : public AsyncReply, public JobListener, public std::enable_sh
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     final_ = f;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
-      const bool shutdown = ended_by_shutdown(f);
-      error_ =
-          shutdown ? ApiError(503, f.error_message, {}, "server_shutting_down").with_retry_after(1)
-          : f.reason == EndReason::error
-              ? api_error_from(f.error_code, f.error_message, f.error_param)
-              : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
-      if (!options_.stream || failed_) return false;
-      if (!head_sent_) {
-        // Nothing sent yet: the error still gets its status.
-        failed_ = true;
-        writer_->send(ollama_error_reply(core_.error_reply(*error_), *error_));
+      if (!stream_error(f, options_.stream, head_sent_,
+                        [&](const ApiError& e) { return ollama_error_reply(core_.error_reply(e), e); }))
         return false;
-      }
-      if (f.reason == EndReason::cancelled && !shutdown) return false;  // the client is gone
       send_line(json::object{{"error", error_->what()}});
       return false;
     }
@@ -197,11 +176,7 @@ class OllamaReply : public AsyncReply, public JobListener, public std::enable_sh
     return writer_->send_chunk(json::serialize(line) + "\n");
   }
 
-  ServerCore& core_;
-  const JobSpec spec_;
   const OllamaReplyOptions options_;
-  std::shared_ptr<ReplyWriter> writer_;
-  std::shared_ptr<GenerationJob> job_;
   // Touched only from the job's serialised listener calls.
   AnswerStream answer_;
   std::string text_;       // not streamed: the whole output, then its answer
@@ -209,9 +184,7 @@ class OllamaReply : public AsyncReply, public JobListener, public std::enable_sh
   json::array logprobs_;   // not streamed: every token's
   std::vector<OutputToolCall> tool_calls_;
   FinalEvent final_;
-  std::optional<ApiError> error_;
   bool head_sent_ = false;
-  bool failed_ = false;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "net/answer_stream.hpp"
 #include "net/api_error.hpp"
 #include "net/chat_answer.hpp"
+#include "net/job_reply.hpp"
 #include "net/routes.hpp"
 
 namespace troupe::net {
@@ -42,27 +43,15 @@ json::object call_item(const OutputToolCall& c, const std::string& id, const cha
           {"call_id", c.id},  {"name", c.call.name}};
 }
 
-class ResponsesReply : public AsyncReply, public JobListener, public std::enable_shared_from_this<ResponsesReply> {
+class ResponsesReply : public JobReply {
  public:
   ResponsesReply(ServerCore& core, JobSpec spec, bool stream, std::string echo_json)
-      : core_(core),
-        spec_(std::move(spec)),
+      : JobReply(core, std::move(spec)),
         stream_(stream),
         echo_(json::parse(echo_json).as_object()),
         id_(new_response_id("resp_")),
         created_(static_cast<int64_t>(std::time(nullptr))),
         answer_(spec_.answer) {}
-
-  void start(std::shared_ptr<ReplyWriter> writer) override {
-    writer_ = std::move(writer);
-    job_ = GenerationJob::create(core_.backend(), core_.metrics(), core_.admission(), spec_, shared_from_this());
-    core_.jobs().add(job_);
-    job_->start();
-  }
-
-  void cancel() override {
-    if (job_) job_->cancel();
-  }
 
   bool on_token(int32_t, const TokenEvent&, std::string_view text, const std::vector<TokenLogprobs>*) override {
     if (!stream_) {
@@ -76,19 +65,7 @@ class ResponsesReply : public AsyncReply, public JobListener, public std::enable
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     final_ = f;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
-      const bool shutdown = ended_by_shutdown(f);
-      error_ =
-          shutdown ? ApiError(503, f.error_message, {}, "server_shutting_down").with_retry_after(1)
-          : f.reason == EndReason::error
-              ? api_error_from(f.error_code, f.error_message, f.error_param)
-              : ApiError(503, "the request was cancelled: " + f.error_message, {}, "cancelled").with_retry_after(1);
-      if (!stream_ || failed_) return false;
-      if (!head_sent_) {
-        failed_ = true;  // nothing sent yet: the error still gets its status
-        writer_->send(core_.error_reply(*error_));
-        return false;
-      }
-      if (f.reason == EndReason::cancelled && !shutdown) return false;  // the client is gone
+      if (!stream_error(f, stream_, head_sent_, [&](const ApiError& e) { return core_.error_reply(e); })) return false;
       send(json::object{{"type", "error"},
                         {"code", error_->code()},
                         {"message", error_->what()},
@@ -270,14 +247,10 @@ class ResponsesReply : public AsyncReply, public JobListener, public std::enable
     return sent;
   }
 
-  ServerCore& core_;
-  const JobSpec spec_;
   const bool stream_;
   const json::object echo_;
   const std::string id_;  // resp_...
   const int64_t created_;
-  std::shared_ptr<ReplyWriter> writer_;
-  std::shared_ptr<GenerationJob> job_;
   // Touched only from the job's serialised listener calls.
   AnswerStream answer_;
   std::string text_;        // not streamed: the whole output
@@ -287,9 +260,7 @@ class ResponsesReply : public AsyncReply, public JobListener, public std::enable
   std::string item_text_;
   int64_t sequence_ = 0;
   FinalEvent final_;
-  std::optional<ApiError> error_;
   bool head_sent_ = false;
-  bool failed_ = false;
 };
 
 }  // namespace

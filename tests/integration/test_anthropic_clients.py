@@ -95,3 +95,31 @@ def test_errors_as_the_client_raises_them(client, server):
         wrong.messages.create(model=MODEL, max_tokens=8, messages=CONVERSATION)
     # The server still answers.
     assert client.messages.create(model=MODEL, max_tokens=4, messages=CONVERSATION).usage.output_tokens == 4
+
+
+def test_a_forced_tool_use_and_the_loop_back(client):
+    # stories260K never calls a tool by itself: a named tool_choice holds
+    # its output to the tool's schema (the grammar), and the SDK parses the
+    # tool_use block; the result goes back as a tool_result and the model
+    # answers in text.
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                               "unit": {"enum": ["c", "f"]}},
+              "required": ["city", "unit"], "additionalProperties": False}
+    tools = [{"name": "get_weather", "description": "The weather in a city", "input_schema": schema}]
+    messages = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    m = client.messages.create(model=MODEL, max_tokens=200, extra_body=GREEDY, tools=tools, messages=messages,
+                               tool_choice={"type": "tool", "name": "get_weather"})
+    assert m.stop_reason == "tool_use"
+    [use] = [b for b in m.content if b.type == "tool_use"]
+    assert use.name == "get_weather" and use.id
+    jsonschema.validate(use.input, schema)
+    with client.messages.stream(model=MODEL, max_tokens=200, extra_body=GREEDY, tools=tools, messages=messages,
+                                tool_choice={"type": "tool", "name": "get_weather"}) as stream:
+        final = stream.get_final_message()
+    [streamed] = [b for b in final.content if b.type == "tool_use"]
+    assert streamed.input == use.input and final.stop_reason == "tool_use"
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "Sunny"}]}]
+    answer = client.messages.create(model=MODEL, max_tokens=10, extra_body=GREEDY, tools=tools, messages=messages)
+    assert answer.stop_reason in ("end_turn", "max_tokens") and answer.content[0].type == "text"

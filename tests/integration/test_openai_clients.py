@@ -279,3 +279,28 @@ def test_responses_api_answers_as_the_chat_route(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model=MODEL, input="And then?", previous_response_id=r.id)
     assert "previous_response_id" in str(e.value)
+
+
+def test_responses_api_function_calls(client):
+    # A named tool_choice on the Responses API: a function_call item whose
+    # arguments hold to the schema; its output goes back as an input item.
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+              "required": ["city"], "additionalProperties": False}
+    tools = [{"type": "function", "name": "get_weather", "parameters": schema, "strict": True}]
+    ask = dict(model=MODEL, input="What is the weather in Oslo?", tools=tools, temperature=0,
+               max_output_tokens=200, tool_choice={"type": "function", "name": "get_weather"})
+    r = client.responses.create(**ask)
+    [call] = [o for o in r.output if o.type == "function_call"]
+    assert call.name == "get_weather" and call.call_id.startswith("call_")
+    jsonschema.validate(json.loads(call.arguments), schema)
+    with client.responses.stream(**ask) as stream:
+        final = stream.get_final_response()
+    [streamed] = [o for o in final.output if o.type == "function_call"]
+    assert streamed.arguments == call.arguments
+    follow = client.responses.create(
+        model=MODEL, tools=tools, temperature=0, max_output_tokens=10,
+        input=[{"role": "user", "content": "What is the weather in Oslo?"},
+               {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+               {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny"}])
+    assert follow.output[0].type == "message"

@@ -18,26 +18,9 @@ namespace {
 using nlohmann::json;
 using test::Env;
 
-struct Event {
-  std::string name;
-  json data;
-};
+using Event = test::SseEvent;
 
-// The events of an SSE body: "event: <name>" and its "data: <json>".
-std::vector<Event> events_of(const HttpReply& r) {
-  EXPECT_EQ(r.content_type, "text/event-stream; charset=utf-8");
-  std::vector<Event> out;
-  size_t pos = 0;
-  while ((pos = r.body.find("event: ", pos)) != std::string::npos) {
-    const size_t name_end = r.body.find('\n', pos);
-    const size_t data = r.body.find("data: ", name_end);
-    const size_t end = r.body.find("\n\n", data);
-    out.push_back({r.body.substr(pos + 7, name_end - pos - 7), json::parse(r.body.substr(data + 6, end - data - 6))});
-    EXPECT_EQ(out.back().name, out.back().data["type"]);
-    pos = end + 2;
-  }
-  return out;
-}
+std::vector<Event> events_of(const HttpReply& r) { return test::sse_events(r); }
 
 std::vector<std::string> names(const std::vector<Event>& events) {
   std::vector<std::string> out;
@@ -158,6 +141,14 @@ TEST(AnthropicMessages, ToolUseBlocksCarryTheInput) {
   EXPECT_EQ(events[4].data["content_block"]["input"], json::object());
   EXPECT_EQ(json::parse(events[5].data["delta"]["partial_json"].get<std::string>()), json({{"city", "Paris"}}));
   EXPECT_EQ(events[7].data["delta"]["stop_reason"], "tool_use");
+
+  // A reply that is all call: message_start still comes first.
+  env.backend.script = {
+      .texts = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}", "\n</tool_call>"}};
+  const std::vector<Event> only = events_of(post(env, body({{"tools", tools}, {"stream", true}})));
+  EXPECT_EQ(names(only), (std::vector<std::string>{"message_start", "content_block_start:tool_use",
+                                                   "content_block_delta:input_json_delta", "content_block_stop",
+                                                   "message_delta", "message_stop"}));
 
   // tool_choice "any": the output must be a call (an output constraint).
   ASSERT_EQ(post(env, body({{"tools", tools}, {"tool_choice", {{"type", "any"}}}})).status, 200);

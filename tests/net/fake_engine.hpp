@@ -228,6 +228,8 @@ class RecordingWriter : public net::ReplyWriter {
   }
   bool send_chunk(std::string data) override {
     std::lock_guard lock(mutex_);
+    // The transport writes a chunk only after the head it belongs to.
+    EXPECT_TRUE(head.has_value()) << "a chunk before the head: " << data;
     if (refuse_chunks) return false;
     chunks.push_back(std::move(data));
     return true;

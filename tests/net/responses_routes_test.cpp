@@ -17,24 +17,12 @@ namespace {
 using nlohmann::json;
 using test::Env;
 
-struct Event {
-  std::string name;
-  json data;
-};
+using Event = test::SseEvent;
 
+// The events, each with its place in the stream as sequence_number.
 std::vector<Event> events_of(const HttpReply& r) {
-  EXPECT_EQ(r.content_type, "text/event-stream; charset=utf-8");
-  std::vector<Event> out;
-  size_t pos = 0;
-  while ((pos = r.body.find("event: ", pos)) != std::string::npos) {
-    const size_t name_end = r.body.find('\n', pos);
-    const size_t data = r.body.find("data: ", name_end);
-    const size_t end = r.body.find("\n\n", data);
-    out.push_back({r.body.substr(pos + 7, name_end - pos - 7), json::parse(r.body.substr(data + 6, end - data - 6))});
-    EXPECT_EQ(out.back().name, out.back().data["type"]);
-    EXPECT_EQ(out.back().data["sequence_number"], out.size() - 1);
-    pos = end + 2;
-  }
+  std::vector<Event> out = test::sse_events(r);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].data["sequence_number"], i);
   return out;
 }
 

@@ -73,6 +73,29 @@ inline std::vector<std::string> sse_data(const std::string& body) {
   return out;
 }
 
+// The named events of an SSE body ("event: <name>" and its "data: <json>":
+// Anthropic's and the Responses API's streams); each event's name is its
+// data's "type".
+struct SseEvent {
+  std::string name;
+  json data;
+};
+
+inline std::vector<SseEvent> sse_events(const HttpReply& r) {
+  EXPECT_EQ(r.content_type, "text/event-stream; charset=utf-8");
+  std::vector<SseEvent> out;
+  size_t pos = 0;
+  while ((pos = r.body.find("event: ", pos)) != std::string::npos) {
+    const size_t name_end = r.body.find('\n', pos);
+    const size_t data = r.body.find("data: ", name_end);
+    const size_t end = r.body.find("\n\n", data);
+    out.push_back({r.body.substr(pos + 7, name_end - pos - 7), json::parse(r.body.substr(data + 6, end - data - 6))});
+    EXPECT_EQ(out.back().name, out.back().data["type"]);
+    pos = end + 2;
+  }
+  return out;
+}
+
 // A streamed chat choice as its chunks add up: the deltas' reasoning and
 // content, the number of tool calls, and the finish_reason.
 struct StreamedChat {
