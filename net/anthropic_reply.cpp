@@ -84,10 +84,10 @@ class AnthropicReply : public JobReply {
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     final_ = f;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
-      if (!stream_error(f, stream_, head_sent_,
-                        [&](const ApiError& e) { return anthropic_error_reply(core_.error_reply(e), e); }))
-        return false;
-      writer_->send_chunk("event: error\ndata: " + anthropic_error_body(*error_) + "\n\n");
+      const auto whole = [&](const ApiError& e) { return anthropic_error_reply(core_.error_reply(e), e); };
+      if (stream_error(f, stream_, head_sent_, whole)) {
+        writer_->send_chunk("event: error\ndata: " + anthropic_error_body(*error_) + "\n\n");
+      }
       return false;
     }
     if (!stream_) {

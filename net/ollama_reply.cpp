@@ -83,10 +83,8 @@ class OllamaReply : public JobReply {
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     final_ = f;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
-      if (!stream_error(f, options_.stream, head_sent_,
-                        [&](const ApiError& e) { return ollama_error_reply(core_.error_reply(e), e); }))
-        return false;
-      send_line(json::object{{"error", error_->what()}});
+      const auto whole = [&](const ApiError& e) { return ollama_error_reply(core_.error_reply(e), e); };
+      if (stream_error(f, options_.stream, head_sent_, whole)) send_line(json::object{{"error", error_->what()}});
       return false;
     }
     if (!options_.stream) {

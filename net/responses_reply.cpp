@@ -65,11 +65,13 @@ class ResponsesReply : public JobReply {
   bool on_choice_end(int32_t, const FinalEvent& f, std::string_view text) override {
     final_ = f;
     if (f.reason == EndReason::error || f.reason == EndReason::cancelled) {
-      if (!stream_error(f, stream_, head_sent_, [&](const ApiError& e) { return core_.error_reply(e); })) return false;
-      send(json::object{{"type", "error"},
-                        {"code", error_->code()},
-                        {"message", error_->what()},
-                        {"param", error_->param().empty() ? json::value(nullptr) : json::value(error_->param())}});
+      const auto whole = [&](const ApiError& e) { return core_.error_reply(e); };
+      if (stream_error(f, stream_, head_sent_, whole)) {
+        send(json::object{{"type", "error"},
+                          {"code", error_->code()},
+                          {"message", error_->what()},
+                          {"param", error_->param().empty() ? json::value(nullptr) : json::value(error_->param())}});
+      }
       return false;
     }
     const bool cut = f.reason == EndReason::length;
