@@ -409,5 +409,42 @@ TEST_F(PipelineRoutes, OllamaRoutesGenerateWhatTheOpenAiRoutesDo) {
   EXPECT_EQ(core_->admission().in_flight(), 0);
 }
 
+// The same through Ollama's, Anthropic's and the Responses API's streams:
+// each reply cancels its request when the client leaves.
+TEST_F(PipelineRoutes, ClientLeavingAnyApisStreamFreesItsKv) {
+  const json messages = {{{"role", "user"}, {"content", "Once upon a time"}}};
+  const std::pair<const char*, json> asks[] = {
+      {"/api/chat",
+       {{"model", "stories260K"}, {"messages", messages}, {"options", {{"num_predict", 400}, {"temperature", 0.8}}}}},
+      {"/v1/messages",
+       {{"model", "stories260K"}, {"messages", messages}, {"max_tokens", 400}, {"temperature", 0.8}, {"stream", true}}},
+      {"/v1/responses",
+       {{"model", "stories260K"},
+        {"input", "Once upon a time"},
+        {"max_output_tokens", 400},
+        {"temperature", 0.8},
+        {"stream", true}}}};
+  for (const auto& [target, body] : asks) {
+    const uint64_t cancelled = backend_->stats().cancelled;
+    RouteResult r = core_->handle({.method = "POST", .target = target, .body = body.dump()});
+    ASSERT_TRUE(r.async) << target << ": " << r.reply.body;
+    auto w = std::make_shared<RecordingWriter>();
+    r.async->start(w);
+    bool holding = false;
+    for (int i = 0; i < 500 && !holding; ++i) {
+      holding = backend_->stats().kv_blocks_used > 0;
+      if (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_TRUE(holding) << target;
+    r.async->cancel();
+    ASSERT_TRUE(w->wait()) << target;
+    const PipelineStats s = backend_->stats();
+    EXPECT_EQ(s.kv_blocks_used, 0) << target;
+    EXPECT_EQ(s.running, 0) << target;
+    EXPECT_EQ(s.cancelled, cancelled + 1) << target;
+    EXPECT_EQ(core_->admission().in_flight(), 0) << target;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::net
