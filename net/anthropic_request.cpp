@@ -214,20 +214,55 @@ void read_tools_and_choice(const json::object& o, ParsedRequest& r) {
   read_tools(openai, r);
 }
 
-// "thinking": {"type": "enabled", "budget_tokens"} or {"type": "disabled"}:
-// the template's enable_thinking (Qwen3's). The budget is not enforced:
+// "thinking": {"type": "enabled" | "between_tools", "budget_tokens"} sets
+// the template's enable_thinking (Qwen3's), "disabled" clears it,
+// "adaptive" leaves the template's default. The budget is not enforced:
 // the model thinks until it closes its block, within max_tokens.
-void read_thinking(const json::object& o, AnthropicRequest& out) {
+void read_thinking(const json::object& o, AnthropicRequest& out, json::object& kwargs) {
   const json::value* v = field(o, "thinking");
   if (v == nullptr) return;
   if (!v->is_object()) wrong_type("thinking", "an object", *v);
   const std::string type = required_string(v->as_object(), "type", "thinking.type");
-  if (type != "enabled" && type != "disabled") {
-    throw invalid_field("thinking.type", "'thinking.type' must be 'enabled' or 'disabled', got '" + type + "'");
+  if (type != "enabled" && type != "between_tools" && type != "disabled" && type != "adaptive") {
+    throw invalid_field("thinking.type",
+                        "'thinking.type' must be 'enabled', 'adaptive', 'between_tools' or "
+                        "'disabled', got '" +
+                            type + "'");
   }
   (void)get_int(v->as_object(), "budget_tokens", 0, std::numeric_limits<int32_t>::max());
-  out.thinking = type == "enabled";
-  out.request.chat.template_kwargs_json = json::serialize(json::object{{"enable_thinking", out.thinking}});
+  if (type == "adaptive") return;
+  out.thinking = type != "disabled";
+  kwargs["enable_thinking"] = out.thinking;
+}
+
+// "output_config": {"format": {"type": "json_schema", "schema"}, "effort"}
+// (and the beta's top-level "output_format"): the schema holds the reply
+// as response_format does; the effort is the template's reasoning_effort
+// (gpt-oss's).
+void read_output_config(const json::object& o, ParsedRequest& r, json::object& kwargs) {
+  const json::value* format = nullptr;
+  std::string param = "output_format";
+  if (const json::value* config = field(o, "output_config")) {
+    if (!config->is_object()) wrong_type("output_config", "an object", *config);
+    if (auto effort = get_string(config->as_object(), "effort")) kwargs["reasoning_effort"] = *effort;
+    format = field(config->as_object(), "format");
+    param = "output_config.format";
+  }
+  if (format == nullptr) {
+    format = field(o, "output_format");
+    param = "output_format";
+  }
+  if (format == nullptr) return;
+  if (!format->is_object()) wrong_type(param, "an object", *format);
+  const std::string type = required_string(format->as_object(), "type", param + ".type");
+  if (type != "json_schema") {
+    throw invalid_field(param + ".type", "'" + param + ".type' must be 'json_schema', got '" + type + "'");
+  }
+  const json::value* schema = field(format->as_object(), "schema");
+  if (schema == nullptr) throw invalid_field(param + ".schema", "'" + param + ".schema' is required", "missing_field");
+  if (!schema->is_object()) wrong_type(param + ".schema", "an object", *schema);
+  r.params.format =
+      OutputFormat{.kind = OutputFormat::Kind::json_schema, .schema = json::serialize(*schema), .param = param};
 }
 
 AnthropicRequest read_conversation(const json::object& o, const RequestLimits& limits) {
@@ -237,8 +272,11 @@ AnthropicRequest read_conversation(const json::object& o, const RequestLimits& l
   r.model = required_string(o, "model", "model");
   if (r.model.empty()) missing("model");
   read_messages(o, limits, r);
+  json::object kwargs;
+  read_thinking(o, out, kwargs);
+  read_output_config(o, r, kwargs);  // before the tools: a forced call is refused beside a format
   read_tools_and_choice(o, r);
-  read_thinking(o, out);
+  if (!kwargs.empty()) r.chat.template_kwargs_json = json::serialize(kwargs);
   return out;
 }
 

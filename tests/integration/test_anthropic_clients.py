@@ -77,6 +77,17 @@ def test_a_trailing_assistant_turn_is_continued(client, server):
                                                        messages=CONVERSATION).content[0].text
 
 
+def test_output_config_holds_the_reply_to_a_schema(client):
+    # Structured outputs: the grammar holds a story model to the schema.
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                               "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    m = client.messages.create(model=MODEL, max_tokens=100, extra_body=GREEDY, messages=CONVERSATION,
+                               output_config={"format": {"type": "json_schema", "schema": schema}})
+    jsonschema.validate(json.loads(m.content[0].text), schema)
+
+
 def test_errors_as_the_client_raises_them(client, server):
     with pytest.raises(anthropic.NotFoundError) as e:
         client.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=CONVERSATION)

@@ -251,6 +251,39 @@ TEST(AnthropicMessages, ATrailingAssistantTurnIsContinued) {
       << refused;
 }
 
+// output_config: a JSON schema holds the reply; the effort and the
+// thinking switch are template variables.
+TEST(AnthropicMessages, OutputConfigAndThinkingReachTheEngine) {
+  Env env;
+  env.backend.context_length = 256;
+  env.backend.chat_template =
+      "{% for m in messages %}{{ m.content }}{% endfor %}"
+      "{% if reasoning_effort is defined %} effort={{ reasoning_effort }}{% endif %}"
+      "{% if enable_thinking is defined %} thinking={{ enable_thinking }}{% endif %}";
+  env.backend.script = {.texts = {"{}"}};
+  const json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}};
+  ASSERT_EQ(
+      post(env,
+           body({{"output_config", {{"format", {{"type", "json_schema"}, {"schema", schema}}}, {"effort", "high"}}},
+                 {"thinking", {{"type", "disabled"}}}}))
+          .status,
+      200);
+  const GenerateParams& p = env.backend.submitted.back().params;
+  EXPECT_EQ(p.format.kind, OutputFormat::Kind::json_schema);
+  EXPECT_EQ(p.format.param, "output_config.format");
+  EXPECT_EQ(json::parse(p.format.schema), schema);
+  const std::string text = env.backend.tokenizer().decode(env.backend.submitted.back().prompt, /*skip_special=*/false);
+  EXPECT_NE(text.find("Hi effort=high thinking=False"), std::string::npos) << text;
+  // "adaptive" leaves the template's default, on any model.
+  ASSERT_EQ(post(env, body({{"thinking", {{"type", "adaptive"}}}})).status, 200);
+  const std::string adaptive =
+      env.backend.tokenizer().decode(env.backend.submitted.back().prompt, /*skip_special=*/false);
+  EXPECT_EQ(adaptive.find("thinking="), std::string::npos) << adaptive;
+  // The beta's top-level spelling.
+  ASSERT_EQ(post(env, body({{"output_format", {{"type", "json_schema"}, {"schema", schema}}}})).status, 200);
+  EXPECT_EQ(env.backend.submitted.back().params.format.param, "output_format");
+}
+
 TEST(AnthropicMessages, RefusalsInAnthropicsShape) {
   Env env;
   const auto refused = [&](const json& b, int status, const std::string& type, const std::string& words) {
@@ -275,6 +308,10 @@ TEST(AnthropicMessages, RefusalsInAnthropicsShape) {
           "does not think");
   refused(body({{"messages", {{{"role", "user"}, {"content", {{{"type", "tool_result"}}}}}}}}), 400,
           "invalid_request_error", "'messages[0].content[0].tool_use_id' is required");
+  refused(body({{"output_config", {{"format", {{"type", "json_object"}}}}}}), 400, "invalid_request_error",
+          "'output_config.format.type' must be 'json_schema'");
+  refused(body({{"output_config", {{"format", {{"type", "json_schema"}}}}}}), 400, "invalid_request_error",
+          "'output_config.format.schema' is required");
   const HttpReply get = env.call("GET", "/v1/messages");
   error_of(get, 405, "api_error");
   EXPECT_EQ(test::header(get, "Allow"), "POST");
