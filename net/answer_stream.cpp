@@ -13,13 +13,23 @@ AnswerStream::AnswerStream(const JobSpec::AnswerReading& reading) {
   if (reading.tools) tools_.emplace(reading.tools->syntax, reading.tools->names);
 }
 
+ReasoningParts AnswerStream::split(std::string_view piece, bool last) {
+  if (!reasoning_) return ReasoningParts{.reasoning = {}, .content = std::string(piece)};
+  ReasoningParts parts = reasoning_->push(piece);
+  if (last) {
+    ReasoningParts rest = reasoning_->finish();
+    parts.reasoning += rest.reasoning;
+    parts.content += rest.content;
+  }
+  return parts;
+}
+
 ReasoningParts AnswerStream::push(std::string_view piece) {
   if (harmony_) {
     HarmonyParts h = harmony_->push(piece);
     return ReasoningParts{.reasoning = std::move(h.reasoning), .content = std::move(h.content)};
   }
-  ReasoningParts parts =
-      reasoning_ ? reasoning_->push(piece) : ReasoningParts{.reasoning = {}, .content = std::string(piece)};
+  ReasoningParts parts = split(piece, /*last=*/false);
   if (tools_) parts.content = tools_->push(parts.content);
   return parts;
 }
@@ -32,13 +42,7 @@ ReasoningParts AnswerStream::finish(std::string_view piece, std::vector<grammar:
     parts.content += rest.content;
     return parts;
   }
-  ReasoningParts parts =
-      reasoning_ ? reasoning_->push(piece) : ReasoningParts{.reasoning = {}, .content = std::string(piece)};
-  if (reasoning_) {
-    ReasoningParts rest = reasoning_->finish();
-    parts.reasoning += rest.reasoning;
-    parts.content += rest.content;
-  }
+  ReasoningParts parts = split(piece, /*last=*/true);
   if (tools_) {
     parts.content = tools_->push(parts.content);
     grammar::ToolCallOutput parsed = tools_->finish();

@@ -30,6 +30,9 @@ class AnswerStream {
   ReasoningParts finish(std::string_view piece, std::vector<grammar::ToolCall>& calls);
 
  private:
+  // The piece through the reasoning split (last: and what it held).
+  ReasoningParts split(std::string_view piece, bool last);
+
   std::optional<ReasoningStream> reasoning_;
   std::optional<grammar::ToolCallStream> tools_;
   std::optional<HarmonyStream> harmony_;

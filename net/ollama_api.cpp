@@ -136,13 +136,10 @@ std::string ollama_ps_body(const OllamaModelFacts& model, int64_t kv_bytes, cons
 std::string ollama_timestamp_now() {
   const auto now = std::chrono::system_clock::now();
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  const auto t = static_cast<std::time_t>(ns / 1'000'000'000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[48];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%09lldZ", static_cast<long long>(ns % 1'000'000'000));
-  return buf;
+  std::string out = rfc3339(ns / 1'000'000'000);  // ...T18:22:03Z
+  char fraction[12];
+  std::snprintf(fraction, sizeof fraction, ".%09lld", static_cast<long long>(ns % 1'000'000'000));
+  return out.insert(out.size() - 1, fraction);
 }
 
 std::string ollama_version_body() { return R"({"version":")" TROUPE_VERSION R"("})"; }

@@ -11,7 +11,6 @@
 #include <random>
 
 #include "grammar/tool_call_grammar.hpp"
-#include "net/anthropic_reply.hpp"
 #include "net/api_error.hpp"
 #include "net/classify_reply.hpp"
 #include "net/embeddings_reply.hpp"
@@ -447,124 +446,113 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
     r.headers.emplace_back("Allow", allow);
     return RouteResult{.reply = std::move(r)};
   };
-  try {
-    if (path == "/health") {
-      if (!get) return method_not_allowed("GET");
-      return {.reply = json_reply(200, R"({"status":"ok"})")};
-    }
-    if (path == "/ready") {
-      if (!get) return method_not_allowed("GET");
-      LoadState s = backend_.load_state();
-      // Shutting down: not ready, whatever the engine says.
-      const bool draining = admission_.draining();
-      if (draining) {
-        s.ready = false;
-        s.stage = "the server is shutting down";
-      }
-      std::string body = std::string(R"({"status":")") +
-                         (draining   ? "draining"
-                          : s.ready  ? "ready"
-                          : s.failed ? "failed"
-                          : s.loaded ? "stage_down"
-                                     : "loading") +
-                         R"(","progress":)" + std::to_string(s.progress) + R"(,"auth_required":)" +
-                         (options_.api_key.empty() ? "false" : "true") + R"(,"stages":)" + stages_json(s.stages) +
-                         (s.ready ? std::string() : R"(,"reason":)" + json_quoted(s.stage)) + "}";
-      HttpReply r = json_reply(s.ready ? 200 : 503, std::move(body));
-      if (!s.ready) r.headers.emplace_back("Retry-After", "1");
-      return {.reply = std::move(r)};
-    }
-    if (path == "/metrics") {
-      if (!get) return method_not_allowed("GET");
-      return {.reply = HttpReply{
-                  .status = 200, .content_type = "text/plain; version=0.0.4; charset=utf-8", .body = metrics_text()}};
-    }
-    if (path == "/tokenize" || path == "/detokenize") {
-      if (!authorized(req, /*allow_query=*/false)) {
-        throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
-      }
-      if (!post) return method_not_allowed("POST");
-      if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
-      TokenizeRequest t = path == "/tokenize" ? parse_tokenize_request(req.body, options_.limits.request)
-                                              : parse_detokenize_request(req.body);
-      check_model_name(t.model, backend_.served_model().id);
-      return RouteResult{.async = make_tokenize_reply(*this, std::move(t))};
-    }
-    // vLLM's and llama-server's other spellings of the scoring routes.
-    if (path == "/rerank" || path == "/v2/rerank" || path == "/score" || path == "/classify") {
-      if (!authorized(req, /*allow_query=*/false)) {
-        throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
-      }
-      if (!post) return method_not_allowed("POST");
-      if (path == "/classify") return classify(req);
-      return score(req, path != "/score");
-    }
-    if (path.starts_with("/api/")) return ollama(req, path);
-    if (path == "/v1/messages" || path == "/v1/messages/count_tokens") {
-      if (!authorized(req, /*allow_query=*/false)) {
-        const ApiError e(401, "a valid API key is required (x-api-key or Authorization: Bearer)", {},
-                         "invalid_api_key");
-        return {.reply = anthropic_error_reply(error_reply(e), e)};
-      }
-      return anthropic(req, path);
-    }
-    if (path.substr(0, 4) == "/v1/") {
-      if (!authorized(req, /*allow_query=*/false)) {
-        throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
-      }
-      if (path == "/v1/completions" || path == "/v1/chat/completions") {
-        if (!post) return method_not_allowed("POST");
-        return generate(req, path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions);
-      }
-      if (path == "/v1/responses") {
-        if (!post) return method_not_allowed("POST");
-        return responses(req);
-      }
-      if (path == "/v1/embeddings") {
-        if (!post) return method_not_allowed("POST");
-        return embeddings(req);
-      }
-      if (path == "/v1/classify") {
-        if (!post) return method_not_allowed("POST");
-        return classify(req);
-      }
-      if (path == "/v1/rerank" || path == "/v1/score") {
-        if (!post) return method_not_allowed("POST");
-        return score(req, path == "/v1/rerank");
-      }
-      if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
-        if (!get) return method_not_allowed("GET");
-        if (!backend_.ready())
-          throw ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
-        const ServedModel info = backend_.served_model();
-        if (path == "/v1/models") return {.reply = json_reply(200, models_list_json(info.id, info.created))};
-        if (path.substr(11) != info.id) {
-          throw ApiError(404, "the model '" + std::string(path.substr(11)) + "' does not exist", "model",
-                         "model_not_found");
+  return answer_errors(
+      [&]() -> RouteResult {
+        if (path == "/health") {
+          if (!get) return method_not_allowed("GET");
+          return {.reply = json_reply(200, R"({"status":"ok"})")};
         }
-        return {.reply = json_reply(200, model_json(info.id, info.created))};
-      }
-      if (path == "/v1/stream") {
-        HttpReply r = error_reply(
-            ApiError(426, "/v1/stream is a WebSocket endpoint: send an Upgrade request", {}, "upgrade_required"));
-        r.headers.emplace_back("Upgrade", "websocket");
-        return {.reply = std::move(r)};
-      }
-    }
-    if (const StaticAsset* a = find_static_asset(path)) {
-      if (!get) return method_not_allowed("GET");
-      return {.reply =
-                  HttpReply{.status = 200, .content_type = std::string(a->content_type), .body = std::string(a->body)}};
-    }
-    throw ApiError(404, "no route for " + req.method + " " + std::string(path), {}, "not_found");
-  } catch (const ApiError& e) {
-    return {.reply = error_reply(e)};
-  } catch (const Error& e) {
-    // Tokenizer refusals (invalid UTF-8 in a token prompt's decode, ...).
-    return {.reply = error_reply(api_error_from(e.code(), e.what()))};
-  } catch (const std::exception& e) {
-    return {.reply = error_reply(ApiError(500, std::string("internal error: ") + e.what(), {}, "internal_error"))};
-  }
+        if (path == "/ready") {
+          if (!get) return method_not_allowed("GET");
+          LoadState s = backend_.load_state();
+          // Shutting down: not ready, whatever the engine says.
+          const bool draining = admission_.draining();
+          if (draining) {
+            s.ready = false;
+            s.stage = "the server is shutting down";
+          }
+          std::string body = std::string(R"({"status":")") +
+                             (draining   ? "draining"
+                              : s.ready  ? "ready"
+                              : s.failed ? "failed"
+                              : s.loaded ? "stage_down"
+                                         : "loading") +
+                             R"(","progress":)" + std::to_string(s.progress) + R"(,"auth_required":)" +
+                             (options_.api_key.empty() ? "false" : "true") + R"(,"stages":)" + stages_json(s.stages) +
+                             (s.ready ? std::string() : R"(,"reason":)" + json_quoted(s.stage)) + "}";
+          HttpReply r = json_reply(s.ready ? 200 : 503, std::move(body));
+          if (!s.ready) r.headers.emplace_back("Retry-After", "1");
+          return {.reply = std::move(r)};
+        }
+        if (path == "/metrics") {
+          if (!get) return method_not_allowed("GET");
+          return {.reply = HttpReply{.status = 200,
+                                     .content_type = "text/plain; version=0.0.4; charset=utf-8",
+                                     .body = metrics_text()}};
+        }
+        if (path == "/tokenize" || path == "/detokenize") {
+          if (!authorized(req, /*allow_query=*/false)) {
+            throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
+          }
+          if (!post) return method_not_allowed("POST");
+          if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
+          TokenizeRequest t = path == "/tokenize" ? parse_tokenize_request(req.body, options_.limits.request)
+                                                  : parse_detokenize_request(req.body);
+          check_model_name(t.model, backend_.served_model().id);
+          return RouteResult{.async = make_tokenize_reply(*this, std::move(t))};
+        }
+        // vLLM's and llama-server's other spellings of the scoring routes.
+        if (path == "/rerank" || path == "/v2/rerank" || path == "/score" || path == "/classify") {
+          if (!authorized(req, /*allow_query=*/false)) {
+            throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
+          }
+          if (!post) return method_not_allowed("POST");
+          if (path == "/classify") return classify(req);
+          return score(req, path != "/score");
+        }
+        if (path.starts_with("/api/")) return ollama(req, path);
+        if (path == "/v1/messages" || path == "/v1/messages/count_tokens") return anthropic(req, path);
+        if (path.substr(0, 4) == "/v1/") {
+          if (!authorized(req, /*allow_query=*/false)) {
+            throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
+          }
+          if (path == "/v1/completions" || path == "/v1/chat/completions") {
+            if (!post) return method_not_allowed("POST");
+            return generate(req, path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions);
+          }
+          if (path == "/v1/responses") {
+            if (!post) return method_not_allowed("POST");
+            return responses(req);
+          }
+          if (path == "/v1/embeddings") {
+            if (!post) return method_not_allowed("POST");
+            return embeddings(req);
+          }
+          if (path == "/v1/classify") {
+            if (!post) return method_not_allowed("POST");
+            return classify(req);
+          }
+          if (path == "/v1/rerank" || path == "/v1/score") {
+            if (!post) return method_not_allowed("POST");
+            return score(req, path == "/v1/rerank");
+          }
+          if (path == "/v1/models" || path.substr(0, 11) == "/v1/models/") {
+            if (!get) return method_not_allowed("GET");
+            if (!backend_.ready())
+              throw ApiError(503, "the model is still loading", {}, "model_not_ready").with_retry_after(1);
+            const ServedModel info = backend_.served_model();
+            if (path == "/v1/models") return {.reply = json_reply(200, models_list_json(info.id, info.created))};
+            if (path.substr(11) != info.id) {
+              throw ApiError(404, "the model '" + std::string(path.substr(11)) + "' does not exist", "model",
+                             "model_not_found");
+            }
+            return {.reply = json_reply(200, model_json(info.id, info.created))};
+          }
+          if (path == "/v1/stream") {
+            HttpReply r = error_reply(
+                ApiError(426, "/v1/stream is a WebSocket endpoint: send an Upgrade request", {}, "upgrade_required"));
+            r.headers.emplace_back("Upgrade", "websocket");
+            return {.reply = std::move(r)};
+          }
+        }
+        if (const StaticAsset* a = find_static_asset(path)) {
+          if (!get) return method_not_allowed("GET");
+          return {.reply = HttpReply{
+                      .status = 200, .content_type = std::string(a->content_type), .body = std::string(a->body)}};
+        }
+        throw ApiError(404, "no route for " + req.method + " " + std::string(path), {}, "not_found");
+      },
+      [this](const ApiError& e) { return error_reply(e); });
 }
 
 }  // namespace troupe::net

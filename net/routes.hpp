@@ -13,7 +13,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.hpp"
 #include "net/admission.hpp"
+#include "net/api_error.hpp"
 #include "net/embeddings_request.hpp"
 #include "net/engine_client.hpp"
 #include "net/generation.hpp"
@@ -112,6 +114,23 @@ class ServerCore {
 // 503 while loading, or while a stage is down (a failed GPU, a lost remote
 // worker): the reason says which.
 ApiError not_ready_error(const LoadState& s);
+
+// Runs `route`; what it throws becomes the reply `shape` writes (an
+// HttpReply from an ApiError): an ApiError as it is, a troupe::Error (a
+// tokenizer's refusal, ...) as the API error of its kind, anything else a
+// 500. One rule for every API's routes, each in its own error shape.
+template <class Route, class Shape>
+RouteResult answer_errors(Route&& route, Shape&& shape) {
+  try {
+    return route();
+  } catch (const ApiError& e) {
+    return {.reply = shape(e)};
+  } catch (const Error& e) {
+    return {.reply = shape(api_error_from(e.code(), e.what()))};
+  } catch (const std::exception& e) {
+    return {.reply = shape(ApiError(500, std::string("internal error: ") + e.what(), {}, "internal_error"))};
+  }
+}
 
 // The id of a new response ("cmpl-" / "chatcmpl-" and 24 random characters).
 std::string new_response_id(std::string_view prefix);

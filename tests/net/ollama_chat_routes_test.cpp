@@ -375,7 +375,7 @@ TEST(OllamaChat, AClientThatLeavesCancelsTheRequest) {
   auto w = std::make_shared<test::RecordingWriter>();
   w->refuse_chunks = true;  // gone: its first line cannot be sent
   r.async->start(w);
-  for (int i = 0; i < 500 && env.backend.cancelled_ids.empty(); ++i) {
+  for (int i = 0; i < 500 && !env.backend.is_cancelled(1); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(env.backend.is_cancelled(1));
