@@ -71,6 +71,9 @@ class ExecutorImpl : public executor_actor::base {
     batch.hidden = nullptr;  // back to the previous stage's pool
     batch.compute_ns += steady_now_ns() - t0;
     if (next_) {
+      // The images are in the hidden states now: later stages (and the
+      // wire to a remote one) need not carry them.
+      for (StageSeq& s : batch.seqs) s.embeds.clear();
       batch.hidden = std::move(out);
       send(next_, std::move(batch));
       return;

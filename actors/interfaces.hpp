@@ -33,6 +33,12 @@ using observer_actor = sink_actor;
 using tokenizer_actor =
     caf::typed_actor<caf::reacts_to<PromptRequest>, caf::replies_to<TokenizeQuery>::with<TokenizeAnswer>>;
 
+// A vision-language model's image encoder: decodes each image of a request,
+// runs the vision tower and its projector, then sends the PromptEvent to the
+// detokenizer and the TokenRequest, features attached, to the scheduler (or
+// a RequestDone(error) naming the image at fault to the detokenizer).
+using vision_actor = caf::typed_actor<caf::reacts_to<VisionRequest>>;
+
 // Continuous batching over SchedulerPolicy "virtual engines" sharing one
 // KvCacheManager (the KV manager role: the scheduler is its single writer).
 using scheduler_actor = caf::typed_actor<

@@ -48,12 +48,35 @@ struct TokenizeQuery {
   bool detokenize = false;
 };
 
-// Tokenizer -> scheduler, once the prompt passed every rule.
+// An image of a prompt (a vision-language model's input): n_tokens
+// placeholder tokens from `position` whose embeddings are the image's
+// features. The tokenizer sets position, n_tokens, bytes and param; the
+// vision actor replaces the bytes with the features.
+struct PromptImage {
+  int32_t position = 0;
+  int32_t n_tokens = 0;
+  std::string bytes;      // PNG or JPEG as the client sent it, until encoded
+  std::string param;      // the request field that held it ("messages[0].content[1]")
+  TensorHandle features;  // [n_tokens, n_embd] of the text model
+  uint64_t digest = 0;    // of the bytes: keys the image's KV blocks in the prefix cache
+};
+
+// Tokenizer -> scheduler, once the prompt passed every rule (through the
+// vision actor when it has images).
 struct TokenRequest {
   RequestId id = 0;
   std::vector<int32_t> prompt;  // [n_tokens]
   GenerateParams params;
   int64_t submit_ns = 0;
+  std::vector<PromptImage> images;  // in prompt order, spans disjoint
+};
+
+// Tokenizer -> vision actor: a request whose images are still to be encoded,
+// with the PromptEvent to send once they are (a refused image ends the
+// request with only its RequestDone, as any refused prompt does).
+struct VisionRequest {
+  PromptEvent event;
+  TokenRequest request;
 };
 
 // Pipeline -> detokenizer, sent with the request's sink before the request
@@ -79,6 +102,16 @@ struct SeqClose {
 };
 
 // One sequence of a step, as every executor stage needs it.
+// Rows of an image's features that a step's first stage puts in place of
+// its tokens' embeddings: new tokens [offset, offset + n_rows) of the step
+// take rows [first, first + n_rows) of `rows`.
+struct EmbedRows {
+  int32_t offset = 0;
+  int32_t first = 0;
+  int32_t n_rows = 0;
+  TensorHandle rows;  // [n_image_tokens, n_embd] the whole image's features, shared in process
+};
+
 struct StageSeq {
   RequestId id = 0;
   int32_t n_tokens = 0;              // new tokens this step
@@ -87,6 +120,7 @@ struct StageSeq {
   int32_t n_logits = 0;              // logits rows for the last n_logits new tokens (model/batch.hpp)
   int32_t state_slot = -1;           // recurrent-state slot (model/batch.hpp), -1: none
   int32_t type1_from = -1;           // an encoder pair's first token of type 1 (model/batch.hpp), -1: none
+  std::vector<EmbedRows> embeds;     // image features in place of token embeddings (first stage)
 };
 
 // Scheduler -> stage 0 -> stage 1 -> ... : one micro-batch.
@@ -376,8 +410,23 @@ typename Inspector::result_type inspect(Inspector& f, TokenizeAnswer& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PromptImage& x) {
+  return f(caf::meta::type_name("PromptImage"), x.position, x.n_tokens, x.bytes, x.param, x.features, x.digest);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenRequest& x) {
-  return f(caf::meta::type_name("TokenRequest"), x.id, x.prompt, x.params, x.submit_ns);
+  return f(caf::meta::type_name("TokenRequest"), x.id, x.prompt, x.params, x.submit_ns, x.images);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, VisionRequest& x) {
+  return f(caf::meta::type_name("VisionRequest"), x.event, x.request);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, EmbedRows& x) {
+  return f(caf::meta::type_name("EmbedRows"), x.offset, x.first, x.n_rows, x.rows);
 }
 
 template <class Inspector>
@@ -398,7 +447,7 @@ typename Inspector::result_type inspect(Inspector& f, SeqClose& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
   return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table, x.n_logits, x.state_slot,
-           x.type1_from);
+           x.type1_from, x.embeds);
 }
 
 template <class Inspector>
@@ -501,6 +550,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::PromptEvent))
   CAF_ADD_TYPE_ID(troupe, (troupe::TokenizeQuery))
   CAF_ADD_TYPE_ID(troupe, (troupe::TokenizeAnswer))
+  CAF_ADD_TYPE_ID(troupe, (troupe::VisionRequest))
 
   // Scheduler: a delayed_send to itself when batching waits for arrivals.
   CAF_ADD_ATOM(troupe, troupe, wake_atom, "wake")

@@ -10,13 +10,12 @@
 #ifdef TROUPE_HAVE_CAF_OPENSSL
 #include <caf/openssl/manager.hpp>
 #endif
+#include <algorithm>
+#include <atomic>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -28,14 +27,15 @@
 #include "actors/draft_setup.hpp"
 #include "actors/engine_set.hpp"
 #include "actors/executor_actor.hpp"
+#include "actors/open_requests.hpp"
 #include "actors/pipeline_extensions.hpp"
+#include "actors/pipeline_model_info.hpp"
+#include "actors/pipeline_remote.hpp"
 #include "actors/remote_stage.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
-#include "actors/open_requests.hpp"
-#include "actors/pipeline_model_info.hpp"
-#include "actors/pipeline_remote.hpp"
+#include "actors/vision_actor.hpp"
 #include "actors/watchdog.hpp"
 #include "model/device.hpp"
 #include "model/model_tokenizer.hpp"
@@ -67,6 +67,32 @@ Reply ask(caf::actor_system& system, const Handle& to, Msg msg, const char* what
   return out;
 }
 
+// A vision-language model's image side, when the model's directory has one
+// Troupe runs and the config wants it; its facts go into `info` for the
+// tokenizer's rules. A multimodal model whose tower is not read says so once.
+std::shared_ptr<const vision::VisionModel> load_vision(const Model& model, const PipelineConfig& config,
+                                                       ModelInfo& info) {
+  if (!config.vision || model.path().empty()) return nullptr;
+  std::shared_ptr<const vision::VisionModel> v = vision::VisionModel::load(model.path());
+  if (!v) {
+    if (const std::string why = vision::VisionModel::unsupported_reason(model.path()); !why.empty()) {
+      std::fprintf(stderr, "troupe: %s\n", why.c_str());
+    }
+    return nullptr;
+  }
+  const vision::VisionConfig& c = v->config();
+  const ModelConfig& mc = model.config();
+  if (c.text_embd != mc.n_embd || c.image_token < 0 || c.image_token >= mc.n_vocab) {
+    throw Error(Errc::bad_format, "PipelineConfig: " + model.path() + ": the projector's output (" +
+                                      std::to_string(c.text_embd) + ") or the image token (" +
+                                      std::to_string(c.image_token) + ") does not fit the text model (n_embd " +
+                                      std::to_string(mc.n_embd) + ", " + std::to_string(mc.n_vocab) + " tokens)");
+  }
+  info.image_token = c.image_token;
+  info.image_tokens = c.image_tokens();
+  return v;
+}
+
 }  // namespace
 
 
@@ -94,6 +120,7 @@ struct Pipeline::Impl {
   sampler_actor sampler;
   std::vector<executor_actor> stages;
   std::vector<tokenizer_actor> tokenizers;
+  vision_actor vision;  // a vision-language model's image encoder; null: text only
   std::vector<observer_actor> observers;
   std::vector<std::shared_ptr<ActorMeter>> meters;  // for actor_loads()
   std::vector<std::shared_ptr<StageStatus>> stage_status;  // one per executor stage
@@ -142,6 +169,7 @@ struct Pipeline::Impl {
         if (h) self->send_exit(h, caf::exit_reason::user_shutdown);
       };
       for (const auto& t : tokenizers) down(t);
+      down(vision);
       down(scheduler);
       for (const auto& s : stages) down(s);
       down(sampler);
@@ -150,6 +178,7 @@ struct Pipeline::Impl {
       down(watchdog);
     }
     tokenizers.clear();
+    vision = nullptr;
     scheduler = nullptr;
     stages.clear();
     sampler = nullptr;
@@ -250,6 +279,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   const auto prompter = std::make_shared<const ChatPrompter>(config.chat_template, impl->model->chat_template(),
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
+  const std::shared_ptr<const vision::VisionModel> vision_model = load_vision(*impl->model, config, impl->info);
   set_answer_syntax(impl->info, *prompter, config);
   if (config.micro_batches <= 0 && static_cast<int32_t>(plan.size()) != n_engines) {
     throw Error(Errc::internal, "PipelineConfig: the stage plan does not have one stage per placement");
@@ -398,13 +428,22 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                     impl->stages.front(), impl->sampler, impl->detokenizer, scheduler_meter);
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
+  if (vision_model) {
+    impl->vision = spawn_vision(sys,
+                                {.model = vision_model,
+                                 .backend = open_backend(Device{}, placements.front().threads),
+                                 .meter = meter("vision"),
+                                 .refused = impl->refused},
+                                impl->scheduler, impl->detokenizer);
+  }
   for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
     impl->tokenizers.push_back(spawn_tokenizer(sys,
                                                {.tokenizer = impl->tokenizer,
                                                 .prompter = prompter,
                                                 .model = impl->info,
                                                 .meter = tokenizer_meters[static_cast<size_t>(i)],
-                                                .refused = impl->refused},
+                                                .refused = impl->refused,
+                                                .vision = impl->vision},
                                                impl->scheduler, impl->detokenizer));
   }
 
@@ -414,6 +453,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   for (size_t i = 0; i < impl->tokenizers.size(); ++i) {
     watched.emplace_back("tokenizer_" + std::to_string(i), caf::actor_cast<caf::actor>(impl->tokenizers[i]));
   }
+  if (impl->vision) watched.emplace_back("vision", caf::actor_cast<caf::actor>(impl->vision));
   watched.emplace_back("scheduler", caf::actor_cast<caf::actor>(impl->scheduler));
   for (size_t i = 0; i < impl->stages.size(); ++i) {
     watched.emplace_back("executor_" + std::to_string(i), caf::actor_cast<caf::actor>(impl->stages[i]));

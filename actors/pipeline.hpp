@@ -84,6 +84,11 @@ struct PipelineConfig {
   // hold over all stages in kv_type (model/stage_plan.hpp, kv_blocks_for_budget).
   int64_t kv_memory_bytes = 0;
   bool prefix_caching = true;
+  // A vision-language model's images (LLaVA: vision/vision_model.hpp): its
+  // vision tower is loaded from model_path's directory and runs beside the
+  // stages, on the CPU with the first stage's threads (`--no-vision`: false,
+  // the text model alone, images refused).
+  bool vision = true;
   // Speculative decoding's proposer when scheduler.spec_max_draft > 0: a
   // draft model with the target's vocabulary (`--draft MODEL`: draft_model,
   // else loaded from draft_model_path), or with draft_layers > 0 the

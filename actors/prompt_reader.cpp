@@ -140,7 +140,46 @@ PromptReader::PromptReader(std::shared_ptr<const Tokenizer> tokenizer, std::shar
                            ModelInfo model)
     : tokenizer_(std::move(tokenizer)), prompter_(std::move(prompter)), model_(std::move(model)) {}
 
-std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r) const {
+std::vector<int32_t> PromptReader::expand_images(const std::vector<int32_t>& ids, const EngineRequest& r,
+                                                 std::vector<ImageSpan>* images) const {
+  const std::vector<ChatImage>& given = r.chat.images;
+  if (!given.empty() && model_.image_tokens == 0) {
+    throw RequestError(Errc::invalid_argument, given.front().param,
+                       model_.name + " reads text only: it cannot take images");
+  }
+  if (!given.empty() && images == nullptr) {
+    throw RequestError(Errc::invalid_argument, given.front().param, "images are not taken here");
+  }
+  if (model_.image_tokens == 0) return ids;
+  const auto placed = static_cast<size_t>(std::count(ids.begin(), ids.end(), model_.image_token));
+  if (placed != given.size()) {
+    const std::string token = tokenizer_->token_to_bytes(model_.image_token, /*render_special=*/true);
+    if (given.empty()) {
+      throw RequestError(Errc::invalid_argument, prompt_field(r),
+                         "the prompt holds the image token '" + token + "' " + std::to_string(placed) +
+                             " time(s) but no image comes with it");
+    }
+    throw RequestError(Errc::invalid_argument, "messages",
+                       "the chat template wrote the image token '" + token + "' " + std::to_string(placed) +
+                           " time(s) for " + std::to_string(given.size()) +
+                           " image(s): it must write one for each image part");
+  }
+  if (given.empty()) return ids;
+  std::vector<int32_t> out;
+  out.reserve(ids.size() + given.size() * static_cast<size_t>(model_.image_tokens));
+  images->clear();
+  for (const int32_t t : ids) {
+    if (t != model_.image_token) {
+      out.push_back(t);
+      continue;
+    }
+    images->push_back({.position = static_cast<int32_t>(out.size()), .n_tokens = model_.image_tokens});
+    out.insert(out.end(), static_cast<size_t>(model_.image_tokens), t);
+  }
+  return out;
+}
+
+std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r, std::vector<ImageSpan>* images) const {
   const std::string field = prompt_field(r);
   std::vector<int32_t> ids;
   switch (r.kind) {
@@ -175,18 +214,21 @@ std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r) const {
       r.tokens.clear();
       if (ids.empty()) throw RequestError(Errc::invalid_argument, field, "'" + field + "' must not be empty");
       check_prompt_tokens(ids, model_.n_vocab, field);
-      return ids;
+      return expand_images(ids, r, images);
   }
   ensure_prompt(ids, model_.bos, field);
-  return ids;
+  return expand_images(ids, r, images);
 }
 
-std::vector<int32_t> PromptReader::admit(EngineRequest& r) const {
+std::vector<int32_t> PromptReader::admit(EngineRequest& r, std::vector<ImageSpan>* images) const {
   check_embed_params(r.params.embed, model_);
   check_generate_params(r.params);
   check_logit_bias(r.params.sampling.logit_bias, model_.n_vocab);
   check_output_format(r.params.format);
-  std::vector<int32_t> ids = prompt_ids(r);
+  if (r.params.embed.on && !r.chat.images.empty()) {
+    throw RequestError(Errc::invalid_argument, r.chat.images.front().param, "an embedding request cannot take images");
+  }
+  std::vector<int32_t> ids = prompt_ids(r, images);
   if (r.params.embed.on) {
     fit_embed_input(ids, r.params.embed.truncate, model_, prompt_field(r));
     r.params.max_new_tokens = 1;  // the scheduler's accounting; nothing is generated
@@ -240,7 +282,8 @@ TokenizeAnswer PromptReader::tokenize(EngineRequest request, bool detokenize) co
       a.text = text_of(request.tokens);
       return a;
     }
-    a.tokens = prompt_ids(request);
+    std::vector<ImageSpan> images;
+    a.tokens = prompt_ids(request, &images);
     for (const int32_t t : a.tokens) a.pieces.push_back(tokenizer_->token_to_bytes(t, /*render_special=*/true));
   } catch (const RequestError& e) {
     a.error_code = e.code();

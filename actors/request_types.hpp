@@ -81,8 +81,18 @@ struct ChatTurn {
   std::string fields_json;
 };
 
+// An image of a conversation (a vision-language model's input): its encoded
+// bytes (PNG or JPEG) and the request field that held it. The turns' content
+// parts (ChatTurn::fields_json "content") stand for the images with
+// {"type": "image"}, in this order.
+struct ChatImage {
+  std::string bytes;
+  std::string param;  // "messages[0].content[1]"
+};
+
 struct ChatPrompt {
   std::vector<ChatTurn> messages;  // at least one
+  std::vector<ChatImage> images;   // in the order the turns' parts name them
   std::string tools_json;          // a JSON array of tool schemas; empty: none
   bool add_generation_prompt = true;
   // The last message is an assistant's to go on with (a prefill: vLLM's
@@ -180,6 +190,11 @@ struct ModelInfo {
   // A causal reranker's prompt for a pair (ModelConfig::rerank_template);
   // empty: the tokenizer's pair template joins the texts.
   std::string rerank_template;
+  // A vision-language model (one the engine runs a vision tower for): each
+  // image of a chat is image_tokens copies of image_token in the prompt, whose
+  // embeddings are the image's features. 0: the model reads text only.
+  int32_t image_token = -1;
+  int32_t image_tokens = 0;
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

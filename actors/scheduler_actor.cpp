@@ -4,10 +4,9 @@
 // detokenizer, after the SampledStep that carried its last token.
 #include "actors/scheduler_actor.hpp"
 
+#include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
-
-#include <algorithm>
 #include <deque>
 #include <optional>
 #include <unordered_map>
@@ -15,6 +14,7 @@
 
 #include "actors/actor_meter.hpp"
 #include "actors/engine_set.hpp"
+#include "actors/prompt_images.hpp"
 #include "model/sampler.hpp"
 
 namespace troupe {
@@ -108,6 +108,10 @@ class SchedulerImpl : public scheduler_actor::base {
     GenerateParams params;
     int64_t submit_ns = 0;
     bool opened = false;  // the sampler and detokenizer know it (first scheduled)
+    // A prompt with images: its token ids (the engines hold it keyed by the
+    // images, prompt_images.hpp) and the images' features.
+    std::vector<int32_t> prompt;
+    std::vector<PromptImage> images;
   };
 
   void on_request(TokenRequest& r) {
@@ -123,14 +127,17 @@ class SchedulerImpl : public scheduler_actor::base {
     }
     std::string why = stopping_ ? "the pipeline shut down" : std::string();
     if (why.empty() && live_.count(r.id) != 0) why = "duplicate request id";
+    if (why.empty()) why = check_prompt_images(r.images, r.prompt.size());
     if (why.empty()) {
+      const bool images = !r.images.empty();
+      // Proposals read the token history, where an image is only keys.
       const AddStatus status =
           engines_.add({.id = r.id,
-                        .prompt = std::move(r.prompt),
+                        .prompt = images ? image_keyed_prompt(r.prompt, r.images) : std::move(r.prompt),
                         .max_new_tokens = r.params.max_new_tokens,
                         .priority = r.params.priority,
                         .arrival = Clock::now(),
-                        .speculative = r.params.speculative,
+                        .speculative = r.params.speculative && !images,
                         // Mean and CLS pooling read every prompt row, as prompt
                         // scoring does (CLS keeps the first).
                         .score_prompt = r.params.prompt_logprobs || r.params.embed.pooling == Pooling::mean ||
@@ -144,7 +151,10 @@ class SchedulerImpl : public scheduler_actor::base {
                                        .message = req_name(r.id) + ": the waiting queue is full"});
         return;
       }
-      live_[r.id] = Live{.params = std::move(r.params), .submit_ns = r.submit_ns};
+      live_[r.id] = Live{.params = std::move(r.params),
+                         .submit_ns = r.submit_ns,
+                         .prompt = images ? std::move(r.prompt) : std::vector<int32_t>{},
+                         .images = std::move(r.images)};
       dispatch();
       return;
     }
@@ -333,8 +343,17 @@ class SchedulerImpl : public scheduler_actor::base {
                             .block_table = e.block_table,
                             .n_logits = e.n_logits(),
                             .state_slot = e.state_slot,
-                            .type1_from = l.params.embed.type1_from});
-      batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
+                            .type1_from = l.params.embed.type1_from,
+                            .embeds = step_embeds(l.images, e.n_past, static_cast<int32_t>(e.tokens.size()))});
+      if (l.images.empty()) {
+        batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
+        continue;
+      }
+      // The prompt's own ids where the engines hold an image's keys.
+      for (size_t i = 0; i < e.tokens.size(); ++i) {
+        const size_t pos = static_cast<size_t>(e.n_past) + i;
+        batch.tokens.push_back(pos < l.prompt.size() ? l.prompt[pos] : e.tokens[i]);
+      }
     }
     send(first_stage_, std::move(batch));
   }
@@ -342,7 +361,7 @@ class SchedulerImpl : public scheduler_actor::base {
   // First time scheduled: the sampler and detokenizer learn the request
   // before any of its logits or tokens can reach them.
   void open(RequestId id, Live& l) {
-    const std::vector<int32_t>* tokens = engines_.tokens(id);
+    const std::vector<int32_t>* tokens = l.images.empty() ? engines_.tokens(id) : &l.prompt;
     SeqOpen msg{.id = id, .params = l.params, .prompt = *tokens, .admit_ns = steady_now_ns()};
     send(detokenizer_, msg);
     send(sampler_, std::move(msg));

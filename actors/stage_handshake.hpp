@@ -18,7 +18,8 @@ namespace troupe {
 // 8: embedding requests (GenerateParams::embed, a SampledToken's and a
 //    FinalEvent's vector).
 // 9: a cross-encoder's pair input (StageSeq::type1_from, EmbedParams::type1_from).
-inline constexpr uint32_t kStageWireVersion = 9;
+// 10: image features in place of token embeddings (StageSeq::embeds).
+inline constexpr uint32_t kStageWireVersion = 10;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {

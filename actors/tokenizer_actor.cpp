@@ -18,6 +18,7 @@ class TokenizerImpl : public tokenizer_actor::base {
       : tokenizer_actor::base(cfg),
         reader_(std::move(options.tokenizer), std::move(options.prompter), std::move(options.model)),
         refused_(std::move(options.refused)),
+        vision_(std::move(options.vision)),
         scheduler_(std::move(scheduler)),
         detokenizer_(std::move(detokenizer)) {}
 
@@ -29,6 +30,7 @@ class TokenizerImpl : public tokenizer_actor::base {
   }
 
   void on_exit() override {
+    vision_ = nullptr;
     scheduler_ = nullptr;
     detokenizer_ = nullptr;
   }
@@ -37,17 +39,31 @@ class TokenizerImpl : public tokenizer_actor::base {
   void admit(PromptRequest& r) {
     try {
       EngineRequest& q = r.request;
-      std::vector<int32_t> ids = reader_.admit(q);
+      std::vector<ImageSpan> spans;
+      std::vector<int32_t> ids = reader_.admit(q, vision_ ? &spans : nullptr);
       PromptEvent ev{.id = r.id, .n_tokens = static_cast<int32_t>(ids.size())};
       if (q.return_prompt) {
         ev.tokens = ids;
         ev.text = reader_.text_of(ids);
       }
+      TokenRequest t{.id = r.id, .prompt = std::move(ids), .params = std::move(q.params), .submit_ns = r.submit_ns};
+      if (!spans.empty()) {
+        // The vision actor sends the PromptEvent once the images are read,
+        // so a bad image is refused as a bad prompt is.
+        for (size_t i = 0; i < spans.size(); ++i) {
+          ChatImage& im = q.chat.images[i];
+          t.images.push_back({.position = spans[i].position,
+                              .n_tokens = spans[i].n_tokens,
+                              .bytes = std::move(im.bytes),
+                              .param = std::move(im.param)});
+        }
+        send(vision_, VisionRequest{.event = std::move(ev), .request = std::move(t)});
+        return;
+      }
       // The detokenizer has the PromptEvent before anything the scheduler
       // sends about this request: this enqueue comes first.
       send(detokenizer_, std::move(ev));
-      send(scheduler_, TokenRequest{.id = r.id, .prompt = std::move(ids), .params = std::move(q.params),
-                                    .submit_ns = r.submit_ns});
+      send(scheduler_, std::move(t));
     } catch (const RequestError& e) {
       refuse(r.id, e.code(), e.what(), e.param());
     } catch (const Error& e) {
@@ -68,6 +84,7 @@ class TokenizerImpl : public tokenizer_actor::base {
 
   PromptReader reader_;
   std::shared_ptr<std::atomic<uint64_t>> refused_;
+  vision_actor vision_;
   scheduler_actor scheduler_;
   detokenizer_actor detokenizer_;
 };

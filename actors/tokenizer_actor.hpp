@@ -26,6 +26,10 @@ struct TokenizerActorOptions {
   std::shared_ptr<ActorMeter> meter;  // optional load counters and trace track (actors/actor_meter.hpp)
   // Requests refused here, added to PipelineStats::rejected; optional.
   std::shared_ptr<std::atomic<uint64_t>> refused;
+  // A vision-language model's image encoder: requests with images go there
+  // on their way to the scheduler. Null: the model reads text only
+  // (model.image_tokens 0, so the reader refuses images).
+  vision_actor vision;
 };
 
 // A request that breaks a rule (actors/request_rules.hpp), or whose text

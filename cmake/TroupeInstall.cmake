@@ -7,7 +7,7 @@
 #   P/bin/troupe, troupe-make-model      the CLI
 # Targets: Troupe::troupe (the library API, actors/pipeline.hpp), and one per
 # layer: Troupe::core, ::telemetry, ::memory, ::kernels, ::tokenizer, ::model,
-# ::actors, ::net, ::experiments (and ::cuda in a CUDA build).
+# ::vision, ::actors, ::net, ::experiments (and ::cuda in a CUDA build).
 include(CMakePackageConfigHelpers)
 
 # A CAF built here from its sources (the GPU machine's vendored build, the
@@ -20,7 +20,7 @@ endif()
 
 set(_troupe_libs)
 set(_troupe_header_dirs)
-foreach(layer core telemetry memory kernels tokenizer grammar model cuda actors net experiments)
+foreach(layer core telemetry memory kernels tokenizer grammar model cuda vision actors net experiments)
   if(TARGET troupe_${layer})
     list(APPEND _troupe_libs troupe_${layer})
     list(APPEND _troupe_header_dirs ${layer})

@@ -91,6 +91,8 @@ class Backend {
   virtual void gelu_erf(float* y, const float* x, int64_t n) = 0;
   // y = max(x, 0) (DistilBERT's classifier head). y may alias x.
   virtual void relu(float* y, const float* x, int64_t n) = 0;
+  // x * sigmoid(1.702 x): CLIP's quick GELU (its vision towers).
+  virtual void quick_gelu(float* y, const float* x, int64_t n) = 0;
   // y = xIELU(x) over n values (Apertus), with the activation's effective
   // parameters (after their softplus): x > 0: alpha_p x^2 + beta x, else
   // (expm1(min(x, eps)) - x) alpha_n + beta x. y may alias x. The default

@@ -301,6 +301,13 @@ void CpuBackend::relu(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+// Threaded: a CLIP vision tower runs it over [n_patches, n_ff] of each image.
+void CpuBackend::quick_gelu(float* y, const float* x, int64_t n) {
+  split_elements(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = x[i] / (1.0f + std::exp(-1.702f * x[i]));
+  });
+}
+
 void CpuBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   split_elements(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {

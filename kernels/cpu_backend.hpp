@@ -58,6 +58,7 @@ class CpuBackend : public Backend {
   void gelu(float* y, const float* x, int64_t n) override;
   void gelu_erf(float* y, const float* x, int64_t n) override;
   void relu(float* y, const float* x, int64_t n) override;
+  void quick_gelu(float* y, const float* x, int64_t n) override;
   void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) override;
   void geglu(float* y, const float* gate, const float* up, int64_t n) override;
   void geglu_erf(float* y, const float* gate, const float* up, int64_t n) override;

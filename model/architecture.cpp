@@ -15,7 +15,7 @@ const Architecture* const kAll[] = {&arch::llama,    &arch::mistral,  &arch::qwe
                                     &arch::glm4moe,  &arch::exaone4,  &arch::deepseek2,
                                     &arch::deepseek3, &arch::ernie4_5, &arch::ernie4_5_moe,
                                     &arch::command_r, &arch::cohere2, &arch::lfm2, &arch::lfm2moe,
-                                    &arch::ministral3, &arch::mistral3_multimodal, &arch::qwen3_vl,
+                                    &arch::ministral3, &arch::mistral3_multimodal, &arch::llava_multimodal, &arch::qwen3_vl,
                                     &arch::qwen3_vl_moe, &arch::olmoe,
                                     &arch::granitemoe, &arch::hunyuan_dense,
                                     &arch::minimax_m2, &arch::apertus, &arch::qwen3next,

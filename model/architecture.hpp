@@ -44,6 +44,7 @@ extern const Architecture llama;     // arch_llama.cpp (also GGUF "llama" files)
 extern const Architecture mistral;   // arch_mistral.cpp
 extern const Architecture ministral3;  // arch_mistral.cpp (also GGUF "mistral3" files)
 extern const Architecture mistral3_multimodal;  // arch_mistral.cpp: loads the text model as mistral or ministral3
+extern const Architecture llava_multimodal;     // arch_llava.cpp: loads LLaVA's text model as its own architecture
 extern const Architecture qwen2;     // arch_qwen2.cpp (also GGUF "qwen2" files)
 extern const Architecture qwen3;     // arch_qwen3.cpp (also GGUF "qwen3" and "qwen3vl" files)
 extern const Architecture qwen3_vl;  // arch_qwen3.cpp: loads Qwen3-VL's text model as qwen3

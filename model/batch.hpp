@@ -7,6 +7,15 @@
 
 namespace troupe {
 
+// Rows of a sequence's input given as embeddings, not token ids (a
+// vision-language model's image features): new tokens [offset, offset +
+// n_rows) of the step take data's rows in place of their tokens' embeddings.
+struct InputEmbeds {
+  int32_t offset = 0;
+  int32_t n_rows = 0;
+  const float* data = nullptr;  // [n_rows, n_embd] host memory
+};
+
 struct BatchSeq {
   int32_t n_tokens = 0;                 // new tokens of this sequence in this step
   int32_t n_past = 0;                   // tokens already in its KV cache
@@ -21,6 +30,8 @@ struct BatchSeq {
   // An encoder's pair input (a cross-encoder's query and document): the
   // position from which its tokens are of token type 1; -1: all type 0.
   int32_t type1_from = -1;
+  // Image features in place of some new tokens' embeddings (first stage).
+  std::span<const InputEmbeds> embeds;
 };
 
 struct BatchView {

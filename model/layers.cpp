@@ -145,7 +145,9 @@ void gelu_ffn(const StepContext& ctx, const LayerWeights& w, const float* xb, fl
   float* h = ctx.arena.floats(n * n_ff);  // [n_tokens, n_ff]
   ctx.backend.matmul(h, xb, w.w_up, n);
   if (w.b_up != nullptr) ctx.backend.add_bias(h, w.b_up, n, n_ff);
-  if (ctx.config.gelu_erf) {
+  if (ctx.config.gelu_quick) {
+    ctx.backend.quick_gelu(h, h, n * n_ff);
+  } else if (ctx.config.gelu_erf) {
     ctx.backend.gelu_erf(h, h, n * n_ff);
   } else {
     ctx.backend.gelu(h, h, n * n_ff);

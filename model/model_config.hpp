@@ -46,6 +46,7 @@ struct ModelConfig {
   // The dense FFN's GELU: x Phi(x) (BERT's "gelu") or the tanh approximation
   // (GPT-2's "gelu_new").
   bool gelu_erf = false;
+  bool gelu_quick = false;  // CLIP's x sigmoid(1.702 x) in gelu_ffn (its vision towers); wins over gelu_erf
   // ModernBERT's gated MLP: SiLU on the gate (SwiGLU: IBM's Granite
   // Embedding R2) in place of the exact GELU (GeGLU).
   bool glu_silu = false;

@@ -9,34 +9,9 @@
 
 #include "core/error.hpp"
 #include "kernels/kv_support.hpp"
+#include "model/weight_upload.hpp"
 
 namespace troupe {
-namespace {
-
-const float* upload_vector(Backend& backend, const float* host, int64_t n, std::vector<void*>& owned) {
-  if (host == nullptr) return nullptr;
-  const Weight w = backend.upload_weight({.data = host, .type = DType::f32, .n_in = n, .n_out = 1});
-  if (w.data != host) owned.push_back(const_cast<void*>(w.data));
-  return static_cast<const float*>(w.data);
-}
-
-// An embedding table: read by row, never by matmul.
-Weight upload_table(Backend& backend, const Weight& host, std::vector<void*>& owned) {
-  if (host.data == nullptr) return host;
-  const Weight w = backend.upload_weight(host);
-  if (w.data != host.data) owned.push_back(const_cast<void*>(w.data));
-  return w;
-}
-
-// A matrix for matmul, in whatever layout of its own the backend adds.
-Weight upload(Backend& backend, const Weight& host, std::vector<void*>& owned) {
-  if (host.data == nullptr) return host;
-  const Weight w = backend.prepare_matmul(upload_table(backend, host, owned));
-  if (w.packed != nullptr) owned.push_back(const_cast<void*>(w.packed));
-  return w;
-}
-
-}  // namespace
 
 void visit_stage_matrices(const Model& model, int64_t first, int64_t last,
                           const std::function<void(const std::string& name, const Weight& w)>& f) {
@@ -214,11 +189,11 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
     weights_.output_norm = upload_vector(backend_, host.output_norm, c.n_embd, owned_);
     weights_.output_norm_b = upload_vector(backend_, host.output_norm_b, c.n_embd, owned_);
     if (options_.embedding_output && c.n_labels > 0) {
-      if (host.cls_dense.data != nullptr) weights_.cls_dense = upload(backend_, host.cls_dense, owned_);
+      if (host.cls_dense.data != nullptr) weights_.cls_dense = upload_matrix(backend_, host.cls_dense, owned_);
       weights_.cls_dense_b = upload_vector(backend_, host.cls_dense_b, c.n_embd, owned_);
       weights_.cls_norm = upload_vector(backend_, host.cls_norm, c.n_embd, owned_);
       weights_.cls_norm_b = upload_vector(backend_, host.cls_norm_b, c.n_embd, owned_);
-      weights_.cls_out = upload(backend_, host.cls_out, owned_);
+      weights_.cls_out = upload_matrix(backend_, host.cls_out, owned_);
       weights_.cls_out_b = upload_vector(backend_, host.cls_out_b, c.n_labels, owned_);
     }
     if (!options_.embedding_output) {
@@ -233,7 +208,7 @@ ModelStage::ModelStage(std::shared_ptr<const Model> model, Backend& backend, Sta
                                            " has no output head (lm_head.weight): it is an embedding model; "
                                            "run it for embeddings (--embedding)");
       }
-      weights_.output = upload(backend_, host.output, owned_);
+      weights_.output = upload_matrix(backend_, host.output, owned_);
     }
   }
   weights_.layers.resize(static_cast<size_t>(c.n_layer));
@@ -289,30 +264,30 @@ void ModelStage::upload_layer(int64_t il) {
   LayerWeights& d = weights_.layers[static_cast<size_t>(il)];
   d.attn_norm = upload_vector(backend_, h.attn_norm, c.n_embd, owned_);
   d.attn_norm_b = upload_vector(backend_, h.attn_norm_b, c.n_embd, owned_);
-  d.wq = upload(backend_, h.wq, owned_);
-  d.wq_a = upload(backend_, h.wq_a, owned_);
+  d.wq = upload_matrix(backend_, h.wq, owned_);
+  d.wq_a = upload_matrix(backend_, h.wq_a, owned_);
   d.q_a_norm = upload_vector(backend_, h.q_a_norm, c.mla_q_rank, owned_);
-  d.wkv_a = upload(backend_, h.wkv_a, owned_);
+  d.wkv_a = upload_matrix(backend_, h.wkv_a, owned_);
   d.kv_a_norm = upload_vector(backend_, h.kv_a_norm, c.mla_kv_rank, owned_);
-  d.wkv_b = upload(backend_, h.wkv_b, owned_);
-  d.wk = upload(backend_, h.wk, owned_);
-  d.wv = upload(backend_, h.wv, owned_);
-  d.wo = upload(backend_, h.wo, owned_);
-  d.conv_in = upload(backend_, h.conv_in, owned_);
+  d.wkv_b = upload_matrix(backend_, h.wkv_b, owned_);
+  d.wk = upload_matrix(backend_, h.wk, owned_);
+  d.wv = upload_matrix(backend_, h.wv, owned_);
+  d.wo = upload_matrix(backend_, h.wo, owned_);
+  d.conv_in = upload_matrix(backend_, h.conv_in, owned_);
   d.conv_in_b = upload_vector(backend_, h.conv_in_b, 3 * c.n_embd, owned_);
   d.conv_w = upload_vector(backend_, h.conv_w, c.n_embd * c.conv_kernel, owned_);
   d.conv_b = upload_vector(backend_, h.conv_b, c.n_embd, owned_);
-  d.wq_gate = upload(backend_, h.wq_gate, owned_);
-  d.gdn_qkv = upload(backend_, h.gdn_qkv, owned_);
-  d.gdn_z = upload(backend_, h.gdn_z, owned_);
-  d.gdn_b = upload(backend_, h.gdn_b, owned_);
-  d.gdn_a = upload(backend_, h.gdn_a, owned_);
+  d.wq_gate = upload_matrix(backend_, h.wq_gate, owned_);
+  d.gdn_qkv = upload_matrix(backend_, h.gdn_qkv, owned_);
+  d.gdn_z = upload_matrix(backend_, h.gdn_z, owned_);
+  d.gdn_b = upload_matrix(backend_, h.gdn_b, owned_);
+  d.gdn_a = upload_matrix(backend_, h.gdn_a, owned_);
   d.gdn_conv = upload_vector(backend_, h.gdn_conv, c.gdn_conv_dim() * c.conv_kernel, owned_);
   d.gdn_decay = upload_vector(backend_, h.gdn_decay, c.gdn_v_heads, owned_);
   d.gdn_dt_bias = upload_vector(backend_, h.gdn_dt_bias, c.gdn_v_heads, owned_);
   d.gdn_norm = upload_vector(backend_, h.gdn_norm, c.gdn_v_dim, owned_);
   const kernels::Mamba2Shape ssm = c.mamba2_shape();
-  d.ssm_in = upload(backend_, h.ssm_in, owned_);
+  d.ssm_in = upload_matrix(backend_, h.ssm_in, owned_);
   d.ssm_conv = upload_vector(backend_, h.ssm_conv, ssm.conv_dim() * ssm.taps, owned_);
   d.ssm_conv_b = upload_vector(backend_, h.ssm_conv_b, ssm.conv_dim(), owned_);
   d.ssm_a = upload_vector(backend_, h.ssm_a, ssm.n_heads, owned_);
@@ -330,28 +305,28 @@ void ModelStage::upload_layer(int64_t il) {
   d.ffn_post_norm = upload_vector(backend_, h.ffn_post_norm, c.n_embd, owned_);
   d.ffn_norm = upload_vector(backend_, h.ffn_norm, c.n_embd, owned_);
   d.ffn_norm_b = upload_vector(backend_, h.ffn_norm_b, c.n_embd, owned_);
-  d.w_gate = upload(backend_, h.w_gate, owned_);
-  d.w_up = upload(backend_, h.w_up, owned_);
-  d.w_down = upload(backend_, h.w_down, owned_);
+  d.w_gate = upload_matrix(backend_, h.w_gate, owned_);
+  d.w_up = upload_matrix(backend_, h.w_up, owned_);
+  d.w_down = upload_matrix(backend_, h.w_down, owned_);
   d.b_up = upload_vector(backend_, h.b_up, h.w_up.n_out, owned_);
   d.b_down = upload_vector(backend_, h.b_down, c.n_embd, owned_);
-  d.ffn_router = upload(backend_, h.ffn_router, owned_);
+  d.ffn_router = upload_matrix(backend_, h.ffn_router, owned_);
   d.ffn_router_b = upload_vector(backend_, h.ffn_router_b, c.n_expert, owned_);
   d.expert_score_bias = h.expert_score_bias;  // the routing reads it on the host
   d.xielu = h.xielu;                          // scalars, passed with each call
   d.experts.resize(h.experts.size());
   for (size_t e = 0; e < h.experts.size(); ++e) {
-    d.experts[e].w_gate = upload(backend_, h.experts[e].w_gate, owned_);
-    d.experts[e].w_up = upload(backend_, h.experts[e].w_up, owned_);
-    d.experts[e].w_down = upload(backend_, h.experts[e].w_down, owned_);
+    d.experts[e].w_gate = upload_matrix(backend_, h.experts[e].w_gate, owned_);
+    d.experts[e].w_up = upload_matrix(backend_, h.experts[e].w_up, owned_);
+    d.experts[e].w_down = upload_matrix(backend_, h.experts[e].w_down, owned_);
     d.experts[e].b_gate = upload_vector(backend_, h.experts[e].b_gate, c.n_ff, owned_);
     d.experts[e].b_up = upload_vector(backend_, h.experts[e].b_up, c.n_ff, owned_);
     d.experts[e].b_down = upload_vector(backend_, h.experts[e].b_down, c.n_embd, owned_);
   }
-  d.shared.w_gate = upload(backend_, h.shared.w_gate, owned_);
-  d.shared.w_up = upload(backend_, h.shared.w_up, owned_);
-  d.shared.w_down = upload(backend_, h.shared.w_down, owned_);
-  d.shared_gate = upload(backend_, h.shared_gate, owned_);
+  d.shared.w_gate = upload_matrix(backend_, h.shared.w_gate, owned_);
+  d.shared.w_up = upload_matrix(backend_, h.shared.w_up, owned_);
+  d.shared.w_down = upload_matrix(backend_, h.shared.w_down, owned_);
+  d.shared_gate = upload_matrix(backend_, h.shared_gate, owned_);
 }
 
 ModelStage::~ModelStage() {
@@ -397,6 +372,13 @@ void ModelStage::check_batch(const BatchView& batch) const {
                                             " sequences exceeds the stage limit of " + std::to_string(options_.max_seqs));
   }
   for (const BatchSeq& s : batch.seqs) {
+    for (const InputEmbeds& e : s.embeds) {
+      if (e.data == nullptr || e.offset < 0 || e.n_rows <= 0 || int64_t{e.offset} + e.n_rows > s.n_tokens) {
+        throw Error(Errc::invalid_argument, "input embeddings at token " + std::to_string(e.offset) + " (" +
+                                                std::to_string(e.n_rows) + " rows) outside the sequence's " +
+                                                std::to_string(s.n_tokens) + " new tokens");
+      }
+    }
     if (s.type1_from >= 0 && model_->config().n_token_types < 2) {
       throw Error(Errc::invalid_argument, "a sequence asks for token type 1 but " + model_->config().name + " has " +
                                               std::to_string(model_->config().n_token_types) + " token type(s)");
@@ -488,6 +470,21 @@ void ModelStage::classifier_head(const float* rows, float* dense, float* scores,
   if (weights_.cls_out_b != nullptr) backend_.add_bias(scores, weights_.cls_out_b, n, c.n_labels);
 }
 
+// Image features over their placeholder tokens' embeddings (a vision-language
+// model: LLaVA's masked_scatter into inputs_embeds), after the architecture's
+// embedding step and its scaling, as transformers inserts them.
+void ModelStage::put_input_embeds(const BatchView& batch, float* x) {
+  const int64_t n_embd = model_->config().n_embd;
+  int64_t row = 0;
+  for (const BatchSeq& s : batch.seqs) {
+    for (const InputEmbeds& e : s.embeds) {
+      backend_.copy_from_host(x + (row + e.offset) * n_embd, e.data,
+                              static_cast<size_t>(int64_t{e.n_rows} * n_embd) * sizeof(float));
+    }
+    row += s.n_tokens;
+  }
+}
+
 void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* out) {
   check_batch(batch);
   const ModelConfig& c = model_->config();
@@ -530,6 +527,7 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   float* x = arena_.floats(n_tokens * c.n_embd);  // [n_tokens, n_embd] residual stream
   if (is_first()) {
     arch_->embed(ctx, x);
+    put_input_embeds(batch, x);
   } else {
     backend_.copy_from_host(x, hidden_in, static_cast<size_t>(n_tokens * c.n_embd) * sizeof(float));
   }

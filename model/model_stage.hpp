@@ -121,6 +121,8 @@ class ModelStage {
 
  private:
   void check_batch(const BatchView& batch) const;
+  // Each sequence's InputEmbeds over its rows of x [n_tokens, n_embd].
+  void put_input_embeds(const BatchView& batch, float* x);
   // scores [n, n_labels] = cls_out(tanh(cls_dense rows + b)) + b of the
   // classifier's rows [n, n_embd]; dense [n, n_embd] is scratch.
   void classifier_head(const float* rows, float* dense, float* scores, int64_t n);

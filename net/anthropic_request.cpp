@@ -1,6 +1,7 @@
-// Boost.JSON -> ParsedRequest for Anthropic's Messages API. Blocks a text
-// model cannot read (image, document) and Anthropic's server tools (web
-// search, code execution) are refused by name rather than dropped.
+// Boost.JSON -> ParsedRequest for Anthropic's Messages API. A user's image
+// blocks (base64) go to a vision-language model as OpenAI's image parts do;
+// documents and Anthropic's server tools (web search, code execution) are
+// refused by name rather than dropped.
 #include "net/anthropic_request.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "model/sampler.hpp"
 #include "net/api_error.hpp"
+#include "net/image_input.hpp"
 #include "net/request_field.hpp"
 #include "net/request_tools.hpp"
 
@@ -61,11 +63,35 @@ std::string text_of(const json::value& content, const std::string& param) {
   return text;
 }
 
+// An image block's bytes: {"type": "image", "source": {"type": "base64",
+// "media_type", "data"}}. A url or file source would need a fetch.
+std::string image_block(const json::object& block, const std::string& b) {
+  const json::value& source = required(block, "source", b + ".source");
+  if (!source.is_object()) wrong_type(b + ".source", "an object", source);
+  const std::string type = required_string(source.as_object(), "type", b + ".source.type");
+  if (type != "base64") {
+    throw invalid_field(b + ".source.type",
+                        "image sources of type '" + type +
+                            "' are not supported (only 'base64'): the server does not "
+                            "fetch images",
+                        "unsupported_value");
+  }
+  const std::string media = required_string(source.as_object(), "media_type", b + ".source.media_type");
+  if (!media.starts_with("image/")) {
+    throw invalid_field(b + ".source.media_type",
+                        "'" + b + ".source.media_type' must be an image type, got '" + media + "'");
+  }
+  return base64_image(required_string(source.as_object(), "data", b + ".source.data"), b + ".source.data");
+}
+
 // One message's blocks as turns. A user's tool_result blocks become "tool"
-// turns (tool_call_id as OpenAI's templates read it) and its text between
-// them user turns; an assistant's text, thinking and tool_use blocks make
-// one turn (content, reasoning_content, tool_calls with object arguments).
-void read_message(const json::object& m, const std::string& p, std::vector<ChatTurn>& turns) {
+// turns (tool_call_id as OpenAI's templates read it) and its text and images
+// between them user turns (with images, as content parts: {"type": "image"}
+// for each, its bytes in `images`); an assistant's text, thinking and
+// tool_use blocks make one turn (content, reasoning_content, tool_calls with
+// object arguments).
+void read_message(const json::object& m, const std::string& p, std::vector<ChatTurn>& turns,
+                  std::vector<ChatImage>& images) {
   const std::string role = required_string(m, "role", p + ".role");
   if (role != "user" && role != "assistant") {
     throw invalid_field(p + ".role", "'" + p + ".role' must be 'user' or 'assistant', got '" + role + "'");
@@ -78,11 +104,19 @@ void read_message(const json::object& m, const std::string& p, std::vector<ChatT
   if (!content.is_array()) wrong_type(p + ".content", "a string or an array of content blocks", content);
   std::string text, reasoning;
   json::array calls;
+  json::array parts;  // a user turn's text and images, in order
   bool has_text = false;
+  bool has_image = false;
   auto flush_user_text = [&] {
-    if (has_text) turns.push_back({.role = "user", .content = std::move(text)});
+    if (has_text || has_image) {
+      ChatTurn turn{.role = "user", .content = std::move(text)};
+      if (has_image) turn.fields_json = json::serialize(json::object{{"content", std::move(parts)}});
+      turns.push_back(std::move(turn));
+    }
     text.clear();
+    parts.clear();
     has_text = false;
+    has_image = false;
   };
   const json::array& blocks = content.as_array();
   for (size_t k = 0; k < blocks.size(); ++k) {
@@ -92,8 +126,14 @@ void read_message(const json::object& m, const std::string& p, std::vector<ChatT
     const std::string type = required_string(block, "type", b + ".type");
     if (type == "text") {
       if (has_text) text += "\n\n";
-      text += required_string(block, "text", b + ".text");
+      const std::string t = required_string(block, "text", b + ".text");
+      text += t;
+      parts.push_back(json::object{{"type", "text"}, {"text", t}});
       has_text = true;
+    } else if (type == "image" && role == "user") {
+      images.push_back({.bytes = image_block(block, b), .param = b + ".source.data"});
+      parts.push_back(json::object{{"type", "image"}});
+      has_image = true;
     } else if (type == "tool_result" && role == "user") {
       flush_user_text();
       const std::string id = required_string(block, "tool_use_id", b + ".tool_use_id");
@@ -118,7 +158,7 @@ void read_message(const json::object& m, const std::string& p, std::vector<ChatT
       throw invalid_field(b + ".type",
                           "content blocks of type '" + type + "' are not supported in a" +
                               (role == "user" ? " user" : "n assistant") +
-                              " message (text, tool_use, tool_result, thinking)",
+                              " message (text, image, tool_use, tool_result, thinking)",
                           "unsupported_value");
     }
   }
@@ -148,7 +188,7 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string p = "messages[" + std::to_string(i) + "]";
     if (!a[i].is_object()) wrong_type(p, "an object", a[i]);
-    read_message(a[i].as_object(), p, r.chat.messages);
+    read_message(a[i].as_object(), p, r.chat.messages, r.chat.images);
   }
   // A conversation that ends in the assistant's words: the reply goes on
   // from them (Anthropic's prefill).

@@ -1,7 +1,8 @@
 // Boost.JSON -> ParsedRequest for Ollama's /api/chat and /api/generate.
 // Fields Ollama reads at load time (num_ctx, num_gpu, num_thread, ...) are
 // the server's, fixed at start: they are accepted and not used, as
-// keep_alive is. What Troupe cannot do (images, Go templates, suffix,
+// keep_alive is. Images go to a vision-language model as content parts.
+// What Troupe cannot do (Go templates, suffix,
 // mirostat, typical_p) is refused by name rather than ignored.
 #include "net/ollama_chat_request.hpp"
 
@@ -11,6 +12,7 @@
 
 #include "model/sampler.hpp"
 #include "net/api_error.hpp"
+#include "net/image_input.hpp"
 #include "net/request_field.hpp"
 #include "net/request_tools.hpp"
 
@@ -161,11 +163,25 @@ void read_think(const json::object& o, OllamaGenerateRequest& out) {
   out.request.chat.template_kwargs_json = json::serialize(kwargs);
 }
 
-void refuse_images(const json::object& o, const std::string& param) {
-  const json::value* images = field(o, "images");
-  if (images == nullptr) return;
-  if (!images->is_array()) wrong_type(param, "an array", *images);
-  if (!images->as_array().empty()) unsupported(param, "the served model reads text only");
+// A message's (or /api/generate's) "images", base64 each, into `images`;
+// the parts the template reads: the images first, then the text (as
+// LLaVA's templates place them), or none when there are no images.
+json::array read_images(const json::object& o, const std::string& param, const std::string& text,
+                        std::vector<ChatImage>& images) {
+  const json::value* v = field(o, "images");
+  if (v == nullptr) return {};
+  if (!v->is_array()) wrong_type(param, "an array", *v);
+  json::array parts;
+  const json::array& a = v->as_array();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!a[i].is_string()) wrong_type(p, "a base64 string", a[i]);
+    images.push_back(
+        {.bytes = base64_image(std::string_view(a[i].as_string().data(), a[i].as_string().size()), p), .param = p});
+    parts.push_back(json::object{{"type", "image"}});
+  }
+  if (!parts.empty()) parts.push_back(json::object{{"type", "text"}, {"text", text}});
+  return parts;
 }
 
 // An assistant's calls, Ollama's [{"function": {"name", "arguments": {...}}}],
@@ -222,10 +238,11 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
                           "'" + p + ".role' must be one of system, user, assistant, tool; got '" + role_s + "'");
     }
     const std::optional<std::string> content = get_string(m, "content");
-    refuse_images(m, p + ".images");
+    json::array parts = read_images(m, p + ".images", content.value_or(std::string()), r.chat.images);
     // What a template reads beside the content, under the names Hugging
     // Face's templates use.
     json::object fields;
+    if (!parts.empty()) fields["content"] = std::move(parts);
     if (auto thinking = get_string(m, "thinking"); thinking && !thinking->empty()) {
       fields["reasoning_content"] = *thinking;
     }
@@ -302,7 +319,6 @@ OllamaGenerateRequest parse_ollama_generate(std::string_view body, const Request
   OllamaGenerateRequest out;
   ParsedRequest& r = out.request;
   read_common(o, limits, out);
-  refuse_images(o, "images");
   if (auto t = get_string(o, "template"); t && !t->empty()) {
     unsupported("template", "Troupe renders the model's own chat template (Jinja), not Ollama's Go templates");
   }
@@ -323,6 +339,10 @@ OllamaGenerateRequest parse_ollama_generate(std::string_view body, const Request
   }
   out.load_only = prompt.empty();
   if (raw) {
+    if (const json::value* images = field(o, "images");
+        images != nullptr && images->is_array() && !images->as_array().empty()) {
+      unsupported("images", "raw mode takes no images: the chat template places them");
+    }
     // The prompt as it is, its special tokens' texts read as those tokens.
     r.endpoint = Endpoint::completions;
     r.prompts.push_back(prompt);
@@ -330,7 +350,10 @@ OllamaGenerateRequest parse_ollama_generate(std::string_view body, const Request
     r.endpoint = Endpoint::chat;
     if (system && !system->empty())
       r.chat.messages.push_back({.role = "system", .content = *system, .has_content = true});
-    r.chat.messages.push_back({.role = "user", .content = prompt, .has_content = true});
+    ChatTurn user{.role = "user", .content = prompt, .has_content = true};
+    json::array parts = read_images(o, "images", prompt, r.chat.images);
+    if (!parts.empty()) user.fields_json = json::serialize(json::object{{"content", std::move(parts)}});
+    r.chat.messages.push_back(std::move(user));
   }
   check(r);
   return out;

@@ -3,14 +3,14 @@
 // ("messages[2].content", "stop[1]") and says what was wrong.
 #include "net/request_parser.hpp"
 
+#include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "net/api_error.hpp"
+#include "net/image_input.hpp"
 #include "net/request_field.hpp"
 #include "net/request_tools.hpp"
 
@@ -19,7 +19,29 @@ namespace {
 
 namespace json = boost::json;
 
-std::string message_content(const json::value& c, const std::string& param, bool may_be_null) {
+// The bytes of an image part: OpenAI's {"type": "image_url", "image_url":
+// {"url": ..., "detail"?}} (the url also as a plain string, as vLLM takes
+// it). Only data: URLs: the server fetches nothing on a client's behalf.
+std::string image_part_bytes(const json::object& part, const std::string& p) {
+  const json::value* v = field(part, "image_url");
+  if (v == nullptr) throw invalid_field(p + ".image_url", "'" + p + ".image_url' is required", "missing_field");
+  const json::value* url = v;
+  std::string param = p + ".image_url";
+  if (v->is_object()) {
+    url = field(v->as_object(), "url");
+    param += ".url";
+    if (url == nullptr) throw invalid_field(param, "'" + param + "' is required", "missing_field");
+  }
+  if (!url->is_string()) wrong_type(param, "a string", *url);
+  return data_url_image(std::string_view(url->as_string().data(), url->as_string().size()), param);
+}
+
+// A message's content: a string, or parts. Text parts are joined into the
+// content; with image parts, `parts` gets the list the chat template reads
+// (text parts as they are, each image as {"type": "image"}, as transformers'
+// processors pass them) and `images` each image's bytes, in order.
+std::string message_content(const json::value& c, const std::string& param, bool may_be_null, json::array& parts,
+                            std::vector<ChatImage>& images) {
   if (c.is_null()) {
     if (!may_be_null) throw invalid_field(param, "'" + param + "' is required", "missing_field");
     return {};
@@ -27,25 +49,35 @@ std::string message_content(const json::value& c, const std::string& param, bool
   if (c.is_string()) return std::string(c.as_string().data(), c.as_string().size());
   if (!c.is_array()) wrong_type(param, "a string or an array of content parts", c);
   std::string text;
-  const json::array& parts = c.as_array();
-  for (size_t j = 0; j < parts.size(); ++j) {
+  const json::array& a = c.as_array();
+  json::array read;
+  bool any_image = false;
+  for (size_t j = 0; j < a.size(); ++j) {
     const std::string p = param + "[" + std::to_string(j) + "]";
-    if (!parts[j].is_object()) wrong_type(p, "an object", parts[j]);
-    const json::object& part = parts[j].as_object();
+    if (!a[j].is_object()) wrong_type(p, "an object", a[j]);
+    const json::object& part = a[j].as_object();
     const json::value* type = field(part, "type");
     if (type == nullptr) throw invalid_field(p + ".type", "'" + p + ".type' is required", "missing_field");
     if (!type->is_string()) wrong_type(p + ".type", "a string", *type);
+    if (type->as_string() == "image_url") {
+      images.push_back({.bytes = image_part_bytes(part, p), .param = p + ".image_url"});
+      read.push_back(json::object{{"type", "image"}});
+      any_image = true;
+      continue;
+    }
     if (type->as_string() != "text") {
       throw invalid_field(p + ".type",
                           "content parts of type '" + std::string(type->as_string().data(), type->as_string().size()) +
-                              "' are not supported (only 'text')",
+                              "' are not supported (only 'text' and 'image_url')",
                           "unsupported_value");
     }
     const json::value* t = field(part, "text");
     if (t == nullptr) throw invalid_field(p + ".text", "'" + p + ".text' is required", "missing_field");
     if (!t->is_string()) wrong_type(p + ".text", "a string", *t);
     text.append(t->as_string().data(), t->as_string().size());
+    read.push_back(json::object{{"type", "text"}, {"text", *t}});
   }
+  if (any_image) parts = std::move(read);
   return text;
 }
 
@@ -76,16 +108,19 @@ void read_messages(const json::object& o, const RequestLimits& limits, ParsedReq
       throw invalid_field(p + ".content", "'" + p + ".content' is required", "missing_field");
     }
     static const json::value null_value;
+    json::array parts;
     ChatTurn turn{.role = role_s,
                   .content = message_content(content != nullptr ? *content : null_value, p + ".content",
-                                             role_s == "assistant"),
+                                             role_s == "assistant", parts, r.chat.images),
                   .has_content = content != nullptr && !content->is_null()};
     // Everything else a template may read (tool_calls, name, tool_call_id,
-    // reasoning_content) goes to the engine as it came.
+    // reasoning_content) goes to the engine as it came; a content with
+    // images goes as its parts.
     json::object fields;
     for (const auto& kv : m) {
       if (kv.key() != "role" && kv.key() != "content") fields.emplace(kv.key(), kv.value());
     }
+    if (!parts.empty()) fields.emplace("content", std::move(parts));
     if (!fields.empty()) turn.fields_json = json::serialize(fields);
     r.chat.messages.push_back(std::move(turn));
   }

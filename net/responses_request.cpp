@@ -1,13 +1,15 @@
 // The Responses request translated to a chat request's fields, then read by
 // parse_chat_request: one set of rules for sampling, tools and formats.
-// Items a text model or a stateless server cannot serve (images, files,
-// hosted tools, previous_response_id) are refused by name.
+// Items a stateless server cannot serve (files, hosted tools,
+// previous_response_id) are refused by name; images are read as the chat
+// route reads them.
 #include "net/responses_request.hpp"
 
 #include <boost/json/serialize.hpp>
 #include <string>
 
 #include "net/api_error.hpp"
+#include "net/image_input.hpp"
 #include "net/request_field.hpp"
 
 namespace troupe::net {
@@ -47,6 +49,38 @@ std::string text_of(const json::value& content, const std::string& param) {
   return text;
 }
 
+// A message's content for the chat request: its text, or, with input_image
+// parts ({"type": "input_image", "image_url": "data:..."}), the chat's
+// content parts (text and image_url), whose images a vision-language model
+// reads. Only data: URLs and no file_id: the server fetches and stores
+// nothing.
+json::value content_of(const json::value& content, const std::string& param) {
+  if (!content.is_array()) return json::value(text_of(content, param));
+  json::array parts;
+  bool any_image = false;
+  const json::array& a = content.as_array();
+  for (size_t j = 0; j < a.size(); ++j) {
+    const std::string p = param + "[" + std::to_string(j) + "]";
+    if (!a[j].is_object()) wrong_type(p, "an object", a[j]);
+    const json::object& part = a[j].as_object();
+    const std::string type = required_string(part, "type", p + ".type");
+    if (type != "input_image") {
+      if (type != "input_text" && type != "output_text" && type != "text") {
+        unsupported(p + ".type", "'" + type + "' is not supported: parts are input_text, output_text and input_image");
+      }
+      parts.push_back(json::object{{"type", "text"}, {"text", required_string(part, "text", p + ".text")}});
+      continue;
+    }
+    if (field(part, "file_id") != nullptr) unsupported(p + ".file_id", "is not supported: send the image_url");
+    const std::string url = required_string(part, "image_url", p + ".image_url");
+    data_url_image(url, p + ".image_url");  // refused here, under the Responses API's names
+    parts.push_back(json::object{{"type", "image_url"}, {"image_url", json::object{{"url", url}}}});
+    any_image = true;
+  }
+  if (!any_image) return json::value(text_of(content, param));
+  return parts;
+}
+
 // "input": a text (the user's), or items: messages, function_call
 // (joined to the assistant turn before it), function_call_output (a tool
 // turn), reasoning (dropped: templates drop earlier turns' reasoning).
@@ -73,7 +107,7 @@ json::array read_input(const json::object& o) {
       }
       const json::value* content = field(item, "content");
       if (content == nullptr) throw invalid_field(p + ".content", "'" + p + ".content' is required", "missing_field");
-      messages.push_back(json::object{{"role", role}, {"content", text_of(*content, p + ".content")}});
+      messages.push_back(json::object{{"role", role}, {"content", content_of(*content, p + ".content")}});
     } else if (type == "function_call") {
       json::object call{
           {"id", required_string(item, "call_id", p + ".call_id")},

@@ -235,6 +235,14 @@ void CudaBackend::relu(float* y, const float* x, int64_t n) {
   impl_->record(op);
 }
 
+void CudaBackend::quick_gelu(float* y, const float* x, int64_t n) {
+  check_len("quick_gelu", n);
+  if (n == 0) return;
+  Op op(OpKind::quick_gelu);
+  op.element = {.y = y, .a = x, .b = nullptr, .n = n, .n_cols = 0};
+  impl_->record(op);
+}
+
 void CudaBackend::xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   check_len("xielu", n);
   if (n == 0) return;

@@ -75,6 +75,14 @@ __global__ void relu_kernel(float* y, const float* x, int64_t n) {
   }
 }
 
+// CLIP's quick GELU, x * sigmoid(1.702 x); y may alias x.
+__global__ void quick_gelu_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = x[i];
+    y[i] = v / (1.0f + expf(-1.702f * v));
+  }
+}
+
 // y may alias x.
 __global__ void xielu_kernel(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -233,6 +241,13 @@ void relu(float* y, const float* x, int64_t n, cudaStream_t stream) {
   check_len("relu", n);
   if (n == 0) return;
   relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void quick_gelu(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  check_len("quick_gelu", n);
+  if (n == 0) return;
+  quick_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

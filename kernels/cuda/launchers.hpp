@@ -20,6 +20,7 @@ void swiglu(float* y, const float* gate, const float* up, int64_t n, cudaStream_
 void gelu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // tanh approximation
 void gelu_erf(float* y, const float* x, int64_t n, cudaStream_t stream);                 // x * Phi(x)
 void relu(float* y, const float* x, int64_t n, cudaStream_t stream);                     // max(x, 0)
+void quick_gelu(float* y, const float* x, int64_t n, cudaStream_t stream);               // x sigmoid(1.702 x)
 void xielu(float* y, const float* x, int64_t n, float alpha_p, float alpha_n, float beta, float eps,
            cudaStream_t stream);  // Backend::xielu
 // gelu(gate) * up; erf: the exact GELU, else the tanh one

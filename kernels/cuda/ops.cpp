@@ -101,6 +101,7 @@ void execute(const Op& op, const DeviceContext& ctx) {
     case OpKind::gelu: gelu(op.element.y, op.element.a, op.element.n, s); return;
     case OpKind::gelu_erf: gelu_erf(op.element.y, op.element.a, op.element.n, s); return;
     case OpKind::relu: relu(op.element.y, op.element.a, op.element.n, s); return;
+    case OpKind::quick_gelu: quick_gelu(op.element.y, op.element.a, op.element.n, s); return;
     case OpKind::xielu:
       xielu(op.element.y, op.element.a, op.element.n, static_cast<float>(op.element.s), static_cast<float>(op.element.s2),
             static_cast<float>(op.element.s3), static_cast<float>(op.element.s4), s);

@@ -27,6 +27,7 @@ enum class OpKind : int64_t {
   gelu,
   gelu_erf,
   relu,
+  quick_gelu,
   xielu,        // an ElementOp: s, s2, s3, s4 = alpha_p, alpha_n, beta, eps
   geglu,
   swiglu_oai,

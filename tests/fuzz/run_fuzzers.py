@@ -40,12 +40,13 @@ SOURCES = [
     "model/rope_scaling.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
-    "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/ollama_request.cpp", "net/ollama_chat_request.cpp", "net/anthropic_request.cpp", "net/responses_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp",
+    "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/ollama_request.cpp", "net/ollama_chat_request.cpp", "net/anthropic_request.cpp", "net/responses_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp", "net/image_input.cpp",
+    "vision/image.cpp", "vision/image_processor.cpp",
     "actors/pipeline_config.cpp", "actors/replica_config.cpp", "actors/request_types.cpp", "model/sampler.cpp",
     "experiments/workload.cpp", "grammar/*.cpp",
     "tests/fuzz/no_forward_pass.cpp",
 ]
-LIBS = ["-lboost_json", "-lpcre2-8", "-lutf8proc", "-lpthread"]
+LIBS = ["-lboost_json", "-lpcre2-8", "-lutf8proc", "-lpng", "-ljpeg", "-lpthread"]
 DEFINES = ["-DPCRE2_CODE_UNIT_WIDTH=8"]
 
 # target -> (max input bytes, extra libFuzzer flags)
@@ -61,6 +62,8 @@ TARGETS = {
     "json_schema": (8192, []),
     "gbnf": (8192, []),
     "tool_calls": (4096, []),
+    # up to a few fixture images; 512 MiB catches a decoder that allocates past its bound
+    "image_decode": (65536, ["-malloc_limit_mb=512"]),
 }
 
 
@@ -169,6 +172,10 @@ def build(args, clang, flavour):
 
 
 def seeds_of(src, target):
+    # The image decoder's seeds are the image fixtures themselves (PNG and
+    # JPEG of every layout the tests decode), kept in one place.
+    if target == "image_decode":
+        return src / "tests/fixtures/images"
     return src / "tests/fuzz/corpus" / target
 
 

@@ -1,6 +1,6 @@
 """Shared by the benchmarks that compare `troupe serve` with llama.cpp's
 llama-server on one endpoint (embeddings_vs_llama_cpp.py,
-rerank_vs_llama_cpp.py): starting a server and waiting for it, the rounds
+rerank_vs_llama_cpp.py, vision_vs_llama_cpp.py): starting a server and waiting for it, the rounds
 (a fresh server per engine per round, engines alternating which goes first)
 and the table of medians and ratios."""
 import json
@@ -34,13 +34,18 @@ def post(url, body, timeout=600):
         return json.loads(r.read())
 
 
-def start(cmd, env_updates, ready_body, path, limit=600):
+def start(cmd, env_updates, ready_body, path, limit=600, log=None):
     """Starts `cmd` + ["--port", N] and waits until POST `path` with
-    `ready_body` answers; returns (process, base URL)."""
+    `ready_body` answers; returns (process, base URL). The server's output
+    goes to the file `log` when one is named, else nowhere."""
     port = free_port()
     env = dict(os.environ)
     env.update(env_updates)
-    proc = subprocess.Popen(cmd + ["--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    sink = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 -- the child holds it open
+    proc = subprocess.Popen(cmd + ["--port", str(port)], stdout=sink, stderr=subprocess.STDOUT if log else sink,
+                            env=env)
+    if log:
+        sink.close()
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + limit
     while time.time() < deadline:
@@ -62,6 +67,12 @@ def add_common_args(ap, model_help):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    add_troupe_args(ap)
+
+
+def add_troupe_args(ap):
+    """--troupe-env and --troupe-arg: what the Troupe server is started with
+    beyond the model and the threads."""
     ap.add_argument("--troupe-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment of the Troupe server (TROUPE_NO_AMX=1: no AMX tiles)")
     ap.add_argument("--troupe-arg", action="append", default=[], metavar="ARG",

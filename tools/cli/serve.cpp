@@ -24,6 +24,7 @@
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
 #include "tools/cli/quantize_option.hpp"
+#include "vision/vision_model.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -43,6 +44,7 @@ struct ServeArgs {
   std::string tool_call_parser;
   std::string reasoning_format;
   bool embedding = false;
+  bool no_vision = false;
   std::string pooling;
   int64_t max_body = -1;
   int max_queue = -1;
@@ -102,7 +104,13 @@ net::ServeConfig resolve(const ServeArgs& a) {
   }
   if (!a.model_name.empty()) s.model_name = a.model_name;
   if (!a.chat_template.empty()) s.chat_template_file = a.chat_template;
-  if (a.max_body >= 0) s.core.limits.max_body_bytes = static_cast<size_t>(a.max_body);
+  if (a.max_body >= 0) {
+    s.core.limits.max_body_bytes = static_cast<size_t>(a.max_body);
+  } else if (a.config.empty() && !a.no_vision && vision::VisionModel::declared(c.pipeline.model_path)) {
+    // Images come base64 in the body: a phone's photo is a few MB (OpenAI
+    // takes up to 20 MB an image). A config file's limit is its own.
+    s.core.limits.max_body_bytes = std::max<size_t>(s.core.limits.max_body_bytes, size_t{32} << 20);
+  }
   if (a.max_queue >= 0) s.core.admission.max_queue = a.max_queue;
   if (a.max_tokens >= 0) s.core.limits.request.max_tokens = a.max_tokens;
   if (a.ws_max_message >= 0) s.core.limits.ws_max_message_bytes = static_cast<size_t>(a.ws_max_message);
@@ -121,6 +129,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!a.tool_call_parser.empty()) c.pipeline.tool_call_parser = a.tool_call_parser;
   if (!a.reasoning_format.empty()) c.pipeline.reasoning_format = a.reasoning_format;
   if (a.embedding) c.pipeline.embedding = true;
+  if (a.no_vision) c.pipeline.vision = false;
   if (!a.pooling.empty()) c.pipeline.pooling = a.pooling;
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
@@ -330,11 +339,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--embedding", a->embedding,
                 "Serve embeddings (/v1/embeddings) instead of generating: the default for a model that declares a "
                 "pooling (sentence-transformers files, GGUF pooling_type), and for an encoder (BERT)");
+  cmd->add_flag("--no-vision", a->no_vision,
+                "Serve a vision-language model's text model alone: its vision tower is not loaded and requests "
+                "with images are refused");
   cmd->add_option("--pooling", a->pooling,
                   "An embedding's pooling: last (the final token's state), mean, or cls (an encoder's first token) "
                   "(default: what the model declares, else last; an encoder's cls)")
       ->check(CLI::IsMember({"last", "mean", "cls"}));
-  cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (default 1 MiB; larger: 413)")
+  cmd->add_option("--max-body", a->max_body,
+                  "Largest request body in bytes (default 1 MiB, 32 MiB for a vision-language model; larger: 413)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", a->max_queue, "Requests queued beyond those running (default 64; more: 429)")
       ->check(CLI::NonNegativeNumber);

@@ -1,0 +1,104 @@
+// Vision actor: a VisionEncoder on its own thread.
+#include "actors/vision_actor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <string_view>
+
+#include "actors/actor_meter.hpp"
+#include "core/error.hpp"
+#include "vision/vision_encoder.hpp"
+
+namespace troupe {
+namespace {
+
+// FNV-1a over the image's bytes: the prefix cache's key for its tokens
+// (actors/prompt_images.hpp), so equal images share KV and different ones
+// never do.
+uint64_t digest(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+class VisionImpl : public vision_actor::base {
+ public:
+  VisionImpl(caf::actor_config& cfg, VisionActorOptions options, scheduler_actor scheduler,
+             detokenizer_actor detokenizer)
+      : vision_actor::base(cfg),
+        backend_(std::move(options.backend)),
+        encoder_(std::move(options.model), *backend_),
+        refused_(std::move(options.refused)),
+        scheduler_(std::move(scheduler)),
+        detokenizer_(std::move(detokenizer)) {}
+
+  behavior_type make_behavior() override {
+    return {
+        [this](VisionRequest& r) { encode(r); },
+    };
+  }
+
+  void on_exit() override {
+    scheduler_ = nullptr;
+    detokenizer_ = nullptr;
+  }
+
+ private:
+  void encode(VisionRequest& r) {
+    const int64_t n_embd = encoder_.model().config().text_embd;
+    for (PromptImage& im : r.request.images) {
+      try {
+        const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
+        std::vector<float> features = encoder_.encode_image({data, im.bytes.size()});
+        im.features = make_tensor(im.n_tokens, n_embd);
+        std::copy(features.begin(), features.end(), im.features->data);
+        im.digest = digest(im.bytes);
+        im.bytes = std::string();  // the features stand for them now
+      } catch (const Error& e) {
+        // An unreadable image is the client's; a failing tower is ours.
+        const bool client =
+            e.code() == Errc::invalid_argument || e.code() == Errc::bad_format || e.code() == Errc::unsupported;
+        refuse(r.request.id, client ? Errc::invalid_argument : e.code(),
+               client ? "cannot read the image: " + std::string(e.what()) : e.what(), client ? im.param : "");
+        return;
+      } catch (const std::exception& e) {
+        refuse(r.request.id, Errc::internal, e.what(), {});
+        return;
+      }
+    }
+    // The detokenizer has the PromptEvent before anything the scheduler
+    // sends about this request: this enqueue comes first.
+    send(detokenizer_, std::move(r.event));
+    send(scheduler_, std::move(r.request));
+  }
+
+  void refuse(RequestId id, Errc code, const std::string& what, std::string param) {
+    if (refused_) refused_->fetch_add(1, std::memory_order_relaxed);
+    send(detokenizer_,
+         RequestDone{.id = id, .reason = EndReason::error, .code = code, .message = what, .param = std::move(param)});
+  }
+
+  // Declared before the encoder: its destructor returns its memory to the backend.
+  std::shared_ptr<Backend> backend_;
+  vision::VisionEncoder encoder_;
+  std::shared_ptr<std::atomic<uint64_t>> refused_;
+  scheduler_actor scheduler_;
+  detokenizer_actor detokenizer_;
+};
+
+}  // namespace
+
+vision_actor spawn_vision(caf::actor_system& system, VisionActorOptions options, scheduler_actor scheduler,
+                          detokenizer_actor detokenizer) {
+  std::shared_ptr<ActorMeter> meter = std::move(options.meter);
+  if (meter) {
+    return system.spawn<Metered<VisionImpl>, caf::detached>(std::move(meter), std::move(options), std::move(scheduler),
+                                                            std::move(detokenizer));
+  }
+  return system.spawn<VisionImpl, caf::detached>(std::move(options), std::move(scheduler), std::move(detokenizer));
+}
+
+}  // namespace troupe

@@ -1,0 +1,93 @@
+// A vision-language model's image side, read from a Hugging Face directory:
+// LLaVA's (LlavaForConditionalGeneration) CLIP or SigLIP vision tower, the
+// layer its features come from, and the two-layer projector into the text
+// model's embeddings. The text model itself is the ordinary Model the
+// same directory loads (model/arch_llava.cpp). Immutable once loaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/model.hpp"
+#include "model/safetensors.hpp"
+#include "model/weight_store.hpp"
+#include "vision/image_processor.hpp"
+
+namespace troupe::vision {
+
+enum class Activation : uint8_t { quick_gelu, gelu_tanh, gelu_erf };
+
+struct VisionConfig {
+  enum class Tower : uint8_t { clip, siglip };
+  Tower tower = Tower::clip;
+  int64_t hidden = 0;  // the tower's width
+  int64_t n_ff = 0;
+  int64_t n_head = 0;
+  int64_t n_layer = 0;  // the tower's layers
+  int64_t n_run = 0;    // the layers run: the features are their output (vision_feature_layer)
+  int64_t image_size = 0;
+  int64_t patch_size = 0;
+  float norm_eps = 1e-5f;
+  Activation act = Activation::quick_gelu;
+  bool class_token = false;  // CLIP: a learned row before the patches
+  bool drop_first = false;   // vision_feature_select_strategy "default": the first row is not a feature
+  Activation projector_act = Activation::gelu_erf;
+  int64_t projector_hidden = 0;  // linear_1's output
+  int64_t text_embd = 0;         // linear_2's output: the text model's n_embd
+  int32_t image_token = -1;      // the placeholder each image's features replace
+
+  int64_t n_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
+  int64_t n_positions() const { return n_patches() + (class_token ? 1 : 0); }
+  // Feature rows, and so placeholder tokens, per image.
+  int32_t image_tokens() const { return static_cast<int32_t>(n_positions() - (drop_first ? 1 : 0)); }
+};
+
+struct VisionWeights {
+  const float* patch = nullptr;       // [hidden, 3 patch patch]: the conv kernel, one row per output channel
+  const float* patch_b = nullptr;     // [hidden] (SigLIP)
+  const float* class_embd = nullptr;  // [hidden] (CLIP)
+  const float* pos_embd = nullptr;    // [n_positions, hidden]
+  const float* pre_norm = nullptr;    // [hidden] CLIP's pre_layrnorm
+  const float* pre_norm_b = nullptr;
+  ModelWeights tower;  // layers: layer_norm1/2, q/k/v/out_proj, fc1 (w_up), fc2 (w_down), biases
+  Weight proj1;        // [projector_hidden, hidden]
+  const float* proj1_b = nullptr;
+  Weight proj2;  // [text_embd, projector_hidden]
+  const float* proj2_b = nullptr;
+};
+
+class VisionModel {
+ public:
+  // The image side of the model at `dir`, or null when its config.json
+  // names no architecture whose vision tower Troupe runs (a text model).
+  // Throws Error naming the file and the problem for one it should run but
+  // cannot (a missing tensor, an unsupported tower or processor).
+  static std::shared_ptr<const VisionModel> load(const std::string& dir);
+
+  // Whether the directory's config.json names an architecture whose vision
+  // tower Troupe runs (cheap: reads config.json alone).
+  static bool declared(const std::string& dir);
+
+  // For a multimodal checkpoint whose vision tower Troupe does not run
+  // (Qwen3-VL, Gemma 3, Mistral 3: their text models load alone), why
+  // images are refused; "" otherwise.
+  static std::string unsupported_reason(const std::string& dir);
+
+  const VisionConfig& config() const { return config_; }
+  const VisionWeights& weights() const { return weights_; }
+  const ImageProcessorConfig& processor() const { return processor_; }
+  // The config of the tower's layers as the shared layer blocks read it
+  // (model/layers.hpp): an encoder of hidden width, LayerNorms, GELU.
+  const ModelConfig& tower_config() const { return tower_config_; }
+
+ private:
+  VisionConfig config_;
+  VisionWeights weights_;
+  ImageProcessorConfig processor_;
+  ModelConfig tower_config_;
+  safetensors::Checkpoint checkpoint_;  // the mappings the weights point into
+  WeightStore store_;
+};
+
+}  // namespace troupe::vision
