@@ -4,6 +4,7 @@ OpenAI's image_url parts give transformers' prompt length and greedy tokens
 for the fixture's PNG files; Anthropic's image blocks, Ollama's images and
 the Responses API's input_image give the same answer; bad images are 400s
 naming their field."""
+import asyncio
 import base64
 import json
 import os
@@ -138,3 +139,31 @@ def test_bad_images_are_400s_naming_the_field(client, url, field, words):
     # The server goes on serving.
     _, ids = greedy(client, openai_messages(REFERENCE["cases"][2]), n=4)
     assert ids == REFERENCE["cases"][2]["greedy"][:4]
+
+
+def test_websocket_images_take_the_vision_models_message_limit(client, server):
+    """A WebSocket generate message with an image (the server raised its
+    message limit for a model that reads images) streams the HTTP route's
+    greedy text."""
+    websockets = pytest.importorskip("websockets")
+    case = REFERENCE["cases"][1]  # two images
+    whole, _ = greedy(client, openai_messages(case))
+
+    async def go():
+        async with websockets.connect(server.ws_url(), max_size=None) as ws:
+            hello = json.loads(await ws.recv())
+            assert hello["max_message_bytes"] >= 32 << 20
+            await ws.send(json.dumps({"type": "generate", "id": "img", "messages": openai_messages(case),
+                                      "max_tokens": 12, "temperature": 0, "ignore_eos": True}))
+            text = ""
+            while True:
+                f = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                if f["type"] == "token":
+                    text += f["text"]
+                elif f["type"] in ("final", "error"):
+                    assert f["type"] == "final", f
+                    return text + f["text"], f
+
+    text, final = asyncio.run(go())
+    assert text == whole.choices[0].message.content
+    assert final["usage"]["prompt_tokens"] == len(case["prompt_ids"])

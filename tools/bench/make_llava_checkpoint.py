@@ -5,13 +5,14 @@ the shape of a CLIP ViT-L/14-336 vision tower (24 layers of 1024, features of
 the second-to-last layer, the CLS row dropped: 576 image tokens), LLaVA's
 two-layer GELU projector and a Llama text model in TinyLlama-1.1B's shape, in
 float16, with the Llama 2 family's tokenizer.json from ../shared/tokenizers/llama2
-plus <image>, a USER/ASSISTANT chat template and CLIP's image processor, saved
-by transformers as OUT/ (what `troupe serve --model OUT` reads). From the same
-weights it writes llama.cpp's two files: OUT.text.<type>.gguf (the text model,
-by llama.cpp's convert_hf_to_gguf.py) and OUT.mmproj.<type>.gguf (the vision
-tower and projector, by llama.cpp's legacy convert_image_encoder_to_gguf.py,
-since its new converter writes LlavaForConditionalGeneration's mmproj for
-Pixtral only).
+plus <image> and <pad> at LLaVA-1.5's ids (the vocabulary padded to 32,064), a
+USER/ASSISTANT chat template and CLIP's image processor, saved by transformers
+as OUT/ (what `troupe serve --model OUT` reads). From the same weights it
+writes llama.cpp's two files: OUT.text.<type>.gguf (the text model, by
+llama.cpp's convert_hf_to_gguf.py) and OUT.mmproj.f16.gguf (the vision tower
+and projector, by llama.cpp's legacy convert_image_encoder_to_gguf.py, since
+its new converter writes LlavaForConditionalGeneration's mmproj for Pixtral
+only).
 
     /work/refenv/bin/python tools/bench/make_llava_checkpoint.py \\
         --llama-cpp /path/to/llama.cpp --out ~/.cache/troupe/bench/llava-1.5-shaped
@@ -29,7 +30,7 @@ from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, Lla
                           LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
 
 ROOT = Path(__file__).resolve().parents[2]
-VOCAB = 32064  # 32,000 pieces + <image>, padded to a multiple of 64 as LLaVA-1.5's is
+VOCAB = 32064  # 32,000 pieces, <image>, <pad> and unused rows: LLaVA-1.5's padded table
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 # USER/ASSISTANT turns as LLaVA-1.5 prompts them ("USER: <image>\n... ASSISTANT:").
@@ -50,11 +51,16 @@ TEMPLATE = (
 
 def tokenizer(shared):
     """The Llama 2 family's tokenizer.json (read where it lies, never
-    copied) with <image> as a special token: id 32000."""
+    copied) with <image> (id 32000) and <pad> (32001) as LLaVA-1.5 adds them,
+    and unused special tokens up to the padded vocabulary: llama.cpp's
+    converter, reading a tokenizer.json, writes one GGUF token per tokenizer
+    entry and no padding, so the table must have as many rows as the model."""
     tok = Tokenizer.from_file(str(shared / "tokenizers" / "llama2" / "tokenizer.json"))
-    tok.add_special_tokens([AddedToken("<image>", special=True, normalized=False)])
+    extra = ["<image>", "<pad>"] + [f"<unused{i}>" for i in range(VOCAB - tok.get_vocab_size() - 2)]
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in extra])
+    assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="<unk>", extra_special_tokens={"image_token": "<image>"})
+                                   pad_token="<pad>", extra_special_tokens={"image_token": "<image>"})
 
 
 def llava_15(image_token):
@@ -66,7 +72,7 @@ def llava_15(image_token):
     text = LlamaConfig(vocab_size=VOCAB, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                        num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=4096,
                        rope_theta=10000.0, rms_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=False,
-                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
+                       bos_token_id=1, eos_token_id=2, pad_token_id=32001)
     cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_index=image_token, vision_feature_layer=-2,
                       vision_feature_select_strategy="default", projector_hidden_act="gelu", image_seq_length=576)
     torch.manual_seed(0)

@@ -110,6 +110,9 @@ net::ServeConfig resolve(const ServeArgs& a) {
     // Images come base64 in the body: a phone's photo is a few MB (OpenAI
     // takes up to 20 MB an image). A config file's limit is its own.
     s.core.limits.max_body_bytes = std::max<size_t>(s.core.limits.max_body_bytes, size_t{32} << 20);
+    if (a.ws_max_message < 0) {
+      s.core.limits.ws_max_message_bytes = std::max<size_t>(s.core.limits.ws_max_message_bytes, size_t{32} << 20);
+    }
   }
   if (a.max_queue >= 0) s.core.admission.max_queue = a.max_queue;
   if (a.max_tokens >= 0) s.core.limits.request.max_tokens = a.max_tokens;
