@@ -95,8 +95,8 @@ def test_errors_as_the_client_raises_them(client, server):
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model=MODEL, max_tokens=8, messages=[
             {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                                       "data": "iVBOR"}}]}])
-    assert "'image' are not supported" in e.value.message
+                                                                       "data": "iVBORw0KGgo="}}]}])
+    assert "reads text only" in e.value.message
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model=MODEL, max_tokens=8, messages=CONVERSATION,
                                thinking={"type": "enabled", "budget_tokens": 1024})

@@ -298,8 +298,17 @@ TEST(AnthropicMessages, RefusalsInAnthropicsShape) {
   refused(body({{"messages", json::array()}}), 400, "invalid_request_error", "'messages' must not be empty");
   refused(body({{"messages", {{{"role", "system"}, {"content", "x"}}}}}), 400, "invalid_request_error",
           "'messages[0].role' must be 'user' or 'assistant'");
-  refused(body({{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}, {"source", json::object()}}}}}}}}),
-          400, "invalid_request_error", "'image' are not supported");
+  const auto image = [](const json& source) {
+    return body({{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}, {"source", source}}}}}}}});
+  };
+  refused(image(json::object()), 400, "invalid_request_error", "'messages[0].content[0].source.type' is required");
+  refused(image({{"type", "url"}, {"url", "https://example.com/a.png"}}), 400, "invalid_request_error",
+          "not supported (only 'base64')");
+  refused(image({{"type", "base64"}, {"media_type", "image/png"}, {"data", "iVBOR"}}), 400, "invalid_request_error",
+          "holds no image");
+  // Good base64, but the served model reads text only (the engine's rule).
+  refused(image({{"type", "base64"}, {"media_type", "image/png"}, {"data", "iVBORw0KGgo="}}), 400,
+          "invalid_request_error", "reads text only");
   refused(body({{"tools", {{{"type", "web_search_20250305"}, {"name", "web_search"}}}}}), 400, "invalid_request_error",
           "server tools");
   refused(body({{"tools", {{{"name", "f"}}}}}), 400, "invalid_request_error", "'tools[0].input_schema' is required");

@@ -402,7 +402,10 @@ TEST(OllamaChat, RefusalsNameTheFieldInOllamasShape) {
   refused("/api/chat", chat_body({{"messages", {{{"role", "narrator"}, {"content", "x"}}}}}), 400,
           "'messages[0].role' must be one of");
   refused("/api/chat", chat_body({{"messages", {{{"role", "user"}, {"content", "x"}, {"images", {"iVBOR"}}}}}}), 400,
-          "'messages[0].images' is not supported");
+          "'messages[0].images[0]' holds no image");
+  // Good base64, but the served model reads text only (the engine's rule).
+  refused("/api/chat", chat_body({{"messages", {{{"role", "user"}, {"content", "x"}, {"images", {"iVBORw0KGgo="}}}}}}),
+          400, "reads text only");
   refused("/api/chat",
           chat_body({{"messages", {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"arguments", 1}}}}}}}}}}),
           400, "'messages[0].tool_calls[0].function.name' is required");
@@ -414,7 +417,10 @@ TEST(OllamaChat, RefusalsNameTheFieldInOllamasShape) {
   refused("/api/generate", {{"model", "fake"}, {"prompt", "x"}, {"raw", true}, {"system", "s"}}, 400,
           "raw mode does not support system");
   refused("/api/generate", {{"model", "fake"}, {"prompt", "x"}, {"images", {"iVBOR"}}}, 400,
-          "'images' is not supported");
+          "'images[0]' holds no image");
+  refused("/api/generate", {{"model", "fake"}, {"prompt", "x"}, {"images", {"iVBORw0KGgo="}}}, 400, "reads text only");
+  refused("/api/generate", {{"model", "fake"}, {"prompt", "x"}, {"raw", true}, {"images", {"iVBORw0KGgo="}}}, 400,
+          "raw mode takes no images");
   const std::string bad_json = ollama_error(env.call("POST", "/api/chat", "{"), 400);
   EXPECT_NE(bad_json.find("not valid JSON"), std::string::npos);
   const HttpReply get = env.call("GET", "/api/chat");

@@ -195,6 +195,37 @@ TEST(RequestParser, OutOfRangeValuesAreNamed) {
             "top_logprobs");
 }
 
+// Image parts: their bytes go to the engine in order, and the turn's parts
+// (each image as {"type": "image"}) are what the chat template reads.
+TEST(RequestParser, ImagePartsBecomeTheTemplatesPartsAndTheirBytes) {
+  const ParsedRequest r = parse_chat_request(
+      R"({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [
+          {"type": "text", "text": "a"},
+          {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8=", "detail": "low"}},
+          {"type": "text", "text": "b"},
+          {"type": "image_url", "image_url": "data:image/jpeg;base64,d29y\nbGQ="}]}]})",
+      kLimits);
+  ASSERT_EQ(r.chat.images.size(), 2u);
+  EXPECT_EQ(r.chat.images[0].bytes, "hello");
+  EXPECT_EQ(r.chat.images[0].param, "messages[1].content[1].image_url");
+  EXPECT_EQ(r.chat.images[1].bytes, "world");  // MIME line breaks skipped
+  EXPECT_EQ(r.chat.images[1].param, "messages[1].content[3].image_url");
+  EXPECT_EQ(r.chat.messages[0].fields_json, "");  // a text turn stays a string
+  EXPECT_EQ(r.chat.messages[1].content, "ab");
+  EXPECT_EQ(r.chat.messages[1].fields_json,
+            R"({"content":[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"},{"type":"image"}]})");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content":
+                          [{"type": "image_url", "image_url": {"url": "data:image/png;base64,a$b="}}]}]})")
+                .param(),
+            "messages[0].content[0].image_url.url");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content":
+                          [{"type": "image_url", "image_url": {"url": "data:text/html;base64,aGVsbG8="}}]}]})")
+                .param(),
+            "messages[0].content[0].image_url.url");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})").param(),
+            "messages[0].content[0].image_url");
+}
+
 TEST(RequestParser, UnsupportedFeaturesAreRefusedNotIgnored) {
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "suffix": "end"})").param(), "suffix");
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "x", "best_of": 3})").param(), "best_of");
@@ -203,7 +234,11 @@ TEST(RequestParser, UnsupportedFeaturesAreRefusedNotIgnored) {
                 .param(),
             "response_format.type");
   EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content":
-                          [{"type": "image_url", "image_url": {"url": "x"}}]}]})")
+                          [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]})")
+                .param(),
+            "messages[0].content[0].image_url.url");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user", "content":
+                          [{"type": "input_audio", "input_audio": {}}]}]})")
                 .param(),
             "messages[0].content[0].type");
 }

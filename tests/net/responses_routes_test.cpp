@@ -203,7 +203,9 @@ TEST(ResponsesApi, RefusalsNameTheField) {
   refused(body({{"input", json::array()}}), "input", "at least one message");
   refused(body({{"previous_response_id", "resp_1"}}), "previous_response_id", "keeps no responses");
   refused(body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}),
-          "input[0].content[0].type", "reads text only");
+          "input[0].content[0].image_url", "does not fetch images");
+  refused(body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_file"}, {"file_id", "f"}}}}}}}}),
+          "input[0].content[0].type", "'input_file' is not supported");
   refused(body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}), "input[0].type", "'item_reference'");
   refused(body({{"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}), "input[0].call_id", "is required");
   refused(body({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type", "hosted tool");
