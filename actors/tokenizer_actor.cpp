@@ -6,6 +6,7 @@
 
 #include "actors/actor_meter.hpp"
 #include "actors/prompt_reader.hpp"
+#include "actors/request_refusal.hpp"
 #include "core/error.hpp"
 
 namespace troupe {
@@ -74,12 +75,7 @@ class TokenizerImpl : public tokenizer_actor::base {
   }
 
   void refuse(RequestId id, Errc code, const std::string& what, std::string param) {
-    if (refused_) refused_->fetch_add(1, std::memory_order_relaxed);
-    send(detokenizer_, RequestDone{.id = id,
-                                   .reason = EndReason::error,
-                                   .code = code,
-                                   .message = what,
-                                   .param = std::move(param)});
+    send(detokenizer_, refusal(id, code, what, std::move(param), refused_.get()));
   }
 
   PromptReader reader_;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "actors/actor_meter.hpp"
+#include "actors/request_refusal.hpp"
 #include "core/error.hpp"
 #include "vision/vision_encoder.hpp"
 
@@ -76,9 +77,7 @@ class VisionImpl : public vision_actor::base {
   }
 
   void refuse(RequestId id, Errc code, const std::string& what, std::string param) {
-    if (refused_) refused_->fetch_add(1, std::memory_order_relaxed);
-    send(detokenizer_,
-         RequestDone{.id = id, .reason = EndReason::error, .code = code, .message = what, .param = std::move(param)});
+    send(detokenizer_, refusal(id, code, what, std::move(param), refused_.get()));
   }
 
   // Declared before the encoder: its destructor returns its memory to the backend.

@@ -14,21 +14,14 @@
 #include "actors/pipeline.hpp"
 #include "stage_process.hpp"
 #include "tests/exact_math.hpp"
+#include "tests/vision/llava_fixture.hpp"
 
 namespace troupe {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name; }
-
-nlohmann::json reference(const std::string& name) {
-  std::ifstream in(fixture(name) + "/reference.json");
-  return nlohmann::json::parse(in);
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using test::hf_fixture;
+using test::hf_reference;
+using test::llava_images;
 
 // A fixture's conversation as the OpenAI route reads it (net/request_parser):
 // image parts become {"type": "image"} in the turn's content parts, their
@@ -92,13 +85,9 @@ Outcome run(Pipeline& p, EngineRequest r) {
   return f.get();
 }
 
-std::vector<std::string> fixture_images(const std::string& name) {
-  return {file_bytes(fixture(name) + "/image0.png"), file_bytes(fixture(name) + "/image1.png")};
-}
-
 PipelineConfig config(const std::string& name) {
   PipelineConfig c;
-  c.model_path = fixture(name);
+  c.model_path = hf_fixture(name);
   c.n_kv_blocks = 64;
   c.stages = {{.first_layer = 0, .last_layer = -1, .threads = 2}};
   return c;
@@ -112,8 +101,8 @@ std::unique_ptr<Pipeline> start(const std::string& name, bool vision = true) {
 
 // Every case of a fixture gives transformers' prompt and greedy tokens.
 void expect_reference_greedy(Pipeline& p, const std::string& name) {
-  const nlohmann::json ref = reference(name);
-  const std::vector<std::string> images = fixture_images(name);
+  const nlohmann::json ref = hf_reference(name);
+  const std::vector<std::string> images = llava_images(name);
   for (const nlohmann::json& c : ref["cases"]) {
     const Outcome r = run(p, chat(c["messages"], images));
     ASSERT_EQ(r.final.reason, EndReason::length) << r.final.error_message;
@@ -127,7 +116,7 @@ class VisionPipeline : public ::testing::TestWithParam<std::string> {};
 TEST_P(VisionPipeline, ChatsWithImagesGiveTransformersPromptAndGreedyTokens) {
   const test::ExactMath exact;
   auto p = start(GetParam());
-  EXPECT_EQ(p->model_info().image_tokens, reference(GetParam())["image_tokens"].get<int32_t>());
+  EXPECT_EQ(p->model_info().image_tokens, hf_reference(GetParam())["image_tokens"].get<int32_t>());
   expect_reference_greedy(*p, GetParam());
 }
 
@@ -147,7 +136,7 @@ TEST_P(VisionPipeline, ARemoteFirstStageReadsTheImagesFromTheWire) {
   const test::ExactMath exact;
   test::StageProcess worker;
   ASSERT_TRUE(
-      worker.start({"-m", fixture(GetParam()), "--layers", "0:1", "-t", "1", "--kv-blocks", "64", "--exact-math"}));
+      worker.start({"-m", hf_fixture(GetParam()), "--layers", "0:1", "-t", "1", "--kv-blocks", "64", "--exact-math"}));
   PipelineConfig c = config(GetParam());
   c.scheduler.prefill_chunk = 9;
   c.stages = {{.first_layer = 0, .last_layer = 1, .remote = worker.address()},
@@ -159,9 +148,9 @@ TEST_P(VisionPipeline, ARemoteFirstStageReadsTheImagesFromTheWire) {
 TEST_P(VisionPipeline, ThePrefixCacheSharesAnImagesBlocksOnlyWithTheSameImage) {
   const test::ExactMath exact;
   auto p = start(GetParam());
-  const nlohmann::json ref = reference(GetParam());
+  const nlohmann::json ref = hf_reference(GetParam());
   const nlohmann::json& one = ref["cases"][0]["messages"];  // the image, then a question
-  const std::vector<std::string> images = fixture_images(GetParam());
+  const std::vector<std::string> images = llava_images(GetParam());
   const Outcome first = run(*p, chat(one, images));
   const uint64_t hits_before = p->stats().prefix_hit_tokens;
   const Outcome again = run(*p, chat(one, images));
@@ -184,8 +173,8 @@ TEST_P(VisionPipeline, ThePrefixCacheSharesAnImagesBlocksOnlyWithTheSameImage) {
 
 TEST_P(VisionPipeline, AnUnreadableImageEndsItsRequestAloneNamingTheField) {
   auto p = start(GetParam());
-  const nlohmann::json ref = reference(GetParam());
-  std::vector<std::string> images = fixture_images(GetParam());
+  const nlohmann::json ref = hf_reference(GetParam());
+  std::vector<std::string> images = llava_images(GetParam());
   images[1] = images[1].substr(0, images[1].size() / 3);                   // a PNG cut short
   const Outcome bad = run(*p, chat(ref["cases"][1]["messages"], images));  // image 0, then the cut one
   EXPECT_EQ(bad.final.reason, EndReason::error);
@@ -194,7 +183,7 @@ TEST_P(VisionPipeline, AnUnreadableImageEndsItsRequestAloneNamingTheField) {
   EXPECT_NE(bad.final.error_message.find("cannot read the image"), std::string::npos) << bad.final.error_message;
   EXPECT_TRUE(bad.tokens.empty());
   // The pipeline goes on serving.
-  const Outcome good = run(*p, chat(ref["cases"][0]["messages"], fixture_images(GetParam())));
+  const Outcome good = run(*p, chat(ref["cases"][0]["messages"], llava_images(GetParam())));
   EXPECT_EQ(good.final.reason, EndReason::length) << good.final.error_message;
 }
 
@@ -212,12 +201,12 @@ TEST(VisionPipelineRules, AnImageTokenTypedIntoTheTextIsRefused) {
 
 TEST(VisionPipelineRules, ATemplateThatPlacesNoImageIsRefused) {
   PipelineConfig c;
-  c.model_path = fixture("llava_clip");
+  c.model_path = hf_fixture("llava_clip");
   c.n_kv_blocks = 64;
   c.chat_template = "{% for m in messages %}{{ m['role'] }}: text only\n{% endfor %}";
   auto p = Pipeline::start(c);
-  const nlohmann::json ref = reference("llava_clip");
-  const Outcome r = run(*p, chat(ref["cases"][0]["messages"], fixture_images("llava_clip")));
+  const nlohmann::json ref = hf_reference("llava_clip");
+  const Outcome r = run(*p, chat(ref["cases"][0]["messages"], llava_images("llava_clip")));
   EXPECT_EQ(r.final.reason, EndReason::error);
   EXPECT_EQ(r.final.error_param, "messages");
   EXPECT_NE(r.final.error_message.find("0 time(s) for 1 image(s)"), std::string::npos) << r.final.error_message;
@@ -226,8 +215,8 @@ TEST(VisionPipelineRules, ATemplateThatPlacesNoImageIsRefused) {
 TEST(VisionPipelineRules, WithoutItsVisionTheModelRefusesImagesAndStillReadsText) {
   auto p = start("llava_clip", /*vision=*/false);
   EXPECT_EQ(p->model_info().image_tokens, 0);
-  const nlohmann::json ref = reference("llava_clip");
-  const Outcome r = run(*p, chat(ref["cases"][0]["messages"], fixture_images("llava_clip")));
+  const nlohmann::json ref = hf_reference("llava_clip");
+  const Outcome r = run(*p, chat(ref["cases"][0]["messages"], llava_images("llava_clip")));
   EXPECT_EQ(r.final.reason, EndReason::error);
   EXPECT_EQ(r.final.error_param, "messages[0].content[0].image_url");
   EXPECT_NE(r.final.error_message.find("reads text only"), std::string::npos) << r.final.error_message;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base64.hpp"
+
 namespace troupe::vision::testing {
 
 inline std::string images_dir() { return std::string(TROUPE_FIXTURES_DIR) + "/images"; }
@@ -32,31 +34,11 @@ inline const nlohmann::json& reference() {
   return j;
 }
 
-// RFC 4648 with padding, as Python's base64.b64encode writes it.
+// The bytes of a base64 field (Python's base64.b64encode), as core's
+// decoder reads them.
 inline std::vector<uint8_t> base64_decode(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::vector<uint8_t> out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    const int v = value(c);
-    EXPECT_GE(v, 0) << "bad base64 character in fixture";
-    acc = (acc << 6) | uint32_t(v & 63);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(uint8_t(acc >> bits));
-    }
-  }
-  return out;
+  const std::string bytes = troupe::base64_decode(text);
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 inline std::vector<float> base64_floats(const std::string& text) {

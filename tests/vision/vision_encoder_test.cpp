@@ -15,22 +15,15 @@
 #include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "tests/exact_math.hpp"
+#include "tests/vision/llava_fixture.hpp"
 #include "vision/vision_model.hpp"
 
 namespace troupe::vision {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name; }
-
-nlohmann::json reference(const std::string& name) {
-  std::ifstream in(fixture(name) + "/reference.json");
-  return nlohmann::json::parse(in);
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using test::file_bytes;
+using test::hf_fixture;
+using test::hf_reference;
 
 // Largest |a - b| over the largest |b|: both sides compute in f32, in
 // different orders.
@@ -46,9 +39,9 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 class LlavaVision : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlavaVision, ReadsTheTowerAsTransformersConfiguresIt) {
-  const auto model = VisionModel::load(fixture(GetParam()));
+  const auto model = VisionModel::load(hf_fixture(GetParam()));
   ASSERT_NE(model, nullptr);
-  const nlohmann::json ref = reference(GetParam());
+  const nlohmann::json ref = hf_reference(GetParam());
   const VisionConfig& c = model->config();
   EXPECT_EQ(c.image_tokens(), ref["image_tokens"].get<int32_t>());
   EXPECT_EQ(c.image_token, ref["image_token_id"].get<int32_t>());
@@ -63,11 +56,11 @@ TEST_P(LlavaVision, ReadsTheTowerAsTransformersConfiguresIt) {
 
 TEST_P(LlavaVision, FeaturesMatchTransformersFromPixelValues) {
   const test::ExactMath exact;
-  const auto model = VisionModel::load(fixture(GetParam()));
+  const auto model = VisionModel::load(hf_fixture(GetParam()));
   ASSERT_NE(model, nullptr);
   CpuBackend backend({.n_threads = 2});
   VisionEncoder encoder(model, backend);
-  const nlohmann::json ref = reference(GetParam());
+  const nlohmann::json ref = hf_reference(GetParam());
   int checked = 0;
   for (const nlohmann::json& c : ref["cases"]) {
     if (!c.contains("pixel_values")) continue;
@@ -91,16 +84,16 @@ TEST_P(LlavaVision, FeaturesMatchTransformersFromPixelValues) {
 // (Pillow's bicubic resize to the byte, crop, normalize), the tower.
 TEST_P(LlavaVision, FeaturesMatchTransformersFromThePngFiles) {
   const test::ExactMath exact;
-  const auto model = VisionModel::load(fixture(GetParam()));
+  const auto model = VisionModel::load(hf_fixture(GetParam()));
   ASSERT_NE(model, nullptr);
   CpuBackend backend({.n_threads = 1});
   VisionEncoder encoder(model, backend);
-  const nlohmann::json ref = reference(GetParam());
+  const nlohmann::json ref = hf_reference(GetParam());
   const nlohmann::json& two = ref["cases"][1];  // image 0 then image 1
   const auto want = two["image_features"].get<std::vector<float>>();
   const size_t per_image = want.size() / 2;
   for (size_t i = 0; i < 2; ++i) {
-    const std::string png = file_bytes(fixture(GetParam()) + "/image" + std::to_string(i) + ".png");
+    const std::string png = file_bytes(hf_fixture(GetParam()) + "/image" + std::to_string(i) + ".png");
     const std::vector<float> got = encoder.encode_image({reinterpret_cast<const uint8_t*>(png.data()), png.size()});
     const std::vector<float> expected(want.begin() + static_cast<ptrdiff_t>(i * per_image),
                                       want.begin() + static_cast<ptrdiff_t>((i + 1) * per_image));
@@ -110,10 +103,10 @@ TEST_P(LlavaVision, FeaturesMatchTransformersFromThePngFiles) {
 }
 
 TEST_P(LlavaVision, RefusesBytesThatAreNoImage) {
-  const auto model = VisionModel::load(fixture(GetParam()));
+  const auto model = VisionModel::load(hf_fixture(GetParam()));
   CpuBackend backend({.n_threads = 1});
   VisionEncoder encoder(model, backend);
-  std::string png = file_bytes(fixture(GetParam()) + "/image0.png");
+  std::string png = file_bytes(hf_fixture(GetParam()) + "/image0.png");
   png.resize(png.size() / 2);  // cut in the middle of its data
   for (const std::string& bad : {png, std::string("GIF89a not an image")}) {
     try {
@@ -124,21 +117,21 @@ TEST_P(LlavaVision, RefusesBytesThatAreNoImage) {
     }
   }
   // The encoder still works after a refusal.
-  const std::string good = file_bytes(fixture(GetParam()) + "/image1.png");
+  const std::string good = file_bytes(hf_fixture(GetParam()) + "/image1.png");
   EXPECT_FALSE(encoder.encode_image({reinterpret_cast<const uint8_t*>(good.data()), good.size()}).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LlavaVision, ::testing::Values("llava_clip", "llava_siglip"));
 
 TEST(VisionModel, ATextModelHasNoVisionSide) {
-  EXPECT_EQ(VisionModel::load(fixture("llama")), nullptr);
-  EXPECT_EQ(VisionModel::unsupported_reason(fixture("llama")), "");
+  EXPECT_EQ(VisionModel::load(hf_fixture("llama")), nullptr);
+  EXPECT_EQ(VisionModel::unsupported_reason(hf_fixture("llama")), "");
   EXPECT_EQ(VisionModel::load(std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf"), nullptr);
 }
 
 TEST(VisionModel, SaysWhichMultimodalTowersItDoesNotRun) {
-  EXPECT_EQ(VisionModel::load(fixture("qwen3_vl")), nullptr);
-  const std::string why = VisionModel::unsupported_reason(fixture("qwen3_vl"));
+  EXPECT_EQ(VisionModel::load(hf_fixture("qwen3_vl")), nullptr);
+  const std::string why = VisionModel::unsupported_reason(hf_fixture("qwen3_vl"));
   EXPECT_NE(why.find("Qwen3VLForConditionalGeneration"), std::string::npos) << why;
   EXPECT_NE(why.find("images are refused"), std::string::npos) << why;
 }
@@ -151,7 +144,7 @@ class BrokenLlava : public ::testing::Test {
            ("troupe_llava_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
-    std::filesystem::copy(fixture("llava_clip"), dir_);
+    std::filesystem::copy(hf_fixture("llava_clip"), dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   nlohmann::json config() {
