@@ -25,6 +25,14 @@ uint64_t digest(std::string_view bytes) {
   return h;
 }
 
+// The decoder's sentence without its own "image: " prefix (the refusal
+// names the image already).
+std::string reason_of(const Error& e) {
+  constexpr std::string_view kPrefix = "image: ";
+  const std::string_view what = e.what();
+  return std::string(what.starts_with(kPrefix) ? what.substr(kPrefix.size()) : what);
+}
+
 class VisionImpl : public vision_actor::base {
  public:
   VisionImpl(caf::actor_config& cfg, VisionActorOptions options, scheduler_actor scheduler,
@@ -63,7 +71,7 @@ class VisionImpl : public vision_actor::base {
         const bool client =
             e.code() == Errc::invalid_argument || e.code() == Errc::bad_format || e.code() == Errc::unsupported;
         refuse(r.request.id, client ? Errc::invalid_argument : e.code(),
-               client ? "cannot read the image: " + std::string(e.what()) : e.what(), client ? im.param : "");
+               client ? "cannot read the image: " + reason_of(e) : e.what(), client ? im.param : "");
         return;
       } catch (const std::exception& e) {
         refuse(r.request.id, Errc::internal, e.what(), {});

@@ -12,10 +12,17 @@
 #include <cstring>
 #include <string>
 
+// Set by the build where libpng and libjpeg were found.
+#ifndef TROUPE_HAVE_IMAGE_CODECS
+#define TROUPE_HAVE_IMAGE_CODECS 0
+#endif
+
+#if TROUPE_HAVE_IMAGE_CODECS
 // clang-format off: jpeglib.h uses FILE without including <cstdio>.
 #include <jpeglib.h>
 #include <png.h>
 // clang-format on
+#endif
 
 #include "core/error.hpp"
 
@@ -26,6 +33,8 @@ constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n
 constexpr uint8_t kJpegSignature[3] = {0xff, 0xd8, 0xff};
 
 [[noreturn]] void fail(Errc code, const std::string& what) { throw Error(code, "image: " + what); }
+
+#if TROUPE_HAVE_IMAGE_CODECS
 
 // Called once the header is read and before any pixel buffer exists.
 void check_dimensions(const char* format, int64_t width, int64_t height, const ImageLimits& limits) {
@@ -322,6 +331,20 @@ Image decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits) {
 
 // ---------------------------------------------------------------- composite
 
+#else  // TROUPE_HAVE_IMAGE_CODECS
+
+// A build without libpng or libjpeg (a machine that lacked them when Troupe
+// was built) recognizes the formats but cannot decode them.
+Image decode_png(std::span<const uint8_t>, const ImageLimits&) {
+  fail(Errc::unsupported, "PNG: this build of Troupe has no PNG decoder (libpng was not found when it was built)");
+}
+
+Image decode_jpeg(std::span<const uint8_t>, const ImageLimits&) {
+  fail(Errc::unsupported, "JPEG: this build of Troupe has no JPEG decoder (libjpeg was not found when it was built)");
+}
+
+#endif  // TROUPE_HAVE_IMAGE_CODECS
+
 // One colour sample of Pillow's ImagingAlphaComposite(dst, src) with dst
 // opaque white (255 in every band), step by step. Why fixed point: Pillow
 // blends in 32-bit integers, with coefficients carrying 7 fractional bits and
@@ -348,6 +371,8 @@ bool starts_with(std::span<const uint8_t> bytes, std::span<const uint8_t> magic)
 }
 
 }  // namespace
+
+bool image_codecs_available() { return TROUPE_HAVE_IMAGE_CODECS != 0; }
 
 Image decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits) {
   if (bytes.empty()) fail(Errc::invalid_argument, "no data (0 bytes)");

@@ -40,6 +40,11 @@ struct ImageLimits {
 // unsupported for other formats, bad_format for corrupt or truncated data.
 Image decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits = {});
 
+// Whether this build decodes PNG and JPEG (libpng and libjpeg were found
+// when it was built); without them decode_image refuses every image
+// (Errc::unsupported), saying so.
+bool image_codecs_available();
+
 // `image` alpha-composited onto opaque white, to the byte what
 // Image.alpha_composite(white, image.convert("RGBA")).convert("RGB") gives:
 // what transformers' convert_to_rgb and vLLM do before resizing. The result

@@ -15,6 +15,7 @@
 #include "stage_process.hpp"
 #include "tests/exact_math.hpp"
 #include "tests/vision/llava_fixture.hpp"
+#include "vision/image.hpp"
 
 namespace troupe {
 namespace {
@@ -111,7 +112,12 @@ void expect_reference_greedy(Pipeline& p, const std::string& name) {
   }
 }
 
-class VisionPipeline : public ::testing::TestWithParam<std::string> {};
+class VisionPipeline : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!vision::image_codecs_available()) GTEST_SKIP() << "this build decodes no images (no libpng or libjpeg)";
+  }
+};
 
 TEST_P(VisionPipeline, ChatsWithImagesGiveTransformersPromptAndGreedyTokens) {
   const test::ExactMath exact;
