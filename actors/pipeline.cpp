@@ -280,6 +280,15 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
   const std::shared_ptr<const vision::VisionModel> vision_model = load_vision(*impl->model, config, impl->info);
+  // The tower's device opens now: a missing GPU is an error of start().
+  std::shared_ptr<Backend> vision_backend;
+  if (vision_model) {
+    try {
+      vision_backend = open_backend(parse_device(config.vision_device), placements.front().threads);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string("PipelineConfig: vision_device: ") + e.what());
+    }
+  }
   set_answer_syntax(impl->info, *prompter, config);
   if (config.micro_batches <= 0 && static_cast<int32_t>(plan.size()) != n_engines) {
     throw Error(Errc::internal, "PipelineConfig: the stage plan does not have one stage per placement");
@@ -431,7 +440,7 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   if (vision_model) {
     impl->vision = spawn_vision(sys,
                                 {.model = vision_model,
-                                 .backend = open_backend(Device{}, placements.front().threads),
+                                 .backend = std::move(vision_backend),
                                  .meter = meter("vision"),
                                  .refused = impl->refused},
                                 impl->scheduler, impl->detokenizer);

@@ -86,9 +86,12 @@ struct PipelineConfig {
   bool prefix_caching = true;
   // A vision-language model's images (LLaVA: vision/vision_model.hpp): its
   // vision tower is loaded from model_path's directory and runs beside the
-  // stages, on the CPU with the first stage's threads (`--no-vision`: false,
-  // the text model alone, images refused).
+  // stages (`--no-vision`: false, the text model alone, images refused).
   bool vision = true;
+  // Where the tower runs (`--vision-device`): "cpu" (with the first
+  // stage's threads) or "cuda[:N]" (written for the CUDA backend and checked
+  // against the CPU by test_cuda, not yet run on a GPU).
+  std::string vision_device = "cpu";
   // Speculative decoding's proposer when scheduler.spec_max_draft > 0: a
   // draft model with the target's vocabulary (`--draft MODEL`: draft_model,
   // else loaded from draft_model_path), or with draft_layers > 0 the

@@ -232,5 +232,17 @@ TEST(VisionPipelineRules, WithoutItsVisionTheModelRefusesImagesAndStillReadsText
   EXPECT_EQ(t.tokens, text["greedy"].get<std::vector<int32_t>>());
 }
 
+TEST(VisionPipelineRules, TheTowersDeviceIsCheckedAtStart) {
+  PipelineConfig c = config("llava_clip");
+  c.vision_device = "tpu";
+  try {
+    Pipeline::start(c);
+    ADD_FAILURE() << "started with vision_device tpu";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("vision_device"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace troupe

@@ -45,6 +45,7 @@ struct ServeArgs {
   std::string reasoning_format;
   bool embedding = false;
   bool no_vision = false;
+  std::string vision_device;
   std::string pooling;
   int64_t max_body = -1;
   int max_queue = -1;
@@ -133,6 +134,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!a.reasoning_format.empty()) c.pipeline.reasoning_format = a.reasoning_format;
   if (a.embedding) c.pipeline.embedding = true;
   if (a.no_vision) c.pipeline.vision = false;
+  if (!a.vision_device.empty()) c.pipeline.vision_device = a.vision_device;
   if (!a.pooling.empty()) c.pipeline.pooling = a.pooling;
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
@@ -345,6 +347,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--no-vision", a->no_vision,
                 "Serve a vision-language model's text model alone: its vision tower is not loaded and requests "
                 "with images are refused");
+  cmd->add_option("--vision-device", a->vision_device,
+                  "Where a vision-language model's vision tower runs: cpu (default) or cuda[:N]");
   cmd->add_option("--pooling", a->pooling,
                   "An embedding's pooling: last (the final token's state), mean, or cls (an encoder's first token) "
                   "(default: what the model declares, else last; an encoder's cls)")
