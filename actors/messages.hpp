@@ -326,10 +326,10 @@ typename Inspector::result_type inspect(Inspector& f, FinalEvent& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PipelineStats& x) {
-  return f(caf::meta::type_name("PipelineStats"), x.kv_blocks_total, x.kv_blocks_used,
-           x.kv_blocks_cached, x.kv_blocks_free, x.kv_blocks_peak, x.running, x.waiting, x.steps_in_flight, x.steps,
-           x.admitted, x.preemptions, x.finished, x.cancelled, x.rejected, x.prompt_tokens,
-           x.prefix_hit_tokens, x.prefix_hit_rate, x.spec_proposer, x.spec_proposed, x.spec_accepted);
+  return f(caf::meta::type_name("PipelineStats"), x.kv_blocks_total, x.kv_blocks_used, x.kv_blocks_cached,
+           x.kv_blocks_free, x.kv_blocks_peak, x.running, x.waiting, x.steps_in_flight, x.steps, x.admitted,
+           x.preemptions, x.finished, x.cancelled, x.rejected, x.prompt_tokens, x.prefix_hit_tokens, x.prefix_hit_rate,
+           x.spec_proposer, x.spec_proposed, x.spec_accepted, x.images_encoded, x.image_cache_hits);
 }
 
 template <class Inspector>

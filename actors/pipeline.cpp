@@ -121,6 +121,7 @@ struct Pipeline::Impl {
   std::vector<executor_actor> stages;
   std::vector<tokenizer_actor> tokenizers;
   vision_actor vision;  // a vision-language model's image encoder; null: text only
+  std::shared_ptr<VisionCounters> vision_counters = std::make_shared<VisionCounters>();
   std::vector<observer_actor> observers;
   std::vector<std::shared_ptr<ActorMeter>> meters;  // for actor_loads()
   std::vector<std::shared_ptr<StageStatus>> stage_status;  // one per executor stage
@@ -442,7 +443,8 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                 {.model = vision_model,
                                  .backend = std::move(vision_backend),
                                  .meter = meter("vision"),
-                                 .refused = impl->refused},
+                                 .refused = impl->refused,
+                                 .counters = impl->vision_counters},
                                 impl->scheduler, impl->detokenizer);
   }
   for (int32_t i = 0; i < config.tokenizer_pool; ++i) {
@@ -584,6 +586,8 @@ void Pipeline::cancel(RequestId id) { caf::anon_send(impl_->scheduler, cancel_at
 PipelineStats Pipeline::stats() const {
   PipelineStats s = ask<PipelineStats>(*impl_->system, impl_->scheduler, stats_atom_v, "stats");
   s.rejected += impl_->refused->load(std::memory_order_relaxed);
+  s.images_encoded = impl_->vision_counters->encoded.load(std::memory_order_relaxed);
+  s.image_cache_hits = impl_->vision_counters->cache_hits.load(std::memory_order_relaxed);
   return s;
 }
 

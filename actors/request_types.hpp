@@ -285,6 +285,10 @@ struct PipelineStats {
   std::string spec_proposer;
   uint64_t spec_proposed = 0;
   uint64_t spec_accepted = 0;
+  // A vision-language model's images: run through the vision tower, and
+  // found in the vision actor's cache of recent images' features instead.
+  uint64_t images_encoded = 0;
+  uint64_t image_cache_hits = 0;
 };
 
 // One actor's load (Pipeline::actor_loads): messages in its mailbox now,

@@ -6,24 +6,13 @@
 #include <string_view>
 
 #include "actors/actor_meter.hpp"
+#include "actors/image_feature_cache.hpp"
 #include "actors/request_refusal.hpp"
 #include "core/error.hpp"
 #include "vision/vision_encoder.hpp"
 
 namespace troupe {
 namespace {
-
-// FNV-1a over the image's bytes: the prefix cache's key for its tokens
-// (actors/prompt_images.hpp), so equal images share KV and different ones
-// never do.
-uint64_t digest(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : bytes) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // The decoder's sentence without its own "image: " prefix (the refusal
 // names the image already).
@@ -41,6 +30,8 @@ class VisionImpl : public vision_actor::base {
         backend_(std::move(options.backend)),
         encoder_(std::move(options.model), *backend_),
         refused_(std::move(options.refused)),
+        counters_(std::move(options.counters)),
+        cache_(options.cache_bytes),
         scheduler_(std::move(scheduler)),
         detokenizer_(std::move(detokenizer)) {}
 
@@ -60,11 +51,19 @@ class VisionImpl : public vision_actor::base {
     const int64_t n_embd = encoder_.model().config().text_embd;
     for (PromptImage& im : r.request.images) {
       try {
-        const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
-        std::vector<float> features = encoder_.encode_image({data, im.bytes.size()});
-        im.features = make_tensor(im.n_tokens, n_embd);
-        std::copy(features.begin(), features.end(), im.features->data);
-        im.digest = digest(im.bytes);
+        const ImageKey key = ImageKey::of(im.bytes);
+        im.digest = key.digest;
+        im.features = cache_.find(key);
+        if (im.features) {
+          if (counters_) counters_->cache_hits.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
+          const std::vector<float> features = encoder_.encode_image({data, im.bytes.size()});
+          im.features = make_tensor(im.n_tokens, n_embd);
+          std::copy(features.begin(), features.end(), im.features->data);
+          cache_.insert(key, im.features);
+          if (counters_) counters_->encoded.fetch_add(1, std::memory_order_relaxed);
+        }
         im.bytes = std::string();  // the features stand for them now
       } catch (const Error& e) {
         // An unreadable image is the client's; a failing tower is ours.
@@ -92,6 +91,8 @@ class VisionImpl : public vision_actor::base {
   std::shared_ptr<Backend> backend_;
   vision::VisionEncoder encoder_;
   std::shared_ptr<std::atomic<uint64_t>> refused_;
+  std::shared_ptr<VisionCounters> counters_;
+  ImageFeatureCache cache_;
   scheduler_actor scheduler_;
   detokenizer_actor detokenizer_;
 };

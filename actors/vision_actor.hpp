@@ -19,6 +19,11 @@ namespace troupe {
 
 struct ActorMeter;
 
+struct VisionCounters {
+  std::atomic<uint64_t> encoded{0};
+  std::atomic<uint64_t> cache_hits{0};
+};
+
 struct VisionActorOptions {
   std::shared_ptr<const vision::VisionModel> model;
   // Where the tower runs; its weights are uploaded when the actor starts.
@@ -27,6 +32,12 @@ struct VisionActorOptions {
   // Requests refused here (an unreadable image), added to
   // PipelineStats::rejected; optional.
   std::shared_ptr<std::atomic<uint64_t>> refused;
+  // PipelineStats::images_encoded and image_cache_hits; optional.
+  std::shared_ptr<VisionCounters> counters;
+  // Features of recent images kept for requests that send them again (a
+  // conversation's later turns resend its images), least recently used
+  // first out; 0: no cache.
+  size_t cache_bytes = size_t{128} << 20;
 };
 
 // An image that cannot be read ends its request with a RequestDone(error,

@@ -109,6 +109,10 @@ struct Metrics::Impl {
   Counter& steps_c = counter("troupe_scheduler_steps_total", "Forward steps planned").Add({});
   Counter& prefix_hits_c =
       counter("troupe_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache").Add({});
+  prometheus::Family<Counter>& images_f =
+      counter("troupe_images_total", "Images of requests, by where their features came from (tower, cache)");
+  Counter& images_tower_c = images_f.Add({{"source", "tower"}});
+  Counter& images_cache_c = images_f.Add({{"source", "cache"}});
   // Speculative decoding, per proposer (series made at the first scrape
   // that names one).
   prometheus::Family<Counter>& spec_proposed_f = counter(
@@ -177,8 +181,8 @@ struct Metrics::Impl {
   RateMeter in_rate, out_rate;
   std::atomic<int64_t> kv_tokens{0};  // tokens of requests past their first token (in KV)
   std::mutex scrape_mutex;            // one scrape at a time (the engine deltas)
-  uint64_t last_steps = 0, last_preemptions = 0, last_prefix_hits = 0, last_spec_proposed = 0,
-           last_spec_accepted = 0;
+  uint64_t last_steps = 0, last_preemptions = 0, last_prefix_hits = 0, last_spec_proposed = 0, last_spec_accepted = 0,
+           last_images_tower = 0, last_images_cache = 0;
   struct ActorSeries {
     Gauge* mailbox = nullptr;
     Counter* busy = nullptr;
@@ -308,6 +312,8 @@ std::string Metrics::render(const EngineSnapshot& snap) {
     advance(m.steps_c, s.steps, m.last_steps);
     advance(m.preemptions_c, s.preemptions, m.last_preemptions);
     advance(m.prefix_hits_c, s.prefix_hit_tokens, m.last_prefix_hits);
+    advance(m.images_tower_c, s.images_encoded, m.last_images_tower);
+    advance(m.images_cache_c, s.image_cache_hits, m.last_images_cache);
     if (!s.spec_proposer.empty() && m.spec_proposed_c == nullptr) {
       m.spec_proposed_c = &m.spec_proposed_f.Add({{"proposer", s.spec_proposer}});
       m.spec_accepted_c = &m.spec_accepted_f.Add({{"proposer", s.spec_proposer}});

@@ -387,6 +387,8 @@ PipelineStats ReplicaRouter::stats() const {
     if (sum.spec_proposer.empty()) sum.spec_proposer = s.spec_proposer;
     sum.spec_proposed += s.spec_proposed;
     sum.spec_accepted += s.spec_accepted;
+    sum.images_encoded += s.images_encoded;
+    sum.image_cache_hits += s.image_cache_hits;
   }
   if (!any) throw Error(Errc::internal, "the model is not loaded yet");
   sum.prefix_hit_rate =

@@ -177,6 +177,23 @@ TEST_P(VisionPipeline, ThePrefixCacheSharesAnImagesBlocksOnlyWithTheSameImage) {
   EXPECT_EQ(other_hits, 0u);
 }
 
+// A conversation's next turn sends its image again: the tower runs once,
+// the second request takes the features the vision actor kept.
+TEST_P(VisionPipeline, AnImageSentAgainIsNotEncodedAgain) {
+  const test::ExactMath exact;
+  auto p = start(GetParam());
+  const nlohmann::json ref = hf_reference(GetParam());
+  const std::vector<std::string> images = llava_images(GetParam());
+  const Outcome first = run(*p, chat(ref["cases"][0]["messages"], images));  // image 0
+  EXPECT_EQ(p->stats().images_encoded, 1u);
+  const Outcome both = run(*p, chat(ref["cases"][1]["messages"], images));  // images 0 and 1
+  const PipelineStats s = p->stats();
+  EXPECT_EQ(s.images_encoded, 2u);
+  EXPECT_EQ(s.image_cache_hits, 1u);
+  EXPECT_EQ(both.tokens, ref["cases"][1]["greedy"].get<std::vector<int32_t>>());
+  EXPECT_EQ(first.tokens, ref["cases"][0]["greedy"].get<std::vector<int32_t>>());
+}
+
 TEST_P(VisionPipeline, AnUnreadableImageEndsItsRequestAloneNamingTheField) {
   auto p = start(GetParam());
   const nlohmann::json ref = hf_reference(GetParam());
