@@ -4,9 +4,10 @@
 // detokenizer, after the SampledStep that carried its last token.
 #include "actors/scheduler_actor.hpp"
 
-#include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <unordered_map>

@@ -3,9 +3,10 @@
 // ("messages[2].content", "stop[1]") and says what was wrong.
 #include "net/request_parser.hpp"
 
-#include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
