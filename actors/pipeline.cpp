@@ -10,13 +10,12 @@
 #ifdef TROUPE_HAVE_CAF_OPENSSL
 #include <caf/openssl/manager.hpp>
 #endif
+#include <algorithm>
+#include <atomic>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -32,6 +31,7 @@
 #include "actors/pipeline_extensions.hpp"
 #include "actors/pipeline_model_info.hpp"
 #include "actors/pipeline_remote.hpp"
+#include "actors/pipeline_vision.hpp"
 #include "actors/remote_stage.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -66,32 +66,6 @@ Reply ask(caf::actor_system& system, const Handle& to, Msg msg, const char* what
                [&](caf::error& e) { error = system.render(e); });
   if (!answered) throw Error(Errc::internal, std::string("Pipeline::") + what + ": no answer: " + error);
   return out;
-}
-
-// A vision-language model's image side, when the model's directory has one
-// Troupe runs and the config wants it; its facts go into `info` for the
-// tokenizer's rules. A multimodal model whose tower is not read says so once.
-std::shared_ptr<const vision::VisionModel> load_vision(const Model& model, const PipelineConfig& config,
-                                                       ModelInfo& info) {
-  if (!config.vision || model.path().empty()) return nullptr;
-  std::shared_ptr<const vision::VisionModel> v = vision::VisionModel::load(model.path());
-  if (!v) {
-    if (const std::string why = vision::VisionModel::unsupported_reason(model.path()); !why.empty()) {
-      std::fprintf(stderr, "troupe: %s\n", why.c_str());
-    }
-    return nullptr;
-  }
-  const vision::VisionConfig& c = v->config();
-  const ModelConfig& mc = model.config();
-  if (c.text_embd != mc.n_embd || c.image_token < 0 || c.image_token >= mc.n_vocab) {
-    throw Error(Errc::bad_format, "PipelineConfig: " + model.path() + ": the projector's output (" +
-                                      std::to_string(c.text_embd) + ") or the image token (" +
-                                      std::to_string(c.image_token) + ") does not fit the text model (n_embd " +
-                                      std::to_string(mc.n_embd) + ", " + std::to_string(mc.n_vocab) + " tokens)");
-  }
-  info.image_token = c.image_token;
-  info.image_tokens = c.image_tokens();
-  return v;
 }
 
 }  // namespace
@@ -281,16 +255,8 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
   const auto prompter = std::make_shared<const ChatPrompter>(config.chat_template, impl->model->chat_template(),
                                                              impl->info.bos_text, impl->info.eos_text);
   impl->info.chat_template_origin = prompter->origin();
-  const std::shared_ptr<const vision::VisionModel> vision_model = load_vision(*impl->model, config, impl->info);
-  // The tower's device opens now: a missing GPU is an error of start().
-  std::shared_ptr<Backend> vision_backend;
-  if (vision_model) {
-    try {
-      vision_backend = open_backend(parse_device(config.vision_device), placements.front().threads);
-    } catch (const Error& e) {
-      throw Error(e.code(), std::string("PipelineConfig: vision_device: ") + e.what());
-    }
-  }
+  // Before any actor: a broken tower or a missing GPU is an error of start().
+  PipelineVision vision = open_pipeline_vision(*impl->model, config, placements.front().threads, impl->info);
   set_answer_syntax(impl->info, *prompter, config);
   if (config.micro_batches <= 0 && static_cast<int32_t>(plan.size()) != n_engines) {
     throw Error(Errc::internal, "PipelineConfig: the stage plan does not have one stage per placement");
@@ -439,10 +405,10 @@ std::unique_ptr<Pipeline> Pipeline::start(PipelineConfig config, const PipelineE
                                     impl->stages.front(), impl->sampler, impl->detokenizer, scheduler_meter);
   for (const executor_actor& e : impl->stages) caf::anon_send(e, caf::connect_atom::value, impl->scheduler);
   caf::anon_send(impl->detokenizer, caf::connect_atom::value, impl->scheduler);
-  if (vision_model) {
+  if (vision.model) {
     impl->vision = spawn_vision(sys,
-                                {.model = vision_model,
-                                 .backend = std::move(vision_backend),
+                                {.model = vision.model,
+                                 .backend = std::move(vision.backend),
                                  .meter = meter("vision"),
                                  .refused = impl->refused,
                                  .counters = impl->vision_counters},
@@ -536,50 +502,6 @@ void Pipeline::tokenize(EngineRequest request, bool detokenize, std::function<vo
                                     .error = "the tokenizer did not answer: " + self->system().render(e)});
               });
   }, 0);
-}
-
-namespace {
-
-// Callbacks that fill a Completion, and the future they fulfil at the end.
-std::pair<RequestCallbacks, std::future<Completion>> collector() {
-  struct Shared {
-    std::promise<Completion> promise;
-    Completion done;
-  };
-  auto shared = std::make_shared<Shared>();
-  std::future<Completion> future = shared->promise.get_future();
-  RequestCallbacks callbacks{.on_token =
-                                 [shared](const TokenEvent& e) {
-                                   shared->done.text += e.text;
-                                   shared->done.tokens.push_back(e);
-                                 },
-                             .on_final =
-                                 [shared](const FinalEvent& f) {
-                                   shared->done.text += f.tail_text;
-                                   shared->done.final = f;
-                                   shared->promise.set_value(std::move(shared->done));
-                                 }};
-  return {std::move(callbacks), std::move(future)};
-}
-
-}  // namespace
-
-std::future<Completion> Pipeline::generate(EngineRequest request) {
-  auto [callbacks, future] = collector();
-  submit(std::move(request), std::move(callbacks));
-  return std::move(future);
-}
-
-std::future<Completion> Pipeline::generate(TextPrompt prompt, GenerateParams params) {
-  auto [callbacks, future] = collector();
-  submit(std::move(prompt), std::move(params), std::move(callbacks));
-  return std::move(future);
-}
-
-std::future<Completion> Pipeline::generate(std::vector<int32_t> prompt, GenerateParams params) {
-  auto [callbacks, future] = collector();
-  submit(std::move(prompt), std::move(params), std::move(callbacks));
-  return std::move(future);
 }
 
 void Pipeline::cancel(RequestId id) { caf::anon_send(impl_->scheduler, cancel_atom_v, id); }

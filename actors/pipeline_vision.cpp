@@ -1,0 +1,38 @@
+#include "actors/pipeline_vision.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "core/error.hpp"
+#include "model/device.hpp"
+
+namespace troupe {
+
+PipelineVision open_pipeline_vision(const Model& model, const PipelineConfig& config, int threads, ModelInfo& info) {
+  if (!config.vision || model.path().empty()) return {};
+  PipelineVision out{.model = vision::VisionModel::load(model.path())};
+  if (!out.model) {
+    if (const std::string why = vision::VisionModel::unsupported_reason(model.path()); !why.empty()) {
+      std::fprintf(stderr, "troupe: %s\n", why.c_str());
+    }
+    return {};
+  }
+  const vision::VisionConfig& c = out.model->config();
+  const ModelConfig& mc = model.config();
+  if (c.text_embd != mc.n_embd || c.image_token < 0 || c.image_token >= mc.n_vocab) {
+    throw Error(Errc::bad_format, "PipelineConfig: " + model.path() + ": the projector's output (" +
+                                      std::to_string(c.text_embd) + ") or the image token (" +
+                                      std::to_string(c.image_token) + ") does not fit the text model (n_embd " +
+                                      std::to_string(mc.n_embd) + ", " + std::to_string(mc.n_vocab) + " tokens)");
+  }
+  try {
+    out.backend = open_backend(parse_device(config.vision_device), threads);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("PipelineConfig: vision_device: ") + e.what());
+  }
+  info.image_token = c.image_token;
+  info.image_tokens = c.image_tokens();
+  return out;
+}
+
+}  // namespace troupe
