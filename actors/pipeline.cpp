@@ -10,12 +10,13 @@
 #ifdef TROUPE_HAVE_CAF_OPENSSL
 #include <caf/openssl/manager.hpp>
 #endif
-#include <algorithm>
-#include <atomic>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
