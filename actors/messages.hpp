@@ -59,6 +59,7 @@ struct PromptImage {
   std::string param;      // the request field that held it ("messages[0].content[1]")
   TensorHandle features;  // [n_tokens, n_embd] of the text model
   uint64_t digest = 0;    // of the bytes: keys the image's KV blocks in the prefix cache
+  bool open = false;      // its tokens see the whole image (Gemma 3), not only those before them
 };
 
 // Tokenizer -> scheduler, once the prompt passed every rule (through the
@@ -121,6 +122,7 @@ struct StageSeq {
   int32_t state_slot = -1;           // recurrent-state slot (model/batch.hpp), -1: none
   int32_t type1_from = -1;           // an encoder pair's first token of type 1 (model/batch.hpp), -1: none
   std::vector<EmbedRows> embeds;     // image features in place of token embeddings (first stage)
+  std::vector<int32_t> open_spans;   // image blocks seen whole by their tokens (model/batch.hpp; every stage)
 };
 
 // Scheduler -> stage 0 -> stage 1 -> ... : one micro-batch.
@@ -411,7 +413,7 @@ typename Inspector::result_type inspect(Inspector& f, TokenizeAnswer& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PromptImage& x) {
-  return f(caf::meta::type_name("PromptImage"), x.position, x.n_tokens, x.bytes, x.param, x.features, x.digest);
+  return f(caf::meta::type_name("PromptImage"), x.position, x.n_tokens, x.bytes, x.param, x.features, x.digest, x.open);
 }
 
 template <class Inspector>
@@ -447,7 +449,7 @@ typename Inspector::result_type inspect(Inspector& f, SeqClose& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StageSeq& x) {
   return f(caf::meta::type_name("StageSeq"), x.id, x.n_tokens, x.n_past, x.block_table, x.n_logits, x.state_slot,
-           x.type1_from, x.embeds);
+           x.type1_from, x.embeds, x.open_spans);
 }
 
 template <class Inspector>

@@ -30,8 +30,18 @@ PipelineVision open_pipeline_vision(const Model& model, const PipelineConfig& co
   } catch (const Error& e) {
     throw Error(e.code(), std::string("PipelineConfig: vision_device: ") + e.what());
   }
+  for (const int32_t t : {c.image_begin, c.image_end}) {
+    if (t >= mc.n_vocab) {
+      throw Error(Errc::bad_format, "PipelineConfig: " + model.path() + ": the image's begin or end token " +
+                                        std::to_string(t) + " is outside the text model's " +
+                                        std::to_string(mc.n_vocab) + " tokens");
+    }
+  }
   info.image_token = c.image_token;
   info.image_tokens = c.image_tokens();
+  info.image_begin = c.image_begin;
+  info.image_end = c.image_end;
+  info.image_open = c.open_attention;
   return out;
 }
 

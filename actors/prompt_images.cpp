@@ -40,6 +40,24 @@ std::vector<EmbedRows> step_embeds(std::span<const PromptImage> images, int32_t 
   return rows;
 }
 
+std::vector<int32_t> open_image_spans(std::span<const PromptImage> images) {
+  std::vector<int32_t> spans;
+  for (const PromptImage& im : images) {
+    if (im.open) spans.insert(spans.end(), {im.position, im.position + im.n_tokens});
+  }
+  return spans;
+}
+
+std::vector<int32_t> step_open_spans(std::span<const PromptImage> images, int32_t n_past, int32_t n_tokens) {
+  std::vector<int32_t> spans;
+  for (const PromptImage& im : images) {
+    if (im.open && im.position < n_past + n_tokens && im.position + im.n_tokens > n_past) {
+      spans.insert(spans.end(), {im.position, im.position + im.n_tokens});
+    }
+  }
+  return spans;
+}
+
 std::string check_prompt_images(std::span<const PromptImage> images, size_t prompt_size) {
   int64_t end = 0;
   for (size_t i = 0; i < images.size(); ++i) {

@@ -22,6 +22,14 @@ std::vector<int32_t> image_keyed_prompt(std::span<const int32_t> prompt, std::sp
 // place of its tokens' embeddings.
 std::vector<EmbedRows> step_embeds(std::span<const PromptImage> images, int32_t n_past, int32_t n_tokens);
 
+// [2k] (begin, end) of the open images (PromptImage::open): what no prefill
+// chunk may end inside (Request::whole_spans).
+std::vector<int32_t> open_image_spans(std::span<const PromptImage> images);
+
+// The open images' (begin, end) pairs a step of n_tokens from position
+// n_past computes (StageSeq::open_spans).
+std::vector<int32_t> step_open_spans(std::span<const PromptImage> images, int32_t n_past, int32_t n_tokens);
+
 // Checks the spans the tokenizer and the vision actor made: in order,
 // disjoint, inside the prompt, each with features of n_tokens rows (their
 // width the first stage checks). Returns what is wrong, or "" when nothing is.

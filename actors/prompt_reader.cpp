@@ -129,6 +129,23 @@ std::string render_chat(const ChatPrompter& prompter, const ChatPrompt& chat) {
   return text.substr(0, at + last.content.size());
 }
 
+// Gemma 3's processor: each image's begin token, as the template wrote it,
+// becomes "\n\n" begin, the image token, end "\n\n", tokenized with the
+// text around it (expand_images then repeats the image token to the rows).
+std::string frame_images(const std::string& text, const Tokenizer& tok, const ModelInfo& m) {
+  const std::string begin = tok.token_to_bytes(m.image_begin, /*render_special=*/true);
+  if (begin.empty()) return text;
+  const std::string framed =
+      "\n\n" + begin + tok.token_to_bytes(m.image_token, true) + tok.token_to_bytes(m.image_end, true) + "\n\n";
+  std::string out;
+  size_t from = 0;
+  for (size_t at = text.find(begin); at != std::string::npos; at = text.find(begin, from)) {
+    out.append(text, from, at - from).append(framed);
+    from = at + begin.size();
+  }
+  return out.append(text, from, std::string::npos);
+}
+
 std::string prompt_field(const EngineRequest& r) {
   if (!r.prompt_field.empty()) return r.prompt_field;
   return r.kind == EngineRequest::Kind::chat ? "messages" : "prompt";
@@ -202,6 +219,9 @@ std::vector<int32_t> PromptReader::prompt_ids(EngineRequest& r, std::vector<Imag
         // else is the template's own failure.
         if (e.code() == Errc::invalid_argument) throw RequestError(Errc::invalid_argument, "messages", e.what());
         throw Error(Errc::internal, std::string("the chat template failed: ") + e.what());
+      }
+      if (!r.chat.images.empty() && model_.image_begin >= 0 && model_.image_tokens > 0) {
+        text = frame_images(text, *tokenizer_, model_);
       }
       ids = encode_chat(*tokenizer_, text);
       break;

@@ -195,6 +195,12 @@ struct ModelInfo {
   // embeddings are the image's features. 0: the model reads text only.
   int32_t image_token = -1;
   int32_t image_tokens = 0;
+  // Gemma 3: the token its template writes for an image, which the prompt
+  // holds as "\n\n" begin, the image tokens, end "\n\n" (its processor's
+  // expansion); -1: the template writes image_token itself.
+  int32_t image_begin = -1;
+  int32_t image_end = -1;
+  bool image_open = false;            // an image's tokens see the whole image (VisionConfig::open_attention)
   int64_t kv_bytes_per_token = 0;     // every stage's KV pages, per token of context
   int32_t kv_block_size = 0;          // tokens per KV page
   int32_t n_kv_blocks = 0;

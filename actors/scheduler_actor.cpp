@@ -143,7 +143,8 @@ class SchedulerImpl : public scheduler_actor::base {
                         // scoring does (CLS keeps the first).
                         .score_prompt = r.params.prompt_logprobs || r.params.embed.pooling == Pooling::mean ||
                                         r.params.embed.pooling == Pooling::cls,
-                        .embed = r.params.embed.on});
+                        .embed = r.params.embed.on,
+                        .whole_spans = open_image_spans(r.images)});
       if (status == AddStatus::queue_full) {
         ++n_errors_;
         send(detokenizer_, RequestDone{.id = r.id,
@@ -345,7 +346,8 @@ class SchedulerImpl : public scheduler_actor::base {
                             .n_logits = e.n_logits(),
                             .state_slot = e.state_slot,
                             .type1_from = l.params.embed.type1_from,
-                            .embeds = step_embeds(l.images, e.n_past, static_cast<int32_t>(e.tokens.size()))});
+                            .embeds = step_embeds(l.images, e.n_past, static_cast<int32_t>(e.tokens.size())),
+                            .open_spans = step_open_spans(l.images, e.n_past, static_cast<int32_t>(e.tokens.size()))});
       if (l.images.empty()) {
         batch.tokens.insert(batch.tokens.end(), e.tokens.begin(), e.tokens.end());
         continue;

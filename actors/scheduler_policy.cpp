@@ -167,6 +167,17 @@ AddStatus SchedulerPolicy::add(Request request) {
     why = "prompt of " + std::to_string(n) + " tokens leaves no room to " + (request.embed ? "embed" : "generate") +
           " within " + (by_kv ? "the KV cache capacity of " : "context_length ") + std::to_string(limit_) + " tokens";
   }
+  for (size_t i = 0; why.empty() && i < request.whole_spans.size(); i += 2) {
+    const bool fits = i + 1 < request.whole_spans.size() && request.whole_spans[i] >= 0 &&
+                      request.whole_spans[i] < request.whole_spans[i + 1] &&
+                      request.whole_spans[i + 1] <= static_cast<int64_t>(n);
+    if (!fits) {
+      why = "whole spans must be (begin, end) pairs inside the prompt";
+    } else if (request.whole_spans[i + 1] - request.whole_spans[i] > cfg_.max_tokens_per_step) {
+      why = "an image of " + std::to_string(request.whole_spans[i + 1] - request.whole_spans[i]) +
+            " tokens, computed in one step, exceeds max_tokens_per_step " + std::to_string(cfg_.max_tokens_per_step);
+    }
+  }
   if (!why.empty()) {
     pending_rejects_.push_back(
         {.request_id = request.id, .code = code, .reason = req_name(request.id) + ": " + why});
@@ -188,6 +199,7 @@ AddStatus SchedulerPolicy::add(Request request) {
   s.whole = cfg_.whole_prompts;
   s.chunk =
       request.score_prompt && !request.embed ? std::min(cfg_.prefill_chunk, cfg_.score_chunk) : cfg_.prefill_chunk;
+  s.whole_spans = std::move(request.whole_spans);
   queue(s.priority, s.level).push_back(s.id);
   ++n_waiting_;
   seqs_.emplace(s.id, std::move(s));
@@ -325,7 +337,7 @@ void SchedulerPolicy::schedule_priority(Priority p, StepState& st) {
     }
     ++next;
     const int32_t remaining = static_cast<int32_t>(run->tokens.size()) - run->n_computed;
-    const int32_t n = step_tokens(*run, remaining, prefill_budget);
+    const int32_t n = step_tokens(*run, run->n_computed, remaining, prefill_budget);
     if (n <= prefill_budget) schedule_running(*run, n, st);
   }
 }
@@ -352,9 +364,17 @@ bool SchedulerPolicy::schedule_running(Seq& s, int32_t n_tokens, StepState& st) 
   return true;
 }
 
-int32_t SchedulerPolicy::step_tokens(const Seq& s, int32_t remaining, int32_t prefill_budget) const {
+int32_t SchedulerPolicy::step_tokens(const Seq& s, int32_t begin, int32_t remaining, int32_t prefill_budget) const {
   if (s.whole || !(cfg_.chunked_prefill || s.score_prompt)) return remaining;
-  return std::min({remaining, s.chunk, prefill_budget});
+  const int32_t n = std::min({remaining, s.chunk, prefill_budget});
+  const int32_t end = begin + n;
+  for (size_t i = 0; i + 1 < s.whole_spans.size(); i += 2) {
+    const int32_t a = s.whole_spans[i], b = s.whole_spans[i + 1];
+    // Stop before the block, or take all of it (more than the budget: not
+    // this step; add() refused blocks larger than any step).
+    if (a < end && end < b) return a > begin ? a - begin : b - begin;
+  }
+  return n;
 }
 
 bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
@@ -364,7 +384,7 @@ bool SchedulerPolicy::try_admit(Seq& s, StepState& st) {
   const bool reuse = !s.score_prompt && !s.whole;
   const PrefixProbe probe = reuse ? kv_.probe_prefix(s.tokens) : PrefixProbe{};
   const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - probe.n_tokens;
-  const int32_t n = step_tokens(s, remaining, prefill_budget);
+  const int32_t n = step_tokens(s, probe.n_tokens, remaining, prefill_budget);
   if (n > prefill_budget) return false;
   const int32_t new_blocks = kv_.n_blocks_needed(probe.n_tokens + n) - probe.n_blocks;
   const int32_t available = kv_.n_available_blocks() - probe.n_revived;

@@ -31,6 +31,10 @@ struct Request {
   bool speculative = true;    // may feed proposed tokens (when the config has speculation on)
   bool score_prompt = false;  // logits for every prompt token (prompt logprobs); no prefix reuse
   bool embed = false;         // an embedding request: its prompt may fill the context, nothing follows it
+  // [2k] (begin, end) prompt spans no prefill chunk ends inside: blocks whose
+  // tokens see the whole block (Gemma 3's images), whose keys must all be
+  // written in the step that computes any of them.
+  std::vector<int32_t> whole_spans;
 };
 
 struct SchedulerConfig {
@@ -303,6 +307,7 @@ class SchedulerPolicy {
     // Its prompt's chunk: a scored prompt's rows are n_vocab wide (at most
     // score_chunk of them a step); an embedding's are n_embd wide.
     int32_t chunk = 0;
+    std::vector<int32_t> whole_spans;  // Request::whole_spans
     double spec_hits = 0.0;   // decayed counts of accepted and verified proposals
     double spec_trials = 0.0;
     int32_t spec_idle = 0;    // steps since the last proposal while k was 0
@@ -329,10 +334,11 @@ class SchedulerPolicy {
   // the acceptance rate, counts.
   void note_verification(Seq& s, const ScheduledSeq& e, const SeqOutput& out);
   int32_t draft_length(Seq& s, const StepState& st) const;
-  // Prompt tokens s computes this step, of the `remaining` ones: a chunk
+  // Prompt tokens s computes this step from position `begin`, of the
+  // `remaining` ones; never ending inside one of its whole_spans: a chunk
   // (chunked prefill, a scored prompt) or all of them (unchunked, an
   // encoder's whole prompt); more than prefill_budget means not this step.
-  int32_t step_tokens(const Seq& s, int32_t remaining, int32_t prefill_budget) const;
+  int32_t step_tokens(const Seq& s, int32_t begin, int32_t remaining, int32_t prefill_budget) const;
   bool try_admit(Seq& s, StepState& st);
   void emit(Seq& s, int32_t n_tokens, bool first, StepState& st);
   void preempt(Seq& s, StepState& st);

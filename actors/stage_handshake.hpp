@@ -19,7 +19,8 @@ namespace troupe {
 //    FinalEvent's vector).
 // 9: a cross-encoder's pair input (StageSeq::type1_from, EmbedParams::type1_from).
 // 10: image features in place of token embeddings (StageSeq::embeds).
-inline constexpr uint32_t kStageWireVersion = 10;
+// 11: image blocks whose tokens see the whole block (StageSeq::open_spans).
+inline constexpr uint32_t kStageWireVersion = 11;
 
 // What one side holds (the head: what it expects of the worker).
 struct StageFacts {

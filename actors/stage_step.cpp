@@ -47,7 +47,8 @@ TensorHandle run_stage_step(ModelStage& stage, TensorPool& pool, const StageBatc
                     .n_logits = s.n_logits,
                     .state_slot = s.state_slot,
                     .type1_from = s.type1_from,
-                    .embeds = std::span<const InputEmbeds>(embeds).subspan(from, embeds.size() - from)});
+                    .embeds = std::span<const InputEmbeds>(embeds).subspan(from, embeds.size() - from),
+                    .open_spans = s.open_spans});
   }
   const BatchView view{.tokens = batch.tokens, .seqs = seqs};
   const float* hidden_in = nullptr;

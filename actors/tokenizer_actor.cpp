@@ -56,7 +56,8 @@ class TokenizerImpl : public tokenizer_actor::base {
           t.images.push_back({.position = spans[i].position,
                               .n_tokens = spans[i].n_tokens,
                               .bytes = std::move(im.bytes),
-                              .param = std::move(im.param)});
+                              .param = std::move(im.param),
+                              .open = reader_.model().image_open});
         }
         send(vision_, VisionRequest{.event = std::move(ev), .request = std::move(t)});
         return;

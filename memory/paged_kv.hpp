@@ -50,6 +50,11 @@ struct AttnSeq {
   // The sequence's recurrent-state slot (PagedKvView::state), -1: none. A
   // step at n_past 0 starts the slot from zero.
   int32_t state_slot = -1;
+  // Where some queries see keys after their own (Gemma 3's image tokens see
+  // their whole image): query i sees positions up to key_end[i] - 1, at
+  // least its own and at most the step's last (n_past + n_q - 1), never
+  // falling as i rises. Null: causal. Causal kernels only.
+  const int32_t* key_end = nullptr;  // [n_q]
 };
 
 }  // namespace troupe

@@ -32,6 +32,10 @@ struct BatchSeq {
   int32_t type1_from = -1;
   // Image features in place of some new tokens' embeddings (first stage).
   std::span<const InputEmbeds> embeds;
+  // [2k] (begin, end) positions of image blocks whose tokens see the whole
+  // block, later ones too (Gemma 3); the step's new tokens reach every
+  // block's end. Every stage reads them.
+  std::span<const int32_t> open_spans;
 };
 
 struct BatchView {

@@ -379,6 +379,18 @@ void ModelStage::check_batch(const BatchView& batch) const {
                                                 std::to_string(s.n_tokens) + " new tokens");
       }
     }
+    const int64_t end = int64_t{s.n_past} + s.n_tokens;
+    for (size_t i = 0; i < s.open_spans.size(); i += 2) {
+      const bool ok = i + 1 < s.open_spans.size() && s.open_spans[i] >= (i > 0 ? s.open_spans[i - 1] : 0) &&
+                      s.open_spans[i] < s.open_spans[i + 1] && s.open_spans[i + 1] > s.n_past &&
+                      s.open_spans[i + 1] <= end;
+      if (!ok) {
+        throw Error(Errc::invalid_argument,
+                    "open spans must be ordered (begin, end) pairs ending among the step's "
+                    "tokens [" +
+                        std::to_string(s.n_past) + ", " + std::to_string(end) + ")");
+      }
+    }
     if (s.type1_from >= 0 && model_->config().n_token_types < 2) {
       throw Error(Errc::invalid_argument, "a sequence asks for token type 1 but " + model_->config().name + " has " +
                                               std::to_string(model_->config().n_token_types) + " token type(s)");
@@ -494,11 +506,26 @@ void ModelStage::forward(const BatchView& batch, const float* hidden_in, float* 
   // Positions and the attention view of each sequence.
   seqs_scratch_.clear();
   pos_scratch_.clear();
+  key_end_scratch_.resize(static_cast<size_t>(n_tokens));  // sized first: AttnSeq points into it
   int32_t row = 0;
   for (const BatchSeq& s : batch.seqs) {
-    seqs_scratch_.push_back({.q_begin = row, .n_q = s.n_tokens, .n_past = s.n_past, .block_table = s.block_table.data(),
-                             .state_slot = s.state_slot});
+    AttnSeq& a = seqs_scratch_.emplace_back(AttnSeq{.q_begin = row,
+                                                    .n_q = s.n_tokens,
+                                                    .n_past = s.n_past,
+                                                    .block_table = s.block_table.data(),
+                                                    .state_slot = s.state_slot});
     for (int32_t i = 0; i < s.n_tokens; ++i) pos_scratch_.push_back(s.n_past + i);
+    if (!s.open_spans.empty()) {
+      // A token inside an open block sees to the block's end, others themselves.
+      int32_t* ends = key_end_scratch_.data() + row;
+      for (int32_t i = 0; i < s.n_tokens; ++i) ends[i] = s.n_past + i + 1;
+      for (size_t j = 0; j + 1 < s.open_spans.size(); j += 2) {
+        for (int32_t p = std::max(s.open_spans[j], s.n_past); p < s.open_spans[j + 1]; ++p) {
+          ends[p - s.n_past] = s.open_spans[j + 1];
+        }
+      }
+      a.key_end = ends;
+    }
     row += s.n_tokens;
   }
   // A pair's token types (an encoder's first stage): type 1 from type1_from on.

@@ -145,6 +145,7 @@ class ModelStage {
   std::vector<int32_t> pos_scratch_;
   std::vector<int32_t> rows_scratch_;
   std::vector<int32_t> types_scratch_;  // [n_tokens] token types of a step with pairs
+  std::vector<int32_t> key_end_scratch_;  // [n_tokens] AttnSeq::key_end of sequences with open spans
   layers::HostScratch host_scratch_;
 };
 

@@ -49,11 +49,13 @@ constexpr TypeDefaults kTypes[] = {
     {"SiglipImageProcessor", false, 0, 224, 224, Resample::bicubic, false, 0, kHalf, kHalf},
     {"ViTImageProcessor", true, 0, 224, 224, Resample::bilinear, false, 0, kHalf, kHalf},
     {"BlipImageProcessor", true, 0, 384, 384, Resample::bicubic, false, 0, kClipMean, kClipStd},
+    {"Gemma3ImageProcessor", true, 0, 224, 224, Resample::bilinear, false, 0, kHalf, kHalf},
 };
 
 // Keys whose non-default values would change the output in ways not done
 // here; refused rather than ignored.
-constexpr const char* kRefusedIfTrue[] = {"do_pad", "use_square_size", "do_reduce_labels", "do_flip_channel_order"};
+constexpr const char* kRefusedIfTrue[] = {"do_pad", "use_square_size", "do_reduce_labels", "do_flip_channel_order",
+                                          "do_pan_and_scan"};  // Gemma 3's extra crops of wide images
 
 struct Reader {
   const json& j;
@@ -195,7 +197,9 @@ ImageProcessorConfig parse_config(const json& j, const std::string& source) {
   c.image_std = t.std;
 
   for (const char* key : kRefusedIfTrue) {
-    if (const json* v = r.find(key); v != nullptr && *v != false) r.fail(Errc::unsupported, key, "is not supported");
+    if (const json* v = r.find(key); v != nullptr && !v->is_null() && *v != false) {
+      r.fail(Errc::unsupported, key, "is not supported");
+    }
   }
   bool default_to_square = t.default_to_square;
   r.read_bool("default_to_square", default_to_square);

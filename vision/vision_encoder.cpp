@@ -1,10 +1,13 @@
 // The vision tower's forward, as transformers' CLIPVisionModel /
-// SiglipVisionModel and LlavaModel.get_image_features compute it:
+// SiglipVisionModel and LlavaModel / Gemma3Model.get_image_features compute it:
 //   patches [n_patches, 3 p p] --conv kernels (+ bias)--> [n_patches, hidden]
 //   x = [class row | patches] + position rows; CLIP: x = LayerNorm(x)
 //   the first n_run layers: x += attn(LN1(x)); x += fc2(act(fc1(LN2(x))))
-//   rows (without the class row under "default") --linear_1, act, linear_2-->
-//   features [image_tokens, text_embd]
+//   LLaVA: rows (without the class row under "default") --linear_1, act,
+//     linear_2--> features [image_tokens, text_embd]
+//   Gemma 3: x = post_layernorm(x) [grid, grid, hidden] --average of each
+//     pool x pool square--> [image_tokens, hidden] --RMSNorm (1 + w), matmul-->
+//     features [image_tokens, text_embd]
 #include "vision/vision_encoder.hpp"
 
 #include <algorithm>
@@ -45,6 +48,8 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& 
   weights_.pos_embd = upload_vector(backend_, host.pos_embd, v.n_positions() * h, owned_);
   weights_.pre_norm = upload_vector(backend_, host.pre_norm, h, owned_);
   weights_.pre_norm_b = upload_vector(backend_, host.pre_norm_b, h, owned_);
+  weights_.post_norm = upload_vector(backend_, host.post_norm, h, owned_);
+  weights_.post_norm_b = upload_vector(backend_, host.post_norm_b, h, owned_);
   weights_.tower.layers.resize(host.tower.layers.size());
   for (size_t il = 0; il < host.tower.layers.size(); ++il) {
     const LayerWeights& s = host.tower.layers[il];
@@ -67,10 +72,15 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& 
     d.b_down = upload_vector(backend_, s.b_down, h, owned_);
   }
   patch_matrix_ = upload_matrix(backend_, {.data = host.patch, .type = DType::f32, .n_in = kp, .n_out = h}, owned_);
-  weights_.proj1 = upload_matrix(backend_, host.proj1, owned_);
-  weights_.proj1_b = upload_vector(backend_, host.proj1_b, v.projector_hidden, owned_);
-  weights_.proj2 = upload_matrix(backend_, host.proj2, owned_);
-  weights_.proj2_b = upload_vector(backend_, host.proj2_b, v.text_embd, owned_);
+  if (v.projector == VisionConfig::Projector::gemma3) {
+    weights_.soft_norm = upload_vector(backend_, host.soft_norm, h, owned_);
+    weights_.soft_proj = upload_matrix(backend_, host.soft_proj, owned_);
+  } else {
+    weights_.proj1 = upload_matrix(backend_, host.proj1, owned_);
+    weights_.proj1_b = upload_vector(backend_, host.proj1_b, v.projector_hidden, owned_);
+    weights_.proj2 = upload_matrix(backend_, host.proj2, owned_);
+    weights_.proj2_b = upload_vector(backend_, host.proj2_b, v.text_embd, owned_);
+  }
 
   // One image's keys and values, in pages the shared attention reads.
   const int64_t n = v.n_positions();
@@ -90,8 +100,10 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& 
 
   // x, then the largest of: the patches, a layer block, the projector.
   const int64_t n_out = v.image_tokens();
-  const int64_t scratch = std::max({v.n_patches() * kp, layers::block_scratch_floats(model_->tower_config(), n),
-                                    n_out * (v.projector_hidden + v.text_embd)});
+  const int64_t projector = v.projector == VisionConfig::Projector::gemma3 ? n_out * (v.hidden + v.text_embd)
+                                                                           : n_out * (v.projector_hidden + v.text_embd);
+  const int64_t scratch =
+      std::max({v.n_patches() * kp, layers::block_scratch_floats(model_->tower_config(), n), projector});
   const auto arena_bytes = static_cast<size_t>(n * h + scratch) * sizeof(float) + 64 * 64;
   void* base = backend_.allocate(arena_bytes);
   owned_.push_back(base);
@@ -153,6 +165,42 @@ void VisionEncoder::project(const float* rows, float* out) {
   arena_.rewind(mark);
 }
 
+void VisionEncoder::pool_project(const float* x, float* out) {
+  const VisionConfig& v = model_->config();
+  const int64_t h = v.hidden;
+  const int64_t grid = v.grid();
+  const int64_t side = grid / v.pool;  // pooled rows a side
+  const int64_t n = v.image_tokens();
+  // AvgPool2d over the [hidden, grid, grid] map: each output row the mean of
+  // a pool x pool square of patch rows, summed in the square's row order.
+  pooled_.assign(static_cast<size_t>(n * h), 0.0f);
+  rows_.resize(static_cast<size_t>(v.n_patches() * h));
+  backend_.copy_to_host(rows_.data(), x, rows_.size() * sizeof(float));
+  backend_.synchronize();
+  const float inv = 1.0f / static_cast<float>(v.pool * v.pool);
+  for (int64_t oy = 0; oy < side; ++oy) {
+    for (int64_t ox = 0; ox < side; ++ox) {
+      float* dst = pooled_.data() + (oy * side + ox) * h;
+      for (int64_t ky = 0; ky < v.pool; ++ky) {
+        for (int64_t kx = 0; kx < v.pool; ++kx) {
+          const float* src = rows_.data() + ((oy * v.pool + ky) * grid + ox * v.pool + kx) * h;
+          for (int64_t c = 0; c < h; ++c) dst[c] += src[c];
+        }
+      }
+      for (int64_t c = 0; c < h; ++c) dst[c] *= inv;
+    }
+  }
+  const size_t mark = arena_.used();
+  float* mid = arena_.floats(n * h);              // [image_tokens, hidden]
+  float* feats = arena_.floats(n * v.text_embd);  // [image_tokens, text_embd]
+  backend_.copy_from_host(mid, pooled_.data(), pooled_.size() * sizeof(float));
+  backend_.rmsnorm(mid, mid, weights_.soft_norm, n, h, v.norm_eps);
+  backend_.matmul(feats, mid, weights_.soft_proj, n);
+  backend_.copy_to_host(out, feats, static_cast<size_t>(n * v.text_embd) * sizeof(float));
+  backend_.synchronize();
+  arena_.rewind(mark);
+}
+
 void VisionEncoder::encode(std::span<const float> pixels, float* out) {
   const VisionConfig& v = model_->config();
   const auto want = static_cast<size_t>(3 * v.image_size * v.image_size);
@@ -179,7 +227,14 @@ void VisionEncoder::encode(std::span<const float> pixels, float* out) {
     layers::attention_block(ctx, il, kv_, x, layers::Norm::layer, /*rope=*/false);
     layers::gelu_block(ctx, il, x);
   }
-  project(x + (v.drop_first ? v.hidden : 0), out);
+  if (weights_.post_norm != nullptr) {
+    backend_.layernorm(x, x, weights_.post_norm, weights_.post_norm_b, n, v.hidden, v.norm_eps);
+  }
+  if (v.projector == VisionConfig::Projector::gemma3) {
+    pool_project(x, out);
+  } else {
+    project(x + (v.drop_first ? v.hidden : 0), out);
+  }
 }
 
 std::vector<float> VisionEncoder::encode_image(std::span<const uint8_t> bytes) {

@@ -41,7 +41,8 @@ class VisionEncoder {
   // x [n_positions, hidden]: patches through the conv's kernels, the class
   // row, the position rows, CLIP's pre-norm.
   void embed(const float* pixels, float* x);
-  void project(const float* rows, float* out);
+  void project(const float* rows, float* out);    // LLaVA's MLP
+  void pool_project(const float* x, float* out);  // Gemma 3's pool, norm, matmul
 
   std::shared_ptr<const VisionModel> model_;
   Backend& backend_;
@@ -53,6 +54,8 @@ class VisionEncoder {
   std::vector<int32_t> block_table_;
   std::vector<int32_t> pos_;
   std::vector<float> patches_;  // [n_patches, 3 patch patch] host
+  std::vector<float> rows_;     // [n_patches, hidden] host: the tower's output, to pool (Gemma 3)
+  std::vector<float> pooled_;   // [image_tokens, hidden] host
   layers::HostScratch host_;
 };
 

@@ -1,4 +1,4 @@
-// LLaVA's image side from config.json, the image processor's config and the
+// LLaVA's and Gemma 3's image side from config.json, the image processor's config and the
 // safetensors tensors. Hugging Face writes a vision config with only the
 // fields that differ from the tower class's defaults, so each tower's
 // defaults are spelled out here as transformers has them.
@@ -21,11 +21,21 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 constexpr std::string_view kLlava = "LlavaForConditionalGeneration";
+constexpr std::string_view kGemma3 = "Gemma3ForConditionalGeneration";
 
 bool lists_architecture(const HfConfig& cfg, std::string_view name) {
   if (!cfg.has("architectures") || !cfg.json()["architectures"].is_array()) return false;
   return std::any_of(cfg.json()["architectures"].begin(), cfg.json()["architectures"].end(),
                      [&](const Json& a) { return a.is_string() && a.get<std::string>() == name; });
+}
+
+bool runs_tower(const HfConfig& cfg) { return lists_architecture(cfg, kLlava) || lists_architecture(cfg, kGemma3); }
+
+int32_t token_id(const HfConfig& cfg, const char* key, const char* alias, int64_t fallback) {
+  const char* k = cfg.has(key) || !cfg.has(alias) ? key : alias;
+  const int64_t token = cfg.get_int(k, fallback);
+  if (token < 0 || token > INT32_MAX) cfg.fail(Errc::bad_format, std::string(k) + " is out of range");
+  return static_cast<int32_t>(token);
 }
 
 Activation activation(const HfConfig& cfg, const char* key, const std::string& fallback) {
@@ -97,10 +107,28 @@ void read_llava(const HfConfig& cfg, VisionConfig& v) {
   }
   v.drop_first = strategy == "default";
   v.projector_act = activation(cfg, "projector_hidden_act", "gelu");
-  const char* token_key = cfg.has("image_token_index") ? "image_token_index" : "image_token_id";
-  const int64_t token = cfg.get_int(token_key, 32000);
-  if (token < 0 || token > INT32_MAX) cfg.fail(Errc::bad_format, std::string(token_key) + " is out of range");
-  v.image_token = static_cast<int32_t>(token);
+  v.image_token = token_id(cfg, "image_token_index", "image_token_id", 32000);
+}
+
+// Gemma3Config's own fields (its defaults where absent): the tower's last
+// hidden state, pooled to mm_tokens_per_image rows, framed by begin/end.
+void read_gemma3(const HfConfig& cfg, VisionConfig& v) {
+  v.n_run = v.n_layer;
+  v.post_norm = true;
+  v.projector = VisionConfig::Projector::gemma3;
+  v.open_attention = true;
+  const int64_t tokens = cfg.get_int("mm_tokens_per_image", 256);
+  int64_t side = 1;
+  while (side * side < tokens) ++side;
+  if (tokens <= 0 || side * side != tokens || v.grid() % side != 0) {
+    cfg.fail(Errc::bad_format, "mm_tokens_per_image " + std::to_string(tokens) +
+                                   " is not a square whose side divides the tower's " + std::to_string(v.grid()) +
+                                   " patches a side");
+  }
+  v.pool = v.grid() / side;
+  v.image_token = token_id(cfg, "image_token_index", "image_token_id", 262144);
+  v.image_begin = token_id(cfg, "boi_token_index", "boi_token_id", 255999);
+  v.image_end = token_id(cfg, "eoi_token_index", "eoi_token_id", 256000);
 }
 
 // transformers writes the processor's settings as preprocessor_config.json
@@ -148,6 +176,10 @@ void bind_tower(HfWeights& src, const VisionConfig& v, VisionWeights& w) {
     w.pre_norm = src.vector("pre_layrnorm.weight", h);
     w.pre_norm_b = src.vector("pre_layrnorm.bias", h);
   }
+  if (v.post_norm) {
+    w.post_norm = src.vector("post_layernorm.weight", h);
+    w.post_norm_b = src.vector("post_layernorm.bias", h);
+  }
   w.tower.layers.resize(static_cast<size_t>(v.n_run));
   for (int64_t il = 0; il < v.n_run; ++il) {
     LayerWeights& l = w.tower.layers[static_cast<size_t>(il)];
@@ -190,38 +222,57 @@ void bind_projector(HfWeights& src, const safetensors::Checkpoint& ckpt, const s
   w.proj2_b = src.optional_vector("linear_2.bias", v.text_embd);
 }
 
+// Gemma 3's mm_soft_emb_norm [hidden] and mm_input_projection_weight
+// [hidden, text_embd] (stored input-major, so transposed for matmul).
+void bind_gemma3_projector(HfWeights& src, const safetensors::Checkpoint& ckpt, const std::string& prefix,
+                           VisionConfig& v, VisionWeights& w) {
+  const safetensors::TensorInfo* p = ckpt.find(prefix + "mm_input_projection_weight");
+  if (p == nullptr || p->shape.size() != 2 || p->shape[0] != v.hidden) {
+    throw Error(Errc::bad_format, "the multimodal projector needs a 2-D " + prefix + "mm_input_projection_weight of " +
+                                      std::to_string(v.hidden) + " rows");
+  }
+  v.text_embd = p->shape[1];
+  w.soft_proj = src.transposed("mm_input_projection_weight", v.hidden, v.text_embd);
+  w.soft_norm = src.vector_plus_one("mm_soft_emb_norm.weight", v.hidden);
+}
+
 }  // namespace
 
 bool VisionModel::declared(const std::string& dir) {
   const fs::path config = fs::path(dir) / "config.json";
-  return fs::is_directory(dir) && fs::exists(config) && lists_architecture(HfConfig::load(config.string()), kLlava);
+  return fs::is_directory(dir) && fs::exists(config) && runs_tower(HfConfig::load(config.string()));
 }
 
 std::string VisionModel::unsupported_reason(const std::string& dir) {
   const fs::path config = fs::path(dir) / "config.json";
   if (!fs::exists(config)) return {};
   const HfConfig cfg = HfConfig::load(config.string());
-  if (lists_architecture(cfg, kLlava) || !cfg.has("vision_config")) return {};
+  if (runs_tower(cfg) || !cfg.has("vision_config")) return {};
   std::string listed = "this architecture";
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string()) {
     listed = cfg.json()["architectures"][0].get<std::string>();
   }
   return "Troupe runs the text model of " + listed +
-         " but not its vision tower; images are refused (LLaVA's "
-         "CLIP and SigLIP towers are read)";
+         " but not its vision tower; images are refused (LLaVA's CLIP and SigLIP towers and Gemma 3's are read)";
 }
 
 std::shared_ptr<const VisionModel> VisionModel::load(const std::string& dir) {
   const fs::path config = fs::path(dir) / "config.json";
   if (!fs::is_directory(dir) || !fs::exists(config)) return nullptr;
   const HfConfig cfg = HfConfig::load(config.string());
-  if (!lists_architecture(cfg, kLlava)) return nullptr;
+  if (!runs_tower(cfg)) return nullptr;
+  const bool gemma3 = lists_architecture(cfg, kGemma3);
 
   auto m = std::shared_ptr<VisionModel>(new VisionModel());
   VisionConfig& v = m->config_;
   read_tower(cfg, v);
-  read_llava(cfg, v);
+  if (gemma3) {
+    if (v.tower != VisionConfig::Tower::siglip) cfg.fail(Errc::unsupported, "Gemma 3's vision tower must be SigLIP");
+    read_gemma3(cfg, v);
+  } else {
+    read_llava(cfg, v);
+  }
   m->processor_ = read_processor(dir);
   const std::optional<PixelSize> out = fixed_output_size(m->processor_);
   if (!out || out->height != v.image_size || out->width != v.image_size) {
@@ -238,10 +289,15 @@ std::shared_ptr<const VisionModel> VisionModel::load(const std::string& dir) {
       "embeddings.patch_embedding.weight", "vision tower");
   src.rename_prefix("", tower);
   bind_tower(src, v, m->weights_);
-  const std::string projector = find_prefix(m->checkpoint_, {"multi_modal_projector.", "model.multi_modal_projector."},
-                                            "linear_1.weight", "multimodal projector");
+  const std::string projector =
+      find_prefix(m->checkpoint_, {"multi_modal_projector.", "model.multi_modal_projector."},
+                  gemma3 ? "mm_input_projection_weight" : "linear_1.weight", "multimodal projector");
   src.rename_prefix("", projector);
-  bind_projector(src, m->checkpoint_, projector, v, m->weights_);
+  if (gemma3) {
+    bind_gemma3_projector(src, m->checkpoint_, projector, v, m->weights_);
+  } else {
+    bind_projector(src, m->checkpoint_, projector, v, m->weights_);
+  }
 
   ModelConfig& t = m->tower_config_;
   t.name = fs::path(dir).filename().string() + " (vision tower)";

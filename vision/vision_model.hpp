@@ -1,8 +1,12 @@
 // A vision-language model's image side, read from a Hugging Face directory:
-// LLaVA's (LlavaForConditionalGeneration) CLIP or SigLIP vision tower, the
-// layer its features come from, and the two-layer projector into the text
-// model's embeddings. The text model itself is the ordinary Model the
-// same directory loads (model/arch_llava.cpp). Immutable once loaded.
+//   LLaVA (LlavaForConditionalGeneration): a CLIP or SigLIP vision tower,
+//     the layer its features come from, and the two-layer projector into the
+//     text model's embeddings;
+//   Gemma 3 (Gemma3ForConditionalGeneration): a SigLIP tower's last hidden
+//     state, average-pooled to mm_tokens_per_image rows, RMS-normed and
+//     projected; its image tokens see their whole image.
+// The text model itself is the ordinary Model the same directory loads
+// (model/arch_llava.cpp, model/arch_gemma.cpp). Immutable once loaded.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +24,12 @@ enum class Activation : uint8_t { quick_gelu, gelu_tanh, gelu_erf };
 
 struct VisionConfig {
   enum class Tower : uint8_t { clip, siglip };
+  enum class Projector : uint8_t {
+    llava_mlp,  // linear_1, act, linear_2 over each row
+    gemma3,     // pool x pool patches averaged, RMSNorm (1 + w), one matmul
+  };
   Tower tower = Tower::clip;
+  Projector projector = Projector::llava_mlp;
   int64_t hidden = 0;  // the tower's width
   int64_t n_ff = 0;
   int64_t n_head = 0;
@@ -32,15 +41,28 @@ struct VisionConfig {
   Activation act = Activation::quick_gelu;
   bool class_token = false;  // CLIP: a learned row before the patches
   bool drop_first = false;   // vision_feature_select_strategy "default": the first row is not a feature
+  bool post_norm = false;    // the tower's post_layernorm over its output (Gemma 3's last_hidden_state)
+  int64_t pool = 1;          // Gemma 3: the side of each square of patches averaged into one row
   Activation projector_act = Activation::gelu_erf;
   int64_t projector_hidden = 0;  // linear_1's output
   int64_t text_embd = 0;         // linear_2's output: the text model's n_embd
   int32_t image_token = -1;      // the placeholder each image's features replace
+  // Gemma 3: the token the chat template writes for an image, which its
+  // processor replaces with "\n\n" begin, the placeholders, end "\n\n".
+  int32_t image_begin = -1;
+  int32_t image_end = -1;
+  // The placeholders see their whole image, later ones too (Gemma 3's
+  // bidirectional attention within an image), not only those before them.
+  bool open_attention = false;
 
-  int64_t n_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
+  int64_t grid() const { return image_size / patch_size; }
+  int64_t n_patches() const { return grid() * grid(); }
   int64_t n_positions() const { return n_patches() + (class_token ? 1 : 0); }
   // Feature rows, and so placeholder tokens, per image.
-  int32_t image_tokens() const { return static_cast<int32_t>(n_positions() - (drop_first ? 1 : 0)); }
+  int32_t image_tokens() const {
+    if (projector == Projector::gemma3) return static_cast<int32_t>((grid() / pool) * (grid() / pool));
+    return static_cast<int32_t>(n_positions() - (drop_first ? 1 : 0));
+  }
 };
 
 struct VisionWeights {
@@ -50,11 +72,15 @@ struct VisionWeights {
   const float* pos_embd = nullptr;    // [n_positions, hidden]
   const float* pre_norm = nullptr;    // [hidden] CLIP's pre_layrnorm
   const float* pre_norm_b = nullptr;
+  const float* post_norm = nullptr;  // [hidden] SigLIP's post_layernorm (Gemma 3)
+  const float* post_norm_b = nullptr;
   ModelWeights tower;  // layers: layer_norm1/2, q/k/v/out_proj, fc1 (w_up), fc2 (w_down), biases
   Weight proj1;        // [projector_hidden, hidden]
   const float* proj1_b = nullptr;
   Weight proj2;  // [text_embd, projector_hidden]
   const float* proj2_b = nullptr;
+  const float* soft_norm = nullptr;  // [hidden] Gemma 3's mm_soft_emb_norm, as 1 + w
+  Weight soft_proj;                  // [text_embd, hidden] Gemma 3's mm_input_projection_weight, transposed
 };
 
 class VisionModel {
@@ -70,7 +96,7 @@ class VisionModel {
   static bool declared(const std::string& dir);
 
   // For a multimodal checkpoint whose vision tower Troupe does not run
-  // (Qwen3-VL, Gemma 3, Mistral 3: their text models load alone), why
+  // (Qwen3-VL, Mistral 3: their text models load alone), why
   // images are refused; "" otherwise.
   static std::string unsupported_reason(const std::string& dir);
 

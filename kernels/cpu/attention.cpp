@@ -58,6 +58,17 @@ void check_seq(const char* fn, const PagedKvView& kv, const AttnSeq& s, int i, b
     throw Error(Errc::invalid_argument, std::string(fn) + ": " + seq_name(i) + " has no block table");
   }
   const int64_t end = static_cast<int64_t>(s.n_past) + s.n_q;
+  if (s.key_end != nullptr) {
+    for (int32_t q = 0; q < s.n_q; ++q) {
+      const int64_t p = int64_t{s.n_past} + q;
+      if (s.key_end[q] <= p || s.key_end[q] > end || (q > 0 && s.key_end[q] < s.key_end[q - 1])) {
+        throw Error(Errc::invalid_argument, std::string(fn) + ": " + seq_name(i) + " query " + std::to_string(q) +
+                                                " sees keys to " + std::to_string(s.key_end[q]) +
+                                                ": before its own position, past the step's end " +
+                                                std::to_string(end) + " or before the previous query's");
+      }
+    }
+  }
   const int64_t first = whole_history ? 0 : s.n_past;
   for (int64_t b = first / kv.block_size; b < (end + kv.block_size - 1) / kv.block_size; ++b) {
     if (s.block_table[b] < 0 || s.block_table[b] >= kv.n_blocks) {
@@ -114,7 +125,8 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
     const int64_t first = job.window > 0 ? std::max<int64_t>(0, p - job.window + 1) : 0;
     const int64_t end = static_cast<int64_t>(s.n_past) + s.n_q - 1;  // the sequence's last position
     // An encoder's window reaches as far ahead as behind (ModernBERT's local layers).
-    const int64_t last = job.causal ? p : job.window > 0 ? std::min(end, p + job.window - 1) : end;
+    const int64_t own = s.key_end != nullptr ? s.key_end[qi] - 1 : p;  // an image token sees its whole image
+    const int64_t last = job.causal ? own : job.window > 0 ? std::min(end, p + job.window - 1) : end;
     for (int64_t h = h0; h < h0 + job.hc; ++h) {
       const int64_t row = (static_cast<int64_t>(s.q_begin) + qi) * job.n_head + h;
       it.lo[it.n_rows] = first;
@@ -264,7 +276,12 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
     throw Error(Errc::invalid_argument, "attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
   }
   if (n_seqs < 0 || (n_seqs > 0 && seqs == nullptr)) throw Error(Errc::invalid_argument, "attention: bad sequences");
-  for (int i = 0; i < n_seqs; ++i) check_seq("attention", kv, seqs[i], i, true);
+  for (int i = 0; i < n_seqs; ++i) {
+    check_seq("attention", kv, seqs[i], i, true);
+    if (!causal && seqs[i].key_end != nullptr) {
+      throw Error(Errc::invalid_argument, "attention: key_end needs causal attention (" + seq_name(i) + ")");
+    }
+  }
 
   const int64_t group = n_head / kv.n_head_kv;
   // Start with as many heads of a group and queries per item as fit in

@@ -108,6 +108,21 @@ void matmul(float* y, const float* x, const void* w, DType wtype, int64_t n_toke
   }
 #endif
 
+  if (batch_invariant() && n_tokens > 1) {
+    // A token's bits must not depend on its batch: the row kernels sum a
+    // lone token (a decode) with two accumulators, a group of tokens with
+    // one, and many tokens through the GEMM's tiles. Each token runs alone.
+    pool.parallel_for(n_units, [&](int64_t u0, int64_t u1) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        detail::MatmulProblem one = p;
+        one.x = x + t * n_in;
+        one.y = y + t * n_out;
+        one.n_tokens = 1;
+        rows_fn(one, u0 * unit, std::min(u1 * unit, n_out));
+      }
+    });
+    return;
+  }
   pool.parallel_for(n_units, [&](int64_t u0, int64_t u1) {
     rows_fn(p, u0 * unit, std::min(u1 * unit, n_out));
   });

@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreads)
       const int r = warp * kRowsPerWarp + rr;
       const int64_t pr = pos0 + r;
       float sc = -INFINITY;
-      if (r < nr && (causal ? t <= pr : t < k_hi) && (window <= 0 || t > pr - window)) {
+      if (key_visible(meta, tile, r, pr, t, window, causal)) {
         const float* qr = qs + r * head_dim;
         float dot = 0.0f;
 #pragma unroll 4

@@ -89,9 +89,21 @@ __device__ __forceinline__ PrefillTile prefill_tile(const AttnMeta& meta, int64_
   // Both ends of the visible range grow with the query, so the tile's union
   // is [first row's lo, last row's hi).
   t.k_lo = window > 0 ? max(int64_t{0}, t.pos0 - window + 1) : int64_t{0};
-  // Bidirectional (an encoder): every query sees the whole sequence.
-  t.k_hi = causal ? t.pos0 + t.n_rows : static_cast<int64_t>(t.seq.n_past) + t.seq.n_q;
+  // Bidirectional (an encoder): every query sees the whole sequence. Rows
+  // with a key_end (an image's tokens) see to it; it never falls as the row rises.
+  const int64_t own_end = meta.key_end != nullptr ? meta.key_end[t.first_row + t.n_rows - 1] : t.pos0 + t.n_rows;
+  t.k_hi = causal ? own_end : static_cast<int64_t>(t.seq.n_past) + t.seq.n_q;
   return t;
+}
+
+// Whether query row r of a tile (at position pr) sees key t.
+__device__ __forceinline__ bool key_visible(const AttnMeta& meta, const PrefillTile& tile, int r, int64_t pr, int64_t t,
+                                            int32_t window, bool causal) {
+  if (r >= tile.n_rows) return false;
+  const int64_t end = !causal                   ? tile.k_hi
+                      : meta.key_end != nullptr ? int64_t{meta.key_end[tile.first_row + r]}
+                                                : pr + 1;
+  return t < end && (window <= 0 || t > pr - window);
 }
 
 // Gemma 2's soft-capping of a scaled score: cap * tanh(s / cap); cap 0: off.

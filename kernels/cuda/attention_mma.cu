@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int side = 0; side < 2; ++side) {
         const int j = lane + 32 * side;
         const int64_t t = k0 + j;
-        const bool visible = r < nr && (causal ? t <= pr : t < k_hi) && (window <= 0 || t > pr - window);
+        const bool visible = key_visible(meta, tile, r, pr, t, window, causal);
         sv[side] = visible ? soft_cap(ss[r * kLdS + j], softcap) : -INFINITY;
         mx = fmaxf(mx, sv[side]);
       }

@@ -38,6 +38,14 @@ void check_attn_seqs(const char* fn, const PagedKvView& kv, const AttnSeq* seqs,
     if (s.n_q == 0) continue;
     if (s.block_table == nullptr) throw Error(Errc::invalid_argument, seq_name(fn, i) + " has no block table");
     const int64_t end = static_cast<int64_t>(s.n_past) + s.n_q;
+    for (int32_t q = 0; s.key_end != nullptr && q < s.n_q; ++q) {
+      if (s.key_end[q] <= int64_t{s.n_past} + q || s.key_end[q] > end || (q > 0 && s.key_end[q] < s.key_end[q - 1])) {
+        throw Error(Errc::invalid_argument, seq_name(fn, i) + " query " + std::to_string(q) + " sees keys to " +
+                                                std::to_string(s.key_end[q]) +
+                                                ": before its own position, past the step's end " +
+                                                std::to_string(end) + " or before the previous query's");
+      }
+    }
     const int64_t first = whole_history ? 0 : s.n_past;
     for (int64_t b = first / kv.block_size; b < (end + kv.block_size - 1) / kv.block_size; ++b) {
       if (s.block_table[b] < 0 || s.block_table[b] >= kv.n_blocks) {
@@ -50,9 +58,12 @@ void check_attn_seqs(const char* fn, const PagedKvView& kv, const AttnSeq* seqs,
 }
 
 void build_attn_plan(const AttnSeq* seqs, int n_seqs, int64_t block_size, AttnPlan& plan) {
-  int64_t max_ctx = 0;
+  int64_t max_ctx = 0, n_rows = 0;
   int32_t max_q = 0, n_dec = 0, n_tiles = 0;
+  bool key_end = false;
   for (int i = 0; i < n_seqs; ++i) {
+    n_rows = std::max<int64_t>(n_rows, int64_t{seqs[i].q_begin} + seqs[i].n_q);
+    key_end = key_end || (seqs[i].key_end != nullptr && seqs[i].n_q > 0);
     max_ctx = std::max<int64_t>(max_ctx, static_cast<int64_t>(seqs[i].n_past) + seqs[i].n_q);
     max_q = std::max(max_q, seqs[i].n_q);
     if (seqs[i].n_q == 1) ++n_dec;
@@ -67,7 +78,9 @@ void build_attn_plan(const AttnSeq* seqs, int n_seqs, int64_t block_size, AttnPl
   plan.tables_off = align16(n_seqs * static_cast<int64_t>(sizeof(DevSeq)));
   plan.dec_off = align16(plan.tables_off + n_seqs * plan.table_cap * 4);
   plan.tiles_off = align16(plan.dec_off + int64_t{n_dec} * 4);
-  const int64_t total = align16(plan.tiles_off + int64_t{n_tiles} * 8);
+  const int64_t tiles_end = align16(plan.tiles_off + int64_t{n_tiles} * 8);
+  plan.key_end_off = key_end ? tiles_end : -1;
+  const int64_t total = key_end ? align16(tiles_end + n_rows * 4) : tiles_end;
   plan.blob.assign(static_cast<size_t>(total), 0);  // padding and unused table slots are zero
 
   // Written through memcpy: the blob is raw bytes the device reads as int32.
@@ -86,6 +99,10 @@ void build_attn_plan(const AttnSeq* seqs, int n_seqs, int64_t block_size, AttnPl
     if (s.n_q > 0) {
       const int64_t used = (static_cast<int64_t>(s.n_past) + s.n_q + block_size - 1) / block_size;
       std::memcpy(b + plan.tables_off + i * plan.table_cap * 4, s.block_table, static_cast<size_t>(used) * 4);
+    }
+    for (int32_t q = 0; key_end && q < s.n_q; ++q) {
+      const int32_t own = s.n_past + q + 1;
+      put(b + plan.key_end_off + (int64_t{s.q_begin} + q) * 4, s.key_end != nullptr ? s.key_end[q] : own);
     }
     if (s.n_q == 1) {
       put(dec, i);

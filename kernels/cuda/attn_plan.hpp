@@ -18,10 +18,12 @@ inline constexpr int64_t kMinContextBucket = 256;
 
 struct AttnPlan {
   // DevSeq[n_seqs] | int32 tables[n_seqs][table_cap] | int32 dec[n_dec] | int32 tiles[n_tiles][2]
+  //   | int32 key_end[rows] (when a sequence has AttnSeq::key_end)
   std::vector<unsigned char> blob;
   int64_t tables_off = 0;
   int64_t dec_off = 0;
   int64_t tiles_off = 0;
+  int64_t key_end_off = -1;  // -1: no key_end (causal)
   int32_t n_seqs = 0;
   int32_t n_dec = 0;
   int32_t n_tiles = 0;

@@ -55,6 +55,7 @@ Op attn_op(OpKind kind, const PagedKvView& kv, const cuda::AttnPlan& plan, const
   op.attn.tables_off = plan.tables_off;
   op.attn.dec_off = plan.dec_off;
   op.attn.tiles_off = plan.tiles_off;
+  op.attn.key_end_off = plan.key_end_off;
   op.attn.n_seqs = plan.n_seqs;
   op.attn.n_dec = plan.n_dec;
   op.attn.n_tiles = plan.n_tiles;
@@ -494,6 +495,10 @@ void CudaBackend::attention(float* out, const float* q, const PagedKvView& kv, c
                 "cuda attention: softcap must be finite and >= 0, got " + std::to_string(softcap));
   }
   cuda::check_attn_seqs("attention", kv, seqs, n_seqs, true);
+  for (int i = 0; !causal && i < n_seqs; ++i) {
+    if (seqs[i].key_end != nullptr)
+      throw Error(Errc::invalid_argument, "cuda attention: key_end needs causal attention");
+  }
   Impl& m = *impl_;
   cuda::build_attn_plan(seqs, n_seqs, kv.block_size, m.plan);
   if (m.plan.n_dec == 0 && m.plan.n_tiles == 0) return;

@@ -110,6 +110,9 @@ struct AttnMeta {
   const int32_t* tables = nullptr;
   const int32_t* dec = nullptr;    // [n_dec] sequence indices
   const int32_t* tiles = nullptr;  // [n_tiles][2]: sequence index, first query
+  // [rows]: query row r sees keys before key_end[r] (AttnSeq::key_end; rows
+  // of sequences without one hold position + 1). Null: causal.
+  const int32_t* key_end = nullptr;
   int32_t n_seqs = 0;
   int32_t n_dec = 0;
   int32_t n_tiles = 0;

@@ -18,7 +18,7 @@ static_assert(kFusedGemvs == kGemvMaxMats, "a fused record holds what one gemv_n
 static_assert(sizeof(H2dOp) == 3 * 8 && sizeof(MatmulOp) == 7 * 8 && sizeof(GemvNOp) == 14 * 8 &&
                   sizeof(EmbeddingOp) == 6 * 8 &&
                   sizeof(NormOp) == 8 * 8 && sizeof(ElementOp) == 9 * 8 && sizeof(RopeOp) == 12 * 8 &&
-                  sizeof(AttnOp) == 28 * 8 && sizeof(GdnOp) == 18 * 8 && sizeof(Mamba2Op) == 20 * 8,
+                  sizeof(AttnOp) == 29 * 8 && sizeof(GdnOp) == 18 * 8 && sizeof(Mamba2Op) == 20 * 8,
               "op records must be padding-free: every field 8 bytes");
 
 PagedKvView kv_view(const AttnOp& a) {
@@ -37,6 +37,7 @@ AttnMeta attn_meta(const AttnOp& a) {
           .tables = reinterpret_cast<const int32_t*>(base + a.tables_off),
           .dec = reinterpret_cast<const int32_t*>(base + a.dec_off),
           .tiles = reinterpret_cast<const int32_t*>(base + a.tiles_off),
+          .key_end = a.key_end_off >= 0 ? reinterpret_cast<const int32_t*>(base + a.key_end_off) : nullptr,
           .n_seqs = static_cast<int32_t>(a.n_seqs),
           .n_dec = static_cast<int32_t>(a.n_dec),
           .n_tiles = static_cast<int32_t>(a.n_tiles),

@@ -142,6 +142,7 @@ struct AttnOp {
   int64_t tables_off;
   int64_t dec_off;
   int64_t tiles_off;
+  int64_t key_end_off;  // -1: none (causal)
   int64_t n_seqs;
   int64_t n_dec;
   int64_t n_tiles;

@@ -66,6 +66,50 @@ TEST(SchedulerPolicy, ChunkedPrefillSplitsLongPrompt) {
   EXPECT_TRUE(decode.seqs[0].need_logits);
 }
 
+// Gemma 3's images are seen whole by their tokens: a chunk that would end
+// inside one stops before it, or takes all of it when it starts at or in it
+// (past prefill_chunk, within the step's budget).
+TEST(SchedulerPolicy, ChunksNeverEndInsideAWholeSpan) {
+  struct Script {
+    int32_t n_prompt, chunk;
+    std::vector<int32_t> spans;
+    std::vector<int32_t> sizes;
+  };
+  for (const Script& sc : {Script{50, 16, {10, 26, 30, 34}, {10, 16, 16, 8}}, Script{20, 4, {2, 12}, {2, 10, 4, 4}},
+                           Script{40, 16, {0, 20}, {20, 16, 4}}}) {
+    KvCacheManager kv({.n_blocks = 64, .block_size = 16});
+    SchedulerPolicy s(
+        {.max_batch_size = 4, .max_tokens_per_step = 64, .prefill_chunk = sc.chunk, .context_length = 512}, kv);
+    Request r = make_request(1, sc.n_prompt);
+    r.whole_spans = sc.spans;
+    ASSERT_EQ(s.add(r), AddStatus::accepted);
+    std::vector<int32_t> sizes;
+    for (int i = 0; i < 8 && sizes.size() < sc.sizes.size(); ++i) {
+      const StepPlan plan = step(s, i);
+      ASSERT_EQ(plan.seqs.size(), 1u);
+      sizes.push_back(static_cast<int32_t>(plan.seqs[0].tokens.size()));
+    }
+    EXPECT_EQ(sizes, sc.sizes) << "prompt " << sc.n_prompt << " chunk " << sc.chunk;
+  }
+}
+
+// A span no step can hold, or one outside the prompt, is refused at once.
+TEST(SchedulerPolicy, RefusesWholeSpansNoStepHolds) {
+  KvCacheManager kv({.n_blocks = 64, .block_size = 16});
+  SchedulerPolicy s({.max_batch_size = 4, .max_tokens_per_step = 32, .prefill_chunk = 16, .context_length = 512}, kv);
+  Request big = make_request(1, 60);
+  big.whole_spans = {5, 45};
+  Request outside = make_request(2, 20);
+  outside.whole_spans = {10, 21};
+  s.add(big);
+  s.add(outside);
+  const StepPlan plan = step(s, 0);
+  ASSERT_EQ(plan.rejected.size(), 2u);
+  EXPECT_NE(plan.rejected[0].reason.find("exceeds max_tokens_per_step 32"), std::string::npos)
+      << plan.rejected[0].reason;
+  EXPECT_NE(plan.rejected[1].reason.find("inside the prompt"), std::string::npos) << plan.rejected[1].reason;
+}
+
 TEST(SchedulerPolicy, WithoutChunkingThePromptRunsInOneStep) {
   KvCacheManager kv({.n_blocks = 64, .block_size = 16});
   EXPECT_THROW(

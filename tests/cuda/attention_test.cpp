@@ -51,7 +51,17 @@ using test::DeviceFloats;
 struct SeqSpec {
   int32_t n_past;
   int32_t n_q;
+  std::vector<int32_t> open = {};  // (begin, end) blocks seen whole by their queries (AttnSeq::key_end)
 };
+
+std::vector<int32_t> key_ends(const SeqSpec& s) {
+  std::vector<int32_t> ends(static_cast<size_t>(s.n_q));
+  for (int32_t i = 0; i < s.n_q; ++i) ends[i] = s.n_past + i + 1;
+  for (size_t j = 0; j + 1 < s.open.size(); j += 2) {
+    for (int32_t p = std::max(s.open[j], s.n_past); p < s.open[j + 1]; ++p) ends[p - s.n_past] = s.open[j + 1];
+  }
+  return ends;
+}
 
 struct Case {
   KvType type = KvType::f32;
@@ -96,6 +106,7 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
   std::memset(vc.data(), 0xff, vc.size() * sizeof(float));
   auto bytes = [](std::vector<float>& v) { return reinterpret_cast<unsigned char*>(v.data()); };
   std::vector<std::vector<int32_t>> tables(n_seqs);
+  std::vector<std::vector<int32_t>> ends(n_seqs);
   std::vector<AttnSeq> seqs(n_seqs);
   int64_t next = 0;
   int32_t n_tokens = 0;
@@ -118,8 +129,12 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
         kv_quantize_row(c.type, vr.data(), bytes(vc) + off + h * row_bytes, d);
       }
     }
-    seqs[i] = {.q_begin = n_tokens, .n_q = s.n_q, .n_past = s.n_past,
-               .block_table = tables[i].empty() ? nullptr : tables[i].data()};
+    if (!s.open.empty()) ends[i] = key_ends(s);
+    seqs[i] = {.q_begin = n_tokens,
+               .n_q = s.n_q,
+               .n_past = s.n_past,
+               .block_table = tables[i].empty() ? nullptr : tables[i].data(),
+               .key_end = ends[i].empty() ? nullptr : ends[i].data()};
     n_tokens += s.n_q;
   }
   const auto k_new = test::random_floats(rng, n_tokens * kv_row, -1.0f, 1.0f);
@@ -221,7 +236,8 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
     for (int64_t qi = 0; qi < c.seqs[i].n_q; ++qi) {
       const int64_t pos = c.seqs[i].n_past + qi;
       const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
-      const int64_t last = c.causal ? pos : c.seqs[i].n_past + c.seqs[i].n_q - 1;
+      const int64_t own = ends[i].empty() ? pos : ends[i][qi] - 1;
+      const int64_t last = c.causal ? own : c.seqs[i].n_past + c.seqs[i].n_q - 1;
       for (int64_t h = 0; h < c.n_head; ++h) {
         const int64_t kvh = h / group;
         const int64_t row = (seqs[i].q_begin + qi) * c.n_head + h;
@@ -250,14 +266,14 @@ void run_case(CudaBackend& gpu, const Case& c, uint32_t seed, double* mma_vs_cpu
         const double m = *std::max_element(w.begin(), w.end());
         double z = c.sinks ? std::exp(double(sinks[h]) - m) : 0.0;  // the sink's share of the denominator
         for (double& x : w) z += x = std::exp(x - m);
-        const auto n_keys = static_cast<double>(pos - first + 1);
+        const auto n_keys = static_cast<double>(last - first + 1);
         const double trunc = std::ldexp(1.0, -23);
         const double tol = mma ? vmax * (unit + subnormal * n_keys + 2 * (d / 16 + 4) * trunc * dot_mag +
                                          (n_keys / 16 + 4) * trunc) + 1e-5
                                : 1e-5;
         for (int64_t e = 0; e < d; ++e) {
           double o = 0;
-          for (int64_t p = first; p <= pos; ++p) o += w[p - first] / z * vrows[p - first][kvh * d + e];
+          for (int64_t p = first; p <= last; ++p) o += w[p - first] / z * vrows[p - first][kvh * d + e];
           ASSERT_NEAR(got[row * d + e], o, tol) << (mma ? "rounded: " : "exact: ") << "seq " << i << " query "
                                                 << qi << " head " << h << " dim " << e;
         }
@@ -415,6 +431,34 @@ TEST(CudaAttention, BidirectionalPrefillSeesTheWholeSequence) {
                      .q_scale = 2.0f,
                      .seqs = {{0, 7}, {0, 100}, {0, 1}, {0, 65}, {0, 512}},
                      .causal = false};
+        run_case(gpu, c, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Gemma 3's images: queries of an open block see the whole block (their
+// AttnSeq::key_end), with and without a sliding window, on the fp32 and
+// tensor-core prefill kernels, beside decodes; one sequence continues a
+// history that ends inside its block.
+TEST(CudaAttention, OpenBlocksSeeTheirWholeBlockOnEveryKernel) {
+  TROUPE_REQUIRE_GPU();
+  for (PrefillAttention prefill : {PrefillAttention::scalar, PrefillAttention::tensor_cores}) {
+    CudaBackendOptions opt = test::small_options();
+    opt.prefill_attention = prefill;
+    CudaBackend gpu(opt);
+    uint32_t seed = 950;
+    for (KvType type : {KvType::f32, KvType::f16, KvType::q8_0}) {
+      for (int32_t window : {0, 40}) {
+        const Case c{.type = type,
+                     .n_head = 8,
+                     .n_head_kv = 2,
+                     .head_dim = 64,
+                     .block_size = 16,
+                     .window = window,
+                     .q_scale = 2.0f,
+                     .seqs = {{0, 300, {5, 261, 270, 286}}, {0, 1}, {20, 70, {17, 81}}, {90, 1}}};
         run_case(gpu, c, seed++);
         if (HasFatalFailure()) return;
       }

@@ -36,7 +36,21 @@ const float kNan = std::numeric_limits<float>::quiet_NaN();
 struct SeqSpec {
   int32_t n_past;
   int32_t n_q;
+  // (begin, end) positions of blocks whose queries see the whole block
+  // (AttnSeq::key_end: Gemma 3's images); each ends among the new tokens.
+  std::vector<int32_t> open = {};
 };
+
+// AttnSeq::key_end of a sequence with open blocks: each query's own end, or
+// its block's.
+std::vector<int32_t> key_ends(const SeqSpec& s) {
+  std::vector<int32_t> ends(static_cast<size_t>(s.n_q));
+  for (int32_t i = 0; i < s.n_q; ++i) ends[i] = s.n_past + i + 1;
+  for (size_t j = 0; j + 1 < s.open.size(); j += 2) {
+    for (int32_t p = std::max(s.open[j], s.n_past); p < s.open[j + 1]; ++p) ends[p - s.n_past] = s.open[j + 1];
+  }
+  return ends;
+}
 
 struct Case {
   KvType type = KvType::f32;
@@ -116,6 +130,7 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   };
 
   std::vector<std::vector<int32_t>> tables(n_seqs);
+  std::vector<std::vector<int32_t>> ends(n_seqs);
   std::vector<AttnSeq> seqs(n_seqs);
   int64_t next_block = 0;
   int32_t n_tokens = 0;
@@ -131,10 +146,12 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
       std::copy(kb.begin(), kb.end(), cache_at(kc, tables[i], p));
       std::copy(vb.begin(), vb.end(), cache_at(vc, tables[i], p));
     }
+    if (!s.open.empty()) ends[i] = key_ends(s);
     seqs[i] = AttnSeq{.q_begin = n_tokens,
                       .n_q = s.n_q,
                       .n_past = s.n_past,
-                      .block_table = tables[i].empty() ? nullptr : tables[i].data()};
+                      .block_table = tables[i].empty() ? nullptr : tables[i].data(),
+                      .key_end = ends[i].empty() ? nullptr : ends[i].data()};
     n_tokens += s.n_q;
   }
 
@@ -174,7 +191,8 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
       const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
       const int64_t end = c.seqs[i].n_past + c.seqs[i].n_q - 1;
       // An encoder's window reaches as far ahead as behind.
-      const int64_t last = c.causal ? pos : c.window > 0 ? std::min(end, pos + c.window - 1) : end;
+      const int64_t own = ends[i].empty() ? pos : ends[i][qi] - 1;
+      const int64_t last = c.causal ? own : c.window > 0 ? std::min(end, pos + c.window - 1) : end;
       for (int64_t h = 0; h < c.n_head; ++h) {
         const int64_t kvh = h / group;
         const float* qr = q.data() + ((seqs[i].q_begin + qi) * c.n_head + h) * d;
@@ -260,6 +278,47 @@ TEST(Attention, BidirectionalQueriesSeeTheWholeSequence) {
         if (HasFatalFailure()) return;
       }
     }
+  }
+}
+
+// Gemma 3's images: the queries of an open block see every key of the
+// block, later ones included, and the rest of the sequence causally (with
+// a sliding window too: it bounds the keys behind), on the lane kernel
+// (prefill items) and the tile kernels, f32 and quantized caches. One
+// sequence continues a history that ends inside a block.
+TEST(Attention, OpenBlocksSeeTheirWholeBlock) {
+  uint32_t seed = 900;
+  for (Isa isa : test::runnable_isas()) {
+    test::ForcedIsa forced(isa);
+    for (KvType type : {KvType::f32, KvType::f16, KvType::q8_0}) {
+      for (int32_t window : {0, 6}) {
+        const Case c{.type = type,
+                     .n_head = 4,
+                     .n_head_kv = 2,
+                     .head_dim = 32,
+                     .block_size = 16,
+                     .window = window,
+                     .threads = seed % 2 == 0 ? 1 : 3,
+                     .q_scale = 2.0f,
+                     .seqs = {{0, 45, {3, 19, 25, 41}}, {0, 1}, {20, 30, {17, 33}}, {7, 9, {7, 16}}, {40, 1}}};
+        run_case(c, isa, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Key ends before a query's own position, past the step or falling are refused.
+TEST(Attention, RefusesKeyEndsOutsideTheStep) {
+  std::vector<float> kc(4 * 16 * 8), vc(kc.size()), q(8 * 8), out(q.size());
+  const PagedKvView view{
+      .k = kc.data(), .v = vc.data(), .n_blocks = 4, .block_size = 16, .n_head_kv = 1, .head_dim = 8};
+  const std::vector<int32_t> table = {0};
+  ThreadPool pool(1);
+  for (const std::vector<int32_t>& ends : std::vector<std::vector<int32_t>>{
+           {1, 2, 3, 4, 5, 6, 7, 9}, {1, 2, 2, 4, 5, 6, 7, 8}, {4, 4, 3, 4, 8, 8, 8, 8}}) {
+    const AttnSeq seq{.q_begin = 0, .n_q = 8, .n_past = 0, .block_table = table.data(), .key_end = ends.data()};
+    EXPECT_THROW(kernels::attention(out.data(), q.data(), view, &seq, 1, 1, 1.0f, pool), Error);
   }
 }
 

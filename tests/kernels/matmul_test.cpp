@@ -103,6 +103,33 @@ TEST_P(MatmulByType, MatchesReferenceOnEveryIsa) {
   }
 }
 
+// Batch-invariant math: a token's row of a 45-token step (the GEMM's size)
+// or a 13-token one (GEMV groups of 4) has the bits of the token alone (a
+// decode), on every ISA, for the float path exact math takes.
+TEST_P(MatmulByType, BatchInvariantStepsHaveEachTokensDecodeBits) {
+  const DType t = GetParam();
+  const test::ExactMath exact;
+  const test::BatchInvariantMath invariant;
+  std::mt19937 rng(77 + static_cast<unsigned>(t));
+  ThreadPool pool(2);
+  const int64_t n_in = dtype_info(t).block_size == kQK_K ? 512 : 160, n_out = 53;
+  const Weights w = make_weights(rng, t, n_out, n_in);
+  for (int64_t n_tokens : {13, 45}) {
+    const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+    for (Isa isa : test::runnable_isas()) {
+      test::ForcedIsa forced(isa);
+      std::vector<float> batch(static_cast<size_t>(n_tokens * n_out));
+      kernels::matmul(batch.data(), x.data(), w.bytes.data(), t, n_tokens, n_in, n_out, pool);
+      for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        std::vector<float> one(static_cast<size_t>(n_out));
+        kernels::matmul(one.data(), x.data() + tok * n_in, w.bytes.data(), t, 1, n_in, n_out, pool);
+        ASSERT_EQ(0, std::memcmp(one.data(), batch.data() + tok * n_out, one.size() * sizeof(float)))
+            << dtype_name(t) << " " << isa_name(isa) << " step of " << n_tokens << ", token " << tok;
+      }
+    }
+  }
+}
+
 // With x one-hot, y[t][r] is a single weight times 1: it shows that every
 // path dequantizes every position of a block exactly as dequantize_row does.
 TEST_P(MatmulByType, OneHotInputsReadBackExactWeights) {

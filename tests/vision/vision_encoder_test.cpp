@@ -1,5 +1,6 @@
-// LLaVA's image side against transformers (tests/fixtures/hf/llava_*, made by
-// tools/fixtures/make_llava_models.py): the projected image features from
+// LLaVA's and Gemma 3's image side against transformers (tests/fixtures/hf/
+// llava_* and gemma3_vision, made by tools/fixtures/make_llava_models.py and
+// make_gemma3_vision_model.py): the projected image features from
 // the processor's pixel values, and from the PNG files themselves (decode,
 // Pillow's resize, crop and normalize, then the tower).
 #include "vision/vision_encoder.hpp"
@@ -121,7 +122,7 @@ TEST_P(LlavaVision, RefusesBytesThatAreNoImage) {
   EXPECT_FALSE(encoder.encode_image({reinterpret_cast<const uint8_t*>(good.data()), good.size()}).empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, LlavaVision, ::testing::Values("llava_clip", "llava_siglip"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlavaVision, ::testing::Values("llava_clip", "llava_siglip", "gemma3_vision"));
 
 TEST(VisionModel, ATextModelHasNoVisionSide) {
   EXPECT_EQ(VisionModel::load(hf_fixture("llama")), nullptr);
