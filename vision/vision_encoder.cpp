@@ -85,11 +85,16 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& 
   // One image's keys and values, in pages the shared attention reads.
   const int64_t n = v.n_positions();
   const int64_t head_dim = h / v.n_head;
+  // In the checkpoint's precision: a bf16 or f16 tower's keys and values are
+  // computed as transformers computes them in that dtype, and on AMX its
+  // attention takes the bf16 tiles (kernels::attention); an f32 tower's stay f32.
+  const DType wtype = host.tower.layers.empty() ? DType::f32 : host.tower.layers.front().wq.type;
+  const KvType kv_type = wtype == DType::bf16 ? KvType::bf16 : wtype == DType::f16 ? KvType::f16 : KvType::f32;
   kv_ = PagedKvView{.n_blocks = (n + kKvBlock - 1) / kKvBlock,
                     .block_size = kKvBlock,
                     .n_head_kv = v.n_head,
                     .head_dim = head_dim,
-                    .type = KvType::f32};
+                    .type = kv_type};
   const auto kv_bytes = static_cast<size_t>(kv_.n_blocks * kv_.block_bytes());
   kv_.k = backend_.allocate(kv_bytes);
   owned_.push_back(kv_.k);

@@ -18,6 +18,9 @@
 namespace troupe::kernels::cpu {
 
 inline constexpr int kLaneRows = 32;
+// Rows of an item for the AMX kernel (attend_amx_bf16): one staging of each
+// key block's k and v serves up to 8 tiles of 16 rows.
+inline constexpr int kAmxRows = 128;
 // Below this many rows an item keeps the tile kernels: the lanes left empty
 // would cost more than the horizontal sums saved.
 inline constexpr int kLaneMinRows = 8;
@@ -25,17 +28,18 @@ inline constexpr int kLaneMinRows = 8;
 // the stack); larger heads keep the tile kernels.
 inline constexpr int64_t kLaneMaxHeadDim = 256;
 
-// Up to kLaneRows rows that all read kv head `kv_head` of one sequence. Row r
+// Up to kLaneRows rows (kAmxRows for the AMX kernel) that all read kv head
+// `kv_head` of one sequence. Row r
 // attends to positions [lo[r], hi[r]); rows come ordered so that neither lo
 // nor hi decreases (queries in order, the heads of one query alike).
 struct LaneItem {
-  const float* q[kLaneRows];  // [head_dim] each
-  float* out[kLaneRows];      // [head_dim] each
-  int64_t lo[kLaneRows];
-  int64_t hi[kLaneRows];
+  const float* q[kAmxRows];  // [head_dim] each
+  float* out[kAmxRows];      // [head_dim] each
+  int64_t lo[kAmxRows];
+  int64_t hi[kAmxRows];
   // Each row's attention sink (kernels::attention), read only when
   // has_sinks: it joins the softmax's denominator at the end.
-  float sink[kLaneRows];
+  float sink[kAmxRows];
   bool has_sinks = false;
   int n_rows;
 };
@@ -54,5 +58,16 @@ void attend_lanes_avx512(const LaneItem& item, const PagedKvView& kv, const int3
                          float scale);
 void attend_lanes_avx2(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
                        float scale);
+
+// The same on AMX-BF16 tiles (attention_amx.cpp): q, k, v and the softmax
+// weights rounded to bf16, sums in f32, as the AMX prefill matmuls round
+// their activations. For prefill sequences of kAmxMinQueries or more over a
+// cache of 16 bits or fewer (f16, bf16, q8_0: an f32 cache keeps f32 math)
+// where amx_attention_available() (AMX enabled, AVX-512 BF16); exact and
+// batch-invariant math keep the f32 lanes.
+inline constexpr int32_t kAmxMinQueries = 16;
+bool amx_attention_available();
+void attend_amx_bf16(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
+                     float scale);
 
 }  // namespace troupe::kernels::cpu

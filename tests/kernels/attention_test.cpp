@@ -15,15 +15,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <numeric>
-#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "isa_paths.hpp"
+#include "kernels/cpu/attention_lanes.hpp"
 #include "kernels/cpu_kernels.hpp"
 #include "memory/kv_type.hpp"
 
@@ -65,7 +67,20 @@ struct Case {
   float softcap = 0.0f;  // Gemma 2's score cap; 0: off
   bool sinks = false;    // gpt-oss's attention sinks: a random logit per head
   bool causal = true;    // false: every query sees its whole sequence (an encoder)
+  // The AMX-BF16 prefill (attention_amx.cpp) for sequences of
+  // cpu::kAmxMinQueries or more: checked against a reference over the
+  // values it rounds to bf16. Off: the f32 kernels, AMX turned off.
+  bool amx = false;
 };
+
+// Round to nearest even, as vcvtneps2bf16.
+float bf16_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 
 std::string describe(const Case& c, Isa isa) {
   return std::string(isa_name(isa)) + " kv=" + kv_type_name(c.type) + " n_head=" + std::to_string(c.n_head) +
@@ -181,11 +196,22 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
   // Sinks from -2 to 4: some below every score, some above most (rows whose
   // weights then sum to far less than 1).
   const std::vector<float> sinks = c.sinks ? test::random_floats(rng, c.n_head, -2.0f, 4.0f) : std::vector<float>{};
-  kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap,
-                     c.sinks ? sinks.data() : nullptr, c.causal);
+  {
+    const test::AmxSwitch amx(c.amx);
+    kernels::attention(out.data(), q.data(), view, seqs.data(), n_seqs, c.n_head, scale, pool, c.window, c.softcap,
+                       c.sinks ? sinks.data() : nullptr, c.causal);
+  }
 
   const int64_t group = c.n_head / c.n_head_kv;
   for (int i = 0; i < n_seqs; ++i) {
+    // What the AMX kernel reads: scale log2(e) q, k and v rounded to bf16.
+    // Its softmax weights are rounded too (relative error 2^-9 each) after a
+    // 2^x within 2^-18, so its output is within (2^-9 + 2^-17) of the
+    // largest |v| of the rounded reference.
+    const bool rounded = c.amx && c.seqs[i].n_q >= kernels::cpu::kAmxMinQueries;
+    const float q_scale = scale * 1.44269504088896341f;  // the kernel's, in f32
+    auto kval = [&](int64_t at) { return rounded ? double(bf16_round(keys[i][at])) : double(keys[i][at]); };
+    auto vval = [&](int64_t at) { return rounded ? double(bf16_round(vals[i][at])) : double(vals[i][at]); };
     for (int64_t qi = 0; qi < c.seqs[i].n_q; ++qi) {
       const int64_t pos = c.seqs[i].n_past + qi;
       const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
@@ -199,8 +225,11 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
         std::vector<double> w;
         for (int64_t p = first; p <= last; ++p) {
           double s = 0;
-          for (int64_t e = 0; e < d; ++e) s += double(qr[e]) * keys[i][p * kv_row + kvh * d + e];
-          s *= scale;
+          for (int64_t e = 0; e < d; ++e) {
+            const double qe = rounded ? double(bf16_round(qr[e] * q_scale)) : double(qr[e]);
+            s += qe * kval(p * kv_row + kvh * d + e);
+          }
+          s *= rounded ? 1.0 / 1.44269504088896341 : scale;
           w.push_back(c.softcap > 0 ? c.softcap * std::tanh(s / c.softcap) : s);
         }
         const double m = *std::max_element(w.begin(), w.end());
@@ -208,9 +237,13 @@ void run_case(const Case& c, Isa isa, uint32_t seed) {
         for (double& x : w) z += x = std::exp(x - m);
         const float* o = out.data() + ((seqs[i].q_begin + qi) * c.n_head + h) * d;
         for (int64_t e = 0; e < d; ++e) {
-          double want = 0;
-          for (int64_t p = first; p <= last; ++p) want += w[p - first] / z * vals[i][p * kv_row + kvh * d + e];
-          ASSERT_NEAR(o[e], want, kTol) << "seq " << i << " query " << qi << " head " << h << " dim " << e;
+          double want = 0, vmax = 0;
+          for (int64_t p = first; p <= last; ++p) {
+            want += w[p - first] / z * vval(p * kv_row + kvh * d + e);
+            vmax = std::max(vmax, std::abs(vval(p * kv_row + kvh * d + e)));
+          }
+          const double tol = rounded ? (std::ldexp(1.0, -9) + std::ldexp(1.0, -17)) * vmax + kTol : kTol;
+          ASSERT_NEAR(o[e], want, tol) << "seq " << i << " query " << qi << " head " << h << " dim " << e;
         }
       }
     }
@@ -302,6 +335,39 @@ TEST(Attention, OpenBlocksSeeTheirWholeBlock) {
                      .q_scale = 2.0f,
                      .seqs = {{0, 45, {3, 19, 25, 41}}, {0, 1}, {20, 30, {17, 33}}, {7, 9, {7, 16}}, {40, 1}}};
         run_case(c, isa, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The AMX-BF16 prefill over 16- and 8-bit caches: sequences whose every item
+// holds 8 rows or more (one thread: items of 128 (query, head) rows, then
+// the tail), chunked after a history, with a window, open blocks and sinks,
+// head sizes that do and do not fill 32 lanes, beside decodes (the f32
+// kernels).
+TEST(Attention, AmxPrefillMatchesTheRoundedReference) {
+  if (!kernels::cpu::amx_attention_available()) {
+    std::printf("[ SKIPPED  ] the AMX-BF16 attention: this CPU has no AMX (or it is turned off)\n");
+    return;
+  }
+  uint32_t seed = 1200;
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {  // an f32 cache keeps f32 attention
+    for (int64_t head_dim : {64, 72, 128, 256}) {
+      if (type == KvType::q8_0 && head_dim % 32 != 0) continue;
+      for (int32_t window : {0, 20}) {
+        const Case c{.type = type,
+                     .n_head = 8,
+                     .n_head_kv = 2,
+                     .head_dim = head_dim,
+                     .block_size = 16,
+                     .window = window,
+                     .threads = 1,
+                     .q_scale = 3.0f,
+                     .seqs = {{0, 48}, {30, 44, {30, 50}}, {5, 1}, {0, 42, {3, 19}}, {100, 1}},
+                     .sinks = seed % 3 == 0,
+                     .amx = true};
+        run_case(c, Isa::avx512, seed++);
         if (HasFatalFailure()) return;
       }
     }
@@ -492,6 +558,7 @@ TEST(Attention, QuantizedLongContextDecode) {
 // dv + (exp(2 eps) - 1) * max|v|. The test asserts that bound, and that the
 // observed error is far below it for q8_0 (errors of random signs cancel).
 TEST(Attention, QuantizedCacheStaysNearF32) {
+  const test::AmxSwitch f32_lanes(false);  // the bound is the cache's rounding alone
   const int64_t n_head = 4, n_head_kv = 2, d = 64, bs = 16, n_tok = 300;
   std::mt19937 rng(8);
   const auto k = test::random_floats(rng, n_tok * n_head_kv * d, -1.0f, 1.0f);
@@ -613,6 +680,7 @@ std::vector<float> attend_at(int32_t n_past, int32_t n_q, int threads) {
 // (one register holds 9). Batch-invariant math
 // keeps the tile kernels, whose rows match decode (one query) bit for bit.
 TEST(Attention, ARowsBitsDoNotDependOnItsItem) {
+  const test::AmxSwitch f32_lanes(false);     // the lane kernels' claim
   for (Isa isa : {Isa::avx512, Isa::avx2}) {  // AVX2: 32, 17 and 9 rows are 4, 3 and 2 registers
     if (!isa_supported(isa)) continue;
     const test::ForcedIsa forced(isa);

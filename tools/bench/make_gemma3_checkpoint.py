@@ -18,7 +18,9 @@ OUT.mmproj.f16.gguf.
         --llama-cpp /path/to/llama.cpp --out ~/.cache/troupe/bench/gemma-3-4b-shaped
 """
 import argparse
+import json
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,25 @@ def gemma3_4b(tok):
     return Gemma3ForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16).eval()
 
 
+def published_names(path):
+    """Renames transformers 5's vision_tower.* tensors to the published
+    checkpoints' vision_tower.vision_model.* (what llama.cpp's converter
+    maps; Troupe reads either) by rewriting the safetensors header and
+    copying the data after it."""
+    tmp = path.with_suffix(".tmp")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        n = struct.unpack("<Q", src.read(8))[0]
+        header = json.loads(src.read(n))
+        renamed = {("vision_tower.vision_model." + k[len("vision_tower."):]
+                    if k.startswith("vision_tower.") and not k.startswith("vision_tower.vision_model.") else k): v
+                   for k, v in header.items()}
+        text = json.dumps(renamed, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        dst.write(struct.pack("<Q", len(text)) + text)
+        shutil.copyfileobj(src, dst, 1 << 24)
+    tmp.replace(path)
+
+
 def check_prompt(processor):
     """The processor frames one image as 256 image tokens, as Gemma 3's does."""
     from PIL import Image
@@ -91,6 +112,7 @@ def main():
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--outtype", default="bf16", help="the text GGUF's type (llama.cpp converter's --outtype)")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument("--force", action="store_true", help="convert the text GGUF again when it exists")
     args = ap.parse_args()
     out = args.out.expanduser()
 
@@ -103,11 +125,13 @@ def main():
     model.save_pretrained(out)
     processor.save_pretrained(out)
     del model
+    published_names(out / "model.safetensors")
     check_prompt(processor)
 
     text_gguf = out.with_name(f"{out.name}.text.{args.outtype}.gguf")
     mmproj_gguf = out.with_name(f"{out.name}.mmproj.f16.gguf")
-    convert_text(args.llama_cpp, out, text_gguf, args.outtype)
+    if not text_gguf.exists() or args.force:
+        convert_text(args.llama_cpp, out, text_gguf, args.outtype)
     subprocess.run([sys.executable, str(args.llama_cpp / "convert_hf_to_gguf.py"), str(out), "--mmproj",
                     "--outtype", "f16", "--outfile", str(mmproj_gguf)], check=True, env=llama_cpp_env(args.llama_cpp))
     print(f"Troupe:    {out}/\nllama.cpp: {text_gguf}\n           {mmproj_gguf}")
