@@ -1,7 +1,9 @@
 // libFuzzer target for the JSON settings files: a pipeline topology
 // (actors/pipeline_config.cpp), a "replicas" list (actors/replica_config.cpp),
-// a `troupe serve` config (net/server_config.cpp) and a `troupe bench`
-// workload (experiments/workload.cpp), each reading the same input. Each
+// a `troupe serve` config (net/server_config.cpp), a `troupe bench`
+// workload (experiments/workload.cpp) and an image processor's config
+// (vision/image_processor.cpp: a checkpoint's preprocessor_config.json),
+// each reading the same input. Each
 // either returns settings or fails with troupe::Error naming the problem.
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "experiments/workload.hpp"
 #include "net/server_config.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
+#include "vision/image_processor.hpp"
 
 using namespace troupe::fuzz;
 
@@ -36,5 +39,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_value_or_error([&] { (void)troupe::parse_replicas(text, "fuzz.json"); });
   expect_value_or_error([&] { (void)troupe::net::parse_serve_config(text, "fuzz.json", base); });
   expect_value_or_error([&] { (void)troupe::parse_workload(text, "fuzz.json", base); });
+  expect_value_or_error([&] { (void)troupe::vision::parse_image_processor_config(text, "fuzz.json"); });
   return 0;
 }

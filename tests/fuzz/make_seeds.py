@@ -13,7 +13,7 @@ start from inputs that get past the first checks:
                      + NUL + a text to encode
   jinja_template     the interpreter cases of tests/fixtures/chat_templates.json
                      and a ChatML, a Llama 3 and a tool-calling template
-  config_readers     the topologies and workloads in configs/
+  config_readers     the topologies and workloads in configs/, the vision fixtures' image processors
   json_schema        the schemas of tests/fixtures/json_schema_cases.json, each with a document
   gbnf               the grammars of tests/fixtures/gbnf_cases.json, each with a string
   tool_calls         a syntax byte (4: harmony), a cut byte, then an output with calls in that syntax
@@ -270,6 +270,11 @@ def jinja_seeds(src, out):
 def config_seeds(src, out):
     for path in sorted((src / "configs").glob("*.json")) + sorted((src / "configs/workloads").glob("*.json")):
         shutil.copy(path, out / "config_readers" / path.name)
+    # transformers 5 saves the image processor under "image_processor" in processor_config.json.
+    for name in ("llava_clip", "llava_siglip", "gemma3_vision"):
+        processor = json.loads((src / "tests/fixtures/hf" / name / "processor_config.json").read_text())
+        write(out / "config_readers" / f"image_processor_{name}.json",
+              json.dumps(processor["image_processor"], indent=1) + "\n")
 
 
 def schema_seeds(src, out):
