@@ -207,13 +207,14 @@ std::string models_list_json(const std::string& id, int64_t created) {
   return json::serialize(o);
 }
 
-std::string ws_hello(const std::string& model, size_t max_message_bytes, int32_t max_requests) {
+std::string ws_hello(const std::string& model, size_t max_message_bytes, int32_t max_requests, bool images) {
   json::object o;
   o["type"] = "hello";
   o["protocol"] = "troupe.v1";
   o["model"] = sv(model);
   o["max_message_bytes"] = static_cast<uint64_t>(max_message_bytes);
   o["max_requests"] = max_requests;
+  o["images"] = images;
   return json::serialize(o);
 }
 

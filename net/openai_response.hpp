@@ -90,7 +90,8 @@ std::string model_json(const std::string& id, int64_t created);
 std::string models_list_json(const std::string& id, int64_t created);
 
 // The WebSocket protocol's server frames (docs/api.md).
-std::string ws_hello(const std::string& model, size_t max_message_bytes, int32_t max_requests);
+// images: whether the model reads images in chats (the chat page shows its attach button).
+std::string ws_hello(const std::string& model, size_t max_message_bytes, int32_t max_requests, bool images = false);
 std::string ws_token(const std::string& id, int32_t index, int32_t token, std::string_view text,
                      const TokenLogprobs* logprobs);
 struct WsFinal {

@@ -64,8 +64,9 @@ std::shared_ptr<WsConnection> WsConnection::create(ServerCore& core, std::shared
 }
 
 std::string WsConnection::hello() const {
-  return ws_hello(core_.backend().served_model().id, core_.options().limits.ws_max_message_bytes,
-                  core_.options().limits.ws_max_requests);
+  const ServedModel& m = core_.backend().served_model();
+  return ws_hello(m.id, core_.options().limits.ws_max_message_bytes, core_.options().limits.ws_max_requests,
+                  m.engine.image_tokens > 0);
 }
 
 void WsConnection::send_error(const std::string& id, const ApiError& e) {

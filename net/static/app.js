@@ -1,7 +1,9 @@
 // Troupe's chat page: keeps the conversation, sends it over the WebSocket
 // protocol of /v1/stream ({"type": "generate", "id", "messages", ...}),
 // appends token frames to the reply as they arrive, shows tokens/s, and
-// cancels a reply with the Stop button ({"type": "cancel", "id"}).
+// cancels a reply with the Stop button ({"type": "cancel", "id"}). For a
+// model that reads images (the hello frame's "images"), PNG or JPEG files
+// attached to a message go as OpenAI image_url parts (data: URLs).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -9,10 +11,11 @@ const ui = {
   messages: $("messages"), prompt: $("prompt"), send: $("send"), stop: $("stop"),
   stats: $("stats"), model: $("model"), status: $("status"), auth: $("auth"),
   apiKey: $("api-key"), system: $("system"), maxTokens: $("max-tokens"),
-  temperature: $("temperature"),
+  temperature: $("temperature"), attach: $("attach"), imageInput: $("image-input"), attached: $("attached"),
 };
 
-const history = [];      // {role, content} of finished turns
+const history = [];      // {role, content} of finished turns (content: a string or OpenAI parts)
+const pending = [];      // data: URLs of images attached to the next message
 let ws = null;
 let current = null;      // the reply being streamed
 let nextId = 1;
@@ -23,10 +26,16 @@ function setStatus(kind, title) {
   ui.status.title = title;
 }
 
-function addBubble(kind, text) {
+function addBubble(kind, text, images = []) {
   const div = document.createElement("div");
   div.className = "msg " + kind;
-  div.textContent = text;
+  for (const url of images) {
+    const img = document.createElement("img");
+    img.src = url;
+    img.alt = "attached image";
+    div.appendChild(img);
+  }
+  if (text) div.appendChild(document.createTextNode(text));
   ui.messages.appendChild(div);
   ui.messages.scrollTop = ui.messages.scrollHeight;
   return div;
@@ -78,6 +87,7 @@ async function connect() {
 function onFrame(f) {
   if (f.type === "hello") {
     ui.model.textContent = f.model;
+    ui.attach.hidden = !f.images;
     return;
   }
   if (!current || f.id !== current.id) {
@@ -100,7 +110,8 @@ function onFrame(f) {
     current.text += f.text;
     current.body.textContent = current.text;
     const t = f.timing;
-    ui.stats.textContent = `${f.usage.completion_tokens} tokens · ${t.tokens_per_second.toFixed(1)} tokens/s · ` +
+    ui.stats.textContent = `${f.usage.prompt_tokens} prompt tokens · ${f.usage.completion_tokens} tokens · ` +
+      `${t.tokens_per_second.toFixed(1)} tokens/s · ` +
       `first token after ${t.first_token_ms.toFixed(0)} ms · ${f.finish_reason}`;
     finishReply(f.finish_reason);
   } else if (f.type === "error") {
@@ -123,12 +134,25 @@ function finishReply(reason) {
   ui.send.disabled = !(ws && ws.readyState === WebSocket.OPEN);
 }
 
+function showAttached() {
+  ui.attached.textContent = "";
+  for (const url of pending) {
+    const img = document.createElement("img");
+    img.src = url;
+    img.alt = "attached image";
+    ui.attached.appendChild(img);
+  }
+}
+
 function send() {
   const text = ui.prompt.value.trim();
   if (!text || current || !ws || ws.readyState !== WebSocket.OPEN) return;
   ui.prompt.value = "";
-  addBubble("user", text);
-  history.push({ role: "user", content: text });
+  const images = pending.splice(0);
+  showAttached();
+  addBubble("user", text, images);
+  const parts = images.map((url) => ({ type: "image_url", image_url: { url } }));
+  history.push({ role: "user", content: images.length ? [...parts, { type: "text", text }] : text });
   const messages = [];
   if (ui.system.value.trim()) messages.push({ role: "system", content: ui.system.value.trim() });
   messages.push(...history);
@@ -153,7 +177,20 @@ $("composer").addEventListener("submit", (e) => { e.preventDefault(); send(); })
 ui.prompt.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
 });
-$("clear").addEventListener("click", () => { history.length = 0; ui.messages.textContent = ""; });
+$("clear").addEventListener("click", () => {
+  history.length = 0;
+  pending.length = 0;
+  showAttached();
+  ui.messages.textContent = "";
+});
+ui.imageInput.addEventListener("change", () => {
+  for (const file of ui.imageInput.files) {
+    const reader = new FileReader();
+    reader.onload = () => { pending.push(reader.result); showAttached(); };
+    reader.readAsDataURL(file);
+  }
+  ui.imageInput.value = "";
+});
 $("auth-save").addEventListener("click", () => {
   localStorage.setItem("troupe.apiKey", ui.apiKey.value);
   ui.auth.hidden = true;

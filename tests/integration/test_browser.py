@@ -1,7 +1,8 @@
 """The chat page in Debian's headless Chromium, driven over the DevTools
 protocol (with the `websockets` package): it loads, connects, sends a
 message, the reply streams in (the text grows in several steps), tokens/s
-is shown, Stop cancels a reply, and a screenshot is kept in the build
+is shown, Stop cancels a reply, an image attached to a message goes with
+it to a model that reads images, and a screenshot is kept in the build
 folder (test-artifacts/chat_page.png) as a CI artifact."""
 import asyncio
 import base64
@@ -16,6 +17,8 @@ import time
 import urllib.request
 
 import pytest
+
+from conftest import Server
 
 websockets = pytest.importorskip("websockets")
 
@@ -157,3 +160,48 @@ def test_chat_page_streams_and_stops(server, chromium, artifacts):
     assert (artifacts / "chat_page.png").stat().st_size > 1000
     assert stopped == "cancelled"
     assert stopped_tokens < 480
+
+
+def test_chat_page_sends_attached_images(chromium, artifacts, request):
+    """With a model that reads images (the tiny Gemma 3 fixture), the page
+    shows its attach button; a PNG attached through the file input goes with
+    the message as an image_url part, shows in the user's bubble, and the
+    reply streams (the image counted in the prompt: prompt tokens as
+    transformers counts them for this chat)."""
+    troupe = os.path.abspath(request.config.getoption("--troupe"))
+    fixture = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "hf" / "gemma3_vision"
+    reference = json.loads((fixture / "reference.json").read_text())
+    case = reference["cases"][0]  # the image, then a question
+    s = Server(troupe, str(fixture), ["-t", "1"], artifacts / "serve-browser-vision.log")
+    try:
+        async def go():
+            async with websockets.connect(page_ws_url(chromium), max_size=None) as ws:
+                dt = DevTools(ws)
+                await dt.call("Page.enable")
+                await dt.call("DOM.enable")
+                await dt.call("Page.navigate", url=s.url("/"))
+                await dt.wait_js("document.readyState === 'complete' && !document.getElementById('send').disabled")
+                assert await dt.js("document.getElementById('attach').hidden") is False
+                doc = await dt.call("DOM.getDocument")
+                node = await dt.call("DOM.querySelector", nodeId=doc["root"]["nodeId"], selector="#image-input")
+                await dt.call("DOM.setFileInputFiles", files=[str(fixture / "image0.png")], nodeId=node["nodeId"])
+                await dt.wait_js("document.querySelectorAll('#attached img').length === 1")
+                question = case["messages"][0]["content"][1]["text"]
+                await dt.js("document.getElementById('max-tokens').value = '8';"
+                            "document.getElementById('temperature').value = '0';"
+                            f"document.getElementById('prompt').value = {json.dumps(question)};"
+                            "document.getElementById('composer').requestSubmit(); true")
+                await dt.wait_js("document.querySelector('.msg.assistant[data-done]') !== null")
+                return (await dt.js("document.querySelectorAll('.msg.user img').length"),
+                        await dt.js("document.querySelectorAll('#attached img').length"),
+                        await dt.js("document.querySelector('.msg.assistant').dataset.done"),
+                        await dt.js("document.getElementById('stats').textContent"))
+
+        in_bubble, left_attached, done, stats = asyncio.run(go())
+    finally:
+        s.stop()
+    assert in_bubble == 1
+    assert left_attached == 0
+    assert done in ("stop", "length"), stats
+    # The image's 16 tokens, framed as Gemma 3's processor frames them.
+    assert f"{len(case['prompt_ids'])} prompt tokens" in stats, stats

@@ -124,12 +124,13 @@ TEST(ResponseJson, PipelineErrorKindsMapToStatuses) {
 }
 
 TEST(WsFrames, Shapes) {
-  const json hello = json::parse(ws_hello("m", 1024, 4));
+  const json hello = json::parse(ws_hello("m", 1024, 4, true));
   EXPECT_EQ(hello, (json{{"type", "hello"},
                          {"protocol", "troupe.v1"},
                          {"model", "m"},
                          {"max_message_bytes", 1024},
-                         {"max_requests", 4}}));
+                         {"max_requests", 4},
+                         {"images", true}}));
   const json tok = json::parse(ws_token("r1", 3, 42, "hi", nullptr));
   EXPECT_EQ(tok, (json{{"type", "token"}, {"id", "r1"}, {"index", 3}, {"token", 42}, {"text", "hi"}}));
   const json fin = json::parse(ws_final({.id = "r1",
