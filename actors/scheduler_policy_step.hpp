@@ -1,10 +1,16 @@
 // SchedulerPolicy's state of the step being planned, shared by its source
-// files (scheduler_policy.cpp, scheduler_policy_spec.cpp). Internal.
+// files (scheduler_policy.cpp, scheduler_policy_admit.cpp,
+// scheduler_policy_spec.cpp). Internal.
 #pragma once
+
+#include <string>
 
 #include "actors/scheduler_policy.hpp"
 
 namespace troupe {
+
+// How the policy's messages name a request.
+inline std::string req_name(int64_t id) { return "request " + std::to_string(id); }
 
 struct SchedulerPolicy::StepState {
   StepPlan plan;

@@ -121,6 +121,9 @@ class ModelStage {
 
  private:
   void check_batch(const BatchView& batch) const;
+  // seqs_scratch_, pos_scratch_, key_end_scratch_ and (a first stage's
+  // pairs) types_scratch_ of the batch, for its StepContext.
+  void step_views(const BatchView& batch);
   // Each sequence's InputEmbeds over its rows of x [n_tokens, n_embd].
   void put_input_embeds(const BatchView& batch, float* x);
   // scores [n, n_labels] = cls_out(tanh(cls_dense rows + b)) + b of the

@@ -48,10 +48,10 @@ struct VisionConfig {
   int64_t text_embd = 0;         // linear_2's output: the text model's n_embd
   int32_t image_token = -1;      // the placeholder each image's features replace
   // Gemma 3: the token the chat template writes for an image, which its
-  // processor replaces with "\n\n" begin, the placeholders, end "\n\n".
+  // processor replaces with "\n\n" begin, the image tokens, end "\n\n".
   int32_t image_begin = -1;
   int32_t image_end = -1;
-  // The placeholders see their whole image, later ones too (Gemma 3's
+  // An image's tokens see the whole image, later ones too (Gemma 3's
   // bidirectional attention within an image), not only those before them.
   bool open_attention = false;
 
