@@ -92,6 +92,10 @@ struct PipelineConfig {
   // stage's threads) or "cuda[:N]" (written for the CUDA backend and checked
   // against the CPU by test_cuda, not yet run on a GPU).
   std::string vision_device = "cpu";
+  // A GGUF text model's image side: llama.cpp's mmproj file (`--mmproj`,
+  // "mmproj" in a config file; vision/vision_model.hpp, load_mmproj). Empty:
+  // model_path's own tower, if its directory has one.
+  std::string mmproj;
   // Speculative decoding's proposer when scheduler.spec_max_draft > 0: a
   // draft model with the target's vocabulary (`--draft MODEL`: draft_model,
   // else loaded from draft_model_path), or with draft_layers > 0 the

@@ -124,6 +124,7 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
                "reasoning_format",
                "embedding",
                "pooling",
+               "mmproj",
                "classifier_from_token",
                "rerank_template"});
   PipelineConfig c;
@@ -167,6 +168,7 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
     c.embedding = on;
   }
   r.get(root, "pooling", "", c.pooling);
+  r.get(root, "mmproj", "", c.mmproj);
   if (!c.pooling.empty() && c.pooling != "last" && c.pooling != "mean" && c.pooling != "cls") {
     r.fail("pooling", "must be last, mean or cls");
   }
@@ -254,8 +256,10 @@ PipelineConfig load_pipeline_config(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   PipelineConfig c = parse_pipeline_config(text.str(), path);
-  if (!c.model_path.empty() && std::filesystem::path(c.model_path).is_relative()) {
-    c.model_path = (std::filesystem::path(path).parent_path() / c.model_path).lexically_normal().string();
+  for (std::string* p : {&c.model_path, &c.mmproj}) {
+    if (!p->empty() && std::filesystem::path(*p).is_relative()) {
+      *p = (std::filesystem::path(path).parent_path() / *p).lexically_normal().string();
+    }
   }
   return c;
 }

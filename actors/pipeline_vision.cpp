@@ -9,8 +9,9 @@
 namespace troupe {
 
 PipelineVision open_pipeline_vision(const Model& model, const PipelineConfig& config, int threads, ModelInfo& info) {
-  if (!config.vision || model.path().empty()) return {};
-  PipelineVision out{.model = vision::VisionModel::load(model.path())};
+  if (!config.vision || (model.path().empty() && config.mmproj.empty())) return {};
+  PipelineVision out{.model = config.mmproj.empty() ? vision::VisionModel::load(model.path())
+                                                    : vision::VisionModel::load_mmproj(config.mmproj, model.vocab())};
   if (!out.model) {
     if (const std::string why = vision::VisionModel::unsupported_reason(model.path()); !why.empty()) {
       std::fprintf(stderr, "troupe: %s\n", why.c_str());
@@ -20,10 +21,11 @@ PipelineVision open_pipeline_vision(const Model& model, const PipelineConfig& co
   const vision::VisionConfig& c = out.model->config();
   const ModelConfig& mc = model.config();
   if (c.text_embd != mc.n_embd || c.image_token < 0 || c.image_token >= mc.n_vocab) {
-    throw Error(Errc::bad_format, "PipelineConfig: " + model.path() + ": the projector's output (" +
-                                      std::to_string(c.text_embd) + ") or the image token (" +
-                                      std::to_string(c.image_token) + ") does not fit the text model (n_embd " +
-                                      std::to_string(mc.n_embd) + ", " + std::to_string(mc.n_vocab) + " tokens)");
+    throw Error(Errc::bad_format, "PipelineConfig: " + (config.mmproj.empty() ? model.path() : config.mmproj) +
+                                      ": the projector's output (" + std::to_string(c.text_embd) +
+                                      ") or the image token (" + std::to_string(c.image_token) +
+                                      ") does not fit the text model (n_embd " + std::to_string(mc.n_embd) + ", " +
+                                      std::to_string(mc.n_vocab) + " tokens)");
   }
   try {
     out.backend = open_backend(parse_device(config.vision_device), threads);

@@ -154,9 +154,11 @@ ServeConfig parse_serve_config(std::string_view text, const std::string& origin,
   obj.erase("replicas");
   c.pipeline = parse_pipeline_config(json::serialize(obj), origin);
   c.pipeline.model_path = resolve(c.pipeline.model_path, base_dir);
+  c.pipeline.mmproj = resolve(c.pipeline.mmproj, base_dir);
   c.replicas = parse_replicas(with_replicas, origin);
   for (PipelineConfig& r : c.replicas) {
     r.model_path = c.pipeline.model_path;
+    r.mmproj = c.pipeline.mmproj;
     r.load = c.pipeline.load;
   }
   c.server.chat_template_file = resolve(c.server.chat_template_file, base_dir);

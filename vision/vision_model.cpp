@@ -74,10 +74,7 @@ void read_tower(const HfConfig& top, VisionConfig& v) {
   v.act = activation(cfg, "hidden_act", clip ? "quick_gelu" : "gelu_pytorch_tanh");
   v.class_token = clip;
   if (cfg.get_int("num_channels", 3) != 3) cfg.fail(Errc::unsupported, "num_channels must be 3 (RGB)");
-  const bool sane = v.hidden > 0 && v.n_ff > 0 && v.n_head > 0 && v.hidden % v.n_head == 0 && v.n_layer > 0 &&
-                    v.patch_size > 0 && v.image_size >= v.patch_size && v.image_size % v.patch_size == 0 &&
-                    v.image_size <= 8192 && v.hidden <= 65536 && v.n_ff <= 1 << 20 && v.n_layer <= 1024;
-  if (!sane) {
+  if (!v.sizes_sane()) {
     cfg.fail(Errc::bad_format,
              "hidden_size, num_attention_heads, num_hidden_layers, image_size and patch_size do "
              "not describe a vision tower (hidden a multiple of the heads, image a multiple of "
@@ -299,8 +296,14 @@ std::shared_ptr<const VisionModel> VisionModel::load(const std::string& dir) {
     bind_projector(src, m->checkpoint_, projector, v, m->weights_);
   }
 
-  ModelConfig& t = m->tower_config_;
-  t.name = fs::path(dir).filename().string() + " (vision tower)";
+  m->set_tower_config(fs::path(dir).filename().string());
+  return m;
+}
+
+void VisionModel::set_tower_config(const std::string& name) {
+  const VisionConfig& v = config_;
+  ModelConfig& t = tower_config_;
+  t.name = name + " (vision tower)";
   t.arch = "vision-tower";
   t.n_layer = v.n_run;
   t.n_embd = v.hidden;
@@ -313,7 +316,6 @@ std::shared_ptr<const VisionModel> VisionModel::load(const std::string& dir) {
   t.n_rot = 0;
   t.gelu_quick = v.act == Activation::quick_gelu;
   t.gelu_erf = v.act == Activation::gelu_erf;
-  return m;
 }
 
 }  // namespace troupe::vision

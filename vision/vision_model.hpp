@@ -1,4 +1,5 @@
-// A vision-language model's image side, read from a Hugging Face directory:
+// A vision-language model's image side, read from a Hugging Face directory
+// or from llama.cpp's mmproj GGUF file (vision/vision_mmproj.cpp):
 //   LLaVA (LlavaForConditionalGeneration): a CLIP or SigLIP vision tower,
 //     the layer its features come from, and the two-layer projector into the
 //     text model's embeddings;
@@ -11,8 +12,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "model/gguf.hpp"
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
 #include "model/weight_store.hpp"
@@ -55,6 +58,13 @@ struct VisionConfig {
   // bidirectional attention within an image), not only those before them.
   bool open_attention = false;
 
+  // Whether the sizes describe a tower: hidden a multiple of the heads, the
+  // image a multiple of the patch, each within what a real tower has.
+  bool sizes_sane() const {
+    return hidden > 0 && n_ff > 0 && n_head > 0 && hidden % n_head == 0 && n_layer > 0 && patch_size > 0 &&
+           image_size >= patch_size && image_size % patch_size == 0 && image_size <= 8192 && hidden <= 65536 &&
+           n_ff <= 1 << 20 && n_layer <= 1024;
+  }
   int64_t grid() const { return image_size / patch_size; }
   int64_t n_patches() const { return grid() * grid(); }
   int64_t n_positions() const { return n_patches() + (class_token ? 1 : 0); }
@@ -91,6 +101,17 @@ class VisionModel {
   // cannot (a missing tensor, an unsupported tower or processor).
   static std::shared_ptr<const VisionModel> load(const std::string& dir);
 
+  // The image side in llama.cpp's mmproj GGUF file at `path` (`--mmproj`):
+  // a CLIP tower with LLaVA's MLP projector (projector_type "mlp", as
+  // llama.cpp's LLaVA converter writes it) or Gemma 3's SigLIP tower and
+  // projector ("gemma3"), read as transformers runs them. The image tokens,
+  // which an mmproj does not name, are found by their text in the text
+  // model's vocabulary (LLaVA's <image>; Gemma 3's <image_soft_token>,
+  // <start_of_image>, <end_of_image>). Throws Error naming the file and
+  // the problem (not a CLIP file, a projector not read, a missing tensor or
+  // token).
+  static std::shared_ptr<const VisionModel> load_mmproj(const std::string& path, const VocabData& text_vocab);
+
   // Whether the directory's config.json names an architecture whose vision
   // tower Troupe runs (cheap: reads config.json alone).
   static bool declared(const std::string& dir);
@@ -108,11 +129,16 @@ class VisionModel {
   const ModelConfig& tower_config() const { return tower_config_; }
 
  private:
+  // tower_config_ from config_, the tower named `name`.
+  void set_tower_config(const std::string& name);
+
   VisionConfig config_;
   VisionWeights weights_;
   ImageProcessorConfig processor_;
   ModelConfig tower_config_;
-  safetensors::Checkpoint checkpoint_;  // the mappings the weights point into
+  // The mappings the weights point into: a checkpoint's, or an mmproj's.
+  safetensors::Checkpoint checkpoint_;
+  std::optional<gguf::GgufFile> mmproj_;
   WeightStore store_;
 };
 

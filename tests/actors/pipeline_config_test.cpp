@@ -135,13 +135,14 @@ TEST(PipelineConfigJson, KvTypeAndByteBudget) {
   expect_error(R"({"kv": {"memory": "1GiB", "blocks": 10}})", "give one of them");
 }
 
-TEST(PipelineConfigJson, RelativeModelPathIsRelativeToTheFile) {
+TEST(PipelineConfigJson, RelativeModelAndMmprojPathsAreRelativeToTheFile) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "troupe_config_test";
   std::filesystem::create_directories(dir);
   const std::filesystem::path file = dir / "c.json";
-  std::ofstream(file) << R"({"model": "../models/x.gguf"})";
+  std::ofstream(file) << R"({"model": "../models/x.gguf", "mmproj": "../models/mmproj-x.gguf"})";
   const PipelineConfig c = load_pipeline_config(file.string());
   EXPECT_EQ(c.model_path, (dir.parent_path() / "models" / "x.gguf").lexically_normal().string());
+  EXPECT_EQ(c.mmproj, (dir.parent_path() / "models" / "mmproj-x.gguf").lexically_normal().string());
   std::filesystem::remove_all(dir);
   EXPECT_THROW(load_pipeline_config((dir / "missing.json").string()), Error);
 }

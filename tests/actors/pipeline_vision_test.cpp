@@ -1,7 +1,8 @@
 // A vision-language model through the whole pipeline: chats with images
 // (tests/fixtures/hf/llava_* and gemma3_vision, made by tools/fixtures/
-// make_llava_models.py and make_gemma3_vision_model.py) give transformers'
-// prompt ids and greedy tokens (Gemma 3's with each image's tokens seeing
+// make_llava_models.py and make_gemma3_vision_model.py, and the same models
+// as llama.cpp's GGUF and mmproj files in tests/fixtures/gguf_vision/) give
+// transformers' prompt ids and greedy tokens (Gemma 3's with each image's tokens seeing
 // the whole image, in chunks that never end inside an image); the prefix cache shares an
 // image's KV only with the same image; every bad image or misplaced image
 // token ends its request alone, naming the field.
@@ -102,16 +103,18 @@ std::unique_ptr<Pipeline> start(const std::string& name, bool vision = true) {
   return Pipeline::start(c);
 }
 
-// Every case of a fixture gives transformers' prompt and greedy tokens.
-void expect_reference_greedy(Pipeline& p, const std::string& name) {
-  const nlohmann::json ref = hf_reference(name);
-  const std::vector<std::string> images = llava_images(name);
+// Every case of a reference gives transformers' prompt and greedy tokens.
+void expect_reference_greedy(Pipeline& p, const nlohmann::json& ref, const std::vector<std::string>& images) {
   for (const nlohmann::json& c : ref["cases"]) {
     const Outcome r = run(p, chat(c["messages"], images));
     ASSERT_EQ(r.final.reason, EndReason::length) << r.final.error_message;
     EXPECT_EQ(r.prompt, c["prompt_ids"].get<std::vector<int32_t>>()) << c["text"];
     EXPECT_EQ(r.tokens, c["greedy"].get<std::vector<int32_t>>()) << c["text"];
   }
+}
+
+void expect_reference_greedy(Pipeline& p, const std::string& name) {
+  expect_reference_greedy(p, hf_reference(name), llava_images(name));
 }
 
 class VisionPipeline : public ::testing::TestWithParam<std::string> {
@@ -219,6 +222,35 @@ TEST_P(VisionPipeline, AnUnreadableImageEndsItsRequestAloneNamingTheField) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, VisionPipeline, ::testing::Values("llava_clip", "llava_siglip", "gemma3_vision"));
 
+// The same models as llama.cpp's users have them: a text GGUF and an mmproj
+// (`--mmproj`), both written by llama.cpp's converters
+// (tests/fixtures/gguf_vision/), give transformers' prompt and greedy tokens
+// for the weights the files hold, whole and in chunks of 7.
+class MmprojPipeline : public VisionPipeline {
+ protected:
+  static PipelineConfig gguf_config(const std::string& name) {
+    PipelineConfig c = config(name);
+    c.model_path = test::gguf_vision_fixture(name) + "/model.gguf";
+    c.mmproj = test::gguf_vision_fixture(name) + "/mmproj.gguf";
+    return c;
+  }
+};
+
+TEST_P(MmprojPipeline, ChatsWithImagesGiveTransformersPromptAndGreedyTokens) {
+  const test::ExactMath exact;
+  const nlohmann::json ref = test::gguf_vision_reference(GetParam());
+  for (const int chunk : {0, 7}) {
+    PipelineConfig c = gguf_config(GetParam());
+    if (chunk > 0) c.scheduler.prefill_chunk = chunk;
+    auto p = Pipeline::start(c);
+    EXPECT_EQ(p->model_info().image_tokens, ref["image_tokens"].get<int32_t>());
+    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+    expect_reference_greedy(*p, ref, llava_images(GetParam()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MmprojPipeline, ::testing::Values("llava_clip", "gemma3_vision"));
+
 TEST(VisionPipelineRules, AnImageTokenTypedIntoTheTextIsRefused) {
   auto p = start("llava_clip");
   const nlohmann::json text = {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "look: <image> here"}}}}}};
@@ -254,6 +286,19 @@ TEST(VisionPipelineRules, WithoutItsVisionTheModelRefusesImagesAndStillReadsText
   const nlohmann::json& text = ref["cases"][2];
   const Outcome t = run(*p, chat(text["messages"], {}));
   EXPECT_EQ(t.tokens, text["greedy"].get<std::vector<int32_t>>());
+}
+
+TEST(VisionPipelineRules, AnMmprojThatDoesNotFitTheTextModelIsRefusedAtStart) {
+  PipelineConfig c = config("llava_clip");
+  c.model_path = test::gguf_vision_fixture("gemma3_vision") + "/model.gguf";
+  c.mmproj = test::gguf_vision_fixture("llava_clip") + "/mmproj.gguf";  // Gemma 3's vocabulary has no <image>
+  try {
+    Pipeline::start(c);
+    ADD_FAILURE() << "started with LLaVA's mmproj beside Gemma 3's text model";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format);
+    EXPECT_NE(std::string(e.what()).find("no <image> token"), std::string::npos) << e.what();
+  }
 }
 
 TEST(VisionPipelineRules, TheTowersDeviceIsCheckedAtStart) {

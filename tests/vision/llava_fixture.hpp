@@ -1,6 +1,8 @@
 // Reading tests/fixtures/hf/llava_* (made by tools/fixtures/make_llava_models.py
 // with transformers): the model directory, its reference.json and its PNG
-// files, for the vision tests and the pipeline's.
+// files, for the vision tests and the pipeline's; and the same models as
+// llama.cpp's text and mmproj GGUF files (tests/fixtures/gguf_vision/, made by
+// tools/fixtures/make_gguf_vision_fixtures.py).
 #pragma once
 
 #include <fstream>
@@ -15,6 +17,15 @@ inline std::string hf_fixture(const std::string& name) { return std::string(TROU
 
 inline nlohmann::json hf_reference(const std::string& name) {
   std::ifstream in(hf_fixture(name) + "/reference.json");
+  return nlohmann::json::parse(in);
+}
+
+inline std::string gguf_vision_fixture(const std::string& name) {
+  return std::string(TROUPE_FIXTURES_DIR) + "/gguf_vision/" + name;
+}
+
+inline nlohmann::json gguf_vision_reference(const std::string& name) {
+  std::ifstream in(gguf_vision_fixture(name) + "/reference.json");
   return nlohmann::json::parse(in);
 }
 

@@ -151,12 +151,14 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def convert_mmproj(llama_cpp, model, gguf):
+def convert_mmproj(llama_cpp, model, gguf, use_f32=False):
     """llama.cpp's legacy LLaVA route: a CLIP vision model directory and a
     projector file of mm.0 / mm.2 tensors (the projector's linear_1 and
     linear_2), from the same weights. Without vision_feature_layer in the
     vision config, the script keeps all but the last encoder layer: the
-    second-to-last layer's output, as vision_feature_layer -2 asks."""
+    second-to-last layer's output, as vision_feature_layer -2 asks. With
+    use_f32 the tower's matrices stay f32 (the script still writes the patch
+    convolution and the projector's matrices in f16)."""
     script = llama_cpp / "tools" / "mtmd" / "legacy-models" / "convert_image_encoder_to_gguf.py"
     proj = model.model.multi_modal_projector
     with tempfile.TemporaryDirectory() as tmp:
@@ -168,9 +170,9 @@ def convert_mmproj(llama_cpp, model, gguf):
         subprocess.run([sys.executable, "-c", LEGACY_SHIM, str(script), "-m", str(vision), "--clip-model-is-vision",
                         "--llava-projector", str(Path(tmp) / "llava.projector"), "--projector-type", "mlp",
                         "--image-mean", *map(str, CLIP_MEAN), "--image-std", *map(str, CLIP_STD),
-                        "-o", str(Path(tmp) / "gguf")], check=True, env=llama_cpp_env(llama_cpp),
-                       stdout=subprocess.DEVNULL)
-        shutil.move(Path(tmp) / "gguf" / "mmproj-model-f16.gguf", gguf)
+                        "-o", str(Path(tmp) / "gguf"), *(["--use-f32"] if use_f32 else [])], check=True,
+                       env=llama_cpp_env(llama_cpp), stdout=subprocess.DEVNULL)
+        shutil.move(Path(tmp) / "gguf" / f"mmproj-model-{'f32' if use_f32 else 'f16'}.gguf", gguf)
 
 
 if __name__ == "__main__":

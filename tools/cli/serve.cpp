@@ -46,6 +46,7 @@ struct ServeArgs {
   bool embedding = false;
   bool no_vision = false;
   std::string vision_device;
+  std::string mmproj;
   std::string pooling;
   int64_t max_body = -1;
   int max_queue = -1;
@@ -107,7 +108,8 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!a.chat_template.empty()) s.chat_template_file = a.chat_template;
   if (a.max_body >= 0) {
     s.core.limits.max_body_bytes = static_cast<size_t>(a.max_body);
-  } else if (a.config.empty() && !a.no_vision && vision::VisionModel::declared(c.pipeline.model_path)) {
+  } else if (a.config.empty() && !a.no_vision &&
+             (!a.mmproj.empty() || vision::VisionModel::declared(c.pipeline.model_path))) {
     // Images come base64 in the body: a phone's photo is a few MB (OpenAI
     // takes up to 20 MB an image). A config file's limit is its own.
     s.core.limits.max_body_bytes = std::max<size_t>(s.core.limits.max_body_bytes, size_t{32} << 20);
@@ -135,6 +137,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (a.embedding) c.pipeline.embedding = true;
   if (a.no_vision) c.pipeline.vision = false;
   if (!a.vision_device.empty()) c.pipeline.vision_device = a.vision_device;
+  if (!a.mmproj.empty()) c.pipeline.mmproj = a.mmproj;
   if (!a.pooling.empty()) c.pipeline.pooling = a.pooling;
   // The topology flags apply to each replica as to a single chain.
   std::vector<PipelineConfig*> chains{&c.pipeline};
@@ -146,6 +149,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
     r.reasoning_format = c.pipeline.reasoning_format;
     r.embedding = c.pipeline.embedding;
     r.pooling = c.pipeline.pooling;
+    r.mmproj = c.pipeline.mmproj;
     chains.push_back(&r);
   }
   // The remote stages' shared secret may come from the environment, out of
@@ -349,6 +353,9 @@ void add_serve_command(CLI::App& app) {
                 "with images are refused");
   cmd->add_option("--vision-device", a->vision_device,
                   "Where a vision-language model's vision tower runs: cpu (default) or cuda[:N]");
+  cmd->add_option("--mmproj", a->mmproj,
+                  "llama.cpp's mmproj GGUF file of a GGUF model's vision tower and projector (LLaVA-1.5's mlp, "
+                  "Gemma 3's), as llama-server --mmproj takes it");
   cmd->add_option("--pooling", a->pooling,
                   "An embedding's pooling: last (the final token's state), mean, or cls (an encoder's first token) "
                   "(default: what the model declares, else last; an encoder's cls)")
