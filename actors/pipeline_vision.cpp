@@ -1,12 +1,27 @@
 #include "actors/pipeline_vision.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/device.hpp"
 
 namespace troupe {
+
+namespace {
+
+// A GGUF text model of a vision-language model (LLaVA's <image>, Gemma 3's
+// <start_of_image>): what llama.cpp's users serve with an mmproj beside it.
+bool mmproj_would_fit(const Model& model) {
+  if (!model.path().ends_with(".gguf")) return false;
+  const std::vector<std::string>& tokens = model.vocab().tokens;
+  return std::find(tokens.begin(), tokens.end(), "<start_of_image>") != tokens.end() ||
+         std::find(tokens.begin(), tokens.end(), "<image>") != tokens.end();
+}
+
+}  // namespace
 
 PipelineVision open_pipeline_vision(const Model& model, const PipelineConfig& config, int threads, ModelInfo& info) {
   if (!config.vision || (model.path().empty() && config.mmproj.empty())) return {};
@@ -15,6 +30,11 @@ PipelineVision open_pipeline_vision(const Model& model, const PipelineConfig& co
   if (!out.model) {
     if (const std::string why = vision::VisionModel::unsupported_reason(model.path()); !why.empty()) {
       std::fprintf(stderr, "troupe: %s\n", why.c_str());
+    } else if (mmproj_would_fit(model)) {
+      std::fprintf(stderr,
+                   "troupe: %s has image tokens in its vocabulary but reads text only: llama.cpp's mmproj file "
+                   "of its vision tower (--mmproj FILE) gives it images\n",
+                   model.path().c_str());
     }
     return {};
   }

@@ -37,7 +37,18 @@ void activate(Backend& be, Activation act, float* x, int64_t n) {
 
 }  // namespace
 
-VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& backend)
+KvType VisionEncoder::default_kv_type(const VisionModel& model) {
+  // In the checkpoint's precision: a bf16 or f16 tower's keys and values are
+  // computed as transformers computes them in that dtype, and on AMX its
+  // attention takes the bf16 tiles (kernels::attention); an f32 tower's stay
+  // f32. (f32 ones for an f16 tower, on a CPU without AMX, were within the
+  // machine's spread of f16 ones: bench_vision, docs/performance.md.)
+  const std::vector<LayerWeights>& layers = model.weights().tower.layers;
+  const DType wtype = layers.empty() ? DType::f32 : layers.front().wq.type;
+  return wtype == DType::bf16 ? KvType::bf16 : wtype == DType::f16 ? KvType::f16 : KvType::f32;
+}
+
+VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& backend, std::optional<KvType> kv_type)
     : model_(std::move(model)), backend_(backend) {
   const VisionConfig& v = model_->config();
   const VisionWeights& host = model_->weights();
@@ -85,16 +96,11 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& 
   // One image's keys and values, in pages the shared attention reads.
   const int64_t n = v.n_positions();
   const int64_t head_dim = h / v.n_head;
-  // In the checkpoint's precision: a bf16 or f16 tower's keys and values are
-  // computed as transformers computes them in that dtype, and on AMX its
-  // attention takes the bf16 tiles (kernels::attention); an f32 tower's stay f32.
-  const DType wtype = host.tower.layers.empty() ? DType::f32 : host.tower.layers.front().wq.type;
-  const KvType kv_type = wtype == DType::bf16 ? KvType::bf16 : wtype == DType::f16 ? KvType::f16 : KvType::f32;
   kv_ = PagedKvView{.n_blocks = (n + kKvBlock - 1) / kKvBlock,
                     .block_size = kKvBlock,
                     .n_head_kv = v.n_head,
                     .head_dim = head_dim,
-                    .type = kv_type};
+                    .type = kv_type.value_or(default_kv_type(*model_))};
   const auto kv_bytes = static_cast<size_t>(kv_.n_blocks * kv_.block_bytes());
   kv_.k = backend_.allocate(kv_bytes);
   owned_.push_back(kv_.k);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,8 +22,10 @@ namespace troupe::vision {
 class VisionEncoder {
  public:
   // Uploads the model's weights into the backend and sizes the step's
-  // memory for one image.
-  VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& backend);
+  // memory for one image. kv_type: the element type of the tower's keys and
+  // values; empty: default_kv_type's.
+  VisionEncoder(std::shared_ptr<const VisionModel> model, Backend& backend,
+                std::optional<KvType> kv_type = std::nullopt);
   ~VisionEncoder();
   VisionEncoder(const VisionEncoder&) = delete;
   VisionEncoder& operator=(const VisionEncoder&) = delete;
@@ -36,6 +39,11 @@ class VisionEncoder {
   std::vector<float> encode_image(std::span<const uint8_t> bytes);
 
   const VisionModel& model() const { return *model_; }
+  KvType kv_type() const { return kv_.type; }
+
+  // The keys' and values' type a tower gets unless told (vision_encoder.cpp
+  // says why).
+  static KvType default_kv_type(const VisionModel& model);
 
  private:
   // x [n_positions, hidden]: patches through the conv's kernels, the class

@@ -4,7 +4,8 @@ tiny LLaVA and Gemma 3 fixtures converted by llama.cpp's converters
 (tests/fixtures/gguf_vision, tools/fixtures/make_gguf_vision_fixtures.py).
 OpenAI image_url parts give transformers' prompt length and greedy tokens
 for the weights those files hold; a text model given as the mmproj stops
-the server at start, naming the file."""
+the server at start, naming the file; served without its mmproj, a vision
+model's GGUF says at start how to give it images."""
 import base64
 import json
 import os
@@ -68,3 +69,19 @@ def test_a_text_model_as_the_mmproj_stops_the_server_naming_it(request):
                         "--host", "127.0.0.1", "--port", "0"], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "not an mmproj file" in p.stderr and str(model) in p.stderr, p.stderr
+
+
+def test_without_its_mmproj_a_vision_models_gguf_says_how_to_give_it_images(request, artifacts):
+    model = FIXTURES / "gguf_vision" / "gemma3_vision" / "model.gguf"
+    log = artifacts / "serve-mmproj-missing.log"
+    s = Server(troupe_binary(request), str(model), ["-t", "1"], log)
+    try:
+        client = openai.OpenAI(base_url=s.url("/v1"), api_key="unused", max_retries=0, timeout=60)
+        case = json.loads((FIXTURES / "gguf_vision" / "gemma3_vision" / "reference.json").read_text())["cases"][0]
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model=client.models.list().data[0].id,
+                                           messages=openai_messages("gemma3_vision", case), max_tokens=2)
+        assert "reads text only" in e.value.message
+    finally:
+        s.stop()
+    assert "(--mmproj FILE) gives it images" in log.read_text()

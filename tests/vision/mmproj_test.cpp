@@ -107,6 +107,14 @@ TEST_P(Mmproj, FeaturesMatchTransformersFromThePngFiles) {
   }
 }
 
+// The tower's keys and values: the checkpoint's precision unless told.
+TEST_P(Mmproj, TheTowersKeysAndValuesTakeTheTypeAsked) {
+  const auto model = load(GetParam());
+  CpuBackend backend({.n_threads = 1});
+  EXPECT_EQ(VisionEncoder(model, backend).kv_type(), KvType::f32);  // the fixtures' towers are f32
+  EXPECT_EQ(VisionEncoder(model, backend, KvType::f16).kv_type(), KvType::f16);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Mmproj, ::testing::Values("llava_clip", "gemma3_vision"));
 
 // A copy of an mmproj with some metadata replaced and a tensor left out.

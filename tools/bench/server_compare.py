@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 WORDS = ("actor message stage token embedding vector search query passage model layer cache batch step "
@@ -54,6 +55,11 @@ def start(cmd, env_updates, ready_body, path, limit=600, log=None):
         try:
             post(base + path, ready_body, timeout=30)
             return proc, base
+        except urllib.error.HTTPError as e:
+            if e.code != 503:  # an answer, not "still loading": the request is wrong (a model name, say)
+                proc.terminate()
+                raise RuntimeError(f"the server refused the ready probe: {e.code} {e.read()[:300]!r}") from e
+            time.sleep(0.5)
         except Exception:  # noqa: BLE001 -- still loading
             time.sleep(0.5)
     proc.terminate()

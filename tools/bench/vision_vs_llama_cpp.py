@@ -2,7 +2,8 @@
 """Time to first token of image chats: `troupe serve` on a LLaVA directory
 against llama.cpp's llama-server (--mmproj) on the same weights converted to
 GGUF (tools/bench/make_llava_checkpoint.py writes all three), in one run on
-one machine, through the same OpenAI endpoint (POST /v1/chat/completions,
+one machine (or, without --model, Troupe on llama-server's own two files:
+the GGUF and its mmproj), through the same OpenAI endpoint (POST /v1/chat/completions,
 streamed).
 
 For each thread count and round, each engine gets a fresh server (engines
@@ -21,7 +22,7 @@ llama.cpp build is the caller's: this project neither builds nor ships it.
 
     /work/refenv/bin/python tools/bench/vision_vs_llama_cpp.py --troupe build/release/troupe \\
         --llama-server /path/to/llama.cpp/build/bin/llama-server \\
-        --model ~/.cache/troupe/bench/llava-1.5-shaped \\
+        [--model ~/.cache/troupe/bench/llava-1.5-shaped] \\
         --gguf ~/.cache/troupe/bench/llava-1.5-shaped.text.f16.gguf \\
         --mmproj ~/.cache/troupe/bench/llava-1.5-shaped.mmproj.f16.gguf \\
         --threads 1,2 --requests 8 --rounds 3 [--troupe-env TROUPE_NO_AMX=1] [--troupe-arg=--kv-type=f16]
@@ -109,7 +110,9 @@ def stream_chat(base, body, timeout=600):
 def server_command(args, engine, threads):
     """(argv without the port, environment updates) of one engine's server."""
     if engine == "troupe":
-        cmd = [args.troupe, "serve", "--model", args.model, "-t", str(threads), *args.troupe_arg]
+        # --model DIR: the checkpoint; without it, llama.cpp's own two files.
+        files = ["--model", args.model] if args.model else ["--model", args.gguf, "--mmproj", args.mmproj]
+        cmd = [args.troupe, "serve", *files, "-t", str(threads), *args.troupe_arg]
         return cmd, dict(kv.split("=", 1) for kv in args.troupe_env)
     lib = str(Path(args.llama_server).resolve().parent)
     cmd = [args.llama_server, "-m", args.gguf, "--mmproj", args.mmproj, "-t", str(threads), "-c", "4096", "-np", "1"]
@@ -120,7 +123,8 @@ def run_engine(args, engine, threads, images, log):
     """One fresh server: a warm-up image chat, then one chat per image, one
     after another; a list of (ttft, total, prompt tokens, text)."""
     cmd, env = server_command(args, engine, threads)
-    name = Path(args.model).name  # the model id Troupe serves; llama-server takes any
+    # The model id Troupe serves (a directory's name, a file's stem); llama-server takes any.
+    name = Path(args.model).name if args.model else Path(args.gguf).stem
     ready = {"model": name, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1}
     proc, base = start(cmd, env, ready, "/v1/chat/completions", log=log)
     try:
@@ -135,7 +139,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--troupe", required=True)
     ap.add_argument("--llama-server", required=True, help="llama.cpp's llama-server (its libraries beside it)")
-    ap.add_argument("--model", required=True, help="the LLaVA directory Troupe serves")
+    ap.add_argument("--model", help="the checkpoint directory Troupe serves (default: Troupe serves --gguf and "
+                    "--mmproj, the files llama-server reads)")
     ap.add_argument("--gguf", required=True, help="the same text model as a GGUF, for llama-server -m")
     ap.add_argument("--mmproj", required=True, help="the same vision tower and projector, for llama-server --mmproj")
     ap.add_argument("--threads", default="1,2")
@@ -146,7 +151,8 @@ def main():
     add_troupe_args(ap)
     args = ap.parse_args()
     for name in ("model", "gguf", "mmproj"):
-        setattr(args, name, str(Path(getattr(args, name)).expanduser()))
+        if getattr(args, name):
+            setattr(args, name, str(Path(getattr(args, name)).expanduser()))
     if args.logs:
         args.logs.mkdir(parents=True, exist_ok=True)
 
