@@ -14,6 +14,7 @@ start from inputs that get past the first checks:
   jinja_template     the interpreter cases of tests/fixtures/chat_templates.json
                      and a ChatML, a Llama 3 and a tool-calling template
   config_readers     the topologies and workloads in configs/, the vision fixtures' image processors
+  mmproj             the mmproj files of tests/fixtures/gguf_vision (llama.cpp's converters wrote them)
   json_schema        the schemas of tests/fixtures/json_schema_cases.json, each with a document
   gbnf               the grammars of tests/fixtures/gbnf_cases.json, each with a string
   tool_calls         a syntax byte (4: harmony), a cut byte, then an output with calls in that syntax
@@ -36,6 +37,11 @@ import numpy as np
 def write(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def mmproj_seeds(src, out):
+    for path in sorted((src / "tests" / "fixtures" / "gguf_vision").glob("*/mmproj.gguf")):
+        write(out / "mmproj" / f"{path.parent.name}.gguf", path.read_bytes())
 
 
 def gguf_seeds(out, make_model):
@@ -328,6 +334,7 @@ def main():
     unigram_seed(src, out)
     jinja_seeds(src, out)
     config_seeds(src, out)
+    mmproj_seeds(src, out)
     schema_seeds(src, out)
     gbnf_seeds(src, out)
     tool_call_seeds(out)

@@ -41,7 +41,7 @@ SOURCES = [
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
     "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/ollama_request.cpp", "net/ollama_chat_request.cpp", "net/anthropic_request.cpp", "net/responses_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp", "net/image_input.cpp",
-    "vision/image.cpp", "vision/image_processor.cpp",
+    "vision/image.cpp", "vision/image_processor.cpp", "vision/vision_model.cpp", "vision/vision_mmproj.cpp",
     "actors/pipeline_config.cpp", "actors/replica_config.cpp", "actors/request_types.cpp", "model/sampler.cpp",
     "experiments/workload.cpp", "grammar/*.cpp",
     "tests/fuzz/no_forward_pass.cpp",
@@ -59,6 +59,8 @@ TARGETS = {
     # 96 KiB: the pre-quantized seeds keep a whole layer of the fixtures
     "safetensors_model": (98304, ["-malloc_limit_mb=512"]),
     "config_readers": (8192, []),
+    # the two fixtures' mmproj files are 80 and 92 KiB
+    "mmproj": (98304, ["-malloc_limit_mb=512"]),
     "json_schema": (8192, []),
     "gbnf": (8192, []),
     "tool_calls": (4096, []),
