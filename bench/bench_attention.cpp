@@ -11,10 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
@@ -42,32 +42,22 @@ struct Args {
   int repeat = 5;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-  return out;
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw troupe::Error(troupe::Errc::invalid_argument, flag + " needs a value");
-    const std::string v = argv[++i];
+  troupe::bench::for_each_flag(argc, argv, [&](const std::string& flag, const std::string& v) {
     if (flag == "--tokens") {
       a.tokens.clear();
-      for (const auto& t : split(v)) a.tokens.push_back(std::stoll(t));
+      for (const auto& t : troupe::bench::split_list(v)) a.tokens.push_back(std::stoll(t));
     } else if (flag == "--threads") {
       a.threads.clear();
-      for (const auto& t : split(v)) a.threads.push_back(std::stoi(t));
+      for (const auto& t : troupe::bench::split_list(v)) a.threads.push_back(std::stoi(t));
     } else if (flag == "--types") {
       a.types.clear();
-      for (const auto& t : split(v)) a.types.push_back(troupe::parse_kv_type(t));
+      for (const auto& t : troupe::bench::split_list(v)) a.types.push_back(troupe::parse_kv_type(t));
     } else if (flag == "--layout") {
       const std::vector<Layout> all = a.layouts;
       a.layouts.clear();
-      for (const auto& t : split(v)) {
+      for (const auto& t : troupe::bench::split_list(v)) {
         auto it = std::find_if(all.begin(), all.end(), [&](const Layout& l) { return l.name == t; });
         if (it == all.end()) throw troupe::Error(troupe::Errc::invalid_argument, "unknown layout " + t);
         a.layouts.push_back(*it);
@@ -83,7 +73,7 @@ Args parse(int argc, char** argv) {
     } else {
       throw troupe::Error(troupe::Errc::invalid_argument, "unknown flag " + flag);
     }
-  }
+  });
   return a;
 }
 

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu_backend.hpp"
 #include "memory/kv_type.hpp"
@@ -36,19 +36,9 @@ struct Args {
   std::vector<std::string> kv = {"default", "f32", "f16"};
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw troupe::Error(troupe::Errc::invalid_argument, flag + " needs a value");
-    const std::string value = argv[++i];
+  troupe::bench::for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
     if (flag == "--model") {
       a.model = value;
     } else if (flag == "--mmproj") {
@@ -58,11 +48,11 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--repeat") {
       a.repeat = std::stoi(value);
     } else if (flag == "--kv") {
-      a.kv = split(value);
+      a.kv = troupe::bench::split_list(value);
     } else {
       throw troupe::Error(troupe::Errc::invalid_argument, "unknown flag " + flag);
     }
-  }
+  });
   if (a.model.empty()) throw troupe::Error(troupe::Errc::invalid_argument, "--model is required");
   return a;
 }
