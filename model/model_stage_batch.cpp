@@ -149,7 +149,7 @@ void ModelStage::step_views(const BatchView& batch) {
   }
 }
 
-// Image features over their placeholder tokens' embeddings (a vision-language
+// Image features over their image tokens' embeddings (a vision-language
 // model: LLaVA's masked_scatter into inputs_embeds), after the architecture's
 // embedding step and its scaling, as transformers inserts them.
 void ModelStage::put_input_embeds(const BatchView& batch, float* x) {

@@ -1,5 +1,5 @@
 // A VisionModel run on a Backend: an image's pixels to the rows that take
-// its placeholder tokens' place in the text model's input. The tower's
+// its image tokens' place in the text model's input. The tower's
 // layers are the shared encoder blocks (model/layers.hpp: pre-LayerNorm
 // attention over all patches, then the GELU MLP), so any backend that runs
 // a text model runs the tower. One image at a time; not thread-safe (one

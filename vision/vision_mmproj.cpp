@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "model/gguf.hpp"
 #include "model/weight_store.hpp"
+#include "vision/tower_layer.hpp"
 #include "vision/vision_model.hpp"
 
 namespace troupe::vision {
@@ -170,28 +171,13 @@ void bind_tower(const Mmproj& m, const VisionConfig& v, VisionWeights& w) {
   }
   w.tower.layers.resize(static_cast<size_t>(v.n_run));
   for (int64_t il = 0; il < v.n_run; ++il) {
-    LayerWeights& l = w.tower.layers[static_cast<size_t>(il)];
     const std::string b = "v.blk." + std::to_string(il) + ".";
-    l.attn_norm = m.vector(b + "ln1.weight", h);
-    l.attn_norm_b = m.vector(b + "ln1.bias", h);
-    l.wq = m.matrix(b + "attn_q.weight", h, h);
-    l.wk = m.matrix(b + "attn_k.weight", h, h);
-    l.wv = m.matrix(b + "attn_v.weight", h, h);
-    l.wo = m.matrix(b + "attn_out.weight", h, h);
-    l.bq = m.vector(b + "attn_q.bias", h);
-    l.bk = m.vector(b + "attn_k.bias", h);
-    l.bv = m.vector(b + "attn_v.bias", h);
-    l.bo = m.vector(b + "attn_out.bias", h);
-    l.ffn_norm = m.vector(b + "ln2.weight", h);
-    l.ffn_norm_b = m.vector(b + "ln2.bias", h);
     // LLaVA's converter names fc1 ffn_down and fc2 ffn_up, the reverse of
     // the newer one: the shapes tell which is which.
     std::string up = b + "ffn_up", down = b + "ffn_down";
     if (m.f.tensor(up + ".weight").shape.front() != h) std::swap(up, down);
-    l.w_up = m.matrix(up + ".weight", h, v.n_ff);
-    l.b_up = m.vector(up + ".bias", v.n_ff);
-    l.w_down = m.matrix(down + ".weight", v.n_ff, h);
-    l.b_down = m.vector(down + ".bias", h);
+    bind_tower_layer(m, {b + "ln1", b + "attn_q", b + "attn_k", b + "attn_v", b + "attn_out", b + "ln2", up, down}, h,
+                     v.n_ff, w.tower.layers[static_cast<size_t>(il)]);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "model/hf_config.hpp"
 #include "model/hf_weights.hpp"
+#include "vision/tower_layer.hpp"
 
 namespace troupe::vision {
 namespace {
@@ -82,7 +83,7 @@ void read_tower(const HfConfig& top, VisionConfig& v) {
   }
 }
 
-// LLaVA's own fields: which layer's output, which rows, the placeholder.
+// LLaVA's own fields: which layer's output, which rows, the image token.
 void read_llava(const HfConfig& cfg, VisionConfig& v) {
   if (cfg.has("vision_feature_layer") && !cfg.json()["vision_feature_layer"].is_number_integer()) {
     cfg.fail(Errc::unsupported,
@@ -179,24 +180,11 @@ void bind_tower(HfWeights& src, const VisionConfig& v, VisionWeights& w) {
   }
   w.tower.layers.resize(static_cast<size_t>(v.n_run));
   for (int64_t il = 0; il < v.n_run; ++il) {
-    LayerWeights& l = w.tower.layers[static_cast<size_t>(il)];
     const std::string b = "encoder.layers." + std::to_string(il) + ".";
-    l.attn_norm = src.vector(b + "layer_norm1.weight", h);
-    l.attn_norm_b = src.vector(b + "layer_norm1.bias", h);
-    l.wq = src.matrix(b + "self_attn.q_proj.weight", h, h);
-    l.wk = src.matrix(b + "self_attn.k_proj.weight", h, h);
-    l.wv = src.matrix(b + "self_attn.v_proj.weight", h, h);
-    l.wo = src.matrix(b + "self_attn.out_proj.weight", h, h);
-    l.bq = src.vector(b + "self_attn.q_proj.bias", h);
-    l.bk = src.vector(b + "self_attn.k_proj.bias", h);
-    l.bv = src.vector(b + "self_attn.v_proj.bias", h);
-    l.bo = src.vector(b + "self_attn.out_proj.bias", h);
-    l.ffn_norm = src.vector(b + "layer_norm2.weight", h);
-    l.ffn_norm_b = src.vector(b + "layer_norm2.bias", h);
-    l.w_up = src.matrix(b + "mlp.fc1.weight", h, v.n_ff);
-    l.b_up = src.vector(b + "mlp.fc1.bias", v.n_ff);
-    l.w_down = src.matrix(b + "mlp.fc2.weight", v.n_ff, h);
-    l.b_down = src.vector(b + "mlp.fc2.bias", h);
+    bind_tower_layer(src,
+                     {b + "layer_norm1", b + "self_attn.q_proj", b + "self_attn.k_proj", b + "self_attn.v_proj",
+                      b + "self_attn.out_proj", b + "layer_norm2", b + "mlp.fc1", b + "mlp.fc2"},
+                     h, v.n_ff, w.tower.layers[static_cast<size_t>(il)]);
   }
 }
 

@@ -49,7 +49,7 @@ struct VisionConfig {
   Activation projector_act = Activation::gelu_erf;
   int64_t projector_hidden = 0;  // linear_1's output
   int64_t text_embd = 0;         // linear_2's output: the text model's n_embd
-  int32_t image_token = -1;      // the placeholder each image's features replace
+  int32_t image_token = -1;      // the image token each image's features replace
   // Gemma 3: the token the chat template writes for an image, which its
   // processor replaces with "\n\n" begin, the image tokens, end "\n\n".
   int32_t image_begin = -1;
@@ -68,7 +68,7 @@ struct VisionConfig {
   int64_t grid() const { return image_size / patch_size; }
   int64_t n_patches() const { return grid() * grid(); }
   int64_t n_positions() const { return n_patches() + (class_token ? 1 : 0); }
-  // Feature rows, and so placeholder tokens, per image.
+  // Feature rows, and so image tokens, per image.
   int32_t image_tokens() const {
     if (projector == Projector::gemma3) return static_cast<int32_t>((grid() / pool) * (grid() / pool));
     return static_cast<int32_t>(n_positions() - (drop_first ? 1 : 0));
