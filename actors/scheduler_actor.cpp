@@ -16,12 +16,11 @@
 #include "actors/actor_meter.hpp"
 #include "actors/engine_set.hpp"
 #include "actors/prompt_images.hpp"
+#include "actors/scheduler_policy_step.hpp"
 #include "model/sampler.hpp"
 
 namespace troupe {
 namespace {
-
-std::string req_name(RequestId id) { return "request " + std::to_string(id); }
 
 class SchedulerImpl : public scheduler_actor::base {
  public:

@@ -12,7 +12,7 @@ namespace {
 
 constexpr Priority kPriorities[] = {Priority::interactive, Priority::batch};
 
-void require(bool ok, const std::string& what) {
+void require_option(bool ok, const std::string& what) {
   if (!ok) throw Error(Errc::invalid_argument, "SchedulerConfig: " + what);
 }
 
@@ -29,41 +29,41 @@ SchedulerPolicy::SchedulerPolicy(const SchedulerConfig& config, KvCacheManager& 
   if (cfg_.spec_max_draft > 0) {
     proposer_ = cfg_.spec_proposer ? cfg_.spec_proposer : std::make_shared<NgramProposer>(cfg_.spec_ngram);
   }
-  require(cfg_.max_batch_size >= 1, "max_batch_size must be at least 1");
-  require(cfg_.max_tokens_per_step >= cfg_.max_batch_size,
-          "max_tokens_per_step must cover one decode token per sequence (>= max_batch_size)");
-  require(!cfg_.chunked_prefill || cfg_.prefill_chunk >= 1, "prefill_chunk must be at least 1");
-  require(cfg_.context_length >= 2, "context_length must be at least 2");
-  require(cfg_.max_waiting >= 1, "max_waiting must be at least 1");
-  require(cfg_.min_batch_size >= 1, "min_batch_size must be at least 1");
-  require(cfg_.max_wait.count() >= 0 && cfg_.level_aging.count() >= 0,
-          "max_wait and level_aging must not be negative");
-  require(cfg_.kv_watermark >= 0.0 && cfg_.kv_watermark < 1.0, "kv_watermark must be in [0, 1)");
+  require_option(cfg_.max_batch_size >= 1, "max_batch_size must be at least 1");
+  require_option(cfg_.max_tokens_per_step >= cfg_.max_batch_size,
+                 "max_tokens_per_step must cover one decode token per sequence (>= max_batch_size)");
+  require_option(!cfg_.chunked_prefill || cfg_.prefill_chunk >= 1, "prefill_chunk must be at least 1");
+  require_option(cfg_.context_length >= 2, "context_length must be at least 2");
+  require_option(cfg_.max_waiting >= 1, "max_waiting must be at least 1");
+  require_option(cfg_.min_batch_size >= 1, "min_batch_size must be at least 1");
+  require_option(cfg_.max_wait.count() >= 0 && cfg_.level_aging.count() >= 0,
+                 "max_wait and level_aging must not be negative");
+  require_option(cfg_.kv_watermark >= 0.0 && cfg_.kv_watermark < 1.0, "kv_watermark must be in [0, 1)");
   for (size_t i = 0; i < cfg_.level_bounds.size(); ++i) {
-    require(cfg_.level_bounds[i] > 0 && (i == 0 || cfg_.level_bounds[i] > cfg_.level_bounds[i - 1]),
-            "level_bounds must be positive and increasing");
+    require_option(cfg_.level_bounds[i] > 0 && (i == 0 || cfg_.level_bounds[i] > cfg_.level_bounds[i - 1]),
+                   "level_bounds must be positive and increasing");
   }
   const int64_t capacity = kv_.capacity_tokens();
   limit_ = static_cast<int32_t>(std::min<int64_t>(cfg_.context_length, capacity));
-  require(limit_ >= 2, "the KV cache must hold at least 2 tokens");
+  require_option(limit_ >= 2, "the KV cache must hold at least 2 tokens");
   // Without chunking a (re)admitted sequence is prefilled in one step, and it
   // may be as long as limit_ - 1 tokens.
-  require(cfg_.chunked_prefill || cfg_.max_tokens_per_step >= limit_ - 1,
-          "without chunked_prefill, max_tokens_per_step must hold the longest prompt (" +
-              std::to_string(limit_ - 1) + " tokens)");
-  require(!cfg_.whole_prompts || cfg_.max_tokens_per_step >= limit_,
-          "an encoder computes each prompt in one step: max_tokens_per_step must hold the context (" +
-              std::to_string(limit_) + " tokens)");
-  require(cfg_.kv_demand_fraction >= 0.0 && cfg_.kv_demand_fraction <= 1.0,
-          "kv_demand_fraction must be in [0, 1]");
-  require(cfg_.short_kv_share >= 0.0 && cfg_.short_kv_share < 1.0 && cfg_.short_batch_share >= 0.0 &&
-              cfg_.short_batch_share < 1.0,
-          "short_kv_share and short_batch_share must be in [0, 1)");
-  require(cfg_.short_request_tokens >= 0, "short_request_tokens must not be negative");
-  require(cfg_.max_preemptions >= 0, "max_preemptions must not be negative");
-  require(cfg_.spec_max_draft >= 0 && cfg_.spec_max_draft <= 64, "spec_max_draft must be in [0, 64]");
-  require(cfg_.spec_token_cost > 0.0 && cfg_.spec_token_cost <= 1.0, "spec_token_cost must be in (0, 1]");
-  require(cfg_.score_chunk >= 1, "score_chunk must be at least 1");
+  require_option(cfg_.chunked_prefill || cfg_.max_tokens_per_step >= limit_ - 1,
+                 "without chunked_prefill, max_tokens_per_step must hold the longest prompt (" +
+                     std::to_string(limit_ - 1) + " tokens)");
+  require_option(!cfg_.whole_prompts || cfg_.max_tokens_per_step >= limit_,
+                 "an encoder computes each prompt in one step: max_tokens_per_step must hold the context (" +
+                     std::to_string(limit_) + " tokens)");
+  require_option(cfg_.kv_demand_fraction >= 0.0 && cfg_.kv_demand_fraction <= 1.0,
+                 "kv_demand_fraction must be in [0, 1]");
+  require_option(cfg_.short_kv_share >= 0.0 && cfg_.short_kv_share < 1.0 && cfg_.short_batch_share >= 0.0 &&
+                     cfg_.short_batch_share < 1.0,
+                 "short_kv_share and short_batch_share must be in [0, 1)");
+  require_option(cfg_.short_request_tokens >= 0, "short_request_tokens must not be negative");
+  require_option(cfg_.max_preemptions >= 0, "max_preemptions must not be negative");
+  require_option(cfg_.spec_max_draft >= 0 && cfg_.spec_max_draft <= 64, "spec_max_draft must be in [0, 64]");
+  require_option(cfg_.spec_token_cost > 0.0 && cfg_.spec_token_cost <= 1.0, "spec_token_cost must be in (0, 1]");
+  require_option(cfg_.score_chunk >= 1, "score_chunk must be at least 1");
   watermark_blocks_ = static_cast<int32_t>(cfg_.kv_watermark * kv_.pool().n_blocks());
   short_blocks_ = static_cast<int32_t>(cfg_.short_kv_share * kv_.pool().n_blocks());
   short_slots_ = static_cast<int32_t>(cfg_.short_batch_share * cfg_.max_batch_size);

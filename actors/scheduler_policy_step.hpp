@@ -9,7 +9,7 @@
 
 namespace troupe {
 
-// How the policy's messages name a request.
+// How the policy's messages, and the scheduler actor's, name a request.
 inline std::string req_name(int64_t id) { return "request " + std::to_string(id); }
 
 struct SchedulerPolicy::StepState {

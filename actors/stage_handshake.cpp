@@ -42,7 +42,7 @@ StageFacts from_json(const json& j) {
   return f;
 }
 
-std::string layers(int64_t a, int64_t b) {
+std::string layer_range(int64_t a, int64_t b) {
   std::string out = "[";  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "[" + std::string
   out += std::to_string(a);
   out += ", ";
@@ -129,8 +129,8 @@ std::string check_hello(uint32_t head_version, const std::string& hello, const S
     return why;
   }
   if (h.first_layer != w.first_layer || h.last_layer != w.last_layer) {
-    return "layer range differs: the head expects layers " + layers(h.first_layer, h.last_layer) +
-           " of this stage, the worker holds " + layers(w.first_layer, w.last_layer);
+    return "layer range differs: the head expects layers " + layer_range(h.first_layer, h.last_layer) +
+           " of this stage, the worker holds " + layer_range(w.first_layer, w.last_layer);
   }
   if (h.kv_blocks != w.kv_blocks || h.kv_block_size != w.kv_block_size || h.kv_dtype != w.kv_dtype) {
     return "KV geometry differs: the head has " + kv_text(h) + ", the worker " + kv_text(w);

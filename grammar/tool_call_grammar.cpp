@@ -14,7 +14,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-[[noreturn]] void fail(const std::string& what) { throw Error(Errc::invalid_argument, "tools: " + what); }
+[[noreturn]] void fail_tools(const std::string& what) { throw Error(Errc::invalid_argument, "tools: " + what); }
 
 // The key a syntax's calls carry their arguments under.
 const char* arguments_key(ToolCallSyntax syntax) {
@@ -73,14 +73,14 @@ std::string tool_choice_format(ToolCallSyntax syntax, std::string_view tools_jso
 
 std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
   const json spec = json::parse(format.begin(), format.end(), nullptr, false);
-  if (!spec.is_object() || !spec.contains("tools") || !spec["tools"].is_array()) fail("not a tool choice");
+  if (!spec.is_object() || !spec.contains("tools") || !spec["tools"].is_array()) fail_tools("not a tool choice");
   const std::optional<ToolCallSyntax> syntax = tool_call_syntax_named(spec.value("syntax", std::string()));
-  if (!syntax) fail("unknown tool-call syntax");
+  if (!syntax) fail_tools("unknown tool-call syntax");
   const std::string function = spec.value("function", std::string());
   const bool parallel = spec.value("parallel", false);
   const bool lazy = !spec.value("trigger", std::string()).empty();
   if (lazy && *syntax != ToolCallSyntax::hermes)
-    fail("a lazy tool choice needs a syntax whose calls open with a marker");
+    fail_tools("a lazy tool choice needs a syntax whose calls open with a marker");
 
   json calls = json::array();
   const json& tools = spec["tools"];
@@ -88,7 +88,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
     const json& tool = tools[i];
     const std::string at = "tools[" + std::to_string(i) + "]";
     if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object()) {
-      fail(at + " has no function");
+      fail_tools(at + " has no function");
     }
     const json& fn = tool["function"];
     const std::string name = fn.value("name", std::string());
@@ -98,7 +98,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
     try {
       (void)json_schema_grammar(params.dump());
     } catch (const Error& e) {
-      if (!lazy) fail(at + " ('" + name + "') parameters: " + e.what());
+      if (!lazy) fail_tools(at + " ('" + name + "') parameters: " + e.what());
       params = json{{"type", "object"}};
     }
     json call = {{"type", "object"},
@@ -106,7 +106,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(std::string_view format) {
                  {"required", {"name", arguments_key(*syntax)}}};
     calls.push_back(std::move(call));
   }
-  if (calls.empty()) fail(function.empty() ? "no tools to call" : "no function named '" + function + "'");
+  if (calls.empty()) fail_tools(function.empty() ? "no tools to call" : "no function named '" + function + "'");
   const json one = calls.size() == 1 ? calls[0] : json{{"anyOf", std::move(calls)}};
   return framed_json_grammar(one.dump(), frame_of(*syntax, parallel, lazy));
 }

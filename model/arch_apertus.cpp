@@ -24,7 +24,7 @@ float scalar(HfWeights& src, const std::string& name) {
 
 float softplus(float x) { return static_cast<float>(std::log1p(std::exp(static_cast<double>(x)))); }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_apertus(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "apertus";
   read_decoder_sizes(cfg, c);
   const std::string act = cfg.get_string("hidden_act", "xielu");
@@ -54,7 +54,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void apertus_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // applies q_norm, k_norm
   layers::xielu_block(ctx, il, x);
 }
@@ -63,9 +63,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::apertus{.name = "apertus",
                                  .hf_class = "ApertusForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_apertus,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = apertus_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

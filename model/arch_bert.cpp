@@ -28,7 +28,7 @@
 namespace troupe {
 namespace {
 
-void read_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
+void read_bert_config(const HfConfig& cfg, ModelConfig& c, std::string_view arch) {
   c.arch = std::string(arch);
   read_encoder_sizes(cfg, c);
   c.norm_eps = static_cast<float>(cfg.get_float("layer_norm_eps", 1e-12));
@@ -135,7 +135,7 @@ void load_head(HfWeights& src, const std::string& dense, const std::string& out,
 }
 
 void load_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  read_config(cfg, c, "bert");
+  read_bert_config(cfg, c, "bert");
   // sentence-transformers saves BertModel's tensors bare ("embeddings.",
   // "encoder."); checkpoints of the task classes nest them under "bert.".
   const std::string p = src.has("bert.embeddings.word_embeddings.weight") ? "bert." : "";
@@ -150,7 +150,7 @@ void load_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights
 // running count of non-pad tokens, offset by pad_token_id); Troupe never
 // pads, so the table is read from that row on.
 void load_roberta(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, std::string_view arch) {
-  read_config(cfg, c, arch);
+  read_bert_config(cfg, c, arch);
   const int64_t pad = cfg.get_int("pad_token_id", 1);
   if (pad < 0) cfg.fail(Errc::bad_format, "pad_token_id must not be negative");
   const std::string p = src.has("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
@@ -207,7 +207,7 @@ void load_distilbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void bert_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::post_layer_norm_attention_block(ctx, il, kv, x);
   layers::post_layer_norm_gelu_block(ctx, il, x);
 }
@@ -219,7 +219,7 @@ const Architecture arch::bert{.name = "bert",
                               .hf_class_also = "BertForSequenceClassification",
                               .load_hf = load_bert,
                               .embed = layers::embed_encoder_tokens,
-                              .layer = layer,
+                              .layer = bert_layer,
                               .output_norm = layers::no_output_norm};
 
 const Architecture arch::roberta{.name = "roberta",
@@ -227,7 +227,7 @@ const Architecture arch::roberta{.name = "roberta",
                                  .hf_class_also = "RobertaForSequenceClassification",
                                  .load_hf = load_roberta_hf,
                                  .embed = layers::embed_encoder_tokens,
-                                 .layer = layer,
+                                 .layer = bert_layer,
                                  .output_norm = layers::no_output_norm};
 
 const Architecture arch::distilbert{.name = "distilbert",
@@ -235,7 +235,7 @@ const Architecture arch::distilbert{.name = "distilbert",
                                     .hf_class_also = "DistilBertForSequenceClassification",
                                     .load_hf = load_distilbert,
                                     .embed = layers::embed_encoder_tokens,
-                                    .layer = layer,
+                                    .layer = bert_layer,
                                     .output_norm = layers::no_output_norm};
 
 const Architecture arch::xlm_roberta{.name = "xlm-roberta",
@@ -243,7 +243,7 @@ const Architecture arch::xlm_roberta{.name = "xlm-roberta",
                                      .hf_class_also = "XLMRobertaForSequenceClassification",
                                      .load_hf = load_xlm_roberta_hf,
                                      .embed = layers::embed_encoder_tokens,
-                                     .layer = layer,
+                                     .layer = bert_layer,
                                      .output_norm = layers::no_output_norm};
 
 }  // namespace troupe

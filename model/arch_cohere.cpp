@@ -19,7 +19,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, bool v2) {
+void load_cohere(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, bool v2) {
   c.arch = v2 ? "cohere2" : "command-r";
   // The Llama reader wants rms_norm_eps; Cohere's LayerNorms name theirs.
   nlohmann::json j = file_cfg.json();
@@ -58,26 +58,26 @@ void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void cohere_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::parallel_block(ctx, il, kv, x);
 }
 
 }  // namespace
 
-const Architecture arch::command_r{
-    .name = "command-r",
-    .hf_class = "CohereForCausalLM",
-    .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, false); },
-    .embed = layers::embed_tokens,
-    .layer = layer,
-    .output_norm = layers::output_layer_norm};  // and the logits' scale
+const Architecture arch::command_r{.name = "command-r",
+                                   .hf_class = "CohereForCausalLM",
+                                   .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c,
+                                                 ModelWeights& w) { load_cohere(cfg, src, c, w, false); },
+                                   .embed = layers::embed_tokens,
+                                   .layer = cohere_layer,
+                                   .output_norm = layers::output_layer_norm};  // and the logits' scale
 
-const Architecture arch::cohere2{
-    .name = "cohere2",
-    .hf_class = "Cohere2ForCausalLM",
-    .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, true); },
-    .embed = layers::embed_tokens,
-    .layer = layer,
-    .output_norm = layers::output_layer_norm};  // and the logits' scale
+const Architecture arch::cohere2{.name = "cohere2",
+                                 .hf_class = "Cohere2ForCausalLM",
+                                 .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c,
+                                               ModelWeights& w) { load_cohere(cfg, src, c, w, true); },
+                                 .embed = layers::embed_tokens,
+                                 .layer = cohere_layer,
+                                 .output_norm = layers::output_layer_norm};  // and the logits' scale
 
 }  // namespace troupe

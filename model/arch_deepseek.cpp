@@ -63,7 +63,7 @@ void read_mla(const HfConfig& cfg, ModelConfig& c) {
   c.attn_scale = static_cast<float>(scale);
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, bool v3) {
+void load_deepseek(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, bool v3) {
   c.arch = v3 ? "deepseek3" : "deepseek2";
   read_decoder_sizes(cfg, c);
   const std::string act = cfg.get_string("hidden_act", "silu");
@@ -133,28 +133,28 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w, 
                     w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void deepseek_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::mla_attention_block(ctx, il, kv, x);
   layers::dense_or_moe_block(ctx, il, x);  // dense first layers, then experts and the shared ones
 }
 
 }  // namespace
 
-const Architecture arch::deepseek2{
-    .name = "deepseek2",
-    .hf_class = "DeepseekV2ForCausalLM",
-    .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, false); },
-    .embed = layers::embed_tokens,
-    .layer = layer,
-    .output_norm = arch::rms_output_norm};
+const Architecture arch::deepseek2{.name = "deepseek2",
+                                   .hf_class = "DeepseekV2ForCausalLM",
+                                   .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c,
+                                                 ModelWeights& w) { load_deepseek(cfg, src, c, w, false); },
+                                   .embed = layers::embed_tokens,
+                                   .layer = deepseek_layer,
+                                   .output_norm = arch::rms_output_norm};
 
-const Architecture arch::deepseek3{
-    .name = "deepseek3",
-    .hf_class = "DeepseekV3ForCausalLM",
-    .hf_class_also = "Glm4MoeLiteForCausalLM",
-    .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) { load(cfg, src, c, w, true); },
-    .embed = layers::embed_tokens,
-    .layer = layer,
-    .output_norm = arch::rms_output_norm};
+const Architecture arch::deepseek3{.name = "deepseek3",
+                                   .hf_class = "DeepseekV3ForCausalLM",
+                                   .hf_class_also = "Glm4MoeLiteForCausalLM",
+                                   .load_hf = [](const HfConfig& cfg, HfWeights& src, ModelConfig& c,
+                                                 ModelWeights& w) { load_deepseek(cfg, src, c, w, true); },
+                                   .embed = layers::embed_tokens,
+                                   .layer = deepseek_layer,
+                                   .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

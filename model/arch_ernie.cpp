@@ -36,7 +36,7 @@ int64_t int_either(const HfConfig& cfg, const char* a, const char* b) {
   return cfg.has(a) ? cfg.get_int(a) : cfg.get_int(b);
 }
 
-void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_ernie_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   read_dense(cfg, c, "ernie4_5-moe");
   c.n_ff_dense = c.n_ff;
   c.n_ff = cfg.get_int("moe_intermediate_size");
@@ -65,7 +65,7 @@ void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights&
                     w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void ernie_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);
   layers::dense_or_moe_block(ctx, il, x);  // dense first layers, then experts and the shared ones
 }
@@ -76,14 +76,14 @@ const Architecture arch::ernie4_5{.name = "ernie4_5",
                                   .hf_class = "Ernie4_5ForCausalLM",
                                   .load_hf = load_dense,
                                   .embed = layers::embed_tokens,
-                                  .layer = layer,
+                                  .layer = ernie_layer,
                                   .output_norm = arch::rms_output_norm};
 
 const Architecture arch::ernie4_5_moe{.name = "ernie4_5-moe",
                                       .hf_class = "Ernie4_5_MoeForCausalLM",
-                                      .load_hf = load_moe,
+                                      .load_hf = load_ernie_moe,
                                       .embed = layers::embed_tokens,
-                                      .layer = layer,
+                                      .layer = ernie_layer,
                                       .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -40,7 +40,7 @@ void read_exaone_layers(const HfConfig& cfg, ModelConfig& c) {
   for (int64_t il = 0; il < c.n_layer; ++il) c.nope_layers[static_cast<size_t>(il)] = !c.is_local(il);
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_exaone4(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "exaone4";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -48,7 +48,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_post_norm_weights(src, c, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void exaone4_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::post_norm_attention_block(ctx, il, kv, x);  // RoPE where ModelConfig::ropes(il)
   layers::post_norm_swiglu_block(ctx, il, x);
 }
@@ -57,9 +57,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::exaone4{.name = "exaone4",
                                  .hf_class = "Exaone4ForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_exaone4,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = exaone4_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

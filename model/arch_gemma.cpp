@@ -122,7 +122,7 @@ void load_gemma3(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeigh
   load_gemma(cfg, src, c, w, 3);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void gemma_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   // The layer's window, RoPE, q/k norms (Gemma 3) and score cap (Gemma 2).
   layers::sandwich_attention_block(ctx, il, kv, x);
   layers::sandwich_geglu_block(ctx, il, x);
@@ -134,7 +134,7 @@ const Architecture arch::gemma2{.name = "gemma2",
                                 .hf_class = "Gemma2ForCausalLM",
                                 .load_hf = load_gemma2,
                                 .embed = layers::embed_tokens,
-                                .layer = layer,
+                                .layer = gemma_layer,
                                 .output_norm = arch::rms_output_norm};
 
 const Architecture arch::gemma3{.name = "gemma3",
@@ -142,7 +142,7 @@ const Architecture arch::gemma3{.name = "gemma3",
                                 .hf_class_also = "Gemma3ForConditionalGeneration",
                                 .load_hf = load_gemma3,
                                 .embed = layers::embed_tokens,
-                                .layer = layer,
+                                .layer = gemma_layer,
                                 .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

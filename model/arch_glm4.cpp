@@ -16,7 +16,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_glm4(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "glm4";
   read_llama_config(cfg, c);  // partial_rotary_factor (0.5 in every published config) sets n_rot
   check_config(cfg, c);
@@ -36,7 +36,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void glm4_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::sandwich_attention_block(ctx, il, kv, x);  // adds bq, bk, bv
   layers::sandwich_swiglu_block(ctx, il, x);
 }
@@ -45,9 +45,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::glm4{.name = "glm4",
                               .hf_class = "Glm4ForCausalLM",
-                              .load_hf = load,
+                              .load_hf = load_glm4,
                               .embed = layers::embed_tokens,
-                              .layer = layer,
+                              .layer = glm4_layer,
                               .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -16,7 +16,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_glm4_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "glm4moe";
   read_llama_config(cfg, c);  // partial_rotary_factor (0.5) sets n_rot
   read_deepseek_moe_config(cfg, c, ModelConfig::ExpertRouter::deepseek_sigmoid);
@@ -31,7 +31,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
                     w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void glm4_moe_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // q_norm, k_norm, biases
   layers::dense_or_moe_block(ctx, il, x);  // dense first layers, then experts and the shared ones
 }
@@ -40,9 +40,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::glm4moe{.name = "glm4moe",
                                  .hf_class = "Glm4MoeForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_glm4_moe,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = glm4_moe_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

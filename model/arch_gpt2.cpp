@@ -14,7 +14,7 @@
 namespace troupe {
 namespace {
 
-void read_config(const HfConfig& cfg, ModelConfig& c) {
+void read_gpt2_config(const HfConfig& cfg, ModelConfig& c) {
   c.arch = "gpt2";
   read_gpt2_sizes(cfg, c);
   c.n_ctx_train = cfg.get_int("n_positions");
@@ -34,8 +34,8 @@ void read_config(const HfConfig& cfg, ModelConfig& c) {
   check_config(cfg, c);
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  read_config(cfg, c);
+void load_gpt2(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+  read_gpt2_config(cfg, c);
   // transformers saves "transformer.h.0..."; the original OpenAI checkpoints
   // on the Hub drop the "transformer." prefix.
   const std::string p = src.has("transformer.wte.weight") ? "transformer." : "";
@@ -70,7 +70,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void gpt2_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::layer, /*rope=*/false);
   layers::gelu_block(ctx, il, x);
 }
@@ -79,9 +79,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::gpt2{.name = "gpt2",
                               .hf_class = "GPT2LMHeadModel",
-                              .load_hf = load,
+                              .load_hf = load_gpt2,
                               .embed = layers::embed_tokens,
-                              .layer = layer,
+                              .layer = gpt2_layer,
                               .output_norm = arch::layer_output_norm};
 
 }  // namespace troupe

@@ -95,7 +95,7 @@ void bind_mxfp4_experts(HfWeights& src, const ModelConfig& c, const std::string&
   }
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_gpt_oss(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "gpt-oss";
   read_llama_config(cfg, c);
   c.n_expert = cfg.has("num_local_experts") ? cfg.get_int("num_local_experts") : cfg.get_int("num_experts");
@@ -130,7 +130,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void gpt_oss_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // biases, sinks, window
   layers::moe_block(ctx, il, x);                                              // biases, clamped SwiGLU
 }
@@ -139,9 +139,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::gpt_oss{.name = "gpt-oss",
                                  .hf_class = "GptOssForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_gpt_oss,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = gpt_oss_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

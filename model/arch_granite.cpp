@@ -44,7 +44,7 @@ void read_scales(const HfConfig& cfg, ModelConfig& c) {
   c.logit_scale = positive(cfg, "logits_scaling", 1.0);
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_granite(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "granite";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -62,7 +62,7 @@ void bind_granite_experts(HfWeights& src, const std::string& p, const ModelConfi
                      p + (published ? "output_linear.weight" : "experts.down_proj"), /*interleaved=*/false, l);
 }
 
-void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_granite_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "granitemoe";
   read_llama_config(cfg, c);
   c.n_expert = cfg.get_int("num_local_experts");
@@ -210,13 +210,12 @@ void load_hybrid(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeigh
   }
 }
 
-
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void granite_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // the scales travel in config
   layers::dense_or_moe_block(ctx, il, x);                                     // GraniteMoE's experts
 }
 
-void hybrid_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void granite_hybrid_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   if (ctx.config.is_recurrent(il)) {
     layers::mamba2_block(ctx, il, kv, x);
   } else {
@@ -229,21 +228,21 @@ void hybrid_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView&
 
 const Architecture arch::granite{.name = "granite",
                                  .hf_class = "GraniteForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_granite,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = granite_layer,
                                  .output_norm = arch::rms_output_norm};  // divides by logit_scale
 const Architecture arch::granitehybrid{.name = "granitehybrid",
-                                      .hf_class = "GraniteMoeHybridForCausalLM",
-                                      .load_hf = load_hybrid,
-                                      .embed = layers::embed_tokens,
-                                      .layer = hybrid_layer,
-                                      .output_norm = arch::rms_output_norm};
+                                       .hf_class = "GraniteMoeHybridForCausalLM",
+                                       .load_hf = load_hybrid,
+                                       .embed = layers::embed_tokens,
+                                       .layer = granite_hybrid_layer,
+                                       .output_norm = arch::rms_output_norm};
 const Architecture arch::granitemoe{.name = "granitemoe",
                                     .hf_class = "GraniteMoeForCausalLM",
-                                    .load_hf = load_moe,
+                                    .load_hf = load_granite_moe,
                                     .embed = layers::embed_tokens,
-                                    .layer = layer,
+                                    .layer = granite_layer,
                                     .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -39,7 +39,7 @@ Json with_alpha_rope(const HfConfig& cfg, int64_t head_dim) {
   return j;
 }
 
-void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_hunyuan(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "hunyuan-dense";
   read_decoder_sizes(file_cfg, c);  // head_dim first: the alpha base depends on it
   const HfConfig cfg(with_alpha_rope(file_cfg, c.head_dim), file_cfg.path());
@@ -56,7 +56,7 @@ void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void hunyuan_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // q/k norms after RoPE
   layers::swiglu_block(ctx, il, x);
 }
@@ -65,9 +65,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::hunyuan_dense{.name = "hunyuan-dense",
                                        .hf_class = "HunYuanDenseV1ForCausalLM",
-                                       .load_hf = load,
+                                       .load_hf = load_hunyuan,
                                        .embed = layers::embed_tokens,
-                                       .layer = layer,
+                                       .layer = hunyuan_layer,
                                        .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

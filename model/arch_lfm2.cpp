@@ -119,7 +119,7 @@ void bind_lfm2_operators(const HfConfig& cfg, HfWeights& src, const ModelConfig&
   }
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_lfm2(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "lfm2";
   c.n_ff = lfm2_ffn_width(cfg);  // bounded with the other sizes by check_config
   read_lfm2_config(cfg, c);
@@ -137,7 +137,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
 // intermediate_size, the others experts of moe_intermediate_size, routed by
 // sigmoid scores chosen with expert_bias (use_expert_bias), renormalized
 // (norm_topk_prob, over the sum + 1e-6) and scaled by routed_scaling_factor.
-void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_lfm2_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "lfm2moe";
   c.n_ff = cfg.get_int("moe_intermediate_size");  // bounded with the other sizes by check_config
   read_lfm2_config(cfg, c);
@@ -172,7 +172,7 @@ void load_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights&
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void lfm2_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   if (ctx.config.is_conv(il)) {
     layers::short_conv_block(ctx, il, kv, x);
   } else {
@@ -185,15 +185,15 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::lfm2{.name = "lfm2",
                               .hf_class = "Lfm2ForCausalLM",
-                              .load_hf = load,
+                              .load_hf = load_lfm2,
                               .embed = layers::embed_tokens,
-                              .layer = layer,
+                              .layer = lfm2_layer,
                               .output_norm = arch::rms_output_norm};
 const Architecture arch::lfm2moe{.name = "lfm2moe",
                                  .hf_class = "Lfm2MoeForCausalLM",
-                                 .load_hf = load_moe,
+                                 .load_hf = load_lfm2_moe,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = lfm2_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

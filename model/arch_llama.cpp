@@ -11,7 +11,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_llama(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "llama";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -19,7 +19,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = cfg.get_bool("attention_out_bias", bias)}, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void llama_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);
   layers::swiglu_block(ctx, il, x);
 }
@@ -29,9 +29,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 const Architecture arch::llama{.name = "llama",
                                .hf_class = "LlamaForCausalLM",
                                .hf_class_also = "SeedOssForCausalLM",
-                               .load_hf = load,
+                               .load_hf = load_llama,
                                .embed = layers::embed_tokens,
-                               .layer = layer,
+                               .layer = llama_layer,
                                .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

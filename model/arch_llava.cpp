@@ -24,7 +24,7 @@ constexpr std::pair<std::string_view, std::string_view> kTextClasses[] = {
     {"qwen3", "Qwen3ForCausalLM"},
 };
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_llava(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   const HfConfig text = text_config_of(cfg);
   const std::string type = text.get_string("model_type", "llama");
   const Architecture* arch = nullptr;
@@ -46,7 +46,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
 }
 
 // Never run: a loaded model's config names its text architecture.
-void layer(const layers::StepContext&, int64_t, const PagedKvView&, float*) {
+void llava_layer(const layers::StepContext&, int64_t, const PagedKvView&, float*) {
   throw Error(Errc::internal, "llava-multimodal only loads; its text model runs as its own architecture");
 }
 
@@ -56,9 +56,9 @@ void layer(const layers::StepContext&, int64_t, const PagedKvView&, float*) {
 // loads is its text model's architecture.
 const Architecture arch::llava_multimodal{.name = "llava-multimodal",
                                           .hf_class = "LlavaForConditionalGeneration",
-                                          .load_hf = load,
+                                          .load_hf = load_llava,
                                           .embed = layers::embed_tokens,
-                                          .layer = layer,
+                                          .layer = llava_layer,
                                           .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

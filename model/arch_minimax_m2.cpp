@@ -18,7 +18,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_minimax_m2(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "minimax-m2";
   // Released configs give the rotated width as rotary_dim.
   nlohmann::json j = file_cfg.json();
@@ -49,7 +49,7 @@ void load(const HfConfig& file_cfg, HfWeights& src, ModelConfig& c, ModelWeights
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void minimax_m2_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // whole-projection q/k norms
   layers::moe_block(ctx, il, x);
 }
@@ -58,9 +58,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::minimax_m2{.name = "minimax-m2",
                                     .hf_class = "MiniMaxM2ForCausalLM",
-                                    .load_hf = load,
+                                    .load_hf = load_minimax_m2,
                                     .embed = layers::embed_tokens,
-                                    .layer = layer,
+                                    .layer = minimax_m2_layer,
                                     .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -22,7 +22,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_mistral(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "mistral";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -36,7 +36,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
 // the rope settings (llama_4_scaling_beta) with the original context as its
 // step (original_max_position_embeddings).
 void load_ministral3(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  load(cfg, src, c, w);
+  load_mistral(cfg, src, c, w);
   c.arch = "ministral3";
   const char* key = cfg.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const Json& rope = cfg.has(key) ? cfg.json()[key] : Json();
@@ -60,7 +60,7 @@ void load_mistral3_multimodal(const HfConfig& cfg, HfWeights& src, ModelConfig& 
   const std::string type = text_cfg.get_string("model_type", "mistral");
   src.rename_prefix("", "language_model.");
   if (type == "mistral") {
-    load(text_cfg, src, c, w);
+    load_mistral(text_cfg, src, c, w);
   } else if (type == "ministral3") {
     load_ministral3(text_cfg, src, c, w);
   } else {
@@ -70,7 +70,7 @@ void load_mistral3_multimodal(const HfConfig& cfg, HfWeights& src, ModelConfig& 
   src.rename_prefix("", "");
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void mistral_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // the window travels in config
   layers::swiglu_block(ctx, il, x);
 }
@@ -79,15 +79,15 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::mistral{.name = "mistral",
                                  .hf_class = "MistralForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_mistral,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = mistral_layer,
                                  .output_norm = arch::rms_output_norm};
 const Architecture arch::ministral3{.name = "ministral3",
                                     .hf_class = "Ministral3ForCausalLM",
                                     .load_hf = load_ministral3,
                                     .embed = layers::embed_tokens,
-                                    .layer = layer,
+                                    .layer = mistral_layer,
                                     .output_norm = arch::rms_output_norm};
 // Registered under its own name only to be found by class: the model it
 // loads is "mistral" or "ministral3".
@@ -95,7 +95,7 @@ const Architecture arch::mistral3_multimodal{.name = "mistral3-multimodal",
                                              .hf_class = "Mistral3ForConditionalGeneration",
                                              .load_hf = load_mistral3_multimodal,
                                              .embed = layers::embed_tokens,
-                                             .layer = layer,
+                                             .layer = mistral_layer,
                                              .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

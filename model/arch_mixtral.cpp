@@ -12,7 +12,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_mixtral(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "mixtral";
   read_llama_config(cfg, c);
   c.n_expert = cfg.get_int("num_local_experts");
@@ -31,7 +31,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_experts(src, c, {.block = "block_sparse_moe.", .gate = "w1", .up = "w3", .down = "w2"}, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void mixtral_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);
   layers::moe_block(ctx, il, x);
 }
@@ -40,9 +40,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::mixtral{.name = "mixtral",
                                  .hf_class = "MixtralForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_mixtral,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = mixtral_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -30,7 +30,7 @@ void check_gelu(const HfConfig& cfg, const char* key) {
   if (act != "gelu") cfg.fail(Errc::unsupported, std::string(key) + " '" + act + "' is not supported; supported: gelu");
 }
 
-void read_config(const HfConfig& cfg, ModelConfig& c) {
+void read_modernbert_config(const HfConfig& cfg, ModelConfig& c) {
   c.arch = "modernbert";
   read_encoder_sizes(cfg, c);
   c.norm_eps = static_cast<float>(cfg.get_float("norm_eps", 1e-5));
@@ -93,7 +93,7 @@ void layer_norm(HfWeights& src, const std::string& name, bool bias, int64_t n, c
 }
 
 void load_modernbert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  read_config(cfg, c);
+  read_modernbert_config(cfg, c);
   const int64_t e = c.n_embd;
   const bool norm_bias = cfg.get_bool("norm_bias", false);
   const bool attn_bias = cfg.get_bool("attention_bias", false);

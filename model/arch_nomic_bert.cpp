@@ -69,7 +69,7 @@ void read_transformers_spelling(const HfConfig& cfg, ModelConfig& c) {
   if (act != "silu") cfg.fail(Errc::unsupported, "hidden_act '" + act + "' is not supported; supported: silu");
 }
 
-void read_config(const HfConfig& cfg, ModelConfig& c) {
+void read_nomic_bert_config(const HfConfig& cfg, ModelConfig& c) {
   c.arch = "nomic-bert";
   c.causal = false;
   c.tied_output = false;
@@ -85,7 +85,7 @@ void read_config(const HfConfig& cfg, ModelConfig& c) {
 }
 
 void load_nomic_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
-  read_config(cfg, c);
+  read_nomic_bert_config(cfg, c);
   const int64_t e = c.n_embd;
   // The task classes nest the encoder under "nomic_bert.".
   const std::string p = src.has("nomic_bert.embeddings.word_embeddings.weight") ? "nomic_bert." : "";
@@ -118,7 +118,7 @@ void load_nomic_bert(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
   w.cls_out_b = src.vector("classifier.bias", c.n_labels);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void nomic_bert_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::post_layer_norm_attention_block(ctx, il, kv, x);
   layers::post_layer_norm_swiglu_block(ctx, il, x);
 }
@@ -130,7 +130,7 @@ const Architecture arch::nomic_bert{.name = "nomic-bert",
                                     .hf_class_also = "NomicBertForSequenceClassification",
                                     .load_hf = load_nomic_bert,
                                     .embed = layers::embed_encoder_tokens,
-                                    .layer = layer,
+                                    .layer = nomic_bert_layer,
                                     .output_norm = layers::no_output_norm};
 
 }  // namespace troupe

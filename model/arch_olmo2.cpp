@@ -23,7 +23,7 @@ bool is_olmo3(const HfConfig& cfg) {
   return names.is_array() && !names.empty() && names[0] == "Olmo3ForCausalLM";
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_olmo2(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "olmo2";
   if (is_olmo3(cfg)) {
     read_decoder_sizes(cfg, c);
@@ -42,7 +42,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_post_norm_weights(src, c, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void olmo2_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::post_norm_attention_block(ctx, il, kv, x);
   layers::post_norm_swiglu_block(ctx, il, x);
 }
@@ -52,9 +52,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 const Architecture arch::olmo2{.name = "olmo2",
                                .hf_class = "Olmo2ForCausalLM",
                                .hf_class_also = "Olmo3ForCausalLM",
-                               .load_hf = load,
+                               .load_hf = load_olmo2,
                                .embed = layers::embed_tokens,
-                               .layer = layer,
+                               .layer = olmo2_layer,
                                .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

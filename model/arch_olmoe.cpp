@@ -15,7 +15,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_olmoe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "olmoe";
   read_llama_config(cfg, c);
   c.n_expert = cfg.get_int("num_experts");
@@ -40,7 +40,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_experts(src, c, {.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"}, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void olmoe_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // the whole-projection q/k norms
   layers::moe_block(ctx, il, x);
 }
@@ -49,9 +49,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::olmoe{.name = "olmoe",
                                .hf_class = "OlmoeForCausalLM",
-                               .load_hf = load,
+                               .load_hf = load_olmoe,
                                .embed = layers::embed_tokens,
-                               .layer = layer,
+                               .layer = olmoe_layer,
                                .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -15,7 +15,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_phi3(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "phi3";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -26,7 +26,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_llama_weights(src, c, {.fused = true}, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void phi3_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // the window travels in config
   layers::swiglu_block(ctx, il, x);
 }
@@ -35,9 +35,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::phi3{.name = "phi3",
                               .hf_class = "Phi3ForCausalLM",
-                              .load_hf = load,
+                              .load_hf = load_phi3,
                               .embed = layers::embed_tokens,
-                              .layer = layer,
+                              .layer = phi3_layer,
                               .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

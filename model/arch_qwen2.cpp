@@ -8,7 +8,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_qwen2(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "qwen2";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -20,7 +20,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_llama_weights(src, c, {.qkv_bias = true}, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void qwen2_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // adds bq, bk, bv
   layers::swiglu_block(ctx, il, x);
 }
@@ -29,9 +29,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::qwen2{.name = "qwen2",
                                .hf_class = "Qwen2ForCausalLM",
-                               .load_hf = load,
+                               .load_hf = load_qwen2,
                                .embed = layers::embed_tokens,
-                               .layer = layer,
+                               .layer = qwen2_layer,
                                .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -13,7 +13,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_qwen3(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "qwen3";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -26,11 +26,11 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
 
 void load_vl(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   src.rename_prefix("model.", "model.language_model.");
-  load(text_config_of(cfg), src, c, w);
+  load_qwen3(text_config_of(cfg), src, c, w);
   src.rename_prefix("", "");
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void qwen3_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // applies q_norm, k_norm
   layers::swiglu_block(ctx, il, x);
 }
@@ -39,16 +39,16 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::qwen3{.name = "qwen3",
                                .hf_class = "Qwen3ForCausalLM",
-                               .load_hf = load,
+                               .load_hf = load_qwen3,
                                .embed = layers::embed_tokens,
-                               .layer = layer,
+                               .layer = qwen3_layer,
                                .output_norm = arch::rms_output_norm};
 // Found by class only: the model it loads is "qwen3".
 const Architecture arch::qwen3_vl{.name = "qwen3-vl",
                                   .hf_class = "Qwen3VLForConditionalGeneration",
                                   .load_hf = load_vl,
                                   .embed = layers::embed_tokens,
-                                  .layer = layer,
+                                  .layer = qwen3_layer,
                                   .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -156,7 +156,8 @@ void bind_gdn(HfWeights& src, const std::string& p, const ModelConfig& c, bool f
   l.wo = src.matrix(p + "out_proj.weight", c.gdn_value_dim(), e);
 }
 
-constexpr ExpertTensorNames kExperts{.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"};
+constexpr ExpertTensorNames kQwen3NextExperts{
+    .block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"};
 
 // Everything but the experts: ends, norms, attention or DeltaNet per layer,
 // and the dense MLPs of the layers is_moe leaves out (empty: all dense).
@@ -196,12 +197,13 @@ void bind_moe(const HfConfig& cfg, HfWeights& src, const ModelConfig& c, const s
   while (first < c.n_layer && is_moe[static_cast<size_t>(first)] == 0) ++first;
   for (int64_t il = first; il < c.n_layer; ++il) {
     if (is_moe[static_cast<size_t>(il)] == 0) {
-      cfg.fail(Errc::unsupported, "a dense layer after the first MoE layer (mlp_only_layers, decoder_sparse_step) "
-                                  "is not supported");
+      cfg.fail(Errc::unsupported,
+               "a dense layer after the first MoE qwen3_next_layer (mlp_only_layers, decoder_sparse_step) "
+               "is not supported");
     }
   }
   if (first == c.n_layer) return;
-  bind_experts(src, c, kExperts, w, first);
+  bind_experts(src, c, kQwen3NextExperts, w, first);
   for (int64_t il = first; il < c.n_layer; ++il) {
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
     const std::string p = "model.layers." + std::to_string(il) + ".mlp.shared_expert";
@@ -244,7 +246,7 @@ void load_multimodal(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelW
   src.rename_prefix("", "");
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void qwen3_next_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   if (ctx.config.is_recurrent(il)) {
     layers::gated_delta_block(ctx, il, kv, x);
   } else {
@@ -259,32 +261,32 @@ const Architecture arch::qwen3next{.name = "qwen3next",
                                    .hf_class = "Qwen3NextForCausalLM",
                                    .load_hf = load_qwen3next,
                                    .embed = layers::embed_tokens,
-                                   .layer = layer,
+                                   .layer = qwen3_next_layer,
                                    .output_norm = arch::rms_output_norm};
 const Architecture arch::qwen35{.name = "qwen35",
                                 .hf_class = "Qwen3_5ForCausalLM",
                                 .load_hf = load_qwen35,
                                 .embed = layers::embed_tokens,
-                                .layer = layer,
+                                .layer = qwen3_next_layer,
                                 .output_norm = arch::rms_output_norm};
 const Architecture arch::qwen35moe{.name = "qwen35moe",
                                    .hf_class = "Qwen3_5MoeForCausalLM",
                                    .load_hf = load_qwen35moe,
                                    .embed = layers::embed_tokens,
-                                   .layer = layer,
+                                   .layer = qwen3_next_layer,
                                    .output_norm = arch::rms_output_norm};
 // Found by class only: the models they load are "qwen35" and "qwen35moe".
 const Architecture arch::qwen35_multimodal{.name = "qwen3.5-multimodal",
                                            .hf_class = "Qwen3_5ForConditionalGeneration",
                                            .load_hf = load_multimodal<load_qwen35>,
                                            .embed = layers::embed_tokens,
-                                           .layer = layer,
+                                           .layer = qwen3_next_layer,
                                            .output_norm = arch::rms_output_norm};
 const Architecture arch::qwen35moe_multimodal{.name = "qwen3.5-moe-multimodal",
                                               .hf_class = "Qwen3_5MoeForConditionalGeneration",
                                               .load_hf = load_multimodal<load_qwen35moe>,
                                               .embed = layers::embed_tokens,
-                                              .layer = layer,
+                                              .layer = qwen3_next_layer,
                                               .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

@@ -47,14 +47,14 @@ void read_moe_config(const HfConfig& cfg, ModelConfig& c) {
   check_config(cfg, c);
 }
 
-constexpr ExpertTensorNames kExperts{.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"};
+constexpr ExpertTensorNames kQwenMoeExperts{.block = "mlp.", .gate = "gate_proj", .up = "up_proj", .down = "down_proj"};
 
 void load_qwen3moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "qwen3moe";
   read_moe_config(cfg, c);
   const bool bias = cfg.get_bool("attention_bias", false);
   bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias, .qk_norm = true, .dense_ffn = false}, w);
-  bind_experts(src, c, kExperts, w);
+  bind_experts(src, c, kQwenMoeExperts, w);
 }
 
 void load_qwen3vl_moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
@@ -70,7 +70,7 @@ void load_qwen2moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWei
   c.n_ff_shared = cfg.get_int("shared_expert_intermediate_size");
   if (c.n_ff_shared <= 0) cfg.fail(Errc::bad_format, "shared_expert_intermediate_size must be positive");
   bind_llama_weights(src, c, {.qkv_bias = cfg.get_bool("qkv_bias", true), .dense_ffn = false}, w);
-  bind_experts(src, c, kExperts, w);
+  bind_experts(src, c, kQwenMoeExperts, w);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".mlp.shared_expert";
     LayerWeights& l = w.layers[static_cast<size_t>(il)];
@@ -81,7 +81,7 @@ void load_qwen2moe(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWei
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void qwen_moe_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/true);  // q_norm, k_norm, biases
   layers::moe_block(ctx, il, x);                                              // and the shared expert
 }
@@ -92,21 +92,21 @@ const Architecture arch::qwen2moe{.name = "qwen2moe",
                                   .hf_class = "Qwen2MoeForCausalLM",
                                   .load_hf = load_qwen2moe,
                                   .embed = layers::embed_tokens,
-                                  .layer = layer,
+                                  .layer = qwen_moe_layer,
                                   .output_norm = arch::rms_output_norm};
 
 const Architecture arch::qwen3moe{.name = "qwen3moe",
                                   .hf_class = "Qwen3MoeForCausalLM",
                                   .load_hf = load_qwen3moe,
                                   .embed = layers::embed_tokens,
-                                  .layer = layer,
+                                  .layer = qwen_moe_layer,
                                   .output_norm = arch::rms_output_norm};
 // Found by class only: the model it loads is "qwen3moe".
 const Architecture arch::qwen3_vl_moe{.name = "qwen3-vl-moe",
                                       .hf_class = "Qwen3VLMoeForConditionalGeneration",
                                       .load_hf = load_qwen3vl_moe,
                                       .embed = layers::embed_tokens,
-                                      .layer = layer,
+                                      .layer = qwen_moe_layer,
                                       .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

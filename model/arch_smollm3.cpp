@@ -41,7 +41,7 @@ std::vector<uint8_t> per_layer(const HfConfig& cfg, const ModelConfig& c, const 
   return out;
 }
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_smollm3(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "smollm3";
   read_llama_config(cfg, c);
   check_config(cfg, c);
@@ -68,7 +68,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   bind_llama_weights(src, c, {.qkv_bias = bias, .o_bias = bias}, w);
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void smollm3_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::rms, /*rope=*/ctx.config.ropes(il));
   layers::swiglu_block(ctx, il, x);
 }
@@ -77,9 +77,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::smollm3{.name = "smollm3",
                                  .hf_class = "SmolLM3ForCausalLM",
-                                 .load_hf = load,
+                                 .load_hf = load_smollm3,
                                  .embed = layers::embed_tokens,
-                                 .layer = layer,
+                                 .layer = smollm3_layer,
                                  .output_norm = arch::rms_output_norm};
 
 }  // namespace troupe

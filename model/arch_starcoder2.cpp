@@ -13,7 +13,7 @@
 namespace troupe {
 namespace {
 
-void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
+void load_starcoder2(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) {
   c.arch = "starcoder2";
   // The sizes as Llama's, with the LayerNorms' epsilon in norm_epsilon.
   nlohmann::json sizes = cfg.json();
@@ -54,7 +54,7 @@ void load(const HfConfig& cfg, HfWeights& src, ModelConfig& c, ModelWeights& w) 
   }
 }
 
-void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
+void starcoder2_layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, float* x) {
   layers::attention_block(ctx, il, kv, x, layers::Norm::layer, /*rope=*/true);  // the window travels in config
   layers::gelu_block(ctx, il, x);
 }
@@ -63,9 +63,9 @@ void layer(const layers::StepContext& ctx, int64_t il, const PagedKvView& kv, fl
 
 const Architecture arch::starcoder2{.name = "starcoder2",
                                     .hf_class = "Starcoder2ForCausalLM",
-                                    .load_hf = load,
+                                    .load_hf = load_starcoder2,
                                     .embed = layers::embed_tokens,
-                                    .layer = layer,
+                                    .layer = starcoder2_layer,
                                     .output_norm = arch::layer_output_norm};
 
 }  // namespace troupe

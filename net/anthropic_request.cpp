@@ -24,8 +24,6 @@ namespace json = boost::json;
 // matching cost wants one).
 constexpr size_t kMaxStopSequences = 16;
 
-std::string str(const json::string& s) { return std::string(s.data(), s.size()); }
-
 [[noreturn]] void missing(const std::string& param) {
   throw invalid_field(param, "'" + param + "' is required", "missing_field");
 }
@@ -34,12 +32,6 @@ const json::value& required(const json::object& o, const char* key, const std::s
   const json::value* v = field(o, key);
   if (v == nullptr) missing(param);
   return *v;
-}
-
-std::string required_string(const json::object& o, const char* key, const std::string& param) {
-  const json::value& v = required(o, key, param);
-  if (!v.is_string()) wrong_type(param, "a string", v);
-  return str(v.as_string());
 }
 
 // A block's text: "text" blocks only (a tool_result's content may be a
@@ -174,7 +166,7 @@ void read_message(const json::object& m, const std::string& p, std::vector<ChatT
   turns.push_back(std::move(turn));
 }
 
-void read_messages(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+void read_anthropic_messages(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
   if (const json::value* system = field(o, "system")) {
     r.chat.messages.push_back({.role = "system", .content = text_of(*system, "system")});
   }
@@ -311,7 +303,7 @@ AnthropicRequest read_conversation(const json::object& o, const RequestLimits& l
   r.endpoint = Endpoint::chat;
   r.model = required_string(o, "model", "model");
   if (r.model.empty()) missing("model");
-  read_messages(o, limits, r);
+  read_anthropic_messages(o, limits, r);
   json::object kwargs;
   read_thinking(o, out, kwargs);
   read_output_config(o, r, kwargs);  // before the tools: a forced call is refused beside a format

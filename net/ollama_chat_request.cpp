@@ -217,7 +217,7 @@ json::array read_tool_calls(const json::value& v, const std::string& param) {
   return out;
 }
 
-void read_messages(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
+void read_ollama_messages(const json::object& o, const RequestLimits& limits, ParsedRequest& r) {
   const json::value* v = field(o, "messages");
   if (v == nullptr) return;
   if (!v->is_array()) wrong_type("messages", "an array", *v);
@@ -301,7 +301,7 @@ OllamaGenerateRequest parse_ollama_chat(std::string_view body, const RequestLimi
   ParsedRequest& r = out.request;
   r.endpoint = Endpoint::chat;
   read_common(o, limits, out);
-  read_messages(o, limits, r);
+  read_ollama_messages(o, limits, r);
   out.load_only = r.chat.messages.empty();
   // A conversation that ends in the assistant's words: the reply goes on
   // from them, as Ollama's does.

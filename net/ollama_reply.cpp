@@ -21,7 +21,7 @@ namespace json = boost::json;
 
 int64_t nanoseconds(double seconds) { return static_cast<int64_t>(seconds * 1e9); }
 
-json::array bytes_json(const std::vector<uint8_t>& bytes) {
+json::array byte_values(const std::vector<uint8_t>& bytes) {
   json::array out;
   for (uint8_t b : bytes) out.push_back(b);
   return out;
@@ -31,10 +31,10 @@ json::array bytes_json(const std::vector<uint8_t>& bytes) {
 void append_logprobs(json::array& out, const std::vector<TokenLogprobs>& lps) {
   for (const TokenLogprobs& lp : lps) {
     json::object entry{
-        {"token", lp.chosen.token}, {"logprob", lp.chosen.logprob}, {"bytes", bytes_json(lp.chosen.bytes)}};
+        {"token", lp.chosen.token}, {"logprob", lp.chosen.logprob}, {"bytes", byte_values(lp.chosen.bytes)}};
     json::array top;
     for (const TokenAlternative& alt : lp.top) {
-      top.push_back(json::object{{"token", alt.token}, {"logprob", alt.logprob}, {"bytes", bytes_json(alt.bytes)}});
+      top.push_back(json::object{{"token", alt.token}, {"logprob", alt.logprob}, {"bytes", byte_values(alt.bytes)}});
     }
     if (!top.empty()) entry["top_logprobs"] = std::move(top);
     out.push_back(std::move(entry));

@@ -102,6 +102,13 @@ std::optional<float> get_number(const json::object& o, const char* key, double l
   return static_cast<float>(x);
 }
 
+std::string required_string(const json::object& o, const char* key, const std::string& param) {
+  const json::value* v = field(o, key);
+  if (v == nullptr) throw invalid_field(param, "'" + param + "' is required", "missing_field");
+  if (!v->is_string()) wrong_type(param, "a string", *v);
+  return str(v->as_string());
+}
+
 std::optional<std::string> get_string(const json::object& o, const char* key) {
   const json::value* v = field(o, key);
   if (v == nullptr) return std::nullopt;

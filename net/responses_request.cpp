@@ -17,22 +17,13 @@ namespace {
 
 namespace json = boost::json;
 
-std::string str(const json::string& s) { return std::string(s.data(), s.size()); }
-
-[[noreturn]] void unsupported(const std::string& param, const std::string& why) {
+[[noreturn]] void unsupported_part(const std::string& param, const std::string& why) {
   throw invalid_field(param, "'" + param + "' " + why, "unsupported_value");
-}
-
-std::string required_string(const json::object& o, const char* key, const std::string& param) {
-  const json::value* v = field(o, key);
-  if (v == nullptr) throw invalid_field(param, "'" + param + "' is required", "missing_field");
-  if (!v->is_string()) wrong_type(param, "a string", *v);
-  return str(v->as_string());
 }
 
 // A message's or an output's text: a string, or text parts (input_text,
 // output_text) joined as a chat request's content parts are.
-std::string text_of(const json::value& content, const std::string& param) {
+std::string content_text(const json::value& content, const std::string& param) {
   if (content.is_string()) return str(content.as_string());
   if (!content.is_array()) wrong_type(param, "a string or an array of content parts", content);
   std::string text;
@@ -42,7 +33,7 @@ std::string text_of(const json::value& content, const std::string& param) {
     if (!parts[j].is_object()) wrong_type(p, "an object", parts[j]);
     const std::string type = required_string(parts[j].as_object(), "type", p + ".type");
     if (type != "input_text" && type != "output_text" && type != "text") {
-      unsupported(p + ".type", "'" + type + "' is not supported: the served model reads text only");
+      unsupported_part(p + ".type", "'" + type + "' is not supported: the served model reads text only");
     }
     text += required_string(parts[j].as_object(), "text", p + ".text");
   }
@@ -55,7 +46,7 @@ std::string text_of(const json::value& content, const std::string& param) {
 // reads. Only data: URLs and no file_id: the server fetches and stores
 // nothing.
 json::value content_of(const json::value& content, const std::string& param) {
-  if (!content.is_array()) return json::value(text_of(content, param));
+  if (!content.is_array()) return json::value(content_text(content, param));
   json::array parts;
   bool any_image = false;
   const json::array& a = content.as_array();
@@ -66,18 +57,19 @@ json::value content_of(const json::value& content, const std::string& param) {
     const std::string type = required_string(part, "type", p + ".type");
     if (type != "input_image") {
       if (type != "input_text" && type != "output_text" && type != "text") {
-        unsupported(p + ".type", "'" + type + "' is not supported: parts are input_text, output_text and input_image");
+        unsupported_part(p + ".type",
+                         "'" + type + "' is not supported: parts are input_text, output_text and input_image");
       }
       parts.push_back(json::object{{"type", "text"}, {"text", required_string(part, "text", p + ".text")}});
       continue;
     }
-    if (field(part, "file_id") != nullptr) unsupported(p + ".file_id", "is not supported: send the image_url");
+    if (field(part, "file_id") != nullptr) unsupported_part(p + ".file_id", "is not supported: send the image_url");
     const std::string url = required_string(part, "image_url", p + ".image_url");
     data_url_image(url, p + ".image_url");  // refused here, under the Responses API's names
     parts.push_back(json::object{{"type", "image_url"}, {"image_url", json::object{{"url", url}}}});
     any_image = true;
   }
-  if (!any_image) return json::value(text_of(content, param));
+  if (!any_image) return json::value(content_text(content, param));
   return parts;
 }
 
@@ -127,11 +119,11 @@ json::array read_input(const json::object& o) {
       if (output == nullptr) throw invalid_field(p + ".output", "'" + p + ".output' is required", "missing_field");
       messages.push_back(json::object{{"role", "tool"},
                                       {"tool_call_id", required_string(item, "call_id", p + ".call_id")},
-                                      {"content", text_of(*output, p + ".output")}});
+                                      {"content", content_text(*output, p + ".output")}});
     } else if (type != "reasoning") {
-      unsupported(p + ".type", "'" + type +
-                                   "' is not supported: input items are messages, function_call, "
-                                   "function_call_output and reasoning (this server keeps no items to refer to)");
+      unsupported_part(p + ".type", "'" + type +
+                                        "' is not supported: input items are messages, function_call, "
+                                        "function_call_output and reasoning (this server keeps no items to refer to)");
     }
   }
   if (messages.empty()) throw invalid_field("input", "'input' must hold at least one message");
@@ -150,7 +142,8 @@ json::array read_tools(const json::value& v) {
     const json::object& t = tools[i].as_object();
     const std::string type = required_string(t, "type", p + ".type");
     if (type != "function") {
-      unsupported(p + ".type", "'" + type + "' is a hosted tool, which this server does not run; declare functions");
+      unsupported_part(p + ".type",
+                       "'" + type + "' is a hosted tool, which this server does not run; declare functions");
     }
     json::object fn{{"name", required_string(t, "name", p + ".name")}};
     for (const char* key : {"description", "parameters", "strict"}) {
@@ -166,7 +159,7 @@ json::value read_tool_choice(const json::value& v) {
   if (!v.is_object()) wrong_type("tool_choice", "a string or an object", v);
   const std::string type = required_string(v.as_object(), "type", "tool_choice.type");
   if (type != "function") {
-    unsupported("tool_choice.type", "'" + type + "' is not supported: choose a function, or auto, none, required");
+    unsupported_part("tool_choice.type", "'" + type + "' is not supported: choose a function, or auto, none, required");
   }
   return json::object{{"type", "function"},
                       {"function", json::object{{"name", required_string(v.as_object(), "name", "tool_choice.name")}}}};
@@ -205,16 +198,16 @@ ResponsesRequest parse_responses_request(std::string_view body, const RequestLim
   const json::object o = parse_object(body, "the request body");
   for (const char* stateful : {"previous_response_id", "conversation", "prompt"}) {
     if (field(o, stateful) != nullptr) {
-      unsupported(stateful,
-                  "is not supported: this server keeps no responses, conversations or prompts; send the "
-                  "whole conversation as input");
+      unsupported_part(stateful,
+                       "is not supported: this server keeps no responses, conversations or prompts; send the "
+                       "whole conversation as input");
     }
   }
   if (get_bool(o, "background").value_or(false)) {
-    unsupported("background", "is not supported: stream the response instead");
+    unsupported_part("background", "is not supported: stream the response instead");
   }
   if (auto t = get_int(o, "top_logprobs", 0, 20); t && *t > 0) {
-    unsupported("top_logprobs", "is not supported on /v1/responses; /v1/chat/completions reports logprobs");
+    unsupported_part("top_logprobs", "is not supported on /v1/responses; /v1/chat/completions reports logprobs");
   }
   json::object chat{{"messages", read_input(o)}};
   json::object echo{{"tools", json::array()},

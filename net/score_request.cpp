@@ -10,7 +10,7 @@ namespace {
 
 namespace json = boost::json;
 
-std::string text_of(const json::value& v, const std::string& param) {
+std::string string_of(const json::value& v, const std::string& param) {
   if (!v.is_string()) wrong_type(param, "a string", v);
   return std::string(v.as_string().data(), v.as_string().size());
 }
@@ -19,7 +19,7 @@ std::string text_of(const json::value& v, const std::string& param) {
 std::vector<std::string> texts(const json::object& o, const char* key, int32_t max_items) {
   const json::value* v = field(o, key);
   if (v == nullptr) throw invalid_field(key, std::string("'") + key + "' is required", "missing_field");
-  if (v->is_string()) return {text_of(*v, key)};
+  if (v->is_string()) return {string_of(*v, key)};
   if (!v->is_array()) wrong_type(key, "a string or an array of strings", *v);
   const json::array& a = v->as_array();
   if (a.empty()) throw invalid_field(key, std::string("'") + key + "' must not be an empty array");
@@ -27,7 +27,8 @@ std::vector<std::string> texts(const json::object& o, const char* key, int32_t m
     out_of_range(key, "an array of at most " + std::to_string(max_items) + " texts");
   }
   std::vector<std::string> out;
-  for (size_t i = 0; i < a.size(); ++i) out.push_back(text_of(a[i], std::string(key) + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < a.size(); ++i)
+    out.push_back(string_of(a[i], std::string(key) + "[" + std::to_string(i) + "]"));
   return out;
 }
 
@@ -49,7 +50,7 @@ ScoreRequest parse_rerank_request(std::string_view body, int32_t max_pairs) {
   read_common(o, r);
   const json::value* q = field(o, "query");
   if (q == nullptr) throw invalid_field("query", "'query' is required", "missing_field");
-  r.first = {text_of(*q, "query")};
+  r.first = {string_of(*q, "query")};
   const json::value* d = field(o, "documents");
   if (d == nullptr) throw invalid_field("documents", "'documents' is required", "missing_field");
   if (!d->is_array()) wrong_type("documents", "an array", *d);
@@ -64,10 +65,10 @@ ScoreRequest parse_rerank_request(std::string_view body, int32_t max_pairs) {
     if (docs[i].is_object()) {
       const json::value* t = field(docs[i].as_object(), "text");
       if (t == nullptr) throw invalid_field(p + ".text", "'" + p + ".text' is required", "missing_field");
-      r.second.push_back(text_of(*t, p + ".text"));
+      r.second.push_back(string_of(*t, p + ".text"));
     } else {
       if (!docs[i].is_string()) wrong_type(p, "a string or an object with \"text\"", docs[i]);
-      r.second.push_back(text_of(docs[i], p));
+      r.second.push_back(string_of(docs[i], p));
     }
   }
   if (auto n = get_int(o, "top_n", 0, std::numeric_limits<int32_t>::max())) r.top_n = static_cast<int32_t>(*n);

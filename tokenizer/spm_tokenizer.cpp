@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581 "▁"
 
-struct Symbol {
+struct SpmSymbol {
   uint32_t start;  // byte span in the escaped text
   uint32_t len;    // 0 once merged into its left neighbour
   int32_t prev;
@@ -93,7 +93,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool at_text_start, std::v
   const std::string_view s = escaped;
 
   // One symbol per UTF-8 character (the caller validated the text).
-  std::vector<Symbol> symbols;
+  std::vector<SpmSymbol> symbols;
   symbols.reserve(s.size());
   for (size_t pos = 0; pos < s.size();) {
     const size_t len = utf8::sequence_length(s, pos);
@@ -107,8 +107,8 @@ void SpmTokenizer::encode_text(std::string_view text, bool at_text_start, std::v
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[static_cast<size_t>(left)];
-    const Symbol& r = symbols[static_cast<size_t>(right)];
+    const SpmSymbol& l = symbols[static_cast<size_t>(left)];
+    const SpmSymbol& r = symbols[static_cast<size_t>(right)];
     const uint32_t len = l.len + r.len;
     const int32_t id = lookup(s.substr(l.start, len));
     if (id < 0) return;
@@ -119,8 +119,8 @@ void SpmTokenizer::encode_text(std::string_view text, bool at_text_start, std::v
   while (!queue.empty()) {
     const Bigram b = queue.top();
     queue.pop();
-    Symbol& l = symbols[static_cast<size_t>(b.left)];
-    Symbol& r = symbols[static_cast<size_t>(b.right)];
+    SpmSymbol& l = symbols[static_cast<size_t>(b.left)];
+    SpmSymbol& r = symbols[static_cast<size_t>(b.right)];
     // Stale: one side has merged with something else since this was queued.
     if (l.len == 0 || r.len == 0 || l.next != b.right || l.len + r.len != b.len) continue;
     l.len += r.len;
@@ -133,7 +133,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool at_text_start, std::v
 
   bool last_was_unk = false;
   for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
-    const Symbol& sym = symbols[static_cast<size_t>(i)];
+    const SpmSymbol& sym = symbols[static_cast<size_t>(i)];
     const std::string_view piece = s.substr(sym.start, sym.len);
     const int32_t id = lookup(piece);
     if (id >= 0) {

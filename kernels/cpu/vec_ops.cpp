@@ -8,13 +8,13 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-constexpr int kLanes = 8;
+constexpr int kVecLanes = 8;
 
 float sum(const float* x, int64_t n) {
-  float part[kLanes] = {};
+  float part[kVecLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) part[l] += x[i + l];
+  for (; i + kVecLanes <= n; i += kVecLanes) {
+    for (int l = 0; l < kVecLanes; ++l) part[l] += x[i + l];
   }
   float s = 0.0f;
   for (; i < n; ++i) s += x[i];
@@ -23,10 +23,10 @@ float sum(const float* x, int64_t n) {
 }
 
 float sum_sq_diff(const float* x, float c, int64_t n) {
-  float part[kLanes] = {};
+  float part[kVecLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
+  for (; i + kVecLanes <= n; i += kVecLanes) {
+    for (int l = 0; l < kVecLanes; ++l) {
       const float d = x[i + l] - c;
       part[l] += d * d;
     }
@@ -82,10 +82,10 @@ void gelu_erf(float* y, const float* x, int64_t n) {
 }
 
 float dot(const float* a, const float* b, int64_t d) {
-  float part[kLanes] = {};
+  float part[kVecLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= d; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) part[l] += a[i + l] * b[i + l];
+  for (; i + kVecLanes <= d; i += kVecLanes) {
+    for (int l = 0; l < kVecLanes; ++l) part[l] += a[i + l] * b[i + l];
   }
   float s = 0.0f;
   for (; i < d; ++i) s += a[i] * b[i];

@@ -9,7 +9,7 @@
 
 namespace troupe::cuda {
 namespace {
-constexpr size_t kAlign = 256;
+constexpr size_t kStagingAlign = 256;
 constexpr size_t kMaxShared = 32;  // blobs remembered for sharing (a step stages a handful)
 }  // namespace
 
@@ -37,7 +37,7 @@ std::optional<Staging::Slot> Staging::put(StageTag tag, const void* data, size_t
       return Slot{dev_ + b.offset, host_ + b.offset, bytes, false};
     }
   }
-  const size_t start = (used_ + kAlign - 1) / kAlign * kAlign;
+  const size_t start = (used_ + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
   if (start > cap_ || bytes > cap_ - start) return std::nullopt;
   if (bytes > 0) std::memcpy(host_ + start, data, bytes);
   used_ = start + bytes;

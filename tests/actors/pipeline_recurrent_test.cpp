@@ -35,7 +35,7 @@ const std::shared_ptr<const Model>& granite() {
   return model;
 }
 
-struct Case {
+struct RecurrentCase {
   std::vector<int32_t> prompt;
   int32_t max_new_tokens = 0;
   std::vector<int32_t> expected;
@@ -43,13 +43,13 @@ struct Case {
 
 // Prompts of 1 to 70 byte tokens (several prefill chunks) with 3 to 24 new
 // tokens, each run alone through the Generator for its expected output.
-std::vector<Case> make_cases(const std::shared_ptr<const Model>& model, int n) {
+std::vector<RecurrentCase> make_cases(const std::shared_ptr<const Model>& model, int n) {
   std::mt19937 rng(7);
-  std::vector<Case> cases;
+  std::vector<RecurrentCase> cases;
   CpuBackend backend({.n_threads = 1});
   Generator gen(model, backend, {.n_ctx = 128, .prefill_chunk = 16});
   for (int i = 0; i < n; ++i) {
-    Case c;
+    RecurrentCase c;
     const int len = 1 + static_cast<int>(rng() % 70);
     for (int t = 0; t < len; ++t) c.prompt.push_back(static_cast<int32_t>(rng() % 256));
     c.max_new_tokens = 3 + static_cast<int32_t>(rng() % 22);
@@ -62,8 +62,8 @@ std::vector<Case> make_cases(const std::shared_ptr<const Model>& model, int n) {
   return cases;
 }
 
-const std::vector<Case>& cases24() {
-  static const std::vector<Case> cases = make_cases(qwen35(), 24);
+const std::vector<RecurrentCase>& cases24() {
+  static const std::vector<RecurrentCase> cases = make_cases(qwen35(), 24);
   return cases;
 }
 
@@ -83,9 +83,9 @@ GenerateParams greedy_all(int32_t n) {
   return p;
 }
 
-void run_and_check(Pipeline& p, const std::vector<Case>& cases) {
+void run_and_check(Pipeline& p, const std::vector<RecurrentCase>& cases) {
   std::vector<std::future<Completion>> runs;
-  for (const Case& c : cases) runs.push_back(p.generate(c.prompt, greedy_all(c.max_new_tokens)));
+  for (const RecurrentCase& c : cases) runs.push_back(p.generate(c.prompt, greedy_all(c.max_new_tokens)));
   for (size_t i = 0; i < runs.size(); ++i) {
     const Completion got = test::wait_for(runs[i], 120s);
     EXPECT_EQ(test::ids_of(got), cases[i].expected) << "request " << i << ": " << got.final.error_message;
@@ -123,7 +123,7 @@ TEST(PipelineRecurrent, PreemptionRecomputesTheState) {
 // Granite 4.0-H's Mamba-2 layers (0, 1 and 3) keep their state in the same
 // slots, over two stages.
 TEST(PipelineRecurrent, Mamba2LayersToo) {
-  const std::vector<Case> cases = make_cases(granite(), 12);
+  const std::vector<RecurrentCase> cases = make_cases(granite(), 12);
   auto p = Pipeline::start(qwen35_config(two_stages(), granite()));
   run_and_check(*p, cases);
 }

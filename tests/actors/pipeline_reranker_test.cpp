@@ -22,18 +22,18 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-constexpr float kTolerance = 2e-5f;  // as tests/model/reranker_model_test.cpp
+constexpr float kRerankTolerance = 2e-5f;  // as tests/model/reranker_model_test.cpp
 
-std::string fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name; }
+std::string reranker_fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name; }
 
-Json reference(const std::string& name) {
-  std::ifstream in(fixture(name) + "/reference.json");
+Json reranker_reference(const std::string& name) {
+  std::ifstream in(reranker_fixture(name) + "/reference.json");
   return Json::parse(in);
 }
 
 // Steps hold the 128-token context and four pairs.
 PipelineConfig reranker_config(const std::string& name) {
-  PipelineConfig c{.model_path = fixture(name)};
+  PipelineConfig c{.model_path = reranker_fixture(name)};
   c.stages = {{.first_layer = 0, .last_layer = -1, .threads = 1}};
   c.scheduler.max_batch_size = 4;
   c.scheduler.max_tokens_per_step = 160;
@@ -58,7 +58,7 @@ void expect_reference_logits(Pipeline& p, const Json& ref, int32_t truncate, con
       ASSERT_EQ(c.final.reason, EndReason::stop) << c.final.error_message;
       EXPECT_EQ(c.final.prompt_tokens, static_cast<int32_t>(ref[ids_key][i].size())) << i;
       ASSERT_EQ(c.final.embedding.size(), 1u);
-      EXPECT_NEAR(c.final.embedding[0], ref[logits_key][i].get<float>(), kTolerance)
+      EXPECT_NEAR(c.final.embedding[0], ref[logits_key][i].get<float>(), kRerankTolerance)
           << logits_key << " round " << round << " pair " << i;
     }
   }
@@ -67,7 +67,7 @@ void expect_reference_logits(Pipeline& p, const Json& ref, int32_t truncate, con
 TEST(PipelineReranker, PairsMatchCrossEncoder) {
   for (const char* name : {"bert_reranker", "roberta_reranker", "xlm_roberta_reranker", "modernbert_reranker"}) {
     SCOPED_TRACE(name);
-    const Json ref = reference(name);
+    const Json ref = reranker_reference(name);
     PipelineConfig c = reranker_config(name);
     c.scheduler.max_tokens_per_step = 256;  // ModernBERT's 256-token context in one step
     auto p = Pipeline::start(c);
@@ -86,12 +86,12 @@ TEST(PipelineReranker, PairsMatchCrossEncoder) {
 // The token types reach a remote first stage (StageSeq::type1_from), and a
 // remote last stage runs the classifier head in its worker.
 TEST(PipelineReranker, RemoteStages) {
-  const Json ref = reference("bert_reranker");
+  const Json ref = reranker_reference("bert_reranker");
   for (const bool remote_first : {true, false}) {
     SCOPED_TRACE(remote_first ? "remote first stage" : "remote last stage");
     test::StageProcess w;
-    ASSERT_TRUE(w.start(
-        {"-m", fixture("bert_reranker"), "--layers", remote_first ? "0:1" : "1:", "-t", "1", "--kv-blocks", "64"}));
+    ASSERT_TRUE(w.start({"-m", reranker_fixture("bert_reranker"), "--layers", remote_first ? "0:1" : "1:", "-t", "1",
+                         "--kv-blocks", "64"}));
     PipelineConfig c = reranker_config("bert_reranker");
     if (remote_first) {
       c.stages = {{.first_layer = 0, .last_layer = 1, .remote = w.address()},
@@ -107,7 +107,7 @@ TEST(PipelineReranker, RemoteStages) {
 }
 
 TEST(PipelineReranker, FrontDoorRefusals) {
-  const Json ref = reference("bert_reranker");
+  const Json ref = reranker_reference("bert_reranker");
   auto p = Pipeline::start(reranker_config("bert_reranker"));
   auto error_of = [&](EngineRequest r) {
     auto run = p->generate(std::move(r));
@@ -155,8 +155,8 @@ TEST(PipelineReranker, PairsNeedACrossEncoder) {
 // last token; the released checkpoint, its sequence-classifier conversion
 // and llama.cpp's GGUF of it.
 TEST(PipelineReranker, CausalRerankersMatchTransformers) {
-  const Json ref = reference("qwen3_reranker");
-  for (const std::string& path : {fixture("qwen3_reranker"), fixture("qwen3_reranker_seq_cls"),
+  const Json ref = reranker_reference("qwen3_reranker");
+  for (const std::string& path : {reranker_fixture("qwen3_reranker"), reranker_fixture("qwen3_reranker_seq_cls"),
                                   std::string(TROUPE_FIXTURES_DIR) + "/gguf/qwen3_reranker.gguf"}) {
     SCOPED_TRACE(path);
     PipelineConfig c = reranker_config("qwen3_reranker");
@@ -176,9 +176,9 @@ TEST(PipelineReranker, CausalRerankersMatchTransformers) {
 
 // A remote last stage loads the reranker itself and runs its head.
 TEST(PipelineReranker, CausalRerankerRemoteLastStage) {
-  const Json ref = reference("qwen3_reranker");
+  const Json ref = reranker_reference("qwen3_reranker");
   test::StageProcess w;
-  ASSERT_TRUE(w.start({"-m", fixture("qwen3_reranker"), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
+  ASSERT_TRUE(w.start({"-m", reranker_fixture("qwen3_reranker"), "--layers", "1:", "-t", "1", "--kv-blocks", "64"}));
   PipelineConfig c = reranker_config("qwen3_reranker");
   c.stages = {{.first_layer = 0, .last_layer = 1, .threads = 1},
               {.first_layer = 1, .last_layer = -1, .remote = w.address()}};
@@ -190,7 +190,7 @@ TEST(PipelineReranker, CausalRerankerRemoteLastStage) {
 // A causal classifier scores single texts at their last token, and
 // generates nothing.
 TEST(PipelineReranker, CausalClassifierPipeline) {
-  const Json ref = reference("llama_classifier");
+  const Json ref = reranker_reference("llama_classifier");
   auto p = Pipeline::start(reranker_config("llama_classifier"));
   EXPECT_EQ(p->model_info().n_labels, 3);
   for (size_t i = 0; i < ref["texts"].size(); ++i) {
@@ -201,7 +201,7 @@ TEST(PipelineReranker, CausalClassifierPipeline) {
     ASSERT_EQ(done.final.reason, EndReason::stop) << done.final.error_message;
     const auto want = ref["logits"][i].get<std::vector<float>>();
     ASSERT_EQ(done.final.embedding.size(), want.size());
-    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(done.final.embedding[k], want[k], kTolerance) << i;
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(done.final.embedding[k], want[k], kRerankTolerance) << i;
   }
 
   PipelineConfig cls = reranker_config("llama_classifier");

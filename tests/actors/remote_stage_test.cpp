@@ -39,7 +39,7 @@ using test::StageProcess;
 
 const std::string kStories = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 
-std::string smollm2_path() {
+std::string smollm2_gguf() {
   const char* cache = std::getenv("TROUPE_MODEL_CACHE");
   const char* home = std::getenv("HOME");
   return (cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/troupe/models") +
@@ -212,7 +212,7 @@ TEST(RemoteStages, SmolLM2ChainsMatchTheSingleProcessRun) {
   // differently paced chain) can flip a near tie. The int8 path's own
   // batch invariance is tested in tests/kernels/matmul_packed_test.cpp.
   const test::ExactMath exact;
-  const std::string path = smollm2_path();
+  const std::string path = smollm2_gguf();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (scripts/setup fetches it)";
   const std::shared_ptr<const Model> model = Model::load(path);
   const std::unique_ptr<Tokenizer> tok = Tokenizer::create(model->vocab());
@@ -388,7 +388,7 @@ TEST(RemoteStages, KilledHeadIsForgottenBeforeTheNextHead) {
   const pid_t head = fork();
   ASSERT_GE(head, 0);
   if (head == 0) {  // the head: stream until told to die; never returns
-    close(ready[0]);
+    ::close(ready[0]);
     char c = 'n';
     try {
       auto p = Pipeline::start(stories_head(stages));
@@ -404,10 +404,10 @@ TEST(RemoteStages, KilledHeadIsForgottenBeforeTheNextHead) {
     (void)!write(ready[1], &c, 1);
     _exit(1);
   }
-  close(ready[1]);
+  ::close(ready[1]);
   char c = 0;
-  const bool said = read(ready[0], &c, 1) == 1;
-  close(ready[0]);
+  const bool said = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
   // Live requests on the worker while the head streams.
   const WorkerStats busy = Probe().stats(w.port());
   kill(head, SIGKILL);
@@ -460,7 +460,7 @@ TEST(RemoteStages, WorkerQuantizedOtherwiseIsRefused) {
 }
 
 TEST(RemoteStages, WrongModelIsRefused) {
-  const std::string path = smollm2_path();
+  const std::string path = smollm2_gguf();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (scripts/setup fetches it)";
   StageProcess w;
   ASSERT_TRUE(w.start({"-m", path, "--layers", "2:5", "-t", "1", "--kv-blocks", "512"}));

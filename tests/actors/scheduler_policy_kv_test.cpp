@@ -28,7 +28,7 @@ struct Load {
   int32_t max_new = 60;
 };
 
-struct Outcome {
+struct KvOutcome {
   uint64_t preemptions = 0;
   uint64_t finished = 0;
   int32_t max_running = 0;
@@ -51,11 +51,11 @@ SchedulerConfig config(double demand_fraction) {
           .short_batch_share = 0.0};
 }
 
-Outcome run(SchedulerPolicy& s, const Load& load, int64_t max_steps = 10000) {
+KvOutcome run(SchedulerPolicy& s, const Load& load, int64_t max_steps = 10000) {
   for (int64_t id = 1; id <= load.n_long; ++id) {
     EXPECT_EQ(s.add(make_request(id, load.n_prompt, Priority::interactive, 0, load.max_new)), AddStatus::accepted);
   }
-  Outcome o;
+  KvOutcome o;
   while (s.has_work() && o.steps < max_steps) {
     StepPlan plan = s.schedule(at_ms(o.steps));
     for (const int64_t id : plan.preempted) ++o.preempted[id];
@@ -74,10 +74,10 @@ TEST(SchedulerPolicyKv, DemandAdmissionNeverPreemptsWhereFirstChunkAdmissionThra
   const Load load{.n_long = 12, .n_prompt = 4, .max_new = 28};  // 32 tokens = 8 blocks each
   KvCacheManager kv_old({.n_blocks = 24, .block_size = 4});
   SchedulerPolicy first_chunk(config(0.0), kv_old);
-  const Outcome old_way = run(first_chunk, load);
+  const KvOutcome old_way = run(first_chunk, load);
   KvCacheManager kv_new({.n_blocks = 24, .block_size = 4});
   SchedulerPolicy demand(config(1.0), kv_new);
-  const Outcome new_way = run(demand, load);
+  const KvOutcome new_way = run(demand, load);
 
   EXPECT_EQ(old_way.finished, 12u);
   EXPECT_EQ(new_way.finished, 12u);
@@ -99,7 +99,7 @@ TEST(SchedulerPolicyKv, APartialDemandFractionAdmitsMoreAndBoundsPreemption) {
   SchedulerConfig c = config(0.5);  // 4 + 14 = 18 tokens = 5 blocks each
   c.max_preemptions = 1;
   SchedulerPolicy s(c, kv);
-  const Outcome o = run(s, load);
+  const KvOutcome o = run(s, load);
   EXPECT_EQ(o.finished, 12u);
   EXPECT_GE(o.max_running, 4);  // more than the full demand allows (3)
   // Each sequence is a victim at most max_preemptions times: the others
@@ -118,7 +118,7 @@ TEST(SchedulerPolicyKv, ASequencePreemptedTwiceIsTakenOnlyWhenNoOtherCan) {
     c.max_batch_size = 6;
     c.max_preemptions = max_preemptions;
     SchedulerPolicy s(c, kv);
-    const Outcome o = run(s, {.n_long = 10, .n_prompt = 4, .max_new = 20});
+    const KvOutcome o = run(s, {.n_long = 10, .n_prompt = 4, .max_new = 20});
     EXPECT_EQ(o.finished, 10u);
     int32_t most = 0;
     for (const auto& [id, n] : o.preempted) most = std::max(most, n);

@@ -54,7 +54,7 @@ StepResult verify(const StepPlan& plan, int32_t break_every) {
   return r;
 }
 
-SchedulerConfig spec_config(int32_t max_draft) {
+SchedulerConfig draft_config(int32_t max_draft) {
   return {.max_batch_size = 8,
           .max_tokens_per_step = 128,
           .prefill_chunk = 16,
@@ -63,13 +63,13 @@ SchedulerConfig spec_config(int32_t max_draft) {
           .spec_max_draft = max_draft};
 }
 
-struct Outcome {
+struct SpecOutcome {
   std::map<int64_t, std::vector<int32_t>> outputs;
   int64_t steps = 0;
 };
 
-Outcome run(SchedulerPolicy& s, KvCacheManager& kv, int32_t break_every) {
-  Outcome out;
+SpecOutcome run(SchedulerPolicy& s, KvCacheManager& kv, int32_t break_every) {
+  SpecOutcome out;
   while (s.has_work() && out.steps < 5000) {
     const StepPlan plan = s.schedule(at_ms(out.steps));
     if (plan.step == 0) break;
@@ -105,12 +105,12 @@ TEST(SchedulerSpeculative, OutputEqualsOneTokenDecodingAndStepsAreFewer) {
     int64_t plain_steps = 0;
     for (const int32_t max_draft : {0, 4}) {
       KvCacheManager kv({.n_blocks = 64, .block_size = 4});
-      SchedulerPolicy s(spec_config(max_draft), kv);
+      SchedulerPolicy s(draft_config(max_draft), kv);
       for (int64_t id = 1; id <= 4; ++id) {
         ASSERT_EQ(s.add({.id = id, .prompt = pattern_prompt(id, 12), .max_new_tokens = 37 + static_cast<int32_t>(id)}),
                   AddStatus::accepted);
       }
-      const Outcome r = run(s, kv, break_every);
+      const SpecOutcome r = run(s, kv, break_every);
       EXPECT_FALSE(s.has_work());
       EXPECT_EQ(kv.pool().n_used(), 0);
       for (int64_t id = 1; id <= 4; ++id) {
@@ -142,7 +142,7 @@ TEST(SchedulerSpeculative, ProposalsFadeWhenNeverAccepted) {
   // so lookup keeps finding proposals): k falls to 0, with a probe of one
   // token every 16 steps.
   KvCacheManager kv({.n_blocks = 64, .block_size = 4});
-  SchedulerPolicy s(spec_config(4), kv);
+  SchedulerPolicy s(draft_config(4), kv);
   ASSERT_EQ(s.add({.id = 1, .prompt = pattern_prompt(1, 12), .max_new_tokens = 200}), AddStatus::accepted);
   int64_t steps = 0;
   uint64_t proposed_at_half = 0;
@@ -168,12 +168,12 @@ TEST(SchedulerSpeculative, ProposalsNeverPreemptAndACancelledStepFreesEverything
   // A pool just big enough for the two sequences' real tokens: proposals
   // that do not fit are dropped, nobody is preempted for them.
   KvCacheManager kv({.n_blocks = 12, .block_size = 4});
-  SchedulerConfig c = spec_config(8);
+  SchedulerConfig c = draft_config(8);
   c.context_length = 24;
   SchedulerPolicy s(c, kv);
   ASSERT_EQ(s.add({.id = 1, .prompt = pattern_prompt(1, 10), .max_new_tokens = 13}), AddStatus::accepted);
   ASSERT_EQ(s.add({.id = 2, .prompt = pattern_prompt(2, 10), .max_new_tokens = 13}), AddStatus::accepted);
-  const Outcome r = run(s, kv, 0);
+  const SpecOutcome r = run(s, kv, 0);
   EXPECT_EQ(s.stats().preemptions, 0u);
   EXPECT_EQ(r.outputs.at(1).size(), 13u);
   EXPECT_EQ(r.outputs.at(2).size(), 13u);
@@ -193,7 +193,7 @@ TEST(SchedulerSpeculative, ProposalsNeverPreemptAndACancelledStepFreesEverything
 
 TEST(SchedulerSpeculative, AScoredPromptIsComputedInFullWithARowPerToken) {
   KvCacheManager kv({.n_blocks = 64, .block_size = 4});
-  SchedulerConfig c = spec_config(0);
+  SchedulerConfig c = draft_config(0);
   c.score_chunk = 8;
   SchedulerPolicy s(c, kv);
   // Put the prompt in the prefix cache first.

@@ -49,9 +49,9 @@ class StageProcess {
     posix_spawn_file_actions_addclose(&actions, fds[0]);
     const int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
+    ::close(fds[1]);
     if (rc != 0) {
-      close(fds[0]);
+      ::close(fds[0]);
       pid_ = -1;
       ADD_FAILURE() << "cannot start " << cargv[0];
       return false;
@@ -85,7 +85,7 @@ class StageProcess {
       pid_ = -1;
     }
     if (out_ >= 0) {
-      close(out_);
+      ::close(out_);
       out_ = -1;
     }
   }
@@ -96,9 +96,9 @@ class StageProcess {
     const auto until = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < until) {
       pollfd p{.fd = out_, .events = POLLIN};
-      if (poll(&p, 1, 100) <= 0) continue;
+      if (::poll(&p, 1, 100) <= 0) continue;
       char c = 0;
-      if (read(out_, &c, 1) != 1) break;
+      if (::read(out_, &c, 1) != 1) break;
       if (c == '\n') return line;
       line += c;
     }

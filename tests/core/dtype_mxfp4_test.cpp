@@ -21,7 +21,7 @@
 namespace troupe {
 namespace {
 
-std::vector<uint8_t> from_hex(const std::string& hex) {
+std::vector<uint8_t> bytes_of_hex(const std::string& hex) {
   std::vector<uint8_t> out(hex.size() / 2);
   for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   return out;
@@ -71,8 +71,8 @@ TEST(Mxfp4, BlocksFromHuggingFaceMatchTransformers) {
   const auto j = nlohmann::json::parse(in);
   const int64_t n_in = j["shape"]["n_in"].get<int64_t>();
   const int64_t n_rows = j["shape"]["n_expert"].get<int64_t>() * j["shape"]["n_out"].get<int64_t>();
-  const std::vector<uint8_t> blocks = from_hex(j["blocks"].get<std::string>());
-  const std::vector<uint8_t> scales = from_hex(j["scales"].get<std::string>());
+  const std::vector<uint8_t> blocks = bytes_of_hex(j["blocks"].get<std::string>());
+  const std::vector<uint8_t> scales = bytes_of_hex(j["scales"].get<std::string>());
   const std::vector<float> want = j["dequant"].get<std::vector<float>>();
   const int64_t n_blocks = n_rows * n_in / kQK;
   ASSERT_EQ(static_cast<int64_t>(blocks.size()), n_blocks * 16);
@@ -81,7 +81,7 @@ TEST(Mxfp4, BlocksFromHuggingFaceMatchTransformers) {
 
   std::vector<uint8_t> ggml(static_cast<size_t>(n_rows * row_bytes(DType::mxfp4, n_in)));
   mxfp4_blocks_from_hf(blocks.data(), scales.data(), n_blocks, ggml.data());
-  EXPECT_EQ(ggml, from_hex(j["ggml_blocks"].get<std::string>()));
+  EXPECT_EQ(ggml, bytes_of_hex(j["ggml_blocks"].get<std::string>()));
   std::vector<float> got(want.size());
   dequantize_row(DType::mxfp4, ggml.data(), got.data(), n_rows * n_in);
   int n_negative_zero = 0;

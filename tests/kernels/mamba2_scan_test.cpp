@@ -20,14 +20,14 @@ namespace troupe {
 namespace {
 
 // 4 heads of 6, a state of 5, B and C in 2 groups, 4 taps.
-constexpr kernels::Mamba2Shape kShape{.n_heads = 4, .head_dim = 6, .d_state = 5, .n_groups = 2, .taps = 4};
+constexpr kernels::Mamba2Shape kMamba2Shape{.n_heads = 4, .head_dim = 6, .d_state = 5, .n_groups = 2, .taps = 4};
 
 using test::max_abs_diff;
 
-struct Layer {
+struct Mamba2Layer {
   std::vector<float> conv, conv_bias, a, dt_bias, d, norm;
-  explicit Layer(uint32_t seed) {
-    const kernels::Mamba2Shape& g = kShape;
+  explicit Mamba2Layer(uint32_t seed) {
+    const kernels::Mamba2Shape& g = kMamba2Shape;
     conv = test::normal_floats(static_cast<size_t>(g.conv_dim() * g.taps), seed, 0.5f);
     conv_bias = test::normal_floats(static_cast<size_t>(g.conv_dim()), seed + 1, 0.2f);
     a = test::normal_floats(static_cast<size_t>(g.n_heads), seed + 2);
@@ -44,8 +44,8 @@ struct Layer {
 };
 
 // y [n, inner] from zero state, in doubles; proj [n, proj_width].
-std::vector<float> reference(const Layer& L, const std::vector<float>& proj, int64_t n) {
-  const kernels::Mamba2Shape& g = kShape;
+std::vector<float> reference(const Mamba2Layer& L, const std::vector<float>& proj, int64_t n) {
+  const kernels::Mamba2Shape& g = kMamba2Shape;
   const int64_t inner = g.inner(), C = g.conv_dim(), W = g.proj_width(), N = g.d_state;
   std::vector<double> xbc(static_cast<size_t>(n * C));
   for (int64_t t = 0; t < n; ++t) {
@@ -103,48 +103,48 @@ std::vector<float> reference(const Layer& L, const std::vector<float>& proj, int
   return out;
 }
 
-struct Slots {
+struct Mamba2Slots {
   std::vector<float> data;
   PagedKvView view;
-  explicit Slots(int64_t n_slots) {
-    data.assign(static_cast<size_t>(n_slots * kShape.state_floats()), 7.0f);  // garbage, as a reused slot holds
+  explicit Mamba2Slots(int64_t n_slots) {
+    data.assign(static_cast<size_t>(n_slots * kMamba2Shape.state_floats()), 7.0f);  // garbage, as a reused slot holds
     view.state = data.data();
     view.n_state_slots = n_slots;
-    view.state_floats = kShape.state_floats();
+    view.state_floats = kMamba2Shape.state_floats();
   }
 };
 
 // Tokens [begin, end) of proj as one call for one sequence.
-std::vector<float> run_chunk(const Layer& L, const std::vector<float>& proj, int64_t begin, int64_t end, Slots& slots,
-                             int32_t slot, ThreadPool& pool) {
-  const int64_t W = kShape.proj_width();
+std::vector<float> run_chunk(const Mamba2Layer& L, const std::vector<float>& proj, int64_t begin, int64_t end,
+                             Mamba2Slots& slots, int32_t slot, ThreadPool& pool) {
+  const int64_t W = kMamba2Shape.proj_width();
   std::vector<float> p(proj.begin() + begin * W, proj.begin() + end * W);
-  std::vector<float> y(static_cast<size_t>((end - begin) * kShape.inner()));
+  std::vector<float> y(static_cast<size_t>((end - begin) * kMamba2Shape.inner()));
   const AttnSeq s{.q_begin = 0, .n_q = static_cast<int32_t>(end - begin), .n_past = static_cast<int32_t>(begin),
                   .state_slot = slot};
-  kernels::mamba2_scan(y.data(), p.data(), slots.view, &s, 1, L.weights(), kShape, pool);
+  kernels::mamba2_scan(y.data(), p.data(), slots.view, &s, 1, L.weights(), kMamba2Shape, pool);
   return y;
 }
 
 TEST(Mamba2Scan, WholeSequenceMatchesTheRecurrence) {
   ThreadPool pool(2);
-  const Layer L(3);
+  const Mamba2Layer L(3);
   const int64_t n = 11;
-  const auto proj = test::normal_floats(static_cast<size_t>(n * kShape.proj_width()), 9);
-  Slots slots(2);
+  const auto proj = test::normal_floats(static_cast<size_t>(n * kMamba2Shape.proj_width()), 9);
+  Mamba2Slots slots(2);
   EXPECT_LT(max_abs_diff(run_chunk(L, proj, 0, n, slots, 1, pool), reference(L, proj, n)), 2e-5f);
 }
 
 TEST(Mamba2Scan, ChunksGiveTheBitsOfOneCall) {
   ThreadPool pool(2);
-  const Layer L(4);
+  const Mamba2Layer L(4);
   const int64_t n = 13;
-  const auto proj = test::normal_floats(static_cast<size_t>(n * kShape.proj_width()), 10);
-  Slots whole_slots(1);
+  const auto proj = test::normal_floats(static_cast<size_t>(n * kMamba2Shape.proj_width()), 10);
+  Mamba2Slots whole_slots(1);
   const std::vector<float> whole = run_chunk(L, proj, 0, n, whole_slots, 0, pool);
   for (const int64_t chunk : {1, 2, 5}) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
-    Slots slots(3);
+    Mamba2Slots slots(3);
     std::vector<float> got;
     for (int64_t t = 0; t < n; t += chunk) {
       const std::vector<float> part = run_chunk(L, proj, t, std::min(n, t + chunk), slots, 2, pool);
@@ -156,12 +156,12 @@ TEST(Mamba2Scan, ChunksGiveTheBitsOfOneCall) {
 
 TEST(Mamba2Scan, SequencesInOneCallAreIndependent) {
   ThreadPool pool(2);
-  const Layer L(5);
-  const int64_t W = kShape.proj_width();
+  const Mamba2Layer L(5);
+  const int64_t W = kMamba2Shape.proj_width();
   const std::vector<int64_t> lens{7, 3, 1};
   std::vector<std::vector<float>> projs;
   for (size_t i = 0; i < lens.size(); ++i) projs.push_back(test::normal_floats(static_cast<size_t>(lens[i] * W), 20 + i));
-  Slots slots(3);
+  Mamba2Slots slots(3);
   const auto other = test::normal_floats(static_cast<size_t>(4 * W), 30);
   run_chunk(L, other, 0, 4, slots, 0, pool);  // slot 0 holds another sequence's state
   std::vector<float> proj;
@@ -173,11 +173,11 @@ TEST(Mamba2Scan, SequencesInOneCallAreIndependent) {
                     .state_slot = static_cast<int32_t>(i)});
     row += static_cast<int32_t>(lens[i]);
   }
-  std::vector<float> y(static_cast<size_t>(row * kShape.inner()));
-  kernels::mamba2_scan(y.data(), proj.data(), slots.view, seqs.data(), 3, L.weights(), kShape, pool);
+  std::vector<float> y(static_cast<size_t>(row * kMamba2Shape.inner()));
+  kernels::mamba2_scan(y.data(), proj.data(), slots.view, seqs.data(), 3, L.weights(), kMamba2Shape, pool);
   size_t at = 0;
   for (size_t i = 0; i < lens.size(); ++i) {
-    Slots alone(1);
+    Mamba2Slots alone(1);
     const std::vector<float> want = run_chunk(L, projs[i], 0, lens[i], alone, 0, pool);
     const auto begin = y.begin() + static_cast<long>(at);
     EXPECT_EQ(std::vector<float>(begin, begin + static_cast<long>(want.size())), want);
@@ -187,9 +187,9 @@ TEST(Mamba2Scan, SequencesInOneCallAreIndependent) {
 
 TEST(Mamba2Scan, BadSlotsAreRefused) {
   ThreadPool pool(1);
-  const Layer L(6);
-  const auto proj = test::normal_floats(static_cast<size_t>(2 * kShape.proj_width()), 40);
-  Slots slots(2);
+  const Mamba2Layer L(6);
+  const auto proj = test::normal_floats(static_cast<size_t>(2 * kMamba2Shape.proj_width()), 40);
+  Mamba2Slots slots(2);
   EXPECT_THROW(run_chunk(L, proj, 0, 2, slots, 2, pool), Error);
   EXPECT_THROW(run_chunk(L, proj, 0, 2, slots, -1, pool), Error);
   slots.view.state_floats -= 1;

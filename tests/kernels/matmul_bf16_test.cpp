@@ -28,12 +28,12 @@ using test::AmxSwitch;
 
 bool bf16_path_runs() { return isa_supported(Isa::avx512) && cpu_has_avx512_bf16(); }
 
-struct Packed {
+struct Bf16Packed {
   std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
 };
 
-Packed pack(const test::Weights& w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
-  Packed p;
+Bf16Packed pack_bf16(const test::Weights& w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  Bf16Packed p;
   p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(kernels::bf16_packed_bytes(n_in, n_out)))));
   kernels::pack_bf16(p.bytes.get(), w.bytes.data(), t, n_in, n_out, pool);
   return p;
@@ -55,7 +55,7 @@ TEST_P(MatmulBf16, MatchesTheRoundedProductAndStaysWithinTheRounding) {
     for (int64_t n_out : {5, 50, 600}) {     // partial groups of 16, pairs of groups
       if (n_out == 600 && n_in != 1000) continue;  // and AMX chunks of 16 groups: several per thread
       const test::Weights w = test::make_weights(rng, t, n_out, n_in);
-      const Packed p = pack(w, t, n_in, n_out, pool);
+      const Bf16Packed p = pack_bf16(w, t, n_in, n_out, pool);
       for (int64_t n_tokens : {1, 2, 3, 6, 16, 17, 23, 40}) {  // 23: prefill tiles of 8, 4, 2 and 1
         std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
         for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
@@ -101,7 +101,7 @@ TEST_P(MatmulBf16, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   const int64_t n_in = 520, n_out = 150;
   ThreadPool pool1(1), pool2(2), pool3(3);
   const test::Weights w = test::make_weights(rng, t, n_out, n_in);
-  const Packed p = pack(w, t, n_in, n_out, pool2);
+  const Bf16Packed p = pack_bf16(w, t, n_in, n_out, pool2);
   const int64_t n_max = 40;
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
   auto run = [&](int64_t n_tokens, ThreadPool& pool) {

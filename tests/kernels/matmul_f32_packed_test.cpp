@@ -26,12 +26,12 @@
 namespace troupe {
 namespace {
 
-struct Packed {
+struct F32Packed {
   std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
 };
 
-Packed pack(const std::vector<float>& w, int64_t n_in, int64_t n_out, ThreadPool& pool) {
-  Packed p;
+F32Packed pack_f32(const std::vector<float>& w, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  F32Packed p;
   const auto bytes = static_cast<size_t>(kernels::f32_packed_bytes(n_in, n_out));
   p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
   kernels::pack_f32(p.bytes.get(), w.data(), n_in, n_out, pool);
@@ -57,7 +57,7 @@ TEST_P(MatmulF32Packed, MatchesTheProductInDouble) {
   for (int64_t n_in : {1, 5, 16, 100, 1000}) {  // tails of the four decode chains
     for (int64_t n_out : {5, 50, 600}) {       // partial groups of 16, pairs of groups
       const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
-      const Packed p = pack(w, n_in, n_out, pool);
+      const F32Packed p = pack_f32(w, n_in, n_out, pool);
       for (int64_t n_tokens : {1, 2, 3, 6, 16, 17, 23, 40}) {  // 23: prefill tiles of 8, 4, 2 and 1
         std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
         for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
@@ -90,8 +90,8 @@ TEST_P(MatmulF32Packed, PacksRowsAtAnyAddress) {
   const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
   std::vector<uint8_t> odd(w.size() * sizeof(float) + 1);
   std::memcpy(odd.data() + 1, w.data(), w.size() * sizeof(float));
-  const Packed a = pack(w, n_in, n_out, pool);
-  Packed b;
+  const F32Packed a = pack_f32(w, n_in, n_out, pool);
+  F32Packed b;
   const auto bytes = static_cast<size_t>(kernels::f32_packed_bytes(n_in, n_out));
   b.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
   kernels::pack_f32(b.bytes.get(), reinterpret_cast<const float*>(odd.data() + 1), n_in, n_out, pool);
@@ -106,7 +106,7 @@ TEST_P(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   const int64_t n_in = 300, n_out = 150, n_max = 40;
   ThreadPool pool2(2);
   const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
-  const Packed p = pack(w, n_in, n_out, pool2);
+  const F32Packed p = pack_f32(w, n_in, n_out, pool2);
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
   test::expect_token_bits_by_batch(
       [&](float* y, const float* xs, int64_t n_tokens, ThreadPool& pool) {
@@ -125,7 +125,7 @@ TEST(MatmulF32PackedIsas, Avx2GivesTheAvx512Bits) {
   ThreadPool pool(2);
   const int64_t n_in = 203, n_out = 45;
   const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
-  const Packed p = pack(w, n_in, n_out, pool);
+  const F32Packed p = pack_f32(w, n_in, n_out, pool);
   for (int64_t n_tokens : {1, 2, 7, 16, 23}) {
     const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
     std::vector<float> y[2];

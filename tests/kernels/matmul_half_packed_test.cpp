@@ -31,14 +31,14 @@ using Bytes = std::unique_ptr<uint8_t, decltype(&std::free)>;
 
 // n_out × n_in weights of type t (f16 or bf16): the stored bytes and their
 // values.
-struct Weights {
+struct HalfWeights {
   std::vector<uint8_t> bytes;
   std::vector<float> values;
 };
 
-Weights make_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n_in) {
+HalfWeights make_half_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n_in) {
   const std::vector<float> src = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
-  Weights w;
+  HalfWeights w;
   w.bytes.resize(src.size() * 2);
   w.values.resize(src.size());
   quantize_row(t, src.data(), w.bytes.data(), static_cast<int64_t>(src.size()));
@@ -46,7 +46,7 @@ Weights make_weights(std::mt19937& rng, DType t, int64_t n_out, int64_t n_in) {
   return w;
 }
 
-Bytes pack(const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+Bytes pack_half(const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
   const auto n = static_cast<size_t>(kernels::half_packed_bytes(n_in, n_out));
   Bytes p(static_cast<uint8_t*>(std::aligned_alloc(64, n)), &std::free);
   kernels::pack_half(p.get(), w, t, n_in, n_out, pool);
@@ -68,8 +68,8 @@ TEST_P(MatmulHalfPacked, MatchesTheProductInDouble) {
   ThreadPool pool(2);
   for (int64_t n_in : {1, 5, 16, 100, 1000}) {  // tails of the four decode chains; an odd number of runs
     for (int64_t n_out : {5, 12, 50}) {        // partial groups of 16 and halves of 8
-      const Weights w = make_weights(rng, t, n_out, n_in);
-      const Bytes p = pack(w.bytes.data(), t, n_in, n_out, pool);
+      const HalfWeights w = make_half_weights(rng, t, n_out, n_in);
+      const Bytes p = pack_half(w.bytes.data(), t, n_in, n_out, pool);
       for (int64_t n_tokens : {1, 2, 3, 15, 16, 19}) {  // 19: prefill tiles of 4 and a tail of 3
         std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
         for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
@@ -101,11 +101,11 @@ TEST_P(MatmulHalfPacked, PacksRowsAtAnyAddress) {
   std::mt19937 rng(31);
   const int64_t n_in = 37, n_out = 21;
   ThreadPool pool(2);
-  const Weights w = make_weights(rng, t, n_out, n_in);
+  const HalfWeights w = make_half_weights(rng, t, n_out, n_in);
   std::vector<uint8_t> odd(w.bytes.size() + 1);
   std::memcpy(odd.data() + 1, w.bytes.data(), w.bytes.size());
-  const Bytes a = pack(w.bytes.data(), t, n_in, n_out, pool);
-  const Bytes b = pack(odd.data() + 1, t, n_in, n_out, pool);
+  const Bytes a = pack_half(w.bytes.data(), t, n_in, n_out, pool);
+  const Bytes b = pack_half(odd.data() + 1, t, n_in, n_out, pool);
   EXPECT_EQ(std::memcmp(a.get(), b.get(), static_cast<size_t>(kernels::half_packed_bytes(n_in, n_out))), 0);
 }
 
@@ -118,8 +118,8 @@ TEST_P(MatmulHalfPacked, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   std::mt19937 rng(79);
   const int64_t n_in = 300, n_out = 150, n_max = 40;
   ThreadPool pool2(2);
-  const Weights w = make_weights(rng, t, n_out, n_in);
-  const Bytes p = pack(w.bytes.data(), t, n_in, n_out, pool2);
+  const HalfWeights w = make_half_weights(rng, t, n_out, n_in);
+  const Bytes p = pack_half(w.bytes.data(), t, n_in, n_out, pool2);
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
   test::expect_token_bits_by_batch(
       [&](float* y, const float* xs, int64_t n_tokens, ThreadPool& pool) {

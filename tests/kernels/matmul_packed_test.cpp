@@ -25,13 +25,13 @@ namespace {
 using test::AmxSwitch;
 using test::kRelTol;
 
-struct Packed {
+struct Int8Packed {
   std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
 };
 
-Packed pack(const test::Weights& w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+Int8Packed pack_int8(const test::Weights& w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool) {
   const int64_t n = kernels::int8_packed_bytes(t, n_in, n_out);
-  Packed p;
+  Int8Packed p;
   p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(n))));
   kernels::pack_int8(p.bytes.get(), w.bytes.data(), t, n_in, n_out, pool);
   return p;
@@ -50,7 +50,7 @@ TEST_P(MatmulPacked, MatchesQuantizedActivationsAndStaysWithinTheirError) {
     for (int64_t n_out : {5, 101, 300}) {  // partial groups of 16 and row units of 48
       if (n_out == 300 && n_in != 4096) continue;  // AMX chunks of 8 groups at 4096 inputs: several per thread
       const test::Weights w = test::make_weights(rng, t, n_out, n_in);
-      const Packed p = pack(w, t, n_in, n_out, pool);
+      const Int8Packed p = pack_int8(w, t, n_in, n_out, pool);
       for (int64_t n_tokens : {1, 3, 6, 17, 40}) {
         const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
         const test::Expected e = test::expected(x, w, n_tokens, n_in, n_out);
@@ -83,7 +83,7 @@ TEST_P(MatmulPacked, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   const int64_t n_in = 512, n_out = 150;
   ThreadPool pool1(1), pool2(2), pool3(3);
   const test::Weights w = test::make_weights(rng, t, n_out, n_in);
-  const Packed p = pack(w, t, n_in, n_out, pool2);
+  const Int8Packed p = pack_int8(w, t, n_in, n_out, pool2);
   const int64_t n_max = 40;
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
   auto token0 = [&](int64_t n_tokens, ThreadPool& pool) {
@@ -123,10 +123,10 @@ TEST_P(MatmulPacked, SeveralMatricesAsOneGetEachItsOwnBits) {
   const std::vector<int64_t> n_outs = {101, 5, 48, 150, 17};
   ThreadPool pool1(1), pool2(2), pool3(3);
   std::vector<test::Weights> ws;
-  std::vector<Packed> ps;
+  std::vector<Int8Packed> ps;
   for (int64_t n_out : n_outs) {
     ws.push_back(test::make_weights(rng, t, n_out, n_in));
-    ps.push_back(pack(ws.back(), t, n_in, n_out, pool2));
+    ps.push_back(pack_int8(ws.back(), t, n_in, n_out, pool2));
   }
   for (int64_t n_tokens : {1, 3, 17, 40}) {
     const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);

@@ -27,15 +27,15 @@ using kernels::detail::kLaneInputs;
 using kernels::detail::QuantizedActs;
 
 // matmul_int8.hpp's definitions, one value at a time.
-struct Reference {
+struct ActsReference {
   int64_t ldq, nb, n_sub, padded;
   std::vector<int8_t> q;   // [padded, ldq]
   std::vector<float> d;    // [padded, nb]
   std::vector<int32_t> sum;  // [padded, n_sub]: sum of q over the sub-block
 };
 
-Reference reference(const std::vector<float>& x, int64_t n_tokens, int64_t n_in, int64_t sub_k, int64_t padded) {
-  Reference r;
+ActsReference reference(const std::vector<float>& x, int64_t n_tokens, int64_t n_in, int64_t sub_k, int64_t padded) {
+  ActsReference r;
   r.ldq = (n_in + 63) / 64 * 64;
   r.nb = r.ldq / 32;
   r.n_sub = r.ldq / sub_k;
@@ -92,7 +92,7 @@ TEST(QuantizeActs, MatchesTheDefinitionsInEveryLayout) {
                                           << ", offset " << offset);
           const bool gemm = n_tokens >= kInt8GemmMinTokens;
           const int64_t padded = gemm ? (n_tokens + kActTokenPad - 1) / kActTokenPad * kActTokenPad : n_tokens;
-          const Reference r = reference(x, n_tokens, n_in, sub_k, padded);
+          const ActsReference r = reference(x, n_tokens, n_in, sub_k, padded);
           const QuantizedActs qa =
               kernels::detail::quantize_acts(x.data(), n_tokens, n_in, !gemm, offset, sub_k, &pool);
           ASSERT_EQ(qa.ldq, r.ldq);

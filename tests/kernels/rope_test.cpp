@@ -18,7 +18,7 @@ namespace {
 using kernels::RopeLayout;
 using kernels::RopeParams;
 
-constexpr double kTol = 1e-5;
+constexpr double kRopeTol = 1e-5;
 
 double angle(int32_t pos, int64_t i, int64_t n_rot, const RopeParams& p) {
   const double ff = p.freq_factors ? p.freq_factors[i] : 1.0;
@@ -85,8 +85,8 @@ void check_layout(RopeLayout layout, int64_t head_dim, int64_t n_rot_param, floa
     if (d >= n_rot) {
       ASSERT_EQ(x[k], orig[k]) << "dims past n_rot must pass through untouched, k=" << k;
     } else {
-      ASSERT_NEAR(x[k], want[k], kTol) << "layout=" << int(layout) << " head_dim=" << head_dim << " n_rot=" << n_rot
-                                       << " k=" << k;
+      ASSERT_NEAR(x[k], want[k], kRopeTol)
+          << "layout=" << int(layout) << " head_dim=" << head_dim << " n_rot=" << n_rot << " k=" << k;
     }
   }
   // Position 0 is the identity, up to mscale on the rotated dims.
@@ -149,7 +149,7 @@ TEST(Rope, CachedTableFollowsEveryParameterAtOnePosition) {
     const auto want = ref_normal(x0, pos, n_head, head_dim, n_rot, p);
     auto x = x0;
     kernels::rope(x.data(), pos.data(), 1, n_head, head_dim, p);
-    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], want[k], kTol) << "theta " << p.theta << " k=" << k;
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], want[k], kRopeTol) << "theta " << p.theta << " k=" << k;
   };
   RopeParams p{.layout = RopeLayout::normal, .theta = 10000.0f};
   check(p);
@@ -184,7 +184,7 @@ TEST(Rope, CachedTableFollowsThePositions) {
     const auto want = ref_hf(x0, at, n_head, head_dim, head_dim, p);
     auto x = x0;
     kernels::rope(x.data(), at.data(), static_cast<int64_t>(at.size()), n_head, head_dim, p);
-    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], want[k], kTol) << "pos[0] " << at[0] << " k=" << k;
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], want[k], kRopeTol) << "pos[0] " << at[0] << " k=" << k;
   };
   check(pos);
   check(pos);  // reused

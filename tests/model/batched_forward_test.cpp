@@ -21,7 +21,7 @@ namespace {
 const std::string kModel = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 constexpr int64_t kBlock = 16;
 
-float max_abs_diff(const float* a, const float* b, int64_t n) {
+float max_diff_n(const float* a, const float* b, int64_t n) {
   float worst = 0;
   for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
   return worst;
@@ -71,7 +71,7 @@ TEST(BatchedForward, BatchEqualsEachSequenceAlone) {
       Seq& q = seqs[s];
       const std::vector<float> want = alone.prompt_logits(q.tokens);
       const float* got = logits.data() + s * static_cast<size_t>(n_vocab);
-      EXPECT_LT(max_abs_diff(got, want.data(), n_vocab), 1e-4f) << "step " << step << " sequence " << s;
+      EXPECT_LT(max_diff_n(got, want.data(), n_vocab), 1e-4f) << "step " << step << " sequence " << s;
       q.n_past = static_cast<int32_t>(q.tokens.size());
       q.tokens.push_back(static_cast<int32_t>(std::max_element(got, got + n_vocab) - got));
     }
@@ -99,7 +99,7 @@ TEST(BatchedForward, TwoStagesEqualOneStage) {
   whole.forward(batch, nullptr, want.data());
   first.forward(batch, nullptr, hidden.data());
   second.forward(batch, hidden.data(), got.data());
-  EXPECT_EQ(max_abs_diff(got.data(), want.data(), static_cast<int64_t>(want.size())), 0.0f)
+  EXPECT_EQ(max_diff_n(got.data(), want.data(), static_cast<int64_t>(want.size())), 0.0f)
       << "a stage boundary only hands over hidden states: results are bit-identical";
 }
 

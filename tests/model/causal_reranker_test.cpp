@@ -33,9 +33,9 @@ using Json = nlohmann::json;
 // transformers computes in f32 in its own order; logits of a few units, so
 // 2e-5 is far below any real error (a wrong row, a missed norm, a token
 // more or less moves them by 0.01 or more).
-constexpr float kTolerance = 2e-5f;
+constexpr float kCausalTolerance = 2e-5f;
 
-std::string gguf_fixture(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/gguf/" + name; }
+std::string reranker_gguf(const std::string& name) { return std::string(TROUPE_FIXTURES_DIR) + "/gguf/" + name; }
 
 // Every input in one batch through the only stage (KV pages of 4, so every
 // prompt spans several): the head's scores of each one's last token.
@@ -64,7 +64,7 @@ void expect_reference_pairs(const std::shared_ptr<const Model>& model, const Jso
   const auto got = classify_last(model, inputs);
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].size(), 1u);
-    EXPECT_NEAR(got[i][0], ref[logits_key][i].get<float>(), kTolerance) << logits_key << " pair " << i;
+    EXPECT_NEAR(got[i][0], ref[logits_key][i].get<float>(), kCausalTolerance) << logits_key << " pair " << i;
   }
 }
 
@@ -101,7 +101,7 @@ TEST(CausalReranker, ReleasedHeadIsTheYesNoRow) {
 // which is the card's, as Troupe writes it for a Hugging Face directory.
 TEST(CausalReranker, GgufConversionMatchesTransformers) {
   const Json ref = reference("qwen3_reranker");
-  auto model = Model::load(gguf_fixture("qwen3_reranker.gguf"));
+  auto model = Model::load(reranker_gguf("qwen3_reranker.gguf"));
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.n_labels, 1);
   EXPECT_EQ(c.labels, std::vector<std::string>{"yes"});
@@ -129,7 +129,7 @@ TEST(CausalClassifier, LogitsAndLabelsMatchTransformers) {
   for (size_t i = 0; i < got.size(); ++i) {
     const auto want = ref["logits"][i].get<std::vector<float>>();
     ASSERT_EQ(got[i].size(), want.size());
-    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kTolerance) << i << "," << k;
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kCausalTolerance) << i << "," << k;
   }
 }
 
@@ -200,17 +200,17 @@ TEST_F(TokenClassifier, RefusesWhatItCannotRun) {
             std::string::npos);
   EXPECT_NE(load_error(fixture_dir("qwen3_reranker_seq_cls"), {.classifier_from_token = {"yes"}}).find("already"),
             std::string::npos);
-  EXPECT_NE(load_error(gguf_fixture("qwen3_reranker.gguf"), {.classifier_from_token = {"no", "yes"}}).find("already"),
+  EXPECT_NE(load_error(reranker_gguf("qwen3_reranker.gguf"), {.classifier_from_token = {"no", "yes"}}).find("already"),
             std::string::npos);
-  EXPECT_NE(
-      load_error(gguf_fixture("bert_reranker.gguf"), {.rerank_template = "{query} {document}"}).find("causal reranker"),
-      std::string::npos);
+  EXPECT_NE(load_error(reranker_gguf("bert_reranker.gguf"), {.rerank_template = "{query} {document}"})
+                .find("causal reranker"),
+            std::string::npos);
 }
 
 // A GGUF's rows are named as its vocabulary spells them; its own `rerank`
 // template gives way to the options'.
 TEST(CausalReranker, GgufTakesTheOptionsTemplate) {
-  auto model = Model::load(gguf_fixture("qwen3_reranker.gguf"), {.rerank_template = "Q: {query}\nD: {document}"});
+  auto model = Model::load(reranker_gguf("qwen3_reranker.gguf"), {.rerank_template = "Q: {query}\nD: {document}"});
   EXPECT_EQ(model->config().rerank_template, "Q: {query}\nD: {document}");
 }
 

@@ -30,7 +30,7 @@ using Ids = std::vector<int32_t>;
 
 std::string stories_path() { return std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf"; }
 
-std::string smollm2_path() {
+std::string smollm2_gguf() {
   if (const char* env = std::getenv("TROUPE_DEFAULT_MODEL"); env && *env) return env;
   const char* home = std::getenv("HOME");
   return std::string(home ? home : "") + "/.cache/troupe/models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -133,8 +133,8 @@ TEST_F(Stories260kTokenizer, SpecialTokens) {
 class Smollm2Tokenizer : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::filesystem::exists(smollm2_path())) return;
-    auto file = gguf::GgufFile::open(smollm2_path());
+    if (!std::filesystem::exists(smollm2_gguf())) return;
+    auto file = gguf::GgufFile::open(smollm2_gguf());
     model_ = new Loaded{vocab_from_gguf(file), nullptr, load_fixture("tokenizer_smollm2.json")};
     model_->tokenizer = Tokenizer::create(model_->vocab);
   }
@@ -144,7 +144,7 @@ class Smollm2Tokenizer : public testing::Test {
   }
   void SetUp() override {
     if (model_ == nullptr) {
-      GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found at " << smollm2_path()
+      GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found at " << smollm2_gguf()
                    << " (set TROUPE_DEFAULT_MODEL or copy it to ~/.cache/troupe/models/)";
     }
   }

@@ -24,10 +24,10 @@
 namespace troupe {
 namespace {
 
-const std::string kModel = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q4_k_m.gguf";
+const std::string kQ4KModel = std::string(TROUPE_FIXTURES_DIR) + "/tiny_q4_k_m.gguf";
 
 TEST(KQuantModel, FileHasLlamaCppQ4KMMix) {
-  const auto f = gguf::GgufFile::open(kModel);
+  const auto f = gguf::GgufFile::open(kQ4KModel);
   EXPECT_EQ(f.tensor("blk.0.attn_q.weight").type, DType::q4_K);
   EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").type, DType::q6_K);
   EXPECT_EQ(f.tensor("output.weight").type, DType::q6_K);
@@ -60,7 +60,7 @@ void expect_logits_match_fixture(const std::string& model_file, const std::strin
 }
 
 TEST(KQuantModel, LogitsMatchGgufDequantizationAndNumpy) {
-  expect_logits_match_fixture(kModel, "tiny_q4_k_m_logits.json");
+  expect_logits_match_fixture(kQ4KModel, "tiny_q4_k_m_logits.json");
 }
 
 // The named tensors of a fixture file hold `type` as stored: the file's own

@@ -21,13 +21,13 @@
 namespace troupe {
 namespace {
 
-nlohmann::json load_fixture(const std::string& name) {
+nlohmann::json load_reference(const std::string& name) {
   std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/" + name);
   EXPECT_TRUE(in) << "missing fixture " << name;
   return in ? nlohmann::json::parse(in) : nlohmann::json{};
 }
 
-std::string default_model_path() {
+std::string default_gguf_path() {
   if (const char* p = std::getenv("TROUPE_DEFAULT_MODEL"); p != nullptr && *p != '\0') return p;
   const char* cache = std::getenv("TROUPE_MODEL_CACHE");
   const char* home = std::getenv("HOME");
@@ -44,7 +44,7 @@ std::string default_model_path() {
 constexpr float kLogitTolerance = 1e-3f;
 
 TEST(HfReference, Stories260KLogitsMatchTransformers) {
-  const auto j = load_fixture("stories260k_logits.json");
+  const auto j = load_reference("stories260k_logits.json");
   auto model = Model::load(std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf");
   CpuBackend backend({.n_threads = 2});
   Generator gen(model, backend, {.n_ctx = 512});
@@ -68,11 +68,11 @@ TEST(HfReference, Stories260KLogitsMatchTransformers) {
 
 TEST(HfReference, DefaultModelGreedyTokensMatchTransformers) {
   const test::ExactMath exact;  // a reference to float rounding
-  const std::string path = default_model_path();
+  const std::string path = default_gguf_path();
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << "default model not found at " << path << " (scripts/setup fetches it)";
   }
-  const auto j = load_fixture("smollm2_greedy.json");
+  const auto j = load_reference("smollm2_greedy.json");
   auto model = Model::load(path);
   auto tok = Tokenizer::create(model->vocab());
   CpuBackend backend({.n_threads = 2});

@@ -27,7 +27,7 @@ using Json = nlohmann::json;
 // CrossEncoder computes in f32 in its own summation order; logits of a few
 // units, so 2e-5 is far below any real error (a wrong token type or a
 // missing pooler moves them by 0.1 or more).
-constexpr float kTolerance = 2e-5f;
+constexpr float kRerankTolerance = 2e-5f;
 
 // The token types a pair's ids have: 0 before type1_from, 1 from it on.
 std::vector<int32_t> types_of(const Tokenizer::Pair& p) {
@@ -74,7 +74,8 @@ void expect_reference_pairs(const std::shared_ptr<const Model>& model, const Jso
   }
   const std::vector<std::vector<float>> got = classify_all(model, pairs);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i][0], want[i], kTolerance) << ids_key << " pair " << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i][0], want[i], kRerankTolerance) << ids_key << " pair " << i;
 }
 
 class RerankerFixture : public ::testing::TestWithParam<const char*> {};
@@ -222,7 +223,7 @@ TEST_P(ClassifierFixture, LogitsAndLabelsMatchTransformers) {
   for (size_t i = 0; i < got.size(); ++i) {
     const auto want = ref["logits"][i].get<std::vector<float>>();
     ASSERT_EQ(got[i].size(), want.size());
-    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kTolerance) << i << "," << k;
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[i][k], want[k], kRerankTolerance) << i << "," << k;
   }
 }
 

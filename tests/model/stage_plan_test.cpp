@@ -19,7 +19,7 @@
 namespace troupe {
 namespace {
 
-const std::shared_ptr<const Model>& stories() {
+const std::shared_ptr<const Model>& shared_stories() {
   static const auto m = Model::load(std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf");
   return m;
 }
@@ -80,7 +80,7 @@ TEST(StagePlan, GpuLayersSplitsOffTheLastLayers) {
 }
 
 TEST(StagePlan, CpuThenCudaChain) {
-  const Model& m = *stories();
+  const Model& m = *shared_stories();
   const int64_t n_layer = m.config().n_layer;
   const std::vector<StagePlacement> want = split_gpu_layers(n_layer, 2, 1);
   const std::vector<PlannedStage> plan = plan_stages(m, want, kLimits);
@@ -111,7 +111,7 @@ TEST(StagePlan, CpuThenCudaChain) {
 }
 
 TEST(StagePlan, AllCpuStaysInPlainMemoryAndRemoteGoesOnTheWire) {
-  const Model& m = *stories();
+  const Model& m = *shared_stories();
   const std::vector<StagePlacement> want{{.first_layer = 0, .last_layer = 2, .threads = 1},
                                          {.first_layer = 2, .last_layer = -1, .threads = 1, .remote = "127.0.0.1:7001"}};
   const std::vector<PlannedStage> plan = plan_stages(m, want, kLimits);
@@ -123,7 +123,7 @@ TEST(StagePlan, AllCpuStaysInPlainMemoryAndRemoteGoesOnTheWire) {
 }
 
 TEST(StagePlan, RefusesGapsOverlapsAndBadDevicesNamingTheStage) {
-  const Model& m = *stories();
+  const Model& m = *shared_stories();
   auto message = [&](std::vector<StagePlacement> want) {
     try {
       plan_stages(m, want, kLimits);
@@ -142,7 +142,7 @@ TEST(StagePlan, RefusesGapsOverlapsAndBadDevicesNamingTheStage) {
 }
 
 TEST(ModelIdentity, StableForOneFileAndDifferentForAnother) {
-  const std::string a = model_identity(*stories());
+  const std::string a = model_identity(*shared_stories());
   EXPECT_EQ(a.size(), 16u);
   EXPECT_EQ(a, model_identity(*Model::load(std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf")));
   const char* cache = std::getenv("TROUPE_MODEL_CACHE");

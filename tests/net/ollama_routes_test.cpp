@@ -21,10 +21,10 @@ namespace {
 using nlohmann::json;
 using test::RecordingWriter;
 
-constexpr float kTolerance = 2e-5f;  // as tests/model/embedding_model_test.cpp
+constexpr float kOllamaTolerance = 2e-5f;  // as tests/model/embedding_model_test.cpp
 constexpr int32_t kContext = 128;
 
-json reference() {
+json embedding_reference() {
   std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/hf/nomic_bert_embedding_mean/reference.json");
   return json::parse(in);
 }
@@ -77,11 +77,12 @@ ServerCore* OllamaRoutes::core_ = nullptr;
 
 void expect_vector(const json& got, const json& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[k].get<float>(), want[k].get<float>(), kTolerance) << what;
+  for (size_t k = 0; k < want.size(); ++k)
+    EXPECT_NEAR(got[k].get<float>(), want[k].get<float>(), kOllamaTolerance) << what;
 }
 
 TEST_F(OllamaRoutes, EmbedIsSentenceTransformers) {
-  const json ref = reference();
+  const json ref = embedding_reference();
   // Ollama's clients name a model with its tag; ":latest" is the default one.
   const HttpReply r = post("/api/embed", json{{"model", id() + ":latest"}, {"input", ref["texts"]}});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -105,7 +106,7 @@ TEST_F(OllamaRoutes, EmbedIsSentenceTransformers) {
 
 // The older route: one "prompt", one "embedding".
 TEST_F(OllamaRoutes, LegacyEmbeddingsRoute) {
-  const json ref = reference();
+  const json ref = embedding_reference();
   const HttpReply r = post("/api/embeddings", json{{"model", id()}, {"prompt", ref["texts"][1]}});
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = json::parse(r.body);
@@ -116,7 +117,7 @@ TEST_F(OllamaRoutes, LegacyEmbeddingsRoute) {
 // Ollama cuts an input to the context unless "truncate" is false; an
 // encoder keeps its first tokens and the closing [SEP].
 TEST_F(OllamaRoutes, TruncatesToTheContextUnlessTold) {
-  const json ref = reference();
+  const json ref = embedding_reference();
   std::string text;
   for (int i = 0; i < 4; ++i) text += ref["texts"][3].get<std::string>() + " ";  // about 290 tokens
   const HttpReply cut = post("/api/embed", json{{"model", id()}, {"input", text}});
@@ -151,7 +152,7 @@ TEST_F(OllamaRoutes, ListsTheModelAndTheVersion) {
   EXPECT_EQ(s["details"]["format"], "safetensors");  // a Hugging Face folder
   EXPECT_EQ(s["model_info"]["general.architecture"], arch);
   EXPECT_EQ(s["model_info"][arch + ".context_length"], kContext);
-  EXPECT_EQ(s["model_info"][arch + ".embedding_length"], reference()["embeddings"][0].size());
+  EXPECT_EQ(s["model_info"][arch + ".embedding_length"], embedding_reference()["embeddings"][0].size());
   EXPECT_EQ(s["capabilities"], json::array({"embedding"}));
   const HttpReply version = call("GET", "/api/version");
   ASSERT_EQ(version.status, 200) << version.body;

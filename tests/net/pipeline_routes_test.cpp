@@ -85,7 +85,7 @@ uint64_t tokenizer_messages(const PipelineClient& b) {
 // meter counts a message when its handler returns, after the handler has
 // passed the request on, so the count can trail the request's completion.
 uint64_t tokenizer_messages_reaching(const PipelineClient& b, uint64_t want) {
-  test::wait_until([&] { return tokenizer_messages(b) >= want; }, std::chrono::seconds(10));
+  troupe::test::wait_until([&] { return tokenizer_messages(b) >= want; }, std::chrono::seconds(10));
   return tokenizer_messages(b);
 }
 
@@ -106,7 +106,7 @@ TEST_F(PipelineRoutes, HttpChatAndWebSocketRequestsPassThroughTheTokenizerActor)
   const uint64_t after_http = tokenizer_messages_reaching(*backend_, before + 1);
   EXPECT_EQ(after_http, before + 1);
 
-  auto out = std::make_shared<test::RecordingWsOutput>();
+  auto out = std::make_shared<troupe::test::RecordingWsOutput>();
   auto conn = WsConnection::create(*core_, out);
   conn->on_message(R"({"type": "generate", "id": "w", "prompt": [1, 403, 407], "max_tokens": 3})");
   const bool ended = out->wait_for([](const std::vector<std::string>& frames) {
@@ -191,7 +191,7 @@ TEST_F(PipelineRoutes, ResponseFormatJsonSchemaOverHttpAndWebSocket) {
   EXPECT_NE(err["error"]["message"].get<std::string>().find("pattern"), std::string::npos) << refused.body;
 
   // The WebSocket takes the same field.
-  auto ws_out = std::make_shared<test::RecordingWsOutput>();
+  auto ws_out = std::make_shared<troupe::test::RecordingWsOutput>();
   auto conn = WsConnection::create(*core_, ws_out);
   conn->on_message(R"({"type": "generate", "id": "j", "prompt": "Once upon a time", "max_tokens": 800,
                        "temperature": 0, "response_format": {"type": "json_schema", "json_schema":
@@ -275,7 +275,7 @@ TEST_F(PipelineRoutes, ForcedToolCallsOverHttpAndWebSocket) {
   EXPECT_EQ(called.size(), 2u);  // sampling reaches both tools
 
   // The WebSocket's final frame carries the calls.
-  auto ws_out = std::make_shared<test::RecordingWsOutput>();
+  auto ws_out = std::make_shared<troupe::test::RecordingWsOutput>();
   auto conn = WsConnection::create(*core_, ws_out);
   json ws = chat;
   ws.erase("model");

@@ -27,7 +27,7 @@ namespace {
 using nlohmann::json;
 using test::RecordingWriter;
 
-constexpr double kTolerance = 2e-5;  // as tests/model/reranker_model_test.cpp
+constexpr double kRerankTolerance = 2e-5;  // as tests/model/reranker_model_test.cpp
 
 json reference(const std::string& name) {
   std::ifstream in(std::string(TROUPE_FIXTURES_DIR) + "/hf/" + name + "/reference.json");
@@ -107,7 +107,7 @@ TEST_F(RerankRoutes, RerankIsBestFirstWithCrossEncoderScores) {
   double previous = 2.0;
   for (const json& res : j["results"]) {
     const auto i = res["index"].get<size_t>();
-    EXPECT_NEAR(res["relevance_score"].get<double>(), ref["scores"][i].get<double>(), kTolerance) << i;
+    EXPECT_NEAR(res["relevance_score"].get<double>(), ref["scores"][i].get<double>(), kRerankTolerance) << i;
     EXPECT_EQ(res["document"]["text"], docs[i]);
     EXPECT_LE(res["relevance_score"].get<double>(), previous);  // best first
     previous = res["relevance_score"].get<double>();
@@ -147,14 +147,15 @@ TEST_F(RerankRoutes, ScoreTakesOneToManyAndPairwise) {
   for (size_t i = 0; i < ref["pairs"].size(); ++i) {
     EXPECT_EQ(j["data"][i]["index"], i);
     EXPECT_EQ(j["data"][i]["object"], "score");
-    EXPECT_NEAR(j["data"][i]["score"].get<double>(), ref["scores"][i].get<double>(), kTolerance) << i;
+    EXPECT_NEAR(j["data"][i]["score"].get<double>(), ref["scores"][i].get<double>(), kRerankTolerance) << i;
   }
   // One text_1 for every text_2 (the first query's documents), through /score.
   const HttpReply one =
       server_->post("/score", json{{"text_1", ref["pairs"][0][0]}, {"text_2", documents(ref)}}.dump());
   ASSERT_EQ(one.status, 200) << one.body;
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_NEAR(json::parse(one.body)["data"][i]["score"].get<double>(), ref["scores"][i].get<double>(), kTolerance);
+    EXPECT_NEAR(json::parse(one.body)["data"][i]["score"].get<double>(), ref["scores"][i].get<double>(),
+                kRerankTolerance);
   }
   // Cut as CrossEncoder's max_length cuts them.
   const HttpReply cut = server_->post(
@@ -162,7 +163,7 @@ TEST_F(RerankRoutes, ScoreTakesOneToManyAndPairwise) {
   ASSERT_EQ(cut.status, 200) << cut.body;
   for (size_t i = 0; i < ref["pairs"].size(); ++i) {
     EXPECT_NEAR(json::parse(cut.body)["data"][i]["score"].get<double>(), ref["truncated_scores"][i].get<double>(),
-                kTolerance)
+                kRerankTolerance)
         << i;
   }
 }
@@ -242,7 +243,7 @@ TEST_P(ClassifierRoutes, ProbabilitiesAndLabelsAreTransformers) {
     EXPECT_EQ(d["num_classes"], n_labels);
     size_t best = 0;
     for (size_t k = 0; k < n_labels; ++k) {
-      EXPECT_NEAR(d["probs"][k].get<double>(), ref["probs"][i][k].get<double>(), kTolerance) << i << "," << k;
+      EXPECT_NEAR(d["probs"][k].get<double>(), ref["probs"][i][k].get<double>(), kRerankTolerance) << i << "," << k;
       if (ref["probs"][i][k].get<double>() > ref["probs"][i][best].get<double>()) best = k;
     }
     EXPECT_EQ(d["label"], ref["labels"][best]) << i;
@@ -252,7 +253,8 @@ TEST_P(ClassifierRoutes, ProbabilitiesAndLabelsAreTransformers) {
   // Token ids, through /classify.
   const HttpReply ids = server.post("/classify", json{{"input", ref["token_ids"][1]}}.dump());
   ASSERT_EQ(ids.status, 200) << ids.body;
-  EXPECT_NEAR(json::parse(ids.body)["data"][0]["probs"][0].get<double>(), ref["probs"][1][0].get<double>(), kTolerance);
+  EXPECT_NEAR(json::parse(ids.body)["data"][0]["probs"][0].get<double>(), ref["probs"][1][0].get<double>(),
+              kRerankTolerance);
   // Three labels are no relevance score; a classifier makes no embeddings.
   EXPECT_EQ(server.error_of("/v1/rerank", R"({"query": "q", "documents": ["a"]})")["param"], "model");
   EXPECT_EQ(server.error_of("/v1/embeddings", R"({"input": "a"})")["param"], "model");
@@ -279,7 +281,7 @@ TEST(ScoreRoutes, CausalRerankerScoresAsItsModelCard) {
     // The reference's indices of the query's documents: 0, 1 and the last.
     const auto k = res["index"].get<size_t>();
     const size_t i = k < 2 ? k : ref["pairs"].size() - 1;
-    EXPECT_NEAR(res["relevance_score"].get<double>(), ref["scores"][i].get<double>(), kTolerance) << i;
+    EXPECT_NEAR(res["relevance_score"].get<double>(), ref["scores"][i].get<double>(), kRerankTolerance) << i;
     tokens += static_cast<int64_t>(ref["token_ids"][i].size());
   }
   EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
@@ -294,7 +296,7 @@ TEST(ScoreRoutes, CausalRerankerScoresAsItsModelCard) {
   ASSERT_EQ(cut.status, 200) << cut.body;
   for (size_t i = 0; i < ref["pairs"].size(); ++i) {
     EXPECT_NEAR(json::parse(cut.body)["data"][i]["score"].get<double>(), ref["truncated_scores"][i].get<double>(),
-                kTolerance)
+                kRerankTolerance)
         << i;
   }
   // Five tokens cannot hold the prompt's closing turn.

@@ -20,33 +20,33 @@ using test::Env;
 using Event = test::SseEvent;
 
 // The events, each with its place in the stream as sequence_number.
-std::vector<Event> events_of(const HttpReply& r) {
+std::vector<Event> response_events(const HttpReply& r) {
   std::vector<Event> out = test::sse_events(r);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].data["sequence_number"], i);
   return out;
 }
 
-std::vector<std::string> names(const std::vector<Event>& events) {
+std::vector<std::string> event_names(const std::vector<Event>& events) {
   std::vector<std::string> out;
   for (const Event& e : events) out.push_back(e.name);
   return out;
 }
 
-json body(const json& extra = json::object()) {
+json response_body(const json& extra = json::object()) {
   json b = {{"model", "fake"}, {"input", "Hi"}};
   b.update(extra);
   return b;
 }
 
-HttpReply post(Env& env, const json& b, const std::string& path = "/v1/responses") {
+HttpReply post_response(Env& env, const json& b, const std::string& path = "/v1/responses") {
   return env.call("POST", path, b.dump());
 }
 
 TEST(ResponsesApi, AResponseObject) {
   Env env;
   env.backend.script = {.texts = {"Hel", "lo"}};
-  const HttpReply r =
-      post(env, body({{"instructions", "Be brief."}, {"temperature", 0.5}, {"metadata", {{"k", "v"}}}}));
+  const HttpReply r = post_response(
+      env, response_body({{"instructions", "Be brief."}, {"temperature", 0.5}, {"metadata", {{"k", "v"}}}}));
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = json::parse(r.body);
   EXPECT_EQ(j["object"], "response");
@@ -75,21 +75,22 @@ TEST(ResponsesApi, AResponseObject) {
 TEST(ResponsesApi, MaxOutputTokensMakesItIncomplete) {
   Env env;
   env.backend.script = {.texts = {"a", "b"}, .reason = EndReason::length};
-  const json j = json::parse(post(env, body({{"max_output_tokens", 2}})).body);
+  const json j = json::parse(post_response(env, response_body({{"max_output_tokens", 2}})).body);
   EXPECT_EQ(j["status"], "incomplete");
   EXPECT_EQ(j["incomplete_details"], json({{"reason", "max_output_tokens"}}));
   EXPECT_EQ(j["output"][0]["status"], "incomplete");
   EXPECT_EQ(j["max_output_tokens"], 2);
   EXPECT_EQ(env.backend.submitted[0].params.max_new_tokens, 2);
-  const std::vector<Event> events = events_of(post(env, body({{"max_output_tokens", 2}, {"stream", true}})));
+  const std::vector<Event> events =
+      response_events(post_response(env, response_body({{"max_output_tokens", 2}, {"stream", true}})));
   EXPECT_EQ(events.back().name, "response.incomplete");
 }
 
 TEST(ResponsesApi, TheStreamsEvents) {
   Env env;
   env.backend.script = {.texts = {"Hel", "lo"}};
-  const std::vector<Event> events = events_of(post(env, body({{"stream", true}})));
-  EXPECT_EQ(names(events),
+  const std::vector<Event> events = response_events(post_response(env, response_body({{"stream", true}})));
+  EXPECT_EQ(event_names(events),
             (std::vector<std::string>{
                 "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
                 "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
@@ -112,7 +113,7 @@ TEST(ResponsesApi, ReasoningAndFunctionCallItems) {
                                   "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"}};
   const json tools = json::parse(R"([{"type": "function", "name": "get_weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}])");
-  const json j = json::parse(post(env, body({{"tools", tools}})).body);
+  const json j = json::parse(post_response(env, response_body({{"tools", tools}})).body);
   ASSERT_EQ(j["output"].size(), 2u) << j;
   EXPECT_EQ(j["output"][0]["type"], "reasoning");
   EXPECT_EQ(j["output"][0]["content"][0], json({{"type", "reasoning_text"}, {"text", "weather"}}));
@@ -123,8 +124,9 @@ TEST(ResponsesApi, ReasoningAndFunctionCallItems) {
   EXPECT_EQ(std::string(call["call_id"]).rfind("call_", 0), 0u);
   EXPECT_EQ(j["tools"], tools);
 
-  const std::vector<Event> events = events_of(post(env, body({{"tools", tools}, {"stream", true}})));
-  EXPECT_EQ(names(events),
+  const std::vector<Event> events =
+      response_events(post_response(env, response_body({{"tools", tools}, {"stream", true}})));
+  EXPECT_EQ(event_names(events),
             (std::vector<std::string>{
                 "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
                 "response.reasoning_text.delta", "response.reasoning_text.done", "response.content_part.done",
@@ -169,8 +171,8 @@ TEST(ResponsesApi, InputItemsRenderAsTheChatRouteDoes) {
                            {"function", {{"name", "get_weather"}, {"arguments", R"({"city":"Oslo"})"}}}}}}},
                        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}},
                        {{"role", "user"}, {"content", "Thanks"}}}}};
-  ASSERT_EQ(post(env, responses).status, 200);
-  ASSERT_EQ(post(env, chat, "/v1/chat/completions").status, 200);
+  ASSERT_EQ(post_response(env, responses).status, 200);
+  ASSERT_EQ(post_response(env, chat, "/v1/chat/completions").status, 200);
   ASSERT_EQ(env.backend.submitted.size(), 2u);
   EXPECT_EQ(env.backend.submitted[0].prompt, env.backend.submitted[1].prompt);
   const std::string text = env.backend.tokenizer().decode(env.backend.submitted[0].prompt, /*skip_special=*/false);
@@ -182,9 +184,11 @@ TEST(ResponsesApi, TextFormatConstrainsTheOutput) {
   env.backend.script = {.texts = {"{}"}};
   const json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}};
   ASSERT_EQ(
-      post(env, body({{"text", {{"format", {{"type", "json_schema"}, {"name", "p"}, {"schema", schema}}}}}})).status,
+      post_response(
+          env, response_body({{"text", {{"format", {{"type", "json_schema"}, {"name", "p"}, {"schema", schema}}}}}}))
+          .status,
       200);
-  ASSERT_EQ(post(env, body({{"text", {{"format", {{"type", "json_object"}}}}}})).status, 200);
+  ASSERT_EQ(post_response(env, response_body({{"text", {{"format", {{"type", "json_object"}}}}}})).status, 200);
   EXPECT_EQ(env.backend.submitted[0].params.format.kind, OutputFormat::Kind::json_schema);
   EXPECT_EQ(json::parse(env.backend.submitted[0].params.format.schema), schema);
   EXPECT_EQ(env.backend.submitted[1].params.format.kind, OutputFormat::Kind::json_object);
@@ -193,27 +197,30 @@ TEST(ResponsesApi, TextFormatConstrainsTheOutput) {
 TEST(ResponsesApi, RefusalsNameTheField) {
   Env env;
   const auto refused = [&](const json& b, const std::string& param, const std::string& words) {
-    const HttpReply r = post(env, b);
+    const HttpReply r = post_response(env, b);
     EXPECT_EQ(r.status, 400) << b;
     const json e = test::error_of(r);
     EXPECT_EQ(e["param"], param) << e;
     EXPECT_NE(e["message"].get<std::string>().find(words), std::string::npos) << e;
   };
   refused({{"model", "fake"}}, "input", "'input' is required");
-  refused(body({{"input", json::array()}}), "input", "at least one message");
-  refused(body({{"previous_response_id", "resp_1"}}), "previous_response_id", "keeps no responses");
-  refused(body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}),
-          "input[0].content[0].image_url", "does not fetch images");
-  refused(body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_file"}, {"file_id", "f"}}}}}}}}),
+  refused(response_body({{"input", json::array()}}), "input", "at least one message");
+  refused(response_body({{"previous_response_id", "resp_1"}}), "previous_response_id", "keeps no responses");
+  refused(
+      response_body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}),
+      "input[0].content[0].image_url", "does not fetch images");
+  refused(response_body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_file"}, {"file_id", "f"}}}}}}}}),
           "input[0].content[0].type", "'input_file' is not supported");
-  refused(body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}), "input[0].type", "'item_reference'");
-  refused(body({{"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}), "input[0].call_id", "is required");
-  refused(body({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type", "hosted tool");
-  refused(body({{"tools", {{{"type", "function"}}}}}), "tools[0].name", "is required");
-  refused(body({{"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type", "'yaml'");
-  refused(body({{"max_output_tokens", 0}}), "max_output_tokens", "'max_output_tokens'");
-  refused(body({{"temperature", 3}}), "temperature", "'temperature'");
-  refused(body({{"model", "gpt-5"}}), "model", "does not exist");
+  refused(response_body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}), "input[0].type",
+          "'item_reference'");
+  refused(response_body({{"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}), "input[0].call_id",
+          "is required");
+  refused(response_body({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type", "hosted tool");
+  refused(response_body({{"tools", {{{"type", "function"}}}}}), "tools[0].name", "is required");
+  refused(response_body({{"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type", "'yaml'");
+  refused(response_body({{"max_output_tokens", 0}}), "max_output_tokens", "'max_output_tokens'");
+  refused(response_body({{"temperature", 3}}), "temperature", "'temperature'");
+  refused(response_body({{"model", "gpt-5"}}), "model", "does not exist");
   EXPECT_TRUE(env.backend.submitted.empty());
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 using test::FakeEngine;
-using test::RecordingWsOutput;
+using troupe::test::RecordingWsOutput;
 
 struct WsEnv {
   explicit WsEnv(CoreOptions options = {})

@@ -23,32 +23,32 @@
 namespace troupe {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
-json read_json(const std::string& path) {
+ojson read_json(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw std::runtime_error("cannot open " + path);
   std::stringstream ss;
   ss << f.rdbuf();
-  return json::parse(ss.str());
+  return ojson::parse(ss.str());
 }
 
-const json& fixture() {
-  static const json j = read_json(std::string(TROUPE_FIXTURES_DIR) + "/chat_templates.json");
+const ojson& template_fixture() {
+  static const ojson j = read_json(std::string(TROUPE_FIXTURES_DIR) + "/chat_templates.json");
   return j;
 }
 
 std::string shared_path(const std::string& rel) { return std::string(TROUPE_SHARED_DIR) + "/" + rel; }
 
 // The template text a fixture entry names: from the shared tokenizer_config.json, or stored inline.
-std::string template_source(const json& entry) {
+std::string template_source(const ojson& entry) {
   if (entry.contains("config")) return chat_template_from_config(read_json(shared_path(entry["config"])));
   return entry["source"].get<std::string>();
 }
 
 // A fixture conversation as the C++ API takes it, with the special-token
 // texts transformers passed (bos/eos as fields, the others as variables).
-ChatRenderInput render_input(const json& c, const json& special_tokens) {
+ChatRenderInput render_input(const ojson& c, const ojson& special_tokens) {
   ChatRenderInput in;
   for (const auto& m : c["messages"]) {
     ChatMessage msg{.role = m["role"].get<std::string>()};
@@ -83,14 +83,14 @@ std::string today() {
 
 TEST(ChatTemplateFixture, RealTemplatesRenderAsTransformersDoes) {
   std::map<std::string, ChatTemplate> templates;
-  for (const auto& [name, entry] : fixture()["templates"].items()) {
+  for (const auto& [name, entry] : template_fixture()["templates"].items()) {
     templates.emplace(name, ChatTemplate::parse(template_source(entry)));
   }
   size_t checked = 0, raised = 0;
-  for (const auto& c : fixture()["cases"]) {
+  for (const auto& c : template_fixture()["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const std::string name = c["template"];
-    const json& entry = fixture()["templates"][name];
+    const ojson& entry = template_fixture()["templates"][name];
     const ChatRenderInput in = render_input(c, entry["special_tokens"]);
     if (c.contains("expected")) {
       std::string want = c["expected"].get<std::string>();
@@ -122,7 +122,7 @@ TEST(ChatTemplateFixture, RealTemplatesRenderAsTransformersDoes) {
 
 TEST(ChatTemplateFixture, Llama2ConfigHasNoTemplate) {
   // transformers refuses to render with this config (recorded in the fixture); so do we.
-  const json& entry = fixture()["llama2_config"];
+  const ojson& entry = template_fixture()["llama2_config"];
   ASSERT_EQ(entry["error_type"], "ValueError");
   try {
     chat_template_from_config(read_json(shared_path(entry["config"])));
@@ -134,7 +134,7 @@ TEST(ChatTemplateFixture, Llama2ConfigHasNoTemplate) {
 }
 
 TEST(ChatTemplateFixture, InterpreterCasesRenderAsTransformersDoes) {
-  for (const auto& c : fixture()["interpreter_cases"]) {
+  for (const auto& c : template_fixture()["interpreter_cases"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     const ChatTemplate t = ChatTemplate::parse(c["source"].get<std::string>());
@@ -158,12 +158,12 @@ TEST(ChatTemplateFixture, InterpreterCasesRenderAsTransformersDoes) {
 
 // ---- interpreter pieces (expected values follow Jinja's documented rules)
 
-std::string render(std::string_view source, const json& vars = json::object()) {
+std::string render(std::string_view source, const ojson& vars = ojson::object()) {
   return ChatTemplate::parse(source).render_with(vars);
 }
 
 // The error a template raises when parsed (parse_only) or rendered.
-Error error_of(std::string_view source, bool parse_only = false, const json& vars = json::object()) {
+Error error_of(std::string_view source, bool parse_only = false, const ojson& vars = ojson::object()) {
   try {
     ChatTemplate t = ChatTemplate::parse(source);
     if (!parse_only) t.render_with(vars);
@@ -331,11 +331,11 @@ TEST(ChatTemplateApi, RendersMessagesToolsAndExtras) {
       "{{ 'T' if enable_thinking is false }}");
   ChatRenderInput in{
       .messages = {{.role = "user", .content = "hi"},
-                   {.role = "assistant", .tool_calls = json::parse(R"([{"function": {"name": "f"}}])")},
+                   {.role = "assistant", .tool_calls = ojson::parse(R"([{"function": {"name": "f"}}])")},
                    {.role = "assistant", .content = "ok", .extra = {{"reasoning_content", "why"}, {"name", nullptr}}}},
       .add_generation_prompt = true,
       .bos_token = "<s>",
-      .tools = json::parse(R"([{"type": "function"}])"),
+      .tools = ojson::parse(R"([{"type": "function"}])"),
       .extra = {{"enable_thinking", false}},
   };
   EXPECT_EQ(t.render(in), "<s><user>hi<assistant>f<assistant>ok[why]1<assistant>T");
@@ -359,13 +359,13 @@ TEST(ChatTemplateApi, RejectsBadInput) {
 }
 
 TEST(ChatTemplateApi, TemplateFromConfig) {
-  EXPECT_EQ(chat_template_from_config(json{{"chat_template", "{{ x }}"}}), "{{ x }}");
-  const json named = {
+  EXPECT_EQ(chat_template_from_config(ojson{{"chat_template", "{{ x }}"}}), "{{ x }}");
+  const ojson named = {
       {"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool_use"}, {"template", "T"}}}}};
   EXPECT_EQ(chat_template_from_config(named), "D");
   EXPECT_EQ(chat_template_from_config(named, "tool_use"), "T");
   EXPECT_THROW(chat_template_from_config(named, "rag"), Error);
-  EXPECT_THROW(chat_template_from_config(json{{"bos_token", "<s>"}}), Error);
+  EXPECT_THROW(chat_template_from_config(ojson{{"bos_token", "<s>"}}), Error);
 }
 
 // ---- the doubled-BOS guard

@@ -18,17 +18,17 @@
 namespace troupe {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
-std::string render(std::string_view source, const json& vars = json::object()) {
+std::string render_limited(std::string_view source, const ojson& vars = ojson::object()) {
   return ChatTemplate::parse(source).render_with(vars);
 }
 
 // The message of the error a template raises when rendered; fails the test
 // when it renders, or fails with another code.
-std::string error_of(std::string_view source, const json& vars = json::object()) {
+std::string limit_error_of(std::string_view source, const ojson& vars = ojson::object()) {
   try {
-    render(source, vars);
+    render_limited(source, vars);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
     return e.what();
@@ -45,28 +45,31 @@ std::string error_of(std::string_view source, const json& vars = json::object())
 
 TEST(JinjaLimits, AHugeRangeFailsAtOnce) {
   // range(10**9) never makes its billion items: the 100001st is refused.
-  EXPECT_HAS(error_of("{% for i in range(10**9) %}{{ i }}{% endfor %}"), ("range too big: chat templates may make at most 100000 items"));
-  EXPECT_HAS(error_of("{{ range(-5, 10**18)|length }}"), ("range too big"));
+  EXPECT_HAS(limit_error_of("{% for i in range(10**9) %}{{ i }}{% endfor %}"),
+             ("range too big: chat templates may make at most 100000 items"));
+  EXPECT_HAS(limit_error_of("{{ range(-5, 10**18)|length }}"), ("range too big"));
 }
 
 TEST(JinjaLimits, NestedLoopsRunOutOfSteps) {
   // 10^10 iterations from ranges that are each within their limit.
-  EXPECT_HAS(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"), ("template ran too long"));
+  EXPECT_HAS(limit_error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+             ("template ran too long"));
 }
 
 TEST(JinjaLimits, SlowStepsRunOutOfTime) {
   // Few steps, each slow (a 1 MB replace): the deadline, not the step count, ends it.
-  EXPECT_HAS(error_of("{% for i in range(100000) %}{% set s = ('x' * 1000000)|replace('x', 'yz') %}{% endfor %}"),
-             "template ran too long: over " + std::to_string(static_cast<int>(jinja::kMaxRenderSeconds * 1000)) +
-                 " ms");
+  EXPECT_HAS(
+      limit_error_of("{% for i in range(100000) %}{% set s = ('x' * 1000000)|replace('x', 'yz') %}{% endfor %}"),
+      "template ran too long: over " + std::to_string(static_cast<int>(jinja::kMaxRenderSeconds * 1000)) + " ms");
 }
 
 TEST(JinjaLimits, RecursionDepth) {
   // 1000 levels, or the stack the render may use where a level's frames are
   // large (a sanitizer build), whichever comes first.
-  EXPECT_HAS(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), ("template recursion is too deep ("));
+  EXPECT_HAS(limit_error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+             ("template recursion is too deep ("));
   // Within the limit, recursion works.
-  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"),
+  EXPECT_EQ(render_limited("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"),
             "54321");
 }
 
@@ -79,7 +82,7 @@ std::string render_on_small_stack(const std::string& source) {
     static void* main(void* arg) {
       auto* run = static_cast<Run*>(arg);
       try {
-        run->what = render(*run->source);
+        run->what = render_limited(*run->source);
       } catch (const Error& e) {
         run->what = std::string("error: ") + e.what();
       }
@@ -126,26 +129,26 @@ TEST(JinjaLimits, DeeplyNestedValues) {
   EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x == ns.x }}"), "==: value nested too deeply");
   EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x < ns.x }}"), "value nested too deeply");
   EXPECT_HAS(render_on_small_stack(nest + "{{ ns.x|tojson }}"), "tojson: value nested too deeply");
-  EXPECT_HAS(error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+  EXPECT_HAS(limit_error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
              "str: value nested too deeply (more than 512 levels)");
   // Nesting within the bound prints as Python does.
-  EXPECT_EQ(render("{{ [[1, [2]], {'a': [3]}] }}"), "[[1, [2]], {'a': [3]}]");
+  EXPECT_EQ(render_limited("{{ [[1, [2]], {'a': [3]}] }}"), "[[1, [2]], {'a': [3]}]");
 }
 
 TEST(JinjaLimits, OutputBytes) {
-  EXPECT_HAS(error_of("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}"),
+  EXPECT_HAS(limit_error_of("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}"),
              "template output is over the limit of 67108864 bytes");
-  EXPECT_HAS(error_of("{{ 'x' * 100000000000 }}"), "repetition result is too large");
+  EXPECT_HAS(limit_error_of("{{ 'x' * 100000000000 }}"), "repetition result is too large");
 }
 
 TEST(JinjaSandbox, OnlyTheGivenContextIsVisible) {
-  const json vars = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  const ojson vars = {{"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
   // Python internals are not attributes of anything: undefined, which prints as nothing.
   for (const char* probe : {"{{ ''.__class__ }}", "{{ messages.__class__ }}", "{{ namespace.__init__ }}",
                             "{{ range.__globals__ }}", "{{ messages[0].__dict__ }}", "{{ (1).__add__ }}"}) {
     std::string out;
     try {
-      out = render(probe, vars);
+      out = render_limited(probe, vars);
     } catch (const Error& e) {
       out = e.what();
       EXPECT_NE(e.code(), Errc::internal) << probe;
@@ -155,7 +158,7 @@ TEST(JinjaSandbox, OnlyTheGivenContextIsVisible) {
   }
   // Globals that reach the host (Flask's, Python's) are not there.
   for (const char* name : {"config", "request", "self", "session", "g", "url_for", "os", "environ", "import", "open"}) {
-    EXPECT_EQ(render(std::string("{{ ") + name + " is defined }}", vars), "False") << name;
+    EXPECT_EQ(render_limited(std::string("{{ ") + name + " is defined }}", vars), "False") << name;
   }
   // include/import/extends would read files: refused at parse time.
   for (const char* tag : {"{% include 'x' %}", "{% import 'x' as y %}", "{% extends 'x' %}"}) {

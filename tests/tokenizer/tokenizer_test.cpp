@@ -17,7 +17,7 @@ namespace {
 using Ids = std::vector<int32_t>;
 using testing_vocab::id_of;
 
-const std::string kSp = "\xE2\x96\x81";  // ▁
+const std::string kSpace = "\xE2\x96\x81";  // ▁
 
 Errc create_error(VocabData v, std::string* message = nullptr) {
   try {
@@ -47,9 +47,9 @@ TEST(SpmTokenizer, LeftmostWinsTies) {
 }
 
 TEST(SpmTokenizer, SpacePrefixAndByteFallback) {
-  auto v = testing_vocab::spm({{kSp, -5}, {"h", -6}, {"i", -7}, {kSp + "h", -2}, {kSp + "hi", -1}});
+  auto v = testing_vocab::spm({{kSpace, -5}, {"h", -6}, {"i", -7}, {kSpace + "h", -2}, {kSpace + "hi", -1}});
   auto t = Tokenizer::create(v);
-  const int32_t hi = id_of(v, kSp + "hi");
+  const int32_t hi = id_of(v, kSpace + "hi");
   EXPECT_EQ(t->encode("hi", false, false), Ids{hi});
   // Hugging Face's Metaspace adds no second "▁" before a leading space.
   EXPECT_EQ(t->encode(" hi", false, false), Ids{hi});
@@ -73,24 +73,24 @@ TEST(SpmTokenizer, UnknownCharsWithoutByteTokensFuseIntoOneUnk) {
 }
 
 TEST(SpmTokenizer, SpecialTokensOnlyWhenAsked) {
-  auto v = testing_vocab::spm({{kSp, -5}, {"h", -6}, {"i", -7}, {"hi", -3}, {kSp + "hi", -1},
-                                {"<", -8}, {">", -9}, {"s", -10}});
+  auto v = testing_vocab::spm(
+      {{kSpace, -5}, {"h", -6}, {"i", -7}, {"hi", -3}, {kSpace + "hi", -1}, {"<", -8}, {">", -9}, {"s", -10}});
   auto t = Tokenizer::create(v);
   const int32_t hi = id_of(v, "hi");
   // A fragment after a special token does not start the text: no "▁".
   EXPECT_EQ(t->encode("<s>hi", false, true), (Ids{1, hi}));
   const Ids literal = t->encode("<s>hi", false, false);
-  EXPECT_EQ(literal.front(), id_of(v, kSp));
+  EXPECT_EQ(literal.front(), id_of(v, kSpace));
   EXPECT_EQ(t->decode(literal, true), "<s>hi");
   // User-defined tokens match even without parse_special.
-  EXPECT_EQ(t->encode("hi<|user|>hi", false, false), (Ids{id_of(v, kSp + "hi"), id_of(v, "<|user|>"), hi}));
+  EXPECT_EQ(t->encode("hi<|user|>hi", false, false), (Ids{id_of(v, kSpace + "hi"), id_of(v, "<|user|>"), hi}));
 }
 
 TEST(SpmTokenizer, DecodeStripsOneLeadingSpaceAndSkipsSpecials) {
-  auto v = testing_vocab::spm({{kSp, -5}, {"h", -6}, {"i", -7}, {kSp + "hi", -1}});
+  auto v = testing_vocab::spm({{kSpace, -5}, {"h", -6}, {"i", -7}, {kSpace + "hi", -1}});
   auto t = Tokenizer::create(v);
-  const int32_t hi = id_of(v, kSp + "hi");
-  const int32_t sp = id_of(v, kSp);
+  const int32_t hi = id_of(v, kSpace + "hi");
+  const int32_t sp = id_of(v, kSpace);
   EXPECT_EQ(t->decode(Ids{1, hi, hi, 2}, true), "hi hi");
   EXPECT_EQ(t->decode(Ids{1, hi, 2}, false), "<s> hi</s>");
   EXPECT_EQ(t->decode(Ids{sp, sp, hi}, true), "  hi");  // "   hi" less one space
@@ -168,7 +168,7 @@ TEST(BpeTokenizer, ControlTokensAndEndOfGeneration) {
 }
 
 TEST(Tokenizer, EmptyText) {
-  auto v = testing_vocab::spm({{kSp, -1}});
+  auto v = testing_vocab::spm({{kSpace, -1}});
   auto t = Tokenizer::create(v);
   EXPECT_TRUE(t->encode("", false, true).empty());
   EXPECT_EQ(t->encode("", true, true), Ids{1});

@@ -28,12 +28,12 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-const json& fixture() { return test::fixture_json("hf_unigram.json"); }
+const json& unigram_fixture() { return test::fixture_json("hf_unigram.json"); }
 
 // Puts the stored-once charsmap back wherever a Precompiled normalizer says "charsmap".
 void restore_charsmap(json& n) {
   if (n.is_object()) {
-    if (n.value("type", "") == "Precompiled") n["precompiled_charsmap"] = fixture().at("charsmap");
+    if (n.value("type", "") == "Precompiled") n["precompiled_charsmap"] = unigram_fixture().at("charsmap");
     for (auto& [key, value] : n.items()) restore_charsmap(value);
   } else if (n.is_array()) {
     for (json& value : n) restore_charsmap(value);
@@ -42,20 +42,20 @@ void restore_charsmap(json& n) {
 
 // The variant's tokenizer.json with its vocabulary and charsmap put back.
 json tokenizer_json(size_t variant) {
-  json j = fixture().at("tokenizers").at(variant).at("tokenizer_json");
-  j["model"]["vocab"] = fixture().at("vocabs").at(j["model"]["vocab"].get<std::string>());
+  json j = unigram_fixture().at("tokenizers").at(variant).at("tokenizer_json");
+  j["model"]["vocab"] = unigram_fixture().at("vocabs").at(j["model"]["vocab"].get<std::string>());
   restore_charsmap(j["normalizer"]);
   return j;
 }
 
 class UnigramVariants : public testing::TestWithParam<size_t> {
  protected:
-  const json& expected() const { return fixture().at("tokenizers").at(GetParam()); }
+  const json& expected() const { return unigram_fixture().at("tokenizers").at(GetParam()); }
 };
 
 TEST_P(UnigramVariants, EncodesLikeHuggingFace) {
   const auto tok = tokenizer_from_hf_json(tokenizer_json(GetParam()).dump());
-  const json& corpus = fixture().at("corpus");
+  const json& corpus = unigram_fixture().at("corpus");
   for (const json& c : expected().at("cases")) {
     const std::string line = corpus.at(c.at("line").get<size_t>()).get<std::string>();
     SCOPED_TRACE("line " + c.at("line").dump() + ": " + line);
@@ -86,10 +86,10 @@ TEST_P(UnigramVariants, DecodesAndStreamsLikeHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixture, UnigramVariants, testing::Range<size_t>(0, 5), [](const auto& p) {
-  return fixture().at("tokenizers").at(p.param).at("name").template get<std::string>();
+  return unigram_fixture().at("tokenizers").at(p.param).at("name").template get<std::string>();
 });
 
-TEST(UnigramFixtureFile, HasAllFiveVariants) { EXPECT_EQ(fixture().at("tokenizers").size(), 5u); }
+TEST(UnigramFixtureFile, HasAllFiveVariants) { EXPECT_EQ(unigram_fixture().at("tokenizers").size(), 5u); }
 
 // The Precompiled normalizer alone, as normalize_str gives it: graphemes
 // under six bytes replaced whole by their shortest key's string, the rest
@@ -98,10 +98,10 @@ TEST(PrecompiledNormalizer, MatchesHuggingFace) {
   for (const auto& [map, normalized] :
        {std::pair{"charsmap", "precompiled_normalized"}, std::pair{"small_charsmap", "small_charsmap_normalized"}}) {
     SCOPED_TRACE(map);
-    const json spec = {{"type", "Precompiled"}, {"precompiled_charsmap", fixture().at(map)}};
+    const json spec = {{"type", "Precompiled"}, {"precompiled_charsmap", unigram_fixture().at(map)}};
     const hf::Normalizer n = hf::Normalizer::from_json(spec.dump());
-    const json& corpus = fixture().at("corpus");
-    const json& want = fixture().at(normalized);
+    const json& corpus = unigram_fixture().at("corpus");
+    const json& want = unigram_fixture().at(normalized);
     ASSERT_EQ(corpus.size(), want.size());
     for (size_t i = 0; i < corpus.size(); ++i) {
       EXPECT_EQ(n.apply(corpus[i].get<std::string>()), want[i].get<std::string>()) << "line " << i;

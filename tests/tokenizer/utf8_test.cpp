@@ -10,7 +10,7 @@
 namespace troupe {
 namespace {
 
-const std::string kFffd = "\xEF\xBF\xBD";
+const std::string kReplacement = "\xEF\xBF\xBD";
 
 TEST(Utf8, SequenceLengths) {
   EXPECT_EQ(utf8::sequence_length("a", 0), 1u);
@@ -45,7 +45,8 @@ TEST(Utf8, FirstInvalid) {
 TEST(Utf8, MaximalSubpartsAsInTheUnicodeStandard) {
   // Table 3-8: 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64.
   const std::string in = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
-  const std::string want = "a" + kFffd + kFffd + kFffd + "b" + kFffd + "c" + kFffd + kFffd + "d";
+  const std::string want =
+      "a" + kReplacement + kReplacement + kReplacement + "b" + kReplacement + "c" + kReplacement + kReplacement + "d";
   EXPECT_EQ(utf8::to_valid(in), want);
 }
 
@@ -56,11 +57,11 @@ TEST(Utf8, IncompleteTailWaitsUnlessAtEnd) {
   EXPECT_EQ(out, "ok");
   out.clear();
   EXPECT_EQ(utf8::append_lossy(out, bytes, true), bytes.size());
-  EXPECT_EQ(out, "ok" + kFffd);  // one maximal subpart, one replacement
+  EXPECT_EQ(out, "ok" + kReplacement);  // one maximal subpart, one replacement
   out.clear();
   // A tail that can never complete is replaced at once.
   EXPECT_EQ(utf8::append_lossy(out, "\xF0\x9F" "a", false), 3u);
-  EXPECT_EQ(out, kFffd + "a");
+  EXPECT_EQ(out, kReplacement + "a");
 }
 
 }  // namespace

@@ -29,12 +29,12 @@ namespace {
 using Ids = std::vector<int32_t>;
 using nlohmann::json;
 
-const json& fixture() { return test::fixture_json("hf_wordpiece.json"); }
+const json& wordpiece_fixture() { return test::fixture_json("hf_wordpiece.json"); }
 
 // The variant's tokenizer.json with its vocabulary put back.
-json tokenizer_json(size_t variant) {
-  json j = fixture().at("tokenizers").at(variant).at("tokenizer_json");
-  j["model"]["vocab"] = fixture().at("vocabs").at(j["model"]["vocab"].get<std::string>());
+json wordpiece_json(size_t variant) {
+  json j = wordpiece_fixture().at("tokenizers").at(variant).at("tokenizer_json");
+  j["model"]["vocab"] = wordpiece_fixture().at("vocabs").at(j["model"]["vocab"].get<std::string>());
   return j;
 }
 
@@ -48,12 +48,12 @@ std::string decoded_of(const json& c) {
 
 class WordPieceVariants : public testing::TestWithParam<size_t> {
  protected:
-  const json& expected() const { return fixture().at("tokenizers").at(GetParam()); }
+  const json& expected() const { return wordpiece_fixture().at("tokenizers").at(GetParam()); }
 };
 
 TEST_P(WordPieceVariants, EncodesLikeHuggingFace) {
-  const auto tok = tokenizer_from_hf_json(tokenizer_json(GetParam()).dump());
-  const json& corpus = fixture().at("corpus");
+  const auto tok = tokenizer_from_hf_json(wordpiece_json(GetParam()).dump());
+  const json& corpus = wordpiece_fixture().at("corpus");
   for (const json& c : expected().at("cases")) {
     const std::string line = corpus.at(c.at("line").get<size_t>()).get<std::string>();
     SCOPED_TRACE("line " + c.at("line").dump() + ": " + line);
@@ -65,7 +65,7 @@ TEST_P(WordPieceVariants, EncodesLikeHuggingFace) {
 }
 
 TEST_P(WordPieceVariants, DecodesAndStreamsLikeHuggingFace) {
-  const auto tok = tokenizer_from_hf_json(tokenizer_json(GetParam()).dump());
+  const auto tok = tokenizer_from_hf_json(wordpiece_json(GetParam()).dump());
   for (const json& c : expected().at("cases")) {
     SCOPED_TRACE("line " + c.at("line").dump());
     const Ids ids = c.at("ids").get<Ids>();
@@ -86,14 +86,16 @@ TEST_P(WordPieceVariants, DecodesAndStreamsLikeHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixture, WordPieceVariants, testing::Range<size_t>(0, 7), [](const auto& p) {
-  return fixture().at("tokenizers").at(p.param).at("name").template get<std::string>();
+  return wordpiece_fixture().at("tokenizers").at(p.param).at("name").template get<std::string>();
 });
 
-TEST(WordPieceFixtureFile, HasAllSevenVariants) { EXPECT_EQ(fixture().at("tokenizers").size(), 7u); }
+TEST(WordPieceFixtureFile, HasAllSevenVariants) { EXPECT_EQ(wordpiece_fixture().at("tokenizers").size(), 7u); }
 
 // --- single components, as normalize_str / pre_tokenize_str give them ---
 
-TEST(WordPieceComponents, NormalizersAndPreTokenizers) { test::expect_components(fixture().at("components")); }
+TEST(WordPieceComponents, NormalizersAndPreTokenizers) {
+  test::expect_components(wordpiece_fixture().at("components"));
+}
 
 // --- small hand-written files ---
 

@@ -27,7 +27,7 @@ using testing::reference;
 // tolerance, 1e-6 on values of magnitude <= ~2.2 (a few float32 ulps), only
 // absorbs a compiler that evaluates those steps differently; one resized byte
 // off by 1 moves a value by 1/255/std >= 0.0145, far above it.
-constexpr float kTolerance = 1e-6f;
+constexpr float kPixelTolerance = 1e-6f;
 
 TEST(Preprocess, MatchesTransformersOnEveryFixtureCase) {
   const auto& cases = reference()["cases"];
@@ -63,7 +63,7 @@ TEST(Preprocess, MatchesTransformersOnEveryFixtureCase) {
       worst = std::max(worst, std::fabs(got[i] - want[i]));
       bit_equal += got[i] == want[i];
     }
-    EXPECT_LE(worst, kTolerance);
+    EXPECT_LE(worst, kPixelTolerance);
     EXPECT_EQ(bit_equal, want.size()) << "max |difference| " << worst;
   }
 }
@@ -207,7 +207,7 @@ Error parse_error(const std::string& json_text) {
   return Error(Errc::internal, "");
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has_text(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A real CLIP ViT-L/14-336 preprocessor_config.json (as LLaVA 1.5 ships it).
 TEST(ImageProcessorConfig, ReadsClipFields) {
@@ -279,8 +279,8 @@ TEST(ImageProcessorConfig, IntegerSizeFollowsDefaultToSquare) {
 TEST(ImageProcessorConfig, RefusesUnknownTypes) {
   const Error e = parse_error(R"({"image_processor_type": "LlavaNextImageProcessor"})");
   EXPECT_EQ(e.code(), Errc::unsupported);
-  EXPECT_TRUE(contains(e.what(), "test.json: \"image_processor_type\" is \"LlavaNextImageProcessor\"")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "CLIPImageProcessor")) << e.what();
+  EXPECT_TRUE(has_text(e.what(), "test.json: \"image_processor_type\" is \"LlavaNextImageProcessor\"")) << e.what();
+  EXPECT_TRUE(has_text(e.what(), "CLIPImageProcessor")) << e.what();
   EXPECT_EQ(parse_error(R"({"size": 224})").code(), Errc::bad_format);  // no type at all
 }
 
@@ -289,7 +289,7 @@ TEST(ImageProcessorConfig, RefusesUnsupportedResample) {
     const Error e =
         parse_error(R"({"image_processor_type": "CLIPImageProcessor", "resample": )" + std::to_string(r) + "}");
     EXPECT_EQ(e.code(), Errc::unsupported);
-    EXPECT_TRUE(contains(e.what(), "\"resample\" is " + std::to_string(r))) << e.what();
+    EXPECT_TRUE(has_text(e.what(), "\"resample\" is " + std::to_string(r))) << e.what();
   }
   EXPECT_EQ(parse_error(R"({"image_processor_type": "CLIPImageProcessor", "resample": "bicubic"})").code(),
             Errc::bad_format);
@@ -317,19 +317,19 @@ TEST(ImageProcessorConfig, RefusesWhatItDoesNotImplement) {
        }) {
     const Error e = parse_error(std::string(R"({"image_processor_type": "CLIPImageProcessor", )") + c.fields + "}");
     EXPECT_EQ(e.code(), c.code) << c.fields;
-    EXPECT_TRUE(contains(e.what(), c.key)) << c.fields << " -> " << e.what();
+    EXPECT_TRUE(has_text(e.what(), c.key)) << c.fields << " -> " << e.what();
   }
   // SigLIP has no class crop_size, so turning the crop on needs one.
   EXPECT_TRUE(
-      contains(parse_error(R"({"image_processor_type": "SiglipImageProcessor", "do_center_crop": true})").what(),
+      has_text(parse_error(R"({"image_processor_type": "SiglipImageProcessor", "do_center_crop": true})").what(),
                "\"crop_size\" is needed"));
 }
 
 TEST(ImageProcessorConfig, RefusesMalformedJson) {
   const Error e = parse_error("{\"image_processor_type\": ");
   EXPECT_EQ(e.code(), Errc::bad_format);
-  EXPECT_TRUE(contains(e.what(), "test.json: not valid JSON")) << e.what();
-  EXPECT_TRUE(contains(parse_error("[1, 2]").what(), "not a JSON object"));
+  EXPECT_TRUE(has_text(e.what(), "test.json: not valid JSON")) << e.what();
+  EXPECT_TRUE(has_text(parse_error("[1, 2]").what(), "not a JSON object"));
 }
 
 TEST(ImageProcessorConfig, LoadsFromAFile) {
@@ -339,7 +339,7 @@ TEST(ImageProcessorConfig, LoadsFromAFile) {
     ADD_FAILURE() << "opened a missing file";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::io);
-    EXPECT_TRUE(contains(e.what(), path)) << e.what();
+    EXPECT_TRUE(has_text(e.what(), path)) << e.what();
   }
 }
 
