@@ -20,7 +20,7 @@ const char* object_name(Endpoint e, bool chunk) {
   return "text_completion";
 }
 
-json::object usage_json(Usage u) {
+json::object usage_object(Usage u) {
   json::object o;
   o["prompt_tokens"] = u.prompt_tokens;
   o["completion_tokens"] = u.completion_tokens;
@@ -144,7 +144,7 @@ std::string response_body(const ResponseMeta& meta, const std::vector<ChoiceOutp
     arr.emplace_back(std::move(ch));
   }
   o["choices"] = std::move(arr);
-  o["usage"] = usage_json(usage);
+  o["usage"] = usage_object(usage);
   return json::serialize(o);
 }
 
@@ -174,7 +174,7 @@ std::string chunk_json(const ResponseMeta& meta, const ChunkInput& in) {
 std::string usage_chunk_json(const ResponseMeta& meta, Usage usage) {
   json::object o = head(meta, true);
   o["choices"] = json::array();
-  o["usage"] = usage_json(usage);
+  o["usage"] = usage_object(usage);
   return json::serialize(o);
 }
 
@@ -247,7 +247,7 @@ std::string ws_final(const WsFinal& f) {
   o["finish_reason"] = sv(f.finish_reason);
   o["text"] = sv(f.text);
   if (!f.tool_calls.empty()) o["tool_calls"] = tool_calls_json(f.tool_calls, false);
-  o["usage"] = usage_json(f.usage);
+  o["usage"] = usage_object(f.usage);
   json::object t;
   t["queue_ms"] = f.queue_seconds * 1000.0;
   t["first_token_ms"] = f.first_token_seconds * 1000.0;

@@ -132,7 +132,7 @@ json::array read_input(const json::object& o) {
 
 // Function tools ({"type": "function", "name", "description",
 // "parameters", "strict"}) in the chat's shape; hosted tools are refused.
-json::array read_tools(const json::value& v) {
+json::array response_tools(const json::value& v) {
   if (!v.is_array()) wrong_type("tools", "an array", v);
   json::array out;
   const json::array& tools = v.as_array();
@@ -240,7 +240,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const RequestLim
     }
   }
   if (const json::value* tools = field(o, "tools")) {
-    chat["tools"] = read_tools(*tools);
+    chat["tools"] = response_tools(*tools);
     echo["tools"] = *tools;
   }
   if (const json::value* choice = field(o, "tool_choice")) {

@@ -19,7 +19,7 @@ namespace troupe {
 namespace {
 
 const std::string kModel = std::string(TROUPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
-constexpr int64_t kBlock = 16;
+constexpr int64_t kBatchBlock = 16;
 
 float max_diff_n(const float* a, const float* b, int64_t n) {
   float worst = 0;
@@ -37,7 +37,7 @@ TEST(BatchedForward, BatchEqualsEachSequenceAlone) {
   auto model = Model::load(kModel);
   const int64_t n_vocab = model->config().n_vocab;
   CpuBackend backend({.n_threads = 2});
-  ModelStage stage(model, backend, {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 64, .kv_block_size = kBlock});
+  ModelStage stage(model, backend, {.max_tokens = 128, .max_seqs = 8, .n_kv_blocks = 64, .kv_block_size = kBatchBlock});
 
   // Four prompts of different lengths; their KV blocks are a shuffled
   // partition of the pool so no sequence owns contiguous pages.

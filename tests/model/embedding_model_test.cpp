@@ -31,11 +31,11 @@ using Json = nlohmann::json;
 // sentence-transformers computes in f32 in its own summation order; a
 // normalized vector's components are below 1, so 2e-5 is far below any
 // real error (a wrong row or norm moves them by 1e-2 or more).
-constexpr float kTolerance = 2e-5f;
+constexpr float kEmbedTolerance = 2e-5f;
 
 void expect_near_vector(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], kTolerance) << what << " [" << i << "]";
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], kEmbedTolerance) << what << " [" << i << "]";
 }
 
 // Every text of the fixture in one batch through an embedding stage, then

@@ -33,7 +33,7 @@ std::vector<std::string> names(const std::vector<Event>& events) {
   return out;
 }
 
-json error_of(const HttpReply& r, int status, const std::string& type) {
+json anthropic_error(const HttpReply& r, int status, const std::string& type) {
   EXPECT_EQ(r.status, status) << r.body;
   const json j = json::parse(r.body);
   EXPECT_EQ(j["type"], "error") << r.body;
@@ -246,7 +246,7 @@ TEST(AnthropicMessages, ATrailingAssistantTurnIsContinued) {
   EXPECT_EQ(bad["error"]["param"], "continue_final_message");
   // A template that does not write the content as it is: no place to cut.
   env.backend.chat_template = "{% for m in messages %}{{ m.content | upper }}{% endfor %}";
-  const json refused = error_of(post(env, prefill), 400, "invalid_request_error");
+  const json refused = anthropic_error(post(env, prefill), 400, "invalid_request_error");
   EXPECT_NE(refused["message"].get<std::string>().find("does not write the final message's content"), std::string::npos)
       << refused;
 }
@@ -287,7 +287,7 @@ TEST(AnthropicMessages, OutputConfigAndThinkingReachTheEngine) {
 TEST(AnthropicMessages, RefusalsInAnthropicsShape) {
   Env env;
   const auto refused = [&](const json& b, int status, const std::string& type, const std::string& words) {
-    const json e = error_of(post(env, b), status, type);
+    const json e = anthropic_error(post(env, b), status, type);
     EXPECT_NE(e["message"].get<std::string>().find(words), std::string::npos) << b << " -> " << e;
   };
   json no_max = body();
@@ -322,7 +322,7 @@ TEST(AnthropicMessages, RefusalsInAnthropicsShape) {
   refused(body({{"output_config", {{"format", {{"type", "json_schema"}}}}}}), 400, "invalid_request_error",
           "'output_config.format.schema' is required");
   const HttpReply get = env.call("GET", "/v1/messages");
-  error_of(get, 405, "api_error");
+  anthropic_error(get, 405, "api_error");
   EXPECT_EQ(test::header(get, "Allow"), "POST");
   EXPECT_TRUE(env.backend.submitted.empty());
 }
@@ -346,8 +346,8 @@ TEST(AnthropicMessages, TheKeyMayComeAsXApiKey) {
   };
   EXPECT_EQ(call("sekrit", "").status, 200);
   EXPECT_EQ(call("", "Bearer sekrit").status, 200);  // Claude Code's ANTHROPIC_AUTH_TOKEN
-  error_of(call("wrong", ""), 401, "authentication_error");
-  error_of(call("", ""), 401, "authentication_error");
+  anthropic_error(call("wrong", ""), 401, "authentication_error");
+  anthropic_error(call("", ""), 401, "authentication_error");
 }
 
 TEST(AnthropicMessages, AnErrorMidStreamIsAnErrorEvent) {

@@ -13,7 +13,7 @@
 namespace troupe {
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string config_error(const std::string& text) {
   try {
     parse_replicas(text, "r.json");
   } catch (const Error& e) {
@@ -78,21 +78,24 @@ TEST(ReplicaConfig, ErrorsNameTheReplicaAndTheKey) {
   auto has = [](const std::string& message, const char* part) {
     EXPECT_NE(message.find(part), std::string::npos) << message;
   };
-  has(error_of(R"({"replicas": {}})"), "r.json: replicas: must be an array of topology objects (got object)");
-  has(error_of(R"({"replicas": []})"), "replicas: must hold at least one replica");
-  has(error_of(R"({"replicas": [3]})"), "replicas[0]: must be an object");
+  has(config_error(R"({"replicas": {}})"), "r.json: replicas: must be an array of topology objects (got object)");
+  has(config_error(R"({"replicas": []})"), "replicas: must hold at least one replica");
+  has(config_error(R"({"replicas": [3]})"), "replicas[0]: must be an object");
   // Unknown keys and wrong types, as the topology reader says them.
-  has(error_of(R"({"replicas": [{}, {"stagez": []}]})"), "r.json: replicas[1]: unknown key 'stagez'");
-  has(error_of(R"({"replicas": [{"kv": {"blocks": "many"}}]})"), "replicas[0]: kv.blocks: must be an integer (got string)");
-  has(error_of(R"({"replicas": [{"stages": [{"layers": [0, -1], "thread": 1}]}]})"),
+  has(config_error(R"({"replicas": [{}, {"stagez": []}]})"), "r.json: replicas[1]: unknown key 'stagez'");
+  has(config_error(R"({"replicas": [{"kv": {"blocks": "many"}}]})"),
+      "replicas[0]: kv.blocks: must be an integer (got string)");
+  has(config_error(R"({"replicas": [{"stages": [{"layers": [0, -1], "thread": 1}]}]})"),
       "replicas[0]: stages[0]: unknown key 'thread'");
-  has(error_of(R"({"replicas": [{"scheduler": {"max_batch_size": null}}]})"), "replicas[0]: scheduler.max_batch_size");
+  has(config_error(R"({"replicas": [{"scheduler": {"max_batch_size": null}}]})"),
+      "replicas[0]: scheduler.max_batch_size");
   // Keys a replica may not set.
-  has(error_of(R"({"replicas": [{"model": "other.gguf"}]})"), "replicas[0].model: replicas share the top-level");
-  has(error_of(R"({"replicas": [{"server": {}}]})"), "replicas[0].server");
-  has(error_of(R"({"replicas": [{"quantize": "q8_0"}]})"), "replicas[0].quantize: replicas share the top-level model");
-  has(error_of(R"({"replicas": [{"replicas": []}]})"), "replicas[0].replicas: replicas do not nest");
-  has(error_of("[1]"), "must be a JSON object");
+  has(config_error(R"({"replicas": [{"model": "other.gguf"}]})"), "replicas[0].model: replicas share the top-level");
+  has(config_error(R"({"replicas": [{"server": {}}]})"), "replicas[0].server");
+  has(config_error(R"({"replicas": [{"quantize": "q8_0"}]})"),
+      "replicas[0].quantize: replicas share the top-level model");
+  has(config_error(R"({"replicas": [{"replicas": []}]})"), "replicas[0].replicas: replicas do not nest");
+  has(config_error("[1]"), "must be a JSON object");
 }
 
 TEST(ReplicaConfig, TheSingleTopologyReaderRefusesReplicas) {

@@ -32,7 +32,7 @@ std::vector<std::string> event_names(const std::vector<Event>& events) {
   return out;
 }
 
-json response_body(const json& extra = json::object()) {
+json responses_body(const json& extra = json::object()) {
   json b = {{"model", "fake"}, {"input", "Hi"}};
   b.update(extra);
   return b;
@@ -46,7 +46,7 @@ TEST(ResponsesApi, AResponseObject) {
   Env env;
   env.backend.script = {.texts = {"Hel", "lo"}};
   const HttpReply r = post_response(
-      env, response_body({{"instructions", "Be brief."}, {"temperature", 0.5}, {"metadata", {{"k", "v"}}}}));
+      env, responses_body({{"instructions", "Be brief."}, {"temperature", 0.5}, {"metadata", {{"k", "v"}}}}));
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = json::parse(r.body);
   EXPECT_EQ(j["object"], "response");
@@ -75,21 +75,21 @@ TEST(ResponsesApi, AResponseObject) {
 TEST(ResponsesApi, MaxOutputTokensMakesItIncomplete) {
   Env env;
   env.backend.script = {.texts = {"a", "b"}, .reason = EndReason::length};
-  const json j = json::parse(post_response(env, response_body({{"max_output_tokens", 2}})).body);
+  const json j = json::parse(post_response(env, responses_body({{"max_output_tokens", 2}})).body);
   EXPECT_EQ(j["status"], "incomplete");
   EXPECT_EQ(j["incomplete_details"], json({{"reason", "max_output_tokens"}}));
   EXPECT_EQ(j["output"][0]["status"], "incomplete");
   EXPECT_EQ(j["max_output_tokens"], 2);
   EXPECT_EQ(env.backend.submitted[0].params.max_new_tokens, 2);
   const std::vector<Event> events =
-      response_events(post_response(env, response_body({{"max_output_tokens", 2}, {"stream", true}})));
+      response_events(post_response(env, responses_body({{"max_output_tokens", 2}, {"stream", true}})));
   EXPECT_EQ(events.back().name, "response.incomplete");
 }
 
 TEST(ResponsesApi, TheStreamsEvents) {
   Env env;
   env.backend.script = {.texts = {"Hel", "lo"}};
-  const std::vector<Event> events = response_events(post_response(env, response_body({{"stream", true}})));
+  const std::vector<Event> events = response_events(post_response(env, responses_body({{"stream", true}})));
   EXPECT_EQ(event_names(events),
             (std::vector<std::string>{
                 "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
@@ -113,7 +113,7 @@ TEST(ResponsesApi, ReasoningAndFunctionCallItems) {
                                   "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"}};
   const json tools = json::parse(R"([{"type": "function", "name": "get_weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}])");
-  const json j = json::parse(post_response(env, response_body({{"tools", tools}})).body);
+  const json j = json::parse(post_response(env, responses_body({{"tools", tools}})).body);
   ASSERT_EQ(j["output"].size(), 2u) << j;
   EXPECT_EQ(j["output"][0]["type"], "reasoning");
   EXPECT_EQ(j["output"][0]["content"][0], json({{"type", "reasoning_text"}, {"text", "weather"}}));
@@ -125,7 +125,7 @@ TEST(ResponsesApi, ReasoningAndFunctionCallItems) {
   EXPECT_EQ(j["tools"], tools);
 
   const std::vector<Event> events =
-      response_events(post_response(env, response_body({{"tools", tools}, {"stream", true}})));
+      response_events(post_response(env, responses_body({{"tools", tools}, {"stream", true}})));
   EXPECT_EQ(event_names(events),
             (std::vector<std::string>{
                 "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
@@ -185,10 +185,10 @@ TEST(ResponsesApi, TextFormatConstrainsTheOutput) {
   const json schema = {{"type", "object"}, {"properties", {{"age", {{"type", "integer"}}}}}};
   ASSERT_EQ(
       post_response(
-          env, response_body({{"text", {{"format", {{"type", "json_schema"}, {"name", "p"}, {"schema", schema}}}}}}))
+          env, responses_body({{"text", {{"format", {{"type", "json_schema"}, {"name", "p"}, {"schema", schema}}}}}}))
           .status,
       200);
-  ASSERT_EQ(post_response(env, response_body({{"text", {{"format", {{"type", "json_object"}}}}}})).status, 200);
+  ASSERT_EQ(post_response(env, responses_body({{"text", {{"format", {{"type", "json_object"}}}}}})).status, 200);
   EXPECT_EQ(env.backend.submitted[0].params.format.kind, OutputFormat::Kind::json_schema);
   EXPECT_EQ(json::parse(env.backend.submitted[0].params.format.schema), schema);
   EXPECT_EQ(env.backend.submitted[1].params.format.kind, OutputFormat::Kind::json_object);
@@ -204,23 +204,23 @@ TEST(ResponsesApi, RefusalsNameTheField) {
     EXPECT_NE(e["message"].get<std::string>().find(words), std::string::npos) << e;
   };
   refused({{"model", "fake"}}, "input", "'input' is required");
-  refused(response_body({{"input", json::array()}}), "input", "at least one message");
-  refused(response_body({{"previous_response_id", "resp_1"}}), "previous_response_id", "keeps no responses");
+  refused(responses_body({{"input", json::array()}}), "input", "at least one message");
+  refused(responses_body({{"previous_response_id", "resp_1"}}), "previous_response_id", "keeps no responses");
   refused(
-      response_body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}),
+      responses_body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}),
       "input[0].content[0].image_url", "does not fetch images");
-  refused(response_body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_file"}, {"file_id", "f"}}}}}}}}),
+  refused(responses_body({{"input", {{{"role", "user"}, {"content", {{{"type", "input_file"}, {"file_id", "f"}}}}}}}}),
           "input[0].content[0].type", "'input_file' is not supported");
-  refused(response_body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}), "input[0].type",
+  refused(responses_body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}), "input[0].type",
           "'item_reference'");
-  refused(response_body({{"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}), "input[0].call_id",
+  refused(responses_body({{"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}), "input[0].call_id",
           "is required");
-  refused(response_body({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type", "hosted tool");
-  refused(response_body({{"tools", {{{"type", "function"}}}}}), "tools[0].name", "is required");
-  refused(response_body({{"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type", "'yaml'");
-  refused(response_body({{"max_output_tokens", 0}}), "max_output_tokens", "'max_output_tokens'");
-  refused(response_body({{"temperature", 3}}), "temperature", "'temperature'");
-  refused(response_body({{"model", "gpt-5"}}), "model", "does not exist");
+  refused(responses_body({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type", "hosted tool");
+  refused(responses_body({{"tools", {{{"type", "function"}}}}}), "tools[0].name", "is required");
+  refused(responses_body({{"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type", "'yaml'");
+  refused(responses_body({{"max_output_tokens", 0}}), "max_output_tokens", "'max_output_tokens'");
+  refused(responses_body({{"temperature", 3}}), "temperature", "'temperature'");
+  refused(responses_body({{"model", "gpt-5"}}), "model", "does not exist");
   EXPECT_TRUE(env.backend.submitted.empty());
 }
 
