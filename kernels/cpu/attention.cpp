@@ -96,14 +96,14 @@ struct AttnJob {
   const cpu::VecOps* ops;
   const cpu::KvTileOps* tiles;  // null for an f32 cache (ops' tiles read it)
   LaneKernel lanes;             // items of kLaneMinRows rows or more take it (null: none)
-  LaneKernel amx;               // such items of prefill sequences (cpu::kAmxMinQueries) take it (null: none)
+  LaneKernel wide;              // wide items (prefill, cpu::kWideMinQueries) take it: AMX or lanes (null: none)
   const int64_t* item_begin;    // [n_seqs + 1]: first item of each sequence
   int n_seqs;
   int64_t n_head;
   int64_t group;  // query heads per kv head
   int64_t hc;     // query heads per item (divides group)
   int64_t qc;     // queries per item
-  int64_t qc_amx;  // queries per item of a sequence the AMX kernel takes (amx set, cpu::kAmxMinQueries)
+  int64_t qc_wide;  // queries per item of a sequence the wide kernel takes (wide set, cpu::kWideMinQueries)
   float scale;
   int32_t window;
   bool causal;          // false: every query sees the whole sequence
@@ -139,8 +139,8 @@ void run_item(const AttnJob& job, const AttnSeq& s, int64_t q0, int64_t q1, int6
       ++it.n_rows;
     }
   }
-  if (job.amx != nullptr && s.n_q >= cpu::kAmxMinQueries && it.n_rows >= cpu::kLaneMinRows) {
-    job.amx(it, kv, s.block_table, kvh, job.scale);
+  if (job.wide != nullptr && s.n_q >= cpu::kWideMinQueries && it.n_rows >= cpu::kLaneMinRows) {
+    job.wide(it, kv, s.block_table, kvh, job.scale);
     return;
   }
   if (job.lanes != nullptr && it.n_rows >= cpu::kLaneMinRows) {
@@ -219,7 +219,7 @@ void run_items(AttnJob& job) {
     const int64_t* sp = std::upper_bound(job.item_begin, job.item_begin + job.n_seqs + 1, it) - 1;
     const AttnSeq& s = job.seqs[sp - job.item_begin];
     const int64_t r = it - *sp;
-    const int64_t qc = job.amx != nullptr && s.n_q >= cpu::kAmxMinQueries ? job.qc_amx : job.qc;
+    const int64_t qc = job.wide != nullptr && s.n_q >= cpu::kWideMinQueries ? job.qc_wide : job.qc;
     const int64_t q_chunks = (s.n_q + qc - 1) / qc;
     const int64_t qk = q_chunks - 1 - r / h_chunks;  // last (longest) query chunk first
     const int64_t q0 = qk * qc;
@@ -227,16 +227,17 @@ void run_items(AttnJob& job) {
   }
 }
 
-// Items of sequence s: its query chunks (qc_amx queries where the AMX kernel
+// Items of sequence s: its query chunks (qc_wide queries where the wide kernel
 // takes it) times the head chunks.
-int64_t seq_items(const AttnSeq& s, int64_t n_head, int64_t hc, int64_t qc, int64_t qc_amx, bool amx) {
-  const int64_t c = amx && s.n_q >= cpu::kAmxMinQueries ? qc_amx : qc;
+int64_t seq_items(const AttnSeq& s, int64_t n_head, int64_t hc, int64_t qc, int64_t qc_wide, bool wide) {
+  const int64_t c = wide && s.n_q >= cpu::kWideMinQueries ? qc_wide : qc;
   return (s.n_q + c - 1) / c * (n_head / hc);
 }
 
-int64_t count_items(const AttnSeq* seqs, int n_seqs, int64_t n_head, int64_t hc, int64_t qc, int64_t qc_amx, bool amx) {
+int64_t count_items(const AttnSeq* seqs, int n_seqs, int64_t n_head, int64_t hc, int64_t qc, int64_t qc_wide,
+                    bool wide) {
   int64_t n = 0;
-  for (int i = 0; i < n_seqs; ++i) n += seq_items(seqs[i], n_head, hc, qc, qc_amx, amx);
+  for (int i = 0; i < n_seqs; ++i) n += seq_items(seqs[i], n_head, hc, qc, qc_wide, wide);
   return n;
 }
 
@@ -303,27 +304,28 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
   // (Gemma 2) is applied to the tile kernels' scores, so it keeps them too.
   // The AMX kernel rounds q, k, v and the weights to bf16: it takes caches
   // already rounded to 16 bits or fewer (an f32 cache asked for f32
-  // attention), and exact math keeps f32.
+  // attention), and exact math keeps f32. Wide items of prefill sequences
+  // take the AMX kernel where it runs, else the lane kernel's wide walk.
   const LaneKernel lanes =
       batch_invariant() || softcap > 0.0f || kv.head_dim > cpu::kLaneMaxHeadDim ? nullptr : lane_kernel(active_isa());
-  const LaneKernel amx = lanes != nullptr && kv.type != KvType::f32 && !exact_math() && cpu::amx_attention_available()
-                             ? cpu::attend_amx_bf16
-                             : nullptr;
+  const LaneKernel wide = lanes != nullptr && kv.type != KvType::f32 && !exact_math() && cpu::amx_attention_available()
+                              ? cpu::attend_amx_bf16
+                              : lanes;
 
   const int64_t group = n_head / kv.n_head_kv;
   // Start with as many heads of a group and queries per item as fit in
-  // kMaxRows (cpu::kAmxRows for the AMX kernel: they share each K/V tile),
+  // kMaxRows (cpu::kWideRows for the wide kernel: they share each K/V tile),
   // then split finer until every thread has a few items to balance with.
   int64_t hc = divisor_at_most(group, kMaxRows);
   int64_t qc = std::max<int64_t>(1, kMaxRows / hc);
-  int64_t qc_amx = std::max<int64_t>(1, cpu::kAmxRows / hc);
+  int64_t qc_wide = std::max<int64_t>(1, cpu::kWideRows / hc);
   const int64_t target = pool.size() > 1 ? 4 * static_cast<int64_t>(pool.size()) : 1;
-  while (count_items(seqs, n_seqs, n_head, hc, qc, qc_amx, amx != nullptr) < target) {
-    if (qc_amx > qc) {
-      qc_amx = std::max(qc, qc_amx / 2);
+  while (count_items(seqs, n_seqs, n_head, hc, qc, qc_wide, wide != nullptr) < target) {
+    if (qc_wide > qc) {
+      qc_wide = std::max(qc, qc_wide / 2);
     } else if (qc > 1) {
       qc /= 2;
-      qc_amx = qc;
+      qc_wide = qc;
     } else if (hc > 1) {
       hc = divisor_at_most(group, hc - 1);
     } else {
@@ -331,7 +333,7 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
     }
   }
   if (out == nullptr || q == nullptr) {
-    if (count_items(seqs, n_seqs, n_head, hc, qc, qc_amx, amx != nullptr) == 0) return;
+    if (count_items(seqs, n_seqs, n_head, hc, qc, qc_wide, wide != nullptr) == 0) return;
     throw Error(Errc::invalid_argument, "attention: null q or out");
   }
 
@@ -340,7 +342,7 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
   item_begin.resize(static_cast<size_t>(n_seqs) + 1);
   item_begin[0] = 0;
   for (int i = 0; i < n_seqs; ++i) {
-    item_begin[i + 1] = item_begin[i] + seq_items(seqs[i], n_head, hc, qc, qc_amx, amx != nullptr);
+    item_begin[i + 1] = item_begin[i] + seq_items(seqs[i], n_head, hc, qc, qc_wide, wide != nullptr);
   }
   const int64_t n_items = item_begin[static_cast<size_t>(n_seqs)];
   if (n_items == 0) return;
@@ -352,14 +354,14 @@ void attention(float* out, const float* q, const PagedKvView& kv, const AttnSeq*
               .ops = &cpu::vec_ops(),
               .tiles = kv.type == KvType::f32 ? nullptr : &cpu::kv_tile_ops(kv.type, active_isa()),
               .lanes = lanes,
-              .amx = amx,
+              .wide = wide,
               .item_begin = item_begin.data(),
               .n_seqs = n_seqs,
               .n_head = n_head,
               .group = group,
               .hc = hc,
               .qc = qc,
-              .qc_amx = qc_amx,
+              .qc_wide = qc_wide,
               .scale = scale,
               .window = window,
               .causal = causal,

@@ -1,5 +1,5 @@
 // Prefill attention on AMX-BF16 tiles (attention_lanes.hpp): a work item's
-// (query, head) rows (up to kAmxRows) in groups of 16, the keys of its visible range in
+// (query, head) rows (up to kWideRows) in groups of 16, the keys of its visible range in
 // blocks of 64, and per block and group
 //   S [16 rows, 64 keys] = (scale log2(e) q) · k^T   four C tiles, tdpbf16ps over head_dim 32 at a time
 //   online softmax of S per row (f32, AVX-512): m, l, corr, P = 2^(S - m) as bf16
@@ -37,7 +37,7 @@ namespace {
 constexpr int kRows = 16;                    // rows of an A or C tile
 constexpr int kKeys = 64;                    // keys a block: four S tiles, two P tiles
 constexpr int64_t kMaxDq = kLaneMaxHeadDim;  // head_dim rounded up to 32 (the Q · K^T depth)
-constexpr int kGroups = kAmxRows / kRows;
+constexpr int kGroups = kWideRows / kRows;
 
 // Tiles 0-3: C (S by 16 keys, then T by 16 values, in turn); 4-5: A (q, or
 // P by 32 keys); 6-7: B (k or v). All 16 rows of 64 bytes. (Spreading the B
@@ -318,7 +318,7 @@ bool amx_attention_available() { return amx_enabled() && cpu_has_avx512_bf16() &
 
 void attend_amx_bf16(const LaneItem& it, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
                      float scale) {
-  if (it.n_rows < 1 || it.n_rows > kAmxRows || kv.head_dim > kLaneMaxHeadDim) {
+  if (it.n_rows < 1 || it.n_rows > kWideRows || kv.head_dim > kLaneMaxHeadDim) {
     throw Error(Errc::internal, "attend_amx_bf16: bad item");
   }
   switch (kv.type) {

@@ -18,9 +18,12 @@
 namespace troupe::kernels::cpu {
 
 inline constexpr int kLaneRows = 32;
-// Rows of an item for the AMX kernel (attend_amx_bf16): one staging of each
-// key block's k and v serves up to 8 tiles of 16 rows.
-inline constexpr int kAmxRows = 128;
+// Rows of a wide item, which prefill sequences of kWideMinQueries or more
+// get: one read of each tile of keys and values serves them all. The AMX
+// kernel (attend_amx_bf16) takes them as up to 8 tiles of 16 rows, the lane
+// kernels as up to 4 groups of kLaneRows.
+inline constexpr int kWideRows = 128;
+inline constexpr int32_t kWideMinQueries = 16;
 // Below this many rows an item keeps the tile kernels: the lanes left empty
 // would cost more than the horizontal sums saved.
 inline constexpr int kLaneMinRows = 8;
@@ -28,18 +31,18 @@ inline constexpr int kLaneMinRows = 8;
 // the stack); larger heads keep the tile kernels.
 inline constexpr int64_t kLaneMaxHeadDim = 256;
 
-// Up to kLaneRows rows (kAmxRows for the AMX kernel) that all read kv head
+// Up to kWideRows rows that all read kv head
 // `kv_head` of one sequence. Row r
 // attends to positions [lo[r], hi[r]); rows come ordered so that neither lo
 // nor hi decreases (queries in order, the heads of one query alike).
 struct LaneItem {
-  const float* q[kAmxRows];  // [head_dim] each
-  float* out[kAmxRows];      // [head_dim] each
-  int64_t lo[kAmxRows];
-  int64_t hi[kAmxRows];
+  const float* q[kWideRows];  // [head_dim] each
+  float* out[kWideRows];      // [head_dim] each
+  int64_t lo[kWideRows];
+  int64_t hi[kWideRows];
   // Each row's attention sink (kernels::attention), read only when
   // has_sinks: it joins the softmax's denominator at the end.
-  float sink[kAmxRows];
+  float sink[kWideRows];
   bool has_sinks = false;
   int n_rows;
 };
@@ -52,7 +55,8 @@ bool lanes_available_avx2();
 // out[r] = softmax_j(scale * q[r] . k_j) . v_j over the item's visible
 // positions, each row's arithmetic in its own lane (so a row's bits do not
 // depend on the other rows of its item). Keys are taken in tiles of 32
-// positions from the first row's lo. Both ISAs run one walk
+// positions from the first row's lo. Items of more than kLaneRows rows take
+// them in groups of kLaneRows rows (attention_lanes_impl.hpp). Both ISAs run one walk
 // (attention_lanes_impl.hpp): per lane the same operations in the same order.
 void attend_lanes_avx512(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
                          float scale);
@@ -61,11 +65,10 @@ void attend_lanes_avx2(const LaneItem& item, const PagedKvView& kv, const int32_
 
 // The same on AMX-BF16 tiles (attention_amx.cpp): q, k, v and the softmax
 // weights rounded to bf16, sums in f32, as the AMX prefill matmuls round
-// their activations. For prefill sequences of kAmxMinQueries or more over a
+// their activations. For wide items (kWideMinQueries or more queries) over a
 // cache of 16 bits or fewer (f16, bf16, q8_0: an f32 cache keeps f32 math)
 // where amx_attention_available() (AMX enabled, AVX-512 BF16); exact and
 // batch-invariant math keep the f32 lanes.
-inline constexpr int32_t kAmxMinQueries = 16;
 bool amx_attention_available();
 void attend_amx_bf16(const LaneItem& item, const PagedKvView& kv, const int32_t* block_table, int64_t kv_head,
                      float scale);

@@ -59,7 +59,7 @@ struct Case {
   bool sinks = false;    // gpt-oss's attention sinks: a random logit per head
   bool causal = true;    // false: every query sees its whole sequence (an encoder)
   // The AMX-BF16 prefill (attention_amx.cpp) for sequences of
-  // cpu::kAmxMinQueries or more: checked against a reference over the
+  // cpu::kWideMinQueries or more: checked against a reference over the
   // values it rounds to bf16. Off: the f32 kernels, AMX turned off.
   bool amx = false;
 };
@@ -199,7 +199,7 @@ inline void run_case(const Case& c, Isa isa, uint32_t seed) {
     // Its softmax weights are rounded too (relative error 2^-9 each) after a
     // 2^x within 2^-18, so its output is within (2^-9 + 2^-17) of the
     // largest |v| of the rounded reference.
-    const bool rounded = c.amx && c.seqs[i].n_q >= kernels::cpu::kAmxMinQueries;
+    const bool rounded = c.amx && c.seqs[i].n_q >= kernels::cpu::kWideMinQueries;
     const float q_scale = scale * 1.44269504088896341f;  // the kernel's, in f32
     auto kval = [&](int64_t at) { return rounded ? double(bf16_round(keys[i][at])) : double(keys[i][at]); };
     auto vval = [&](int64_t at) { return rounded ? double(bf16_round(vals[i][at])) : double(vals[i][at]); };

@@ -330,8 +330,9 @@ TEST(Attention, QuantizedCacheStaysNearF32) {
 
 // Prefill items of 8 to 32 rows take the lane kernel (attention_lanes.hpp):
 // on AVX-512 in one register up to 16 rows and two above, on AVX2 in one to
-// four of 8 rows. One thread keeps each item whole. Tiles of 32 positions
-// cross pages of 4 and 16, and windows cut rows inside a tile.
+// four of 8 rows; wider items (up to 90 queries here) in groups of 32 rows.
+// One thread keeps each item whole. Tiles of 32 positions cross pages of 4
+// and 16, and windows cut rows inside a tile.
 void prefill_items_on_the_lane_path(Isa isa) {
   std::mt19937 rng(515);
   uint32_t seed = 700;
@@ -414,6 +415,22 @@ TEST(Attention, ARowsBitsDoNotDependOnItsItem) {
     for (size_t i = 0; i < decode.size(); ++i) {
       ASSERT_EQ(decode[i], prefill[qi * decode.size() + i]) << "query " << qi << " value " << i;
     }
+  }
+}
+
+// A wide item (64 rows of a 64-query prefill, one thread: two groups of 32)
+// gives each row the bits of the 16-row items that two threads split the
+// same prefill into: a group reads the tiles its rows see, in the same
+// order, as an item of its rows alone.
+TEST(Attention, AWideItemGivesTheBitsOfNarrowOnes) {
+  const test::AmxSwitch f32_lanes(false);  // the lane kernels' claim
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    if (!isa_supported(isa)) continue;
+    const test::ForcedIsa forced(isa);
+    const std::vector<float> wide = attend_at(0, 64, 1);
+    const std::vector<float> narrow = attend_at(0, 64, 2);
+    ASSERT_EQ(wide.size(), narrow.size());
+    for (size_t i = 0; i < wide.size(); ++i) ASSERT_EQ(wide[i], narrow[i]) << isa_name(isa) << ", value " << i;
   }
 }
 
