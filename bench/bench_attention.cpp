@@ -5,7 +5,7 @@
 // each head: 4 * head_dim * n_head * n(n+1)/2 FLOPs. Compare the figure with
 // the core's f32 FMA peak (docs/performance.md) to see how far it is.
 //   bench_attention [--tokens 512,2048] [--threads 1,2] [--types f32,f16,q8_0]
-//                   [--layout 110m,1b] [--repeat 5] [--isa avx2|avx512|scalar]
+//                   [--layout 110m,1b,vit] [--repeat 5] [--isa avx2|avx512|scalar]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,6 +39,9 @@ struct Args {
   std::vector<int> threads = {1, 2};
   std::vector<KvType> types = {KvType::f32, KvType::f16, KvType::q8_0};
   std::vector<Layout> layouts = {{"110m", 12, 12, 64}, {"1b", 32, 8, 64}};
+  // Also: "vit", a SigLIP-so400m tower's heads (Gemma 3's, 16 of head_dim
+  // 72), here under a causal mask.
+  std::vector<Layout> known = {{"110m", 12, 12, 64}, {"1b", 32, 8, 64}, {"vit", 16, 16, 72}};
   int repeat = 5;
 };
 
@@ -55,7 +58,7 @@ Args parse(int argc, char** argv) {
       a.types.clear();
       for (const auto& t : troupe::bench::split_list(v)) a.types.push_back(troupe::parse_kv_type(t));
     } else if (flag == "--layout") {
-      const std::vector<Layout> all = a.layouts;
+      const std::vector<Layout> all = a.known;
       a.layouts.clear();
       for (const auto& t : troupe::bench::split_list(v)) {
         auto it = std::find_if(all.begin(), all.end(), [&](const Layout& l) { return l.name == t; });

@@ -196,10 +196,11 @@ void group_end(LaneGroup<V, kDim, R>& g, const LaneItem& it, int64_t d) {
 // The item's rows in up to G groups of R registers. Each tile of keys is
 // read (and, for a 16- or 8-bit cache, converted) once for all the groups:
 // a wide item of kWideRows rows reads the keys and values a quarter as
-// often as four items of kLaneRows. A group skips the tiles past its rows'
-// ranges, as an item of its rows alone ends there, so a row's bits are
-// those of a narrow item wherever the item's rows start their ranges at
-// the same position (causal prefill without a window, an encoder).
+// often as four items of kLaneRows. A group skips the tiles none of its
+// rows sees, work an item of its rows alone would not do. Where the item's
+// rows all start their ranges at one position (causal prefill without a
+// window, an encoder), the tiles fall where a narrow item's do, and a row
+// gets the bits it gets in a narrow item (tests/kernels/attention_test.cpp).
 template <class V, KvType T, int64_t D, int R, int G>
 void attend(const LaneItem& it, const PagedKvView& kv, const int32_t* block_table, int64_t kvh, float scale) {
   using Vec = typename V::Vec;
