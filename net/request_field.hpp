@@ -21,12 +21,12 @@ inline const boost::json::value* field(const boost::json::object& o, std::string
 }
 
 [[noreturn]] void wrong_type(const std::string& param, const char* expected, const boost::json::value& got);
+[[noreturn]] void out_of_range(const std::string& param, const std::string& range);
 
 inline std::string str(const boost::json::string& s) { return std::string(s.data(), s.size()); }
 // o[key], which must be a string: "'param' is required" (missing_field) when
 // absent or null.
 std::string required_string(const boost::json::object& o, const char* key, const std::string& param);
-[[noreturn]] void out_of_range(const std::string& param, const std::string& range);
 
 // The body as a JSON object (`what` names it in the error).
 boost::json::object parse_object(std::string_view body, const char* what);
