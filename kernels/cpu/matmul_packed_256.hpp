@@ -53,12 +53,20 @@ struct PairDots {
   template <class Rd>
   static constexpr int kInt16Lines = Rd::kOffset == 128 ? 1 : std::min<int>(8, 32767 / (2 * Rd::kMaxU * 128));
 
-  // One half, and 4 tokens where a sub-block's lines all sum in int16, else
-  // 3 (a dot per token stays live across the lines). Both halves against
-  // one broadcast (2 tokens) measured no faster (docs/performance.md).
+  // One half, and tokens by how the lines sum: 6 where a 32-input
+  // sub-block's lines all sum in int16 (4-bit types), 4 for the 16-input
+  // ones (q2_K, q3_K), 5 for the sign trick's types (one line a sum), else
+  // 3 (a dot per token stays live across the lines). On one Zen 3 core, 512
+  // tokens over 2048x768: q4_0 and q4_K 4 -> 6 tokens +12-20%, q8_0 and
+  // iq4_xs 3 -> 5 +15-18%; more tokens slowed q2_K, q3_K and the 5-bit
+  // types. Both halves against one broadcast (2 tokens) measured no faster
+  // (docs/performance.md).
   static constexpr int kTileHalves = 1;
   template <class Rd>
-  static constexpr int kTileTokens = kInt16Lines<Rd> * 4 >= Rd::kSubK ? 4 : 3;
+  static constexpr int kTileTokens = Rd::kOffset == 128                ? 5
+                                     : kInt16Lines<Rd> * 4 < Rd::kSubK ? 3
+                                     : Rd::kSubK == 32                 ? 6
+                                                                       : 4;
 
   template <class Rd>
   [[gnu::always_inline]] static __m256i pairs(__m256i u, __m256i x4) {
@@ -72,6 +80,8 @@ struct PairDots {
 
   // The bias joins after the products (integer sums: the same value), so
   // that a type whose lines all sum in int16 keeps no dot live across them.
+  // Types without an offset have a bias of 0 and skip it: a broadcast and
+  // an add per token and sub-block, 6-10% of q4_K's prefill tile.
   template <class Rd, int T, int NH, class Line, class X4, class Bias>
   [[gnu::always_inline]] static void sub_block(Line line, X4 x4, Bias bias, __m256i (&dot)[NH][T]) {
     constexpr int kLines = Rd::kSubK / 4;
@@ -92,7 +102,7 @@ struct PairDots {
           dot[h][t] = g0 == 0 ? m : _mm256_add_epi32(dot[h][t], m);
         }
       }
-      if constexpr (Rd::kOffset != 128) {
+      if constexpr (Rd::kOffset != 128 && Rd::kOffset != 0) {
         for (int t = 0; t < T; ++t) dot[h][t] = _mm256_add_epi32(dot[h][t], _mm256_set1_epi32(bias(t)));
       }
     }

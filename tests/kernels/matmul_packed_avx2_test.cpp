@@ -71,8 +71,9 @@ TEST_P(MatmulPackedAvx2, MatchesQuantizedActivationsAndStaysWithinTheirError) {
       const test::Weights w = test::make_weights(rng, t, n_out, n_in);
       const Bytes p = pack(w, t, n_in, n_out, pool);
       // The GEMV's tiles of 1-4 tokens and a four with a tail of three; the
-      // prefill's tiles of 4 (or 3) with each tail.
-      for (int64_t n_tokens : {1, 2, 3, 4, 7, 8, 17, 22}) {
+      // prefill's tiles of 3-6 tokens (PairDots::kTileTokens) with each tail:
+      // 8-13 leave every remainder of 3, 4, 5 and 6.
+      for (int64_t n_tokens : {1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13}) {
         const std::vector<float> x = test::int8_inputs(rng, n_tokens, n_in);
         test::expect_int8_result(run(p, x, t, n_tokens, n_in, n_out, pool),
                                  test::expected(x, w, n_tokens, n_in, n_out),
