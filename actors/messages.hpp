@@ -272,9 +272,8 @@ struct RequestDone {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
-  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p,
-           x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.seed, x.n_logprobs,
-           x.logprobs, x.logit_bias);
+  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
+           x.presence_penalty, x.frequency_penalty, x.penalty_last_n, x.seed, x.n_logprobs, x.logprobs, x.logit_bias);
 }
 
 template <class Inspector>

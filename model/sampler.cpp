@@ -204,6 +204,7 @@ void check_sampling(const SamplingParams& p) {
   }
   if (!std::isfinite(p.presence_penalty)) fail("presence_penalty", "finite", p.presence_penalty);
   if (!std::isfinite(p.frequency_penalty)) fail("frequency_penalty", "finite", p.frequency_penalty);
+  if (p.penalty_last_n < -1) fail("repeat_last_n", ">= -1", p.penalty_last_n);
   if (p.n_logprobs < 0 || p.n_logprobs > 20) fail("top_logprobs", "in 0..20", p.n_logprobs);
   if (p.logit_bias.size() > kMaxLogitBias) {
     throw RequestError(Errc::invalid_argument, "logit_bias",
@@ -241,6 +242,9 @@ static void settle_saved(std::vector<std::pair<int32_t, float>>& saved) {
 // Appends to saved_ (the caller clears it and settles it after).
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
   const SamplingParams& p = params_;
+  // llama.cpp's window (repeat_last_n): the latest tokens only, prompt ones
+  // included, so a long prompt's old words stop weighing on the output.
+  if (p.penalty_last_n >= 0) history = history.last(std::min(history.size(), static_cast<size_t>(p.penalty_last_n)));
   if (history.empty() || (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f)) {
     return;
   }

@@ -27,6 +27,7 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // seen tokens: logit > 0 ? logit / r : logit * r; 1: off
   float presence_penalty = 0.0f;    // seen tokens: logit -= presence  (OpenAI)
   float frequency_penalty = 0.0f;   // seen tokens: logit -= frequency * count  (OpenAI)
+  int32_t penalty_last_n = -1;      // the penalties see the last n tokens of the history; -1: all; 0: none
   uint64_t seed = 0;
   int32_t n_logprobs = 0;  // alternatives reported by top_logprobs(), 0..20
   bool logprobs = false;   // report the chosen token's logprob (implied by n_logprobs > 0)

@@ -69,6 +69,7 @@ void read_options(const json::object& o, const RequestLimits& limits, ParsedRequ
   s.temperature = kOllamaTemperature;
   s.top_k = kOllamaTopK;
   s.top_p = kOllamaTopP;
+  s.penalty_last_n = kOllamaRepeatLastN;
   const json::value* v = field(o, "options");
   if (v == nullptr) return;
   if (!v->is_object()) wrong_type("options", "an object", *v);
@@ -88,10 +89,10 @@ void read_options(const json::object& o, const RequestLimits& limits, ParsedRequ
   if (auto rp = option("repeat_penalty", [&] { return get_number(opts, "repeat_penalty", 0.0, 10.0, true); })) {
     s.repetition_penalty = *rp;
   }
-  // llama.cpp's window of the penalties; Troupe's penalties see every
-  // token of the sequence. 0 turns them off there, so it does here.
-  if (auto n = option("repeat_last_n", [&] { return get_int(opts, "repeat_last_n", -1, 1 << 30); }); n && *n == 0) {
-    s.repetition_penalty = 1.0f;
+  // The penalties' window, as llama.cpp reads it: -1 the whole context, 0
+  // no penalty at all.
+  if (auto n = option("repeat_last_n", [&] { return get_int(opts, "repeat_last_n", -1, 1 << 30); })) {
+    s.penalty_last_n = static_cast<int32_t>(*n);
   }
   if (auto p = option("presence_penalty", [&] { return get_number(opts, "presence_penalty", -2.0, 2.0); })) {
     s.presence_penalty = *p;

@@ -35,5 +35,6 @@ OllamaGenerateRequest parse_ollama_generate(std::string_view body, const Request
 inline constexpr float kOllamaTemperature = 0.8f;
 inline constexpr int32_t kOllamaTopK = 40;
 inline constexpr float kOllamaTopP = 0.9f;
+inline constexpr int32_t kOllamaRepeatLastN = 64;  // the penalties' window
 
 }  // namespace troupe::net

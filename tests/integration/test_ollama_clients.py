@@ -120,6 +120,22 @@ def test_generate_raw_continues_the_published_text(chat_client, reference_text):
     assert streamed[-1].prompt_eval_count == r.prompt_eval_count > 0
 
 
+def test_penalty_window_reaches_the_sampler(chat_client, reference_text):
+    # repeat_last_n is the window of the penalties: 0 turns a strong
+    # repeat_penalty off (greedy, the published text), -1 lets it see the
+    # whole sequence, 8 only the last 8 tokens, which changes other choices.
+    head = "Once upon a time, there was a little girl named Lily."
+
+    def run(last_n):
+        opts = dict(GREEDY, repeat_penalty=1.5, repeat_last_n=last_n)
+        return chat_client.generate(model=CHAT_MODEL, prompt=head, raw=True, options=opts).response
+
+    off, everything, last8 = run(0), run(-1), run(8)
+    assert reference_text[len(head):].startswith(off)
+    assert everything != off
+    assert last8 not in (off, everything)
+
+
 def openai_chat(server, messages, max_tokens):
     body = json.dumps({"model": CHAT_MODEL, "messages": messages, "temperature": 0, "max_tokens": max_tokens})
     req = urllib.request.Request(server.url("/v1/chat/completions"), body.encode(), {"Content-Type": "application/json"})

@@ -227,6 +227,32 @@ TEST(Sampler, PenaltiesFollowTheirConventions) {
   EXPECT_THROW(r.sample(small, std::vector<int32_t>{2}), Error);
 }
 
+TEST(Sampler, PenaltiesSeeOnlyTheirWindow) {
+  const std::vector<float> base = {2.0f, -1.0f, 0.5f, 3.0f};
+  const std::vector<int32_t> history = {3, 1, 0, 3, 1, 3};
+  auto penalized = [&](int32_t last_n) {
+    Sampler s({.temperature = 0.0f,
+               .repetition_penalty = 2.0f,
+               .presence_penalty = 0.5f,
+               .frequency_penalty = 0.25f,
+               .penalty_last_n = last_n});
+    std::vector<float> logits = base;
+    s.sample(logits, history);
+    return logits;
+  };
+  // The last 3 tokens (3, 1, 3): token 0 falls out of the window, 3 counts twice, 1 once.
+  const std::vector<float> w3 = penalized(3);
+  EXPECT_FLOAT_EQ(w3[0], 2.0f);
+  EXPECT_FLOAT_EQ(w3[1], -1.0f * 2 - 0.5f - 0.25f * 1);
+  EXPECT_FLOAT_EQ(w3[2], 0.5f);
+  EXPECT_FLOAT_EQ(w3[3], 3.0f / 2 - 0.5f - 0.25f * 2);
+  // 0: no penalty at all; -1 and a window past the history: every token.
+  EXPECT_EQ(penalized(0), base);
+  EXPECT_EQ(penalized(-1), penalized(100));
+  EXPECT_FLOAT_EQ(penalized(-1)[0], 2.0f / 2 - 0.5f - 0.25f * 1);
+  EXPECT_THROW(Sampler({.penalty_last_n = -2}), Error);
+}
+
 TEST(Sampler, LogprobsAreLogSoftmaxOfTheRawLogits) {
   const std::vector<float> base = {1.0f, 2.0f, 3.0f, 0.0f};
   const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(0.0));

@@ -232,6 +232,7 @@ TEST(OllamaChat, OptionsReachTheSamplerWithOllamaDefaults) {
                         {"repeat_penalty", 1.5},
                         {"presence_penalty", 0.5},
                         {"frequency_penalty", 0.25},
+                        {"repeat_last_n", 16},
                         {"seed", 42},
                         {"stop", {"a", "b"}},
                         {"num_ctx", 8192},
@@ -245,6 +246,7 @@ TEST(OllamaChat, OptionsReachTheSamplerWithOllamaDefaults) {
   EXPECT_EQ(d.top_k, 40);
   EXPECT_FLOAT_EQ(d.top_p, 0.9f);
   EXPECT_FLOAT_EQ(d.repetition_penalty, 1.0f);
+  EXPECT_EQ(d.penalty_last_n, 64);
   const GenerateParams& p = env.backend.submitted[1].params;
   EXPECT_EQ(p.max_new_tokens, 7);
   EXPECT_FLOAT_EQ(p.sampling.temperature, 0.25f);
@@ -254,6 +256,7 @@ TEST(OllamaChat, OptionsReachTheSamplerWithOllamaDefaults) {
   EXPECT_FLOAT_EQ(p.sampling.repetition_penalty, 1.5f);
   EXPECT_FLOAT_EQ(p.sampling.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(p.sampling.frequency_penalty, 0.25f);
+  EXPECT_EQ(p.sampling.penalty_last_n, 16);
   EXPECT_EQ(p.sampling.seed, 42u);
   EXPECT_EQ(p.stop, (std::vector<std::string>{"a", "b"}));
   // -1 (no limit) and -2 (fill the context): to what the context leaves.
@@ -393,6 +396,7 @@ TEST(OllamaChat, RefusalsNameTheFieldInOllamasShape) {
           "'options.temperature' must be a number");
   refused("/api/chat", chat_body({{"options", {{"top_p", 2}}}}), 400, "'options.top_p'");
   refused("/api/chat", chat_body({{"options", {{"num_predict", 0}}}}), 400, "'options.num_predict'");
+  refused("/api/chat", chat_body({{"options", {{"repeat_last_n", -2}}}}), 400, "'options.repeat_last_n'");
   refused("/api/chat", chat_body({{"options", {{"mirostat", 2}}}}), 400, "'options.mirostat' is not supported");
   refused("/api/chat", chat_body({{"options", {{"typical_p", 0.7}}}}), 400, "'options.typical_p' is not supported");
   refused("/api/chat", chat_body({{"options", 3}}), 400, "'options' must be an object");
