@@ -294,7 +294,7 @@ typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GenerateParams& x) {
   return f(caf::meta::type_name("GenerateParams"), x.max_new_tokens, x.sampling, x.stop, x.priority, x.ignore_eos,
-           x.speculative, x.prompt_logprobs, x.format, x.embed);
+           x.speculative, x.prompt_logprobs, x.format, x.thinking_budget, x.embed);
 }
 
 template <class Inspector>

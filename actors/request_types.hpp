@@ -59,6 +59,9 @@ struct GenerateParams {
   // prefix of a document the format accepts, and ends the request when
   // the document is complete.
   OutputFormat format;
+  // Tokens the model may spend inside a <think> block before the sampler
+  // closes it (Anthropic's thinking.budget_tokens); -1: no budget.
+  int32_t thinking_budget = -1;
   EmbedParams embed;
 };
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "actors/actor_meter.hpp"
+#include "grammar/thinking_budget.hpp"
 #include "grammar/token_grammar.hpp"
 #include "model/pooling.hpp"
 #include "model/sampler.hpp"
@@ -26,6 +27,7 @@ struct SamplerState {
     Seq(const SeqOpen& open, std::unique_ptr<TokenConstraint> g)
         : sampler(open.params.sampling),
           constraint(std::move(g)),
+          formatted(open.params.format.constrained()),
           history(open.prompt),
           n_prompt(static_cast<int32_t>(open.prompt.size())),
           ignore_eos(open.params.ignore_eos),
@@ -35,7 +37,8 @@ struct SamplerState {
       if (e.on) pooler.emplace(e.pooling, e.normalize != 0, e.dimensions, n_prompt);
     }
     Sampler sampler;
-    std::unique_ptr<TokenConstraint> constraint;  // the output format's; null: unconstrained
+    std::unique_ptr<TokenConstraint> constraint;  // the output format's and the thinking budget; null: neither
+    bool formatted;                               // an output format: its document's end ends the request
     std::vector<int32_t> history;  // prompt + generated
     int32_t n_prompt = 0;
     int32_t scored = 0;  // prompt tokens 1 .. scored - 1 were scored (recomputed rows are not again)
@@ -66,6 +69,38 @@ struct SamplerState {
       it = masks.emplace(g.get(), GrammarMasks{g, std::make_shared<grammar::MaskCache>()}).first;
     }
     return token_constraint(format, trie, it->second.masks);
+  }
+
+  // The thinking budget's closing text, read once from the vocabulary.
+  std::vector<int32_t> closer;
+  grammar::ThinkTags tags;
+
+  int32_t special_tag(std::string_view tag) const {
+    const std::vector<int32_t> ids = tokenizer->encode(tag, /*add_special=*/false, /*parse_special=*/true);
+    return ids.size() == 1 && tokenizer->is_special(ids[0]) ? ids[0] : -1;
+  }
+
+  // Whether the prompt leaves the output inside a <think> block (a template
+  // that opens it for the model): read from its last tokens.
+  bool prompt_thinks(std::span<const int32_t> prompt) const {
+    std::string text;
+    for (int32_t t : prompt.last(std::min<size_t>(prompt.size(), 32))) {
+      text += t == tags.open ? "<think>" : t == tags.close ? "</think>" : trie->bytes(t);
+    }
+    return grammar::ends_in_think(text);
+  }
+
+  std::unique_ptr<TokenConstraint> constraint_for(const SeqOpen& open) {
+    std::unique_ptr<TokenConstraint> format = constraint_for(open.params.format);
+    const int32_t budget = open.params.thinking_budget;
+    if (budget < 0) return format;
+    if (!trie) trie = vocab_trie(*tokenizer);
+    if (closer.empty()) {
+      closer = tokenizer->encode("\n</think>\n\n", /*add_special=*/false, /*parse_special=*/true);
+      tags = {.open = special_tag("<think>"), .close = special_tag("</think>")};
+    }
+    return std::make_unique<grammar::ThinkingBudget>(budget, closer, trie, tags, prompt_thinks(open.prompt),
+                                                     std::move(format));
   }
 };
 
@@ -128,10 +163,10 @@ void sample_row(SamplerState::Seq& seq, const Tokenizer& tokenizer, std::span<fl
   out.token = token;
   out.finished = !seq.ignore_eos && tokenizer.is_eog(token);
   if (g != nullptr) {
+    g->accept(token);
     // A constrained output ends with its document: at an end token the
     // grammar allowed, or when nothing may follow.
-    g->accept(token);
-    out.finished = out.finished || tokenizer.is_eog(token) || g->done();
+    if (seq.formatted) out.finished = out.finished || tokenizer.is_eog(token) || g->done();
   }
   if (seq.logprobs) record_logprobs(seq.sampler, out);
   closed = out.finished || (next >= 0 && token != next) || next < 0;
@@ -150,7 +185,7 @@ class SamplerImpl : public sampler_actor::base {
           // refuses them leaves the request unknown, so its rows end it.
           try {
             state_.seqs.erase(open.id);
-            state_.seqs.try_emplace(open.id, open, state_.constraint_for(open.params.format));
+            state_.seqs.try_emplace(open.id, open, state_.constraint_for(open));
           } catch (const std::exception&) {
             state_.seqs.erase(open.id);
           }

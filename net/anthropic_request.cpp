@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "model/sampler.hpp"
@@ -248,8 +249,9 @@ void read_tools_and_choice(const json::object& o, ParsedRequest& r) {
 
 // "thinking": {"type": "enabled" | "between_tools", "budget_tokens"} sets
 // the template's enable_thinking (Qwen3's), "disabled" clears it,
-// "adaptive" leaves the template's default. The budget is not enforced:
-// the model thinks until it closes its block, within max_tokens.
+// "adaptive" leaves the template's default. The budget holds where the
+// model thinks in a <think> block: the sampler closes the block once the
+// budget is spent (grammar/thinking_budget.hpp).
 void read_thinking(const json::object& o, AnthropicRequest& out, json::object& kwargs) {
   const json::value* v = field(o, "thinking");
   if (v == nullptr) return;
@@ -261,9 +263,11 @@ void read_thinking(const json::object& o, AnthropicRequest& out, json::object& k
                         "'disabled', got '" +
                             type + "'");
   }
-  (void)get_int(v->as_object(), "budget_tokens", 0, std::numeric_limits<int32_t>::max());
+  const std::optional<int64_t> budget =
+      get_int(v->as_object(), "budget_tokens", 0, std::numeric_limits<int32_t>::max());
   if (type == "adaptive") return;
   out.thinking = type != "disabled";
+  if (out.thinking && budget) out.request.params.thinking_budget = static_cast<int32_t>(*budget);
   kwargs["enable_thinking"] = out.thinking;
 }
 

@@ -88,6 +88,35 @@ def test_output_config_holds_the_reply_to_a_schema(client):
     jsonschema.validate(json.loads(m.content[0].text), schema)
 
 
+@pytest.fixture(scope="module")
+def thinking_client(start_server):
+    # A template that opens a <think> block for the model: stories260K never
+    # closes it, so its whole answer is thinking unless a budget closes it.
+    server = start_server("--chat-template", HERE / "thinking_template.jinja", "--api-key", KEY)
+    return anthropic.Anthropic(base_url=server.url(""), api_key=KEY, max_retries=0, timeout=60)
+
+
+def test_the_thinking_budget_closes_the_block(thinking_client):
+    def ask(budget):
+        return thinking_client.messages.create(model=MODEL, max_tokens=40, extra_body=GREEDY, messages=CONVERSATION,
+                                               thinking={"type": "enabled", "budget_tokens": budget})
+
+    free, budgeted = ask(1000), ask(5)
+    assert [b.type for b in free.content] == ["thinking"]
+    assert [b.type for b in budgeted.content] == ["thinking", "text"]
+    # The same greedy thinking, cut after 5 tokens; the answer follows it.
+    assert 0 < len(budgeted.content[0].thinking) < len(free.content[0].thinking)
+    assert free.content[0].thinking.startswith(budgeted.content[0].thinking.strip())
+    assert len(budgeted.content[1].text) > 10
+    assert budgeted.usage.output_tokens == free.usage.output_tokens == 40
+    # Streamed, the same blocks.
+    with thinking_client.messages.stream(model=MODEL, max_tokens=40, extra_body=GREEDY, messages=CONVERSATION,
+                                         thinking={"type": "enabled", "budget_tokens": 5}) as stream:
+        streamed = stream.get_final_message()
+    assert [(b.type, getattr(b, "thinking", None), getattr(b, "text", None)) for b in streamed.content] == \
+        [(b.type, getattr(b, "thinking", None), getattr(b, "text", None)) for b in budgeted.content]
+
+
 def test_errors_as_the_client_raises_them(client, server):
     with pytest.raises(anthropic.NotFoundError) as e:
         client.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=CONVERSATION)

@@ -1,0 +1,107 @@
+#include "grammar/thinking_budget.hpp"
+
+#include <cmath>
+#include <string_view>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace troupe::grammar {
+namespace {
+
+constexpr std::string_view kOpenTag = "<think>";
+constexpr std::string_view kCloseTag = "</think>";
+
+}  // namespace
+
+bool ends_in_think(std::string_view text) {
+  const size_t open = text.rfind(kOpenTag);
+  const size_t close = text.rfind(kCloseTag);
+  return open != std::string_view::npos && (close == std::string_view::npos || open > close);
+}
+
+ThinkingBudget::ThinkingBudget(int32_t budget, std::vector<int32_t> closer, std::shared_ptr<const TokenTrie> trie,
+                               ThinkTags tags, bool think_open, std::unique_ptr<TokenConstraint> inner)
+    : budget_(budget),
+      closer_(std::move(closer)),
+      trie_(std::move(trie)),
+      tags_(tags),
+      inner_(std::move(inner)),
+      thinking_(think_open) {
+  if (budget_ < 0 || closer_.empty() || !trie_) {
+    throw Error(Errc::invalid_argument, "thinking budget: a budget >= 0, a closing text and a vocabulary are needed");
+  }
+  for (int32_t t : closer_) {
+    if (t < 0 || t >= trie_->n_vocab()) {
+      throw Error(Errc::invalid_argument, "thinking budget: closer token outside vocab");
+    }
+  }
+  forcing_ = thinking_ && budget_ == 0;
+}
+
+int32_t ThinkingBudget::forced() {
+  if (!forcing_ || given_up_ || closed_ >= closer_.size()) return -1;
+  const int32_t t = closer_[closed_];
+  if (inner_ != nullptr && !inner_->allows(t)) {
+    given_up_ = true;
+    return -1;
+  }
+  return t;
+}
+
+bool ThinkingBudget::allows(int32_t token) {
+  if (const int32_t f = forced(); f >= 0) return token == f;
+  return inner_ == nullptr || inner_->allows(token);
+}
+
+void ThinkingBudget::mask(std::span<float> logits) {
+  if (const int32_t f = forced(); f >= 0) {
+    const float keep = logits[static_cast<size_t>(f)];
+    for (float& l : logits) l = -INFINITY;
+    // A forced token is chosen whatever its logit, -inf included.
+    logits[static_cast<size_t>(f)] = std::isfinite(keep) ? keep : 0.0f;
+    return;
+  }
+  if (inner_ != nullptr) inner_->mask(logits);
+}
+
+void ThinkingBudget::accept(int32_t token) {
+  if (inner_ != nullptr) inner_->accept(token);
+  if (thinking_) ++spent_;
+  if (forcing_ && closed_ < closer_.size() && token == closer_[closed_]) ++closed_;
+  // The tags are found in the bytes: a window long enough to hold one
+  // across the token boundary.
+  if (token == tags_.open || token == tags_.close) {
+    thinking_ = token == tags_.open;
+    tail_.clear();
+  } else if (token >= 0 && token < trie_->n_vocab()) {
+    tail_ += trie_->bytes(token);
+  }
+  for (size_t at = 0;;) {
+    const size_t open = tail_.find(kOpenTag, at);
+    const size_t close = tail_.find(kCloseTag, at);
+    if (open == std::string::npos && close == std::string::npos) break;
+    if (close == std::string::npos || (open != std::string::npos && open < close)) {
+      thinking_ = true;
+      at = open + kOpenTag.size();
+    } else {
+      thinking_ = false;
+      at = close + kCloseTag.size();
+    }
+    tail_.erase(0, at);
+    at = 0;
+  }
+  if (tail_.size() >= kCloseTag.size()) tail_.erase(0, tail_.size() - (kCloseTag.size() - 1));
+  // The closer is written to its end (the blank line after the tag too),
+  // unless the model closed the block itself before the budget ran out.
+  if (forcing_ && closed_ >= closer_.size()) {
+    forcing_ = false;
+    thinking_ = false;  // whatever bytes the tag's token has
+  }
+  if (thinking_ && !forcing_ && !given_up_ && spent_ >= budget_) {
+    forcing_ = true;
+    closed_ = 0;
+  }
+}
+
+}  // namespace troupe::grammar
