@@ -17,6 +17,10 @@ void check_generate_params(const GenerateParams& p) {
       throw RequestError(Errc::invalid_argument, "stop[" + std::to_string(i) + "]", "stop strings must not be empty");
     }
   }
+  if (p.thinking_budget < -1) {
+    throw RequestError(Errc::invalid_argument, "thinking.budget_tokens",
+                       "thinking.budget_tokens must be at least 0, got " + std::to_string(p.thinking_budget));
+  }
   check_sampling(p.sampling);
 }
 

@@ -38,6 +38,8 @@ TEST(PipelineErrors, EachErrorReachesOnlyItsRequest) {
   bad_params.sampling.top_p = 2.0f;
   GenerateParams bad_stop = greedy(8);
   bad_stop.stop = {""};
+  GenerateParams bad_budget = greedy(8);
+  bad_budget.thinking_budget = -2;
 
   auto ok1 = p->generate(good, greedy(24));
   auto e_long = p->generate(too_long, greedy(8));
@@ -45,6 +47,7 @@ TEST(PipelineErrors, EachErrorReachesOnlyItsRequest) {
   auto e_token = p->generate(std::vector<int32_t>{1, 100, 512}, greedy(8));  // 512 == n_vocab
   auto e_empty = p->generate(std::vector<int32_t>{}, greedy(8));
   auto e_stop = p->generate(good, bad_stop);
+  auto e_budget = p->generate(good, bad_budget);
   auto e_utf8 = p->generate(TextPrompt{.text = "bad \xff text"}, greedy(8));
   auto ok2 = p->generate(good, greedy(24));
 
@@ -61,6 +64,7 @@ TEST(PipelineErrors, EachErrorReachesOnlyItsRequest) {
                             {"token id", &e_token, Errc::invalid_argument, "prompt[2]"},
                             {"empty", &e_empty, Errc::invalid_argument, "prompt"},
                             {"empty stop", &e_stop, Errc::invalid_argument, "stop[0]"},
+                            {"thinking budget", &e_budget, Errc::invalid_argument, "thinking.budget_tokens"},
                             {"not UTF-8", &e_utf8, Errc::invalid_argument, "prompt"}};
   for (const Expect& x : expects) {
     const Completion c = test::wait_for(*x.run);
@@ -74,7 +78,7 @@ TEST(PipelineErrors, EachErrorReachesOnlyItsRequest) {
   EXPECT_EQ(test::ids_of(test::wait_for(ok1)), expected);
   EXPECT_EQ(test::ids_of(test::wait_for(ok2)), expected);
   // Every refusal at the front door counts, the text that cannot be tokenized too.
-  EXPECT_EQ(p->stats().rejected, 6u);
+  EXPECT_EQ(p->stats().rejected, 7u);
   EXPECT_EQ(p->kv_snapshot().n_used, 0);
 }
 
