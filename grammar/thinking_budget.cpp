@@ -41,6 +41,7 @@ ThinkingBudget::ThinkingBudget(int32_t budget, std::vector<int32_t> closer, std:
 
 int32_t ThinkingBudget::forced() {
   if (!forcing_ || given_up_ || closed_ >= closer_.size()) return -1;
+  if (closed_ == 0 && utf8_owed_ > 0) return -1;  // the model ends its character first
   const int32_t t = closer_[closed_];
   if (inner_ != nullptr && !inner_->allows(t)) {
     given_up_ = true;
@@ -75,7 +76,16 @@ void ThinkingBudget::accept(int32_t token) {
     thinking_ = token == tags_.open;
     tail_.clear();
   } else if (token >= 0 && token < trie_->n_vocab()) {
-    tail_ += trie_->bytes(token);
+    const std::string& bytes = trie_->bytes(token);
+    tail_ += bytes;
+    for (const char ch : bytes) {
+      const auto b = static_cast<unsigned char>(ch);
+      if (utf8_owed_ > 0 && (b & 0xC0) == 0x80) {
+        --utf8_owed_;
+      } else {
+        utf8_owed_ = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : b >= 0xC0 ? 1 : 0;
+      }
+    }
   }
   for (size_t at = 0;;) {
     const size_t open = tail_.find(kOpenTag, at);

@@ -2,7 +2,8 @@
 // has spent `budget` tokens inside a <think> block that is still open, the
 // block is closed for the model: the next tokens are forced to a closing
 // text (`closer`, e.g. the tokens of "\n</think>\n\n"), and the model
-// answers after it. Tokens are counted inside <think>...</think> only; the
+// answers after it. A character split across tokens is finished first, so
+// the thinking text stays UTF-8. Tokens are counted inside <think>...</think> only; the
 // block is found in the output's bytes, so tags split across tokens count.
 // Another constraint (the output format's) may be wrapped: it sees every
 // token, and a closer it refuses is not forced (the model goes on).
@@ -55,6 +56,7 @@ class ThinkingBudget : public TokenConstraint {
   size_t closed_ = 0;      // closer tokens forced so far
   bool forcing_ = false;   // the budget is spent: the closer is being written
   bool given_up_ = false;  // the inner constraint refused the closer
+  int utf8_owed_ = 0;      // continuation bytes the output's last character still needs
   std::string tail_;       // the output's last bytes, where a tag may begin
 };
 

@@ -328,6 +328,9 @@ void read_common(const json::object& o, const RequestLimits& limits, ParsedReque
   if (auto f = get_number(o, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *f;
   if (auto rp = get_number(o, "repetition_penalty", 0.0, 10.0, /*lo_open=*/true)) s.repetition_penalty = *rp;
   if (auto n = get_int(o, "repeat_last_n", -1, 1 << 30)) s.penalty_last_n = static_cast<int32_t>(*n);
+  if (auto n = get_int(o, "thinking_token_budget", 0, std::numeric_limits<int32_t>::max())) {
+    r.params.thinking_budget = static_cast<int32_t>(*n);
+  }
   if (const json::value* seed = field(o, "seed")) {
     if (seed->is_int64()) {
       r.seed = static_cast<uint64_t>(seed->as_int64());

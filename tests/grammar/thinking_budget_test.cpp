@@ -20,9 +20,11 @@ namespace {
 
 // Ids: 0 "<s>" (control), then the pieces below, then "<think>" and
 // "</think>" as control tokens (as a vocabulary whose tags are special).
-const std::vector<std::string> kPieces = {"a", " b", "<th", "ink>", "</", "think>", "\n", "\n\n", "x", "<think>"};
+// The last three bytes spell 日 (E6 97 A5) as byte-fallback tokens do.
+const std::vector<std::string> kPieces = {"a",    " b", "<th",     "ink>", "</",   "think>", "\n",
+                                          "\n\n", "x",  "<think>", "\xE6", "\x97", "\xA5"};
 constexpr int32_t kA = 1, kB = 2, kThOpen1 = 3, kThOpen2 = 4, kClose1 = 5, kClose2 = 6, kNl = 7, kNl2 = 8, kX = 9,
-                  kOpenText = 10, kOpenSpecial = 11, kCloseSpecial = 12;
+                  kOpenText = 10, kLead = 11, kCont1 = 12, kCont2 = 13, kOpenSpecial = 14, kCloseSpecial = 15;
 
 std::shared_ptr<const TokenTrie> tag_trie() {
   std::vector<std::string> bytes = {"<s>"};
@@ -124,6 +126,19 @@ TEST(ThinkingBudget, FollowsSpecialTagTokensAndAZeroBudget) {
   EXPECT_TRUE(std::isfinite(logits[kNl]));
   EXPECT_THROW(ThinkingBudget(-1, closer, tr, tags, false, nullptr), Error);
   EXPECT_THROW(ThinkingBudget(1, {}, tr, tags, false, nullptr), Error);
+}
+
+TEST(ThinkingBudget, FinishesACharacterSplitAcrossTokensFirst) {
+  const auto tr = tag_trie();
+  const size_t n = static_cast<size_t>(tr->n_vocab());
+  ThinkingBudget b(2, kCloser, tr, {}, /*think_open=*/true, nullptr);
+  b.accept(kA);
+  b.accept(kLead);  // the budget is spent inside a three-byte character
+  EXPECT_EQ(only_token(b, n), -1);
+  b.accept(kCont1);
+  EXPECT_EQ(only_token(b, n), -1);
+  b.accept(kCont2);
+  EXPECT_EQ(only_token(b, n), kNl);  // whole: the closer now
 }
 
 TEST(ThinkingBudget, AnInnerConstraintSeesEveryTokenAndMayRefuseTheCloser) {

@@ -43,6 +43,7 @@ TEST(RequestParser, MinimalCompletion) {
   EXPECT_EQ(r.prompts[0], "Hello");
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_EQ(r.params.sampling.penalty_last_n, -1);  // every token, as vLLM
+  EXPECT_EQ(r.params.thinking_budget, -1);          // none
   EXPECT_EQ(r.n, 1);
   EXPECT_FALSE(r.stream);
   EXPECT_FALSE(r.seed.has_value());
@@ -52,7 +53,7 @@ TEST(RequestParser, AllSamplingFields) {
   const ParsedRequest r = parse_completion_request(
       R"({"model": "m", "prompt": "x", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40,
           "min_p": 0.1, "presence_penalty": -1, "frequency_penalty": 1.5, "repetition_penalty": 1.1,
-          "repeat_last_n": 64, "seed": 12345, "stop": ["a", "bc"], "n": 3, "stream": true, "stream_options": {"include_usage": true},
+          "repeat_last_n": 64, "thinking_token_budget": 256, "seed": 12345, "stop": ["a", "bc"], "n": 3, "stream": true, "stream_options": {"include_usage": true},
           "logprobs": 2, "echo": true, "ignore_eos": true})",
       kLimits);
   EXPECT_EQ(r.max_tokens, 7);
@@ -64,6 +65,7 @@ TEST(RequestParser, AllSamplingFields) {
   EXPECT_FLOAT_EQ(r.params.sampling.frequency_penalty, 1.5f);
   EXPECT_FLOAT_EQ(r.params.sampling.repetition_penalty, 1.1f);
   EXPECT_EQ(r.params.sampling.penalty_last_n, 64);
+  EXPECT_EQ(r.params.thinking_budget, 256);
   EXPECT_EQ(r.seed, 12345u);
   EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_EQ(r.n, 3);
@@ -182,6 +184,7 @@ TEST(RequestParser, OutOfRangeValuesAreNamed) {
       {R"({"model": "m", "prompt": "x", "top_k": -2})", "top_k"},
       {R"({"model": "m", "prompt": "x", "repeat_last_n": -2})", "repeat_last_n"},
       {R"({"model": "m", "prompt": "x", "repeat_last_n": 1.5})", "repeat_last_n"},
+      {R"({"model": "m", "prompt": "x", "thinking_token_budget": -1})", "thinking_token_budget"},
   };
   for (const Case& c : cases) {
     const ApiError e = completion_error(c.body);
