@@ -102,6 +102,9 @@ void ThinkingBudget::accept(int32_t token) {
     at = 0;
   }
   if (tail_.size() >= kCloseTag.size()) tail_.erase(0, tail_.size() - (kCloseTag.size() - 1));
+  // A block the model closed itself while its last character was being
+  // finished needs no closer.
+  if (!thinking_ && forcing_ && closed_ == 0) forcing_ = false;
   // The closer is written to its end (the blank line after the tag too),
   // unless the model closed the block itself before the budget ran out.
   if (forcing_ && closed_ >= closer_.size()) {

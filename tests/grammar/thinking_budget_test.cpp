@@ -139,6 +139,14 @@ TEST(ThinkingBudget, FinishesACharacterSplitAcrossTokensFirst) {
   EXPECT_EQ(only_token(b, n), -1);
   b.accept(kCont2);
   EXPECT_EQ(only_token(b, n), kNl);  // whole: the closer now
+  // A model that closes the block itself meanwhile gets no closer after it.
+  ThinkingBudget closes(1, kCloser, tr, {}, /*think_open=*/true, nullptr);
+  closes.accept(kLead);
+  closes.accept(kClose1);
+  closes.accept(kClose2);
+  EXPECT_EQ(only_token(closes, n), -1);
+  closes.accept(kA);
+  EXPECT_EQ(only_token(closes, n), -1);
 }
 
 TEST(ThinkingBudget, AnInnerConstraintSeesEveryTokenAndMayRefuseTheCloser) {
