@@ -57,10 +57,10 @@ struct PairDots {
   // sub-block's lines all sum in int16 (4-bit types), 4 for the 16-input
   // ones (q2_K, q3_K), 5 for the sign trick's types (one line a sum), else
   // 3 (a dot per token stays live across the lines). On one Zen 3 core, 512
-  // tokens over 2048x768: q4_0 and q4_K 4 -> 6 tokens +12-20%, q8_0 and
-  // iq4_xs 3 -> 5 +15-18%; more tokens slowed q2_K, q3_K and the 5-bit
-  // types. Both halves against one broadcast (2 tokens) measured no faster
-  // (docs/performance.md).
+  // tokens over 2048x768: q4_0 4 -> 6 tokens 1.19x, q8_0 and iq4_xs 3 -> 5
+  // 1.11-1.14x; more tokens slowed q2_K, q3_K and the 5-bit types. Both
+  // halves against one broadcast (2 tokens) measured no faster
+  // (docs/performance.md, "A Zen 3 core").
   static constexpr int kTileHalves = 1;
   template <class Rd>
   static constexpr int kTileTokens = Rd::kOffset == 128                ? 5
@@ -81,7 +81,7 @@ struct PairDots {
   // The bias joins after the products (integer sums: the same value), so
   // that a type whose lines all sum in int16 keeps no dot live across them.
   // Types without an offset have a bias of 0 and skip it: a broadcast and
-  // an add per token and sub-block, 6-10% of q4_K's prefill tile.
+  // an add per token and sub-block (q4_K's tile, with 6 tokens: 1.28x).
   template <class Rd, int T, int NH, class Line, class X4, class Bias>
   [[gnu::always_inline]] static void sub_block(Line line, X4 x4, Bias bias, __m256i (&dot)[NH][T]) {
     constexpr int kLines = Rd::kSubK / 4;
