@@ -80,16 +80,6 @@ struct SamplerState {
     return ids.size() == 1 && tokenizer->is_special(ids[0]) ? ids[0] : -1;
   }
 
-  // Whether the prompt leaves the output inside a <think> block (a template
-  // that opens it for the model): read from its last tokens.
-  bool prompt_thinks(std::span<const int32_t> prompt) const {
-    std::string text;
-    for (int32_t t : prompt.last(std::min<size_t>(prompt.size(), 32))) {
-      text += t == tags.open ? "<think>" : t == tags.close ? "</think>" : trie->bytes(t);
-    }
-    return grammar::ends_in_think(text);
-  }
-
   std::unique_ptr<TokenConstraint> constraint_for(const SeqOpen& open) {
     std::unique_ptr<TokenConstraint> format = constraint_for(open.params.format);
     const int32_t budget = open.params.thinking_budget;
@@ -99,8 +89,7 @@ struct SamplerState {
       closer = tokenizer->encode("\n</think>\n\n", /*add_special=*/false, /*parse_special=*/true);
       tags = {.open = special_tag("<think>"), .close = special_tag("</think>")};
     }
-    return std::make_unique<grammar::ThinkingBudget>(budget, closer, trie, tags, prompt_thinks(open.prompt),
-                                                     std::move(format));
+    return std::make_unique<grammar::ThinkingBudget>(budget, closer, trie, tags, open.prompt, std::move(format));
   }
 };
 

@@ -1,5 +1,6 @@
 #include "grammar/thinking_budget.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <utility>
@@ -14,20 +15,9 @@ constexpr std::string_view kCloseTag = "</think>";
 
 }  // namespace
 
-bool ends_in_think(std::string_view text) {
-  const size_t open = text.rfind(kOpenTag);
-  const size_t close = text.rfind(kCloseTag);
-  return open != std::string_view::npos && (close == std::string_view::npos || open > close);
-}
-
 ThinkingBudget::ThinkingBudget(int32_t budget, std::vector<int32_t> closer, std::shared_ptr<const TokenTrie> trie,
-                               ThinkTags tags, bool think_open, std::unique_ptr<TokenConstraint> inner)
-    : budget_(budget),
-      closer_(std::move(closer)),
-      trie_(std::move(trie)),
-      tags_(tags),
-      inner_(std::move(inner)),
-      thinking_(think_open) {
+                               ThinkTags tags, std::span<const int32_t> prompt, std::unique_ptr<TokenConstraint> inner)
+    : budget_(budget), closer_(std::move(closer)), trie_(std::move(trie)), tags_(tags), inner_(std::move(inner)) {
   if (budget_ < 0 || closer_.empty() || !trie_) {
     throw Error(Errc::invalid_argument, "thinking budget: a budget >= 0, a closing text and a vocabulary are needed");
   }
@@ -36,6 +26,7 @@ ThinkingBudget::ThinkingBudget(int32_t budget, std::vector<int32_t> closer, std:
       throw Error(Errc::invalid_argument, "thinking budget: closer token outside vocab");
     }
   }
+  for (int32_t t : prompt.last(std::min(prompt.size(), kPromptTail))) read(t);
   forcing_ = thinking_ && budget_ == 0;
 }
 
@@ -66,10 +57,7 @@ void ThinkingBudget::mask(std::span<float> logits) {
   if (inner_ != nullptr) inner_->mask(logits);
 }
 
-void ThinkingBudget::accept(int32_t token) {
-  if (inner_ != nullptr) inner_->accept(token);
-  if (thinking_) ++spent_;
-  if (forcing_ && closed_ < closer_.size() && token == closer_[closed_]) ++closed_;
+void ThinkingBudget::read(int32_t token) {
   // The tags are found in the bytes: a window long enough to hold one
   // across the token boundary.
   if (token == tags_.open || token == tags_.close) {
@@ -102,6 +90,13 @@ void ThinkingBudget::accept(int32_t token) {
     at = 0;
   }
   if (tail_.size() >= kCloseTag.size()) tail_.erase(0, tail_.size() - (kCloseTag.size() - 1));
+}
+
+void ThinkingBudget::accept(int32_t token) {
+  if (inner_ != nullptr) inner_->accept(token);
+  if (thinking_) ++spent_;
+  if (forcing_ && closed_ < closer_.size() && token == closer_[closed_]) ++closed_;
+  read(token);
   // A block the model closed itself while its last character was being
   // finished needs no closer.
   if (!thinking_ && forcing_ && closed_ == 0) forcing_ = false;

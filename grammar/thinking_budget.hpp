@@ -3,10 +3,11 @@
 // block is closed for the model: the next tokens are forced to a closing
 // text (`closer`, e.g. the tokens of "\n</think>\n\n"), and the model
 // answers after it. A character split across tokens is finished first, so
-// the thinking text stays UTF-8. Tokens are counted inside <think>...</think> only; the
-// block is found in the output's bytes, so tags split across tokens count.
-// Another constraint (the output format's) may be wrapped: it sees every
-// token, and a closer it refuses is not forced (the model goes on).
+// the thinking text stays UTF-8. Tokens are counted inside <think>...
+// </think> only; the block is found in the bytes (tags split across tokens
+// count) or by the tags' ids where they are special tokens. Another
+// constraint (the output format's) may be wrapped: it sees every token,
+// and a closer it refuses is not forced (the model goes on).
 #pragma once
 
 #include <cstdint>
@@ -29,10 +30,13 @@ struct ThinkTags {
 
 class ThinkingBudget : public TokenConstraint {
  public:
-  // think_open: the output begins inside a <think> block (the prompt ends
-  // in one). inner: may be null.
+  // prompt: its last kPromptTail tokens say whether the output begins
+  // inside a <think> block (a template that opens it for the model).
+  // inner: may be null.
   ThinkingBudget(int32_t budget, std::vector<int32_t> closer, std::shared_ptr<const TokenTrie> trie, ThinkTags tags,
-                 bool think_open, std::unique_ptr<TokenConstraint> inner);
+                 std::span<const int32_t> prompt, std::unique_ptr<TokenConstraint> inner);
+
+  static constexpr size_t kPromptTail = 32;
 
   bool allows(int32_t token) override;
   void mask(std::span<float> logits) override;
@@ -45,13 +49,15 @@ class ThinkingBudget : public TokenConstraint {
  private:
   // The token to force now, or -1.
   int32_t forced();
+  // Follows the tags and the last character's UTF-8 through one token.
+  void read(int32_t token);
 
   int32_t budget_;
   std::vector<int32_t> closer_;
   std::shared_ptr<const TokenTrie> trie_;
   ThinkTags tags_;
   std::unique_ptr<TokenConstraint> inner_;
-  bool thinking_;
+  bool thinking_ = false;
   int32_t spent_ = 0;
   size_t closed_ = 0;      // closer tokens forced so far
   bool forcing_ = false;   // the budget is spent: the closer is being written
@@ -59,9 +65,5 @@ class ThinkingBudget : public TokenConstraint {
   int utf8_owed_ = 0;      // continuation bytes the output's last character still needs
   std::string tail_;       // the output's last bytes, where a tag may begin
 };
-
-// Whether a text ends inside a <think> block: its last "<think>" comes
-// after its last "</think>".
-bool ends_in_think(std::string_view text);
 
 }  // namespace troupe::grammar

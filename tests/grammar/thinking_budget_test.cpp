@@ -42,6 +42,9 @@ std::shared_ptr<const TokenTrie> tag_trie() {
 
 // The closer "\n</think>\n\n" in this vocabulary's text pieces.
 const std::vector<int32_t> kCloser = {kNl, kClose1, kClose2, kNl2};
+// Prompts that leave the output inside a block (a template's "<think>"), or not.
+const std::vector<int32_t> kThinkingPrompt = {kA, kOpenText};
+const std::vector<int32_t> kPlainPrompt = {kA};
 
 // The one token mask() leaves, or -1 when it leaves more than one.
 int32_t only_token(TokenConstraint& c, size_t n_vocab) {
@@ -59,7 +62,7 @@ int32_t only_token(TokenConstraint& c, size_t n_vocab) {
 TEST(ThinkingBudget, ClosesAnOpenBlockOnceTheBudgetIsSpent) {
   const auto tr = tag_trie();
   const size_t n = static_cast<size_t>(tr->n_vocab());
-  ThinkingBudget b(3, kCloser, tr, {}, /*think_open=*/true, nullptr);
+  ThinkingBudget b(3, kCloser, tr, {}, kThinkingPrompt, nullptr);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(only_token(b, n), -1) << i;  // free while the budget lasts
     EXPECT_TRUE(b.allows(kX));
@@ -84,7 +87,7 @@ TEST(ThinkingBudget, ClosesAnOpenBlockOnceTheBudgetIsSpent) {
 TEST(ThinkingBudget, CountsOnlyInsideBlocksFoundInTheBytes) {
   const auto tr = tag_trie();
   const size_t n = static_cast<size_t>(tr->n_vocab());
-  ThinkingBudget b(2, kCloser, tr, {}, /*think_open=*/false, nullptr);
+  ThinkingBudget b(2, kCloser, tr, {}, kPlainPrompt, nullptr);
   for (int i = 0; i < 5; ++i) b.accept(kA);  // outside a block: free
   EXPECT_EQ(b.thinking_tokens(), 0);
   b.accept(kThOpen1);  // "<th" + "ink>": a tag across two tokens
@@ -94,7 +97,7 @@ TEST(ThinkingBudget, CountsOnlyInsideBlocksFoundInTheBytes) {
   b.accept(kB);
   EXPECT_EQ(only_token(b, n), kNl);  // two tokens inside: spent
   // A model that closes its block itself before the budget is spent goes free.
-  ThinkingBudget early(4, kCloser, tr, {}, /*think_open=*/false, nullptr);
+  ThinkingBudget early(4, kCloser, tr, {}, kPlainPrompt, nullptr);
   for (int32_t t : {kOpenText, kA, kClose1, kClose2, kA, kA, kA, kA}) {
     EXPECT_EQ(only_token(early, n), -1);
     early.accept(t);
@@ -107,7 +110,7 @@ TEST(ThinkingBudget, FollowsSpecialTagTokensAndAZeroBudget) {
   const size_t n = static_cast<size_t>(tr->n_vocab());
   const ThinkTags tags{.open = kOpenSpecial, .close = kCloseSpecial};
   const std::vector<int32_t> closer = {kNl, kCloseSpecial, kNl2};
-  ThinkingBudget b(1, closer, tr, tags, /*think_open=*/false, nullptr);
+  ThinkingBudget b(1, closer, tr, tags, kPlainPrompt, nullptr);
   b.accept(kOpenSpecial);  // no bytes in the trie: known by its id
   EXPECT_EQ(only_token(b, n), -1);
   b.accept(kA);
@@ -117,21 +120,21 @@ TEST(ThinkingBudget, FollowsSpecialTagTokensAndAZeroBudget) {
   }
   EXPECT_EQ(only_token(b, n), -1);
   // 0 with the prompt's block open: the closer comes first.
-  ThinkingBudget zero(0, closer, tr, tags, /*think_open=*/true, nullptr);
+  ThinkingBudget zero(0, closer, tr, tags, std::vector<int32_t>{kOpenSpecial}, nullptr);
   EXPECT_EQ(only_token(zero, n), kNl);
   // The closer is forced even where its logit is -inf.
   std::vector<float> logits(n, 1.0f);
   logits[kNl] = -INFINITY;
   zero.mask(logits);
   EXPECT_TRUE(std::isfinite(logits[kNl]));
-  EXPECT_THROW(ThinkingBudget(-1, closer, tr, tags, false, nullptr), Error);
-  EXPECT_THROW(ThinkingBudget(1, {}, tr, tags, false, nullptr), Error);
+  EXPECT_THROW(ThinkingBudget(-1, closer, tr, tags, kPlainPrompt, nullptr), Error);
+  EXPECT_THROW(ThinkingBudget(1, {}, tr, tags, kPlainPrompt, nullptr), Error);
 }
 
 TEST(ThinkingBudget, FinishesACharacterSplitAcrossTokensFirst) {
   const auto tr = tag_trie();
   const size_t n = static_cast<size_t>(tr->n_vocab());
-  ThinkingBudget b(2, kCloser, tr, {}, /*think_open=*/true, nullptr);
+  ThinkingBudget b(2, kCloser, tr, {}, kThinkingPrompt, nullptr);
   b.accept(kA);
   b.accept(kLead);  // the budget is spent inside a three-byte character
   EXPECT_EQ(only_token(b, n), -1);
@@ -140,7 +143,7 @@ TEST(ThinkingBudget, FinishesACharacterSplitAcrossTokensFirst) {
   b.accept(kCont2);
   EXPECT_EQ(only_token(b, n), kNl);  // whole: the closer now
   // A model that closes the block itself meanwhile gets no closer after it.
-  ThinkingBudget closes(1, kCloser, tr, {}, /*think_open=*/true, nullptr);
+  ThinkingBudget closes(1, kCloser, tr, {}, kThinkingPrompt, nullptr);
   closes.accept(kLead);
   closes.accept(kClose1);
   closes.accept(kClose2);
@@ -155,7 +158,7 @@ TEST(ThinkingBudget, AnInnerConstraintSeesEveryTokenAndMayRefuseTheCloser) {
   // A lazy grammar waiting for "x" (outside a block) lets the closer through,
   // and the budget's forced tokens reach it.
   auto lazy = std::make_unique<LazyTokenGrammar>("x", json_object_grammar(), tr, nullptr, /*think_open=*/true);
-  ThinkingBudget b(1, kCloser, tr, {}, /*think_open=*/true, std::move(lazy));
+  ThinkingBudget b(1, kCloser, tr, {}, kThinkingPrompt, std::move(lazy));
   b.accept(kA);
   for (int32_t t : kCloser) {
     ASSERT_EQ(only_token(b, n), t);
@@ -172,7 +175,7 @@ TEST(ThinkingBudget, AnInnerConstraintSeesEveryTokenAndMayRefuseTheCloser) {
     void accept(int32_t) override {}
     bool done() const override { return false; }
   };
-  ThinkingBudget refused(0, kCloser, tr, {}, /*think_open=*/true, std::make_unique<NoNewline>());
+  ThinkingBudget refused(0, kCloser, tr, {}, kThinkingPrompt, std::make_unique<NoNewline>());
   EXPECT_EQ(only_token(refused, n), -1);
   EXPECT_FALSE(refused.allows(kNl));
   EXPECT_TRUE(refused.allows(kA));
