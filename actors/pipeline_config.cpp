@@ -120,6 +120,7 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
                "anomaly",
                "server",
                "quantize",
+               "lora",
                "tool_call_parser",
                "reasoning_format",
                "embedding",
@@ -136,6 +137,28 @@ PipelineConfig parse_pipeline_config(std::string_view text, const std::string& o
       c.load.quantize = parse_quant_scheme(scheme);
     } catch (const Error& e) {
       r.fail("quantize", e.what());
+    }
+  }
+  // "lora": ["adapter", {"path": "adapter", "scale": 0.5}, ...]
+  if (const auto it = root.find("lora"); it != root.end()) {
+    if (!it->is_array()) r.fail("lora", "must be an array of adapter paths or {\"path\", \"scale\"} objects");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const auto& item = (*it)[i];
+      const std::string where = "lora[" + std::to_string(i) + "]";
+      LoraAdapterSpec spec;
+      if (item.is_string()) {
+        spec.path = item.get<std::string>();
+      } else if (item.is_object()) {
+        r.only_keys(item, where, {"path", "scale"});
+        r.get(item, "path", where, spec.path);
+        double scale = 1.0;
+        r.get(item, "scale", where, scale);
+        spec.scale = static_cast<float>(scale);
+      } else {
+        r.fail(where, "must be a path or a {\"path\", \"scale\"} object");
+      }
+      if (spec.path.empty()) r.fail(where, "needs a path");
+      c.load.lora.push_back(std::move(spec));
     }
   }
   if (const auto it = root.find("stages"); it != root.end()) read_stages(r, *it, c);

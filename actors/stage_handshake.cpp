@@ -124,8 +124,9 @@ std::string check_hello(uint32_t head_version, const std::string& hello, const S
     std::string why = "model differs: the head has " + h.model_name + " (id " + h.model_id + "), the worker has " +
                       w.model_name + " (id " + w.model_id + ")";
     // One file under two names is rare; one file loaded with two --quantize
-    // settings (or, for a LongRoPE model, two --ctx) is the likely mistake.
-    if (h.model_name == w.model_name) why += "; give the worker the head's --quantize (and --ctx)";
+    // settings, other LoRA adapters (or, for a LongRoPE model, two --ctx) is
+    // the likely mistake.
+    if (h.model_name == w.model_name) why += "; give the worker the head's --quantize and --lora (and --ctx)";
     return why;
   }
   if (h.first_layer != w.first_layer || h.last_layer != w.last_layer) {

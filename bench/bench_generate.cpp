@@ -5,12 +5,14 @@
 //   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat 3]
 //                  [--exact-math] [--batch-invariant] [--no-amx] [--isa avx2]
 //                  [--dots256 pairs|avx_vnni|avx512_vnni] [--cpu-affinity 0,1]
-//                  model.gguf...
+//                  [--lora adapter.gguf] model.gguf...
 // --repeat runs each cell that many times and reports the median (this kind
 // of shared machine is noisy); --exact-math, --batch-invariant and --no-amx
 // turn off the fast paths, their AMX bf16 prefill, and AMX, for ratios
 // within one run; --isa avx2 runs the kernels a CPU without AVX-512 gets,
 // and --dots256 their integer dot products (core/cpu_features.hpp).
+// --lora runs each model with that adapter (repeatable; model/lora.hpp),
+// for what running adapters unmerged costs against the same model without.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   int64_t n_prefill = 512, n_decode = 32;
   int repeat = 1;
   std::vector<std::string> models;
+  troupe::ModelLoadOptions load;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -79,6 +82,8 @@ int main(int argc, char** argv) {
         break;
       }
       troupe::force_dots256(*d);
+    } else if (a == "--lora" && i + 1 < argc) {
+      load.lora.push_back({.path = argv[++i]});
     } else if (a == "--cpu-affinity" && i + 1 < argc) {
       troupe::set_cpu_affinity(troupe::parse_cpu_list(argv[++i]));
     } else if (a.starts_with("-")) {
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat N] [--exact-math] "
                  "[--batch-invariant] [--no-amx] [--isa avx2|avx512|scalar] [--dots256 pairs|avx_vnni|avx512_vnni] "
-                 "[--cpu-affinity LIST] model.gguf...\n");
+                 "[--cpu-affinity LIST] [--lora ADAPTER] model.gguf...\n");
     return 2;
   }
 
@@ -103,7 +108,7 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const std::string& path : models) {
     const auto load_start = Clock::now();
-    auto model = troupe::Model::load(path);
+    auto model = troupe::Model::load(path, load);
     std::fprintf(stderr, "%s: loaded in %.2f s, %.0f MB made at load\n", path.c_str(),
                  std::chrono::duration<double>(Clock::now() - load_start).count(),
                  static_cast<double>(model->stored_bytes()) / 1e6);
@@ -111,7 +116,7 @@ int main(int argc, char** argv) {
     std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(model->config().n_vocab - 1));
     std::vector<int32_t> prompt(static_cast<size_t>(n_prefill));
     for (auto& t : prompt) t = pick(rng);
-    const std::string name = path.substr(path.find_last_of('/') + 1);
+    const std::string name = path.substr(path.find_last_of('/') + 1) + (load.lora.empty() ? "" : " + LoRA");
     const double mb = static_cast<double>(model->weight_bytes()) / 1e6;
     std::vector<double> bandwidth;
     for (int t : thread_counts) {

@@ -15,6 +15,23 @@
 
 namespace troupe {
 
+// A LoRA adapter's low-rank update of one matrix (model/lora.hpp): matmul
+// adds (x · a^T) · B^T, the adapter's scale already in B. B is kept
+// transposed, each of its rank rows holding all the rows of the tensor the
+// adapter updates, so a matrix that is a row slice of that tensor (Phi-3's
+// q, k and v in one qkv_proj) reads a contiguous part of each, from
+// Weight::lora_row0. Host memory, owned by the model.
+// The largest rank a backend runs (PEFT's releases go to 256).
+inline constexpr int64_t kMaxLoraRank = 1024;
+
+struct LoraDelta {
+  const float* a = nullptr;   // [rank, n_in]
+  const float* bt = nullptr;  // [rank, rows]: B^T
+  int64_t rank = 0;
+  int64_t rows = 0;                 // of the tensor the adapter updates
+  const LoraDelta* next = nullptr;  // the next adapter's update of the same matrix, or null
+};
+
 // A weight matrix [n_out, n_in] (rows of n_in elements) in backend memory.
 struct Weight {
   const void* data = nullptr;
@@ -24,6 +41,10 @@ struct Weight {
   // CPU backend only: the weights repacked for the int8 path
   // (kernels/cpu/int8_packed.hpp), owned like an upload; null if not packed.
   const void* packed = nullptr;
+  // Adapters' updates, run unmerged by a backend whose runs_lora() is true;
+  // null without adapters.
+  const LoraDelta* lora = nullptr;
+  int64_t lora_row0 = 0;  // this matrix's first row within lora->b
 };
 
 class Backend {
@@ -57,6 +78,9 @@ class Backend {
   virtual void host_free(void* p);
   // Whether matmul and embedding run weights of this type here.
   virtual bool supports(DType type) const;
+  // Whether matmul adds a Weight's LoRA updates (Weight::lora). A stage on
+  // a backend that does not is refused when its weights are uploaded.
+  virtual bool runs_lora() const { return false; }
 
   // y[n_tokens, w.n_out] = x[n_tokens, w.n_in] · w^T
   virtual void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) = 0;

@@ -8,17 +8,28 @@
 #include "kernels/cpu/f32_packed.hpp"
 #include "kernels/cpu/half_packed.hpp"
 #include "kernels/cpu/int8_packed.hpp"
+#include "kernels/cpu/vec_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace troupe {
 namespace {
 
 constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
+// A LoRA update runs on the calling thread below both: multiply-adds (a
+// decode step's rank 16 over 768 x 3072, 61 thousand, take about a
+// microsecond, less than waking the pool) and factor bytes (about what an
+// L2 holds: more is a stream better shared). Otherwise A x is split by
+// tokens from kLoraSplitTokens up, and B m by parts of kLoraColumns of y.
+constexpr int64_t kLoraInlineWork = int64_t{1} << 18;
+constexpr int64_t kLoraInlineBytes = int64_t{256} << 10;
+constexpr int64_t kLoraSplitTokens = 8;
+constexpr int64_t kLoraColumns = 64;
 
 void* aligned_host_memory(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -192,16 +203,68 @@ void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tok
     switch (packing_now(w.type)) {
       case Packing::int8:
         kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
-        return;
-      case Packing::bf16: kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
+        break;
+      case Packing::bf16:
+        kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_);
+        break;
       case Packing::half:
         kernels::matmul_half_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
-        return;
-      case Packing::f32: kernels::matmul_f32_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
-      case Packing::none: break;
+        break;
+      case Packing::f32:
+        kernels::matmul_f32_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_);
+        break;
+      case Packing::none:
+        kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
+        break;
     }
+  } else {
+    kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
   }
-  kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
+  if (w.lora != nullptr) add_lora(y, x, w, n_tokens);
+}
+
+// Unmerged, as PEFT runs an adapter: the rank-r products first (m = A x,
+// r dot products a token), then y += B m (r rows of B^T added in), so an
+// update costs r (n_in + n_out) multiply-adds a token against the matrix's
+// n_in n_out, and the base weights stay as the file has them (quantized
+// ones included). Each token's values are its own (no batch dependence).
+// A small update runs on the calling thread: waking the pool three times a
+// matrix, as two matmuls and an add did, cost a 110M model's decode 25-33%.
+// A large one splits B^T's columns (y's rows) over the pool, each part read
+// once for every token; a 1.24B model's rank-16 factors are 45 MB, read
+// every decode step (docs/performance.md, "LoRA adapters").
+void CpuBackend::add_lora(float* y, const float* x, const Weight& w, int64_t n_tokens) {
+  const kernels::cpu::VecOps& ops = kernels::cpu::vec_ops();
+  thread_local std::vector<float> mid;  // [n_tokens, rank], grown to the largest step
+  for (const LoraDelta* d = w.lora; d != nullptr; d = d->next) {
+    const int64_t r = d->rank;
+    const float* bt = d->bt + w.lora_row0;
+    mid.resize(static_cast<size_t>(n_tokens * r));
+    float* m = mid.data();
+    auto down = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) ops.dot_tile(m + t * r, x + t * w.n_in, d->a, w.n_in, r, w.n_in, 1.0f);
+    };
+    auto up = [&](int64_t o0, int64_t o1) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        ops.acc_tile(y + t * w.n_out + o0, 1.0f, m + t * r, bt + o0, d->rows, r, o1 - o0);
+      }
+    };
+    const int64_t work = n_tokens * r * (w.n_in + w.n_out);
+    const auto bytes = static_cast<int64_t>(sizeof(float)) * r * (w.n_in + w.n_out);
+    if (work < kLoraInlineWork && bytes < kLoraInlineBytes) {
+      down(0, n_tokens);
+      up(0, w.n_out);
+      continue;
+    }
+    if (n_tokens >= kLoraSplitTokens) {
+      pool_.parallel_for(n_tokens, down);
+    } else {
+      down(0, n_tokens);
+    }
+    const int64_t n_parts = (w.n_out + kLoraColumns - 1) / kLoraColumns;
+    pool_.parallel_for(n_parts,
+                       [&](int64_t p0, int64_t p1) { up(p0 * kLoraColumns, std::min(p1 * kLoraColumns, w.n_out)); });
+  }
 }
 
 // Matrices repacked for the int8 path with one type run as one int8 matmul
@@ -223,6 +286,9 @@ void CpuBackend::matmul_n(std::span<const MatmulOut> outs, const float* x, int64
     parts[i] = {.y = outs[i].y, .packed = outs[i].w->packed, .n_out = outs[i].w->n_out};
   }
   kernels::matmul_int8_packed_n(std::span(parts, outs.size()), x, w0.type, n_tokens, w0.n_in, pool_);
+  for (const MatmulOut& o : outs) {
+    if (o.w->lora != nullptr) add_lora(o.y, x, *o.w, n_tokens);
+  }
 }
 
 void CpuBackend::embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) {

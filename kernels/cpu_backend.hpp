@@ -43,6 +43,7 @@ class CpuBackend : public Backend {
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void synchronize() override {}
 
+  bool runs_lora() const override { return true; }
   void matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) override;
   void matmul_n(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens) override;
   void embedding(float* y, const Weight& table, const int32_t* ids, int64_t n_tokens) override;
@@ -81,6 +82,8 @@ class CpuBackend : public Backend {
   // fn(begin, end) over [0, n), split over the pool for a prefill's sizes.
   template <class F>
   void split_elements(int64_t n, F&& fn);
+  // y [n_tokens, w.n_out] += each of w's LoRA updates of x [n_tokens, w.n_in].
+  void add_lora(float* y, const float* x, const Weight& w, int64_t n_tokens);
 
   ThreadPool pool_;
   WeightSlabs weight_slabs_;  // the repacked matrices under WeightSlabs::kMaxPiece

@@ -86,7 +86,9 @@ const GgufArch& gguf_arch(const std::string& path, const std::string& name) {
 Weight GgufModel::matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
   const gguf::TensorInfo& t = file_.tensor(name);
   file_.expect_shape(t, {n_in, n_out});
-  return Weight{.data = t.data, .type = t.type, .n_in = n_in, .n_out = n_out};
+  Weight w{.data = t.data, .type = t.type, .n_in = n_in, .n_out = n_out};
+  if (lora_ != nullptr) lora_->attach(name, w);
+  return w;
 }
 
 Weight GgufModel::expert_matrix(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert,
@@ -145,6 +147,19 @@ const float* GgufModel::vector(const std::string& name, int64_t n, bool required
 }
 
 void GgufModel::bind(const ModelLoadOptions& options) {
+  LoraSet lora = LoraSet::read(options.lora, /*hf_base=*/false, file_.get_string("general.architecture"), store_);
+  lora_ = lora.empty() ? nullptr : &lora;
+  try {
+    bind_tensors(options);
+  } catch (...) {
+    lora_ = nullptr;
+    throw;
+  }
+  lora_ = nullptr;
+  lora.finish(weights_);
+}
+
+void GgufModel::bind_tensors(const ModelLoadOptions& options) {
   path_ = file_.path();
   const std::string arch = file_.get_string("general.architecture");
   const GgufArch& a = gguf_arch(file_.path(), arch);

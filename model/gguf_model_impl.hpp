@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "model/gguf.hpp"
+#include "model/lora.hpp"
 #include "model/model.hpp"
 
 namespace troupe::gguf_load {
@@ -51,7 +52,10 @@ const GgufArch& gguf_arch(const std::string& path, const std::string& name);
 class GgufModel final : public Model {
  public:
   explicit GgufModel(gguf::GgufFile file) : file_(std::move(file)) {}
+  // The file's tensors, with options.lora's adapters bound to the matrices
+  // they update.
   void bind(const ModelLoadOptions& options);
+  void bind_tensors(const ModelLoadOptions& options);
   // A "bert" file (gguf_bert.cpp): an encoder, bound apart from the decoders.
   void bind_bert(const ModelLoadOptions& options);
   // Its classifier head (cls.output, and cls where present), if it has one.
@@ -120,6 +124,7 @@ class GgufModel final : public Model {
   }
 
   gguf::GgufFile file_;
+  LoraSet* lora_ = nullptr;  // while bind runs, if adapters were given
 };
 
 }  // namespace troupe::gguf_load

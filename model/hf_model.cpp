@@ -96,6 +96,8 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
   const EmbeddingSpec embedding = read_sentence_transformers(dir);
   HfWeights src(checkpoint_, store_);
   if (quantization) src.set_quantization(*quantization);
+  LoraSet lora = LoraSet::read(options.lora, /*hf_base=*/true, "", store_);
+  if (!lora.empty()) src.set_lora(&lora);
   src.set_embedding_model(embedding.pooling != Pooling::none || names_sequence_classifier(cfg));
   arch->load_hf(cfg, src, config_, weights_);
   bind_hf_causal_classifier(dir, cfg, src, options, config_, weights_, store_);
@@ -106,6 +108,7 @@ void HfModel::load(const std::string& dir, const ModelLoadOptions& options) {
 
   select_longrope(config_, options.context_length);
   if (options.quantize) quantize_weights(weights_, config_, *options.quantize, store_, dir);
+  lora.finish(weights_);
   weight_bytes_ = decode_weight_bytes(weights_, config_);
   // The tokenizer files fill the rest of the vocabulary; these ids let a
   // generator stop at EOS even without them.

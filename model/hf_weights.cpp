@@ -87,7 +87,26 @@ Weight HfWeights::int4_matrix(const std::string& base, int64_t n_in, int64_t n_o
   return read_int4(t, *quant_, n_in, n_out, store_, pool());
 }
 
+// PEFT names a module as the model class holds it, which is the name an
+// architecture asks for; a checkpoint stored under other names (bare,
+// renamed) is also tried by its own.
+Weight HfWeights::with_lora(std::string_view name, Weight w) const {
+  if (lora_ != nullptr) {
+    lora_->attach(std::string(name), w);
+    if (w.lora == nullptr) lora_->attach(resolve(name), w);
+  }
+  return w;
+}
+
 Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
+  return with_lora(name, stored_matrix(name, n_in, n_out));
+}
+
+Weight HfWeights::transposed(std::string_view name, int64_t n_in, int64_t n_out) {
+  return with_lora(name, stored_transposed(name, n_in, n_out));
+}
+
+Weight HfWeights::stored_matrix(std::string_view name, int64_t n_in, int64_t n_out) {
   const bool eight_bit = quant_ && (quant_->kind == HfQuantScheme::Kind::fp8 || quant_->kind == HfQuantScheme::Kind::int8);
   if (eight_bit) {
     const safetensors::TensorInfo* raw = ckpt_.find(resolve(name));
@@ -113,7 +132,7 @@ Weight HfWeights::matrix(std::string_view name, int64_t n_in, int64_t n_out) {
   return Weight{.data = data, .type = *t.type, .n_in = n_in, .n_out = n_out};
 }
 
-Weight HfWeights::transposed(std::string_view name, int64_t n_in, int64_t n_out) {
+Weight HfWeights::stored_transposed(std::string_view name, int64_t n_in, int64_t n_out) {
   const safetensors::TensorInfo& t = expect(name, {n_in, n_out});
   const auto elem = static_cast<size_t>(row_bytes(*t.type, 1));
   auto* dst = static_cast<uint8_t*>(store_.allocate(static_cast<size_t>(t.n_bytes)));
@@ -275,7 +294,12 @@ void bind_deepseek_ffn(HfWeights& src, const ModelConfig& c, const DeepseekFfn& 
 
 Weight weight_rows(const Weight& w, int64_t row0, int64_t n_rows) {
   const auto* base = static_cast<const uint8_t*>(w.data);
-  return Weight{.data = base + row0 * row_bytes(w.type, w.n_in), .type = w.type, .n_in = w.n_in, .n_out = n_rows};
+  return Weight{.data = base + row0 * row_bytes(w.type, w.n_in),
+                .type = w.type,
+                .n_in = w.n_in,
+                .n_out = n_rows,
+                .lora = w.lora,
+                .lora_row0 = w.lora_row0 + row0};
 }
 
 void bind_model_ends(HfWeights& src, const ModelConfig& c, ModelWeights& w) {

@@ -14,6 +14,7 @@
 #include "core/thread_pool.hpp"
 #include "model/hf_config.hpp"
 #include "model/hf_quantization.hpp"
+#include "model/lora.hpp"
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
 #include "model/weight_store.hpp"
@@ -42,6 +43,10 @@ class HfWeights {
   // Without one, such a matrix is Error(unsupported) like any dtype Troupe
   // does not compute with.
   void set_quantization(const HfQuantScheme& scheme) { quant_ = scheme; }
+
+  // Adapters whose updates matrix() and transposed() bind to the matrices
+  // they make (model/lora.hpp); null: none.
+  void set_lora(LoraSet* lora) { lora_ = lora; }
 
   bool has(std::string_view name) const { return ckpt_.find(resolve(name)) != nullptr; }
   // Names that start with `from` are looked up with `to` in its place, so a
@@ -81,6 +86,9 @@ class HfWeights {
 
  private:
   std::string resolve(std::string_view name) const;
+  Weight stored_matrix(std::string_view name, int64_t n_in, int64_t n_out);
+  Weight stored_transposed(std::string_view name, int64_t n_in, int64_t n_out);
+  Weight with_lora(std::string_view name, Weight w) const;
   Weight eight_bit_matrix(const safetensors::TensorInfo& t, int64_t n_in, int64_t n_out);
   Weight int4_matrix(const std::string& base, int64_t n_in, int64_t n_out);
   ThreadPool& pool();
@@ -92,6 +100,7 @@ class HfWeights {
   bool embedding_model_ = false;
   std::optional<HfQuantScheme> quant_;
   std::unique_ptr<ThreadPool> pool_;  // made for the first quantized matrix
+  LoraSet* lora_ = nullptr;
 };
 
 // Which optional tensors a Llama-family checkpoint carries.

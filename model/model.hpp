@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "model/lora.hpp"
 #include "model/model_config.hpp"
 #include "model/quant_scheme.hpp"
 #include "model/weight_store.hpp"
@@ -143,6 +144,9 @@ struct ModelLoadOptions {
   // for the texts; empty: the model's own (Qwen3-Reranker's, a GGUF's
   // `rerank` template), else the tokenizer's pair template.
   std::string rerank_template;
+  // LoRA adapters, applied in order (model/lora.hpp): PEFT directories over
+  // a Hugging Face model, llama.cpp adapter GGUFs over a GGUF one.
+  std::vector<LoraAdapterSpec> lora;
 };
 
 class Model {

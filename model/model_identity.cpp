@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "core/dtype.hpp"
 #include "model/model_stage.hpp"
@@ -77,6 +78,21 @@ std::string model_identity(const Model& model) {
     const size_t k = std::min<size_t>(n, 64);
     f.bytes(w.data, k);
     f.bytes(static_cast<const unsigned char*>(w.data) + n - k, k);
+    // A LoRA update is part of the model a stage runs: its shape, and the
+    // ends of A and of this matrix's part of B's first and last columns
+    // (the scale is in B).
+    for (const LoraDelta* d = w.lora; d != nullptr; d = d->next) {
+      f.value(d->rank);
+      f.value(w.lora_row0);
+      const auto na = static_cast<size_t>(d->rank * w.n_in), nb = static_cast<size_t>(w.n_out);
+      const float* first = d->bt + w.lora_row0;
+      const float* last = first + (d->rank - 1) * d->rows;
+      for (const auto& [p, len] : {std::pair{d->a, na}, std::pair{first, nb}, std::pair{last, nb}}) {
+        const size_t m = std::min<size_t>(len, 16);
+        f.bytes(p, m * sizeof(float));
+        f.bytes(p + len - m, m * sizeof(float));
+      }
+    }
   });
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));

@@ -65,6 +65,11 @@ const float* store_f32(WeightStore& store, DType t, const void* src, int64_t n) 
 }
 
 Weight gather_rows(WeightStore& store, const Weight& w, const std::vector<RowRun>& runs) {
+  if (w.lora != nullptr) {
+    throw Error(Errc::unsupported,
+                "a LoRA update of a matrix whose rows are regathered at load (Qwen3-Next's "
+                "q_proj) is not supported");
+  }
   const int64_t row = row_bytes(w.type, w.n_in);
   int64_t n_out = 0;
   for (const RowRun& r : runs) {
@@ -158,7 +163,7 @@ void quantize_weights(ModelWeights& w, const ModelConfig& c, const QuantScheme& 
       }
     });
     const void* source = store.transient_block(m.data);
-    m = Weight{.data = dst, .type = to, .n_in = m.n_in, .n_out = m.n_out};
+    m = Weight{.data = dst, .type = to, .n_in = m.n_in, .n_out = m.n_out, .lora = m.lora, .lora_row0 = m.lora_row0};
     if (source != nullptr && --users[source] == 0) store.release(source);
   });
 }

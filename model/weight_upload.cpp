@@ -1,5 +1,9 @@
 #include "model/weight_upload.hpp"
 
+#include <string>
+
+#include "core/error.hpp"
+
 namespace troupe {
 
 const float* upload_vector(Backend& backend, const float* host, int64_t n, std::vector<void*>& owned) {
@@ -18,6 +22,10 @@ Weight upload_table(Backend& backend, const Weight& host, std::vector<void*>& ow
 
 Weight upload_matrix(Backend& backend, const Weight& host, std::vector<void*>& owned) {
   if (host.data == nullptr) return host;
+  if (host.lora != nullptr && !backend.runs_lora()) {
+    throw Error(Errc::unsupported,
+                "LoRA adapters (--lora) run on cpu stages; this stage's device is " + std::string(backend.name()));
+  }
   const Weight w = backend.prepare_matmul(upload_table(backend, host, owned));
   if (w.packed != nullptr) owned.push_back(const_cast<void*>(w.packed));
   return w;

@@ -109,6 +109,22 @@ TEST(PipelineConfigJson, QuantizeNamesAScheme) {
   expect_error(R"({"quantize": 4})", "quantize");
 }
 
+// "lora": adapters by path, or with a scale, in order.
+TEST(PipelineConfigJson, LoraListsAdapters) {
+  EXPECT_TRUE(parse_pipeline_config("{}").load.lora.empty());
+  const PipelineConfig c = parse_pipeline_config(R"({"lora": ["a.gguf", {"path": "b", "scale": 0.25}]})");
+  ASSERT_EQ(c.load.lora.size(), 2u);
+  EXPECT_EQ(c.load.lora[0].path, "a.gguf");
+  EXPECT_EQ(c.load.lora[0].scale, 1.0f);
+  EXPECT_EQ(c.load.lora[1].path, "b");
+  EXPECT_EQ(c.load.lora[1].scale, 0.25f);
+  expect_error(R"({"lora": "a.gguf"})", "lora: must be an array");
+  expect_error(R"({"lora": [{"scale": 2}]})", "lora[0]: needs a path");
+  expect_error(R"({"lora": [{"path": "a", "alpha": 2}]})", "lora[0]: unknown key 'alpha'");
+  expect_error(R"({"lora": [3]})", "lora[0]: must be a path");
+  expect_error(R"({"lora": [{"path": "a", "scale": "x"}]})", "lora[0].scale");
+}
+
 // A causal LM run as a reranker: the LM head's rows and the pair's prompt.
 TEST(PipelineConfigJson, ClassifierFromTokenAndRerankTemplate) {
   const PipelineConfig c = parse_pipeline_config(

@@ -459,6 +459,50 @@ TEST(RemoteStages, WorkerQuantizedOtherwiseIsRefused) {
   Probe().expect_idle(w.port());
 }
 
+// A LoRA adapter on the worker (`--lora`) and on the head: the chain gives
+// the tokens of one process with the adapter. A worker without it is
+// refused (the adapter is part of the model's identity), told to give it.
+TEST(RemoteStages, AdaptedChainMatchesOneAdaptedProcess) {
+  const std::string adapter = std::string(TROUPE_FIXTURES_DIR) + "/lora/stories260k.gguf";
+  ModelLoadOptions with_adapter;
+  with_adapter.lora = {{.path = adapter}};
+  const std::shared_ptr<const Model> model = Model::load(kStories, with_adapter);
+  PipelineConfig local = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
+  local.model = model;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const test::Case& c : test::make_cases(3)) prompts.push_back(c.prompt);
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto p = Pipeline::start(local);
+    for (const Completion& c : run_concurrently(*p, prompts, 12)) want.push_back(test::ids_of(c));
+  }
+  PipelineConfig plain = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
+  {
+    auto p = Pipeline::start(plain);
+    EXPECT_NE(test::ids_of(run_concurrently(*p, prompts, 12)[0]), want[0]) << "the adapter changed nothing";
+  }
+  StageProcess w;
+  ASSERT_TRUE(w.start(stories_worker("2:5", {"--lora", adapter})));
+  PipelineConfig head = stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
+  head.model = model;
+  auto p = Pipeline::start(head);
+  const std::vector<Completion> got = run_concurrently(*p, prompts, 12);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), want[i]) << "request " << i;
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+
+  StageProcess bare;
+  ASSERT_TRUE(bare.start(stories_worker("2:5")));
+  PipelineConfig refused = stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
+                                         {.first_layer = 2, .last_layer = -1, .remote = bare.address()}});
+  refused.model = model;
+  const std::string e = start_error(refused);
+  EXPECT_NE(e.find("model differs"), std::string::npos) << e;
+  EXPECT_NE(e.find("--lora"), std::string::npos) << e;
+  Probe().expect_idle(bare.port());
+}
+
 TEST(RemoteStages, WrongModelIsRefused) {
   const std::string path = smollm2_gguf();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found (scripts/setup fetches it)";

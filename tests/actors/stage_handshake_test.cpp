@@ -56,7 +56,7 @@ TEST(StageHandshake, EachMismatchNamesBothSides) {
   h.model_id = "ffffffffffffffff";  // the same file, other weights: quantized (or LongRoPE factors chosen) otherwise
   EXPECT_EQ(check_hello(kStageWireVersion, hello_json(h, ""), worker(), ""),
             "model differs: the head has stories260K (id ffffffffffffffff), the worker has stories260K (id "
-            "00112233aabbccdd); give the worker the head's --quantize (and --ctx)");
+            "00112233aabbccdd); give the worker the head's --quantize and --lora (and --ctx)");
   h = head();
   h.first_layer = 3;
   EXPECT_EQ(check_hello(kStageWireVersion, hello_json(h, ""), worker(), ""),

@@ -37,7 +37,7 @@ SOURCES = [
     "model/gguf_vocab.cpp",
     "model/hf_config.cpp", "model/hf_8bit.cpp", "model/hf_int4.cpp", "model/hf_quantization.cpp", "model/pooling.cpp",
     "model/hf_model.cpp", "model/hf_weights.cpp", "model/model_load.cpp",
-    "model/rope_scaling.cpp",
+    "model/rope_scaling.cpp", "model/lora.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
     "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/ollama_request.cpp", "net/ollama_chat_request.cpp", "net/anthropic_request.cpp", "net/responses_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp", "net/image_input.cpp",
@@ -66,6 +66,8 @@ TARGETS = {
     "tool_calls": (4096, []),
     # up to a few fixture images; 512 MiB catches a decoder that allocates past its bound
     "image_decode": (65536, ["-malloc_limit_mb=512"]),
+    # the tiny fixtures' adapter GGUFs are 2 and 25 KiB
+    "lora_adapter": (32768, ["-malloc_limit_mb=512"]),
 }
 
 
@@ -149,11 +151,13 @@ def build(args, clang, flavour):
     out = pathlib.Path(args.work_dir).resolve() / (flavour if args.opt == 1 or flavour != "fuzz" else f"fuzz-O{args.opt}")
     if flavour == "fuzz":
         san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
-        flags = ["-std=c++20", f"-O{args.opt}", "-gline-tables-only", "-fsanitize=fuzzer-no-link", *san, *DEFINES]
+        flags = ["-std=c++20", f"-O{args.opt}", "-gline-tables-only", "-fsanitize=fuzzer-no-link", *san, *DEFINES,
+                 f'-DTROUPE_FIXTURES_DIR="{src}/tests/fixtures"']
         link = ["-fsanitize=fuzzer", *san]
     else:  # coverage: no sanitizers, the same libFuzzer driver run over the corpus once
         cov = ["-fprofile-instr-generate", "-fcoverage-mapping"]
-        flags = ["-std=c++20", "-O0", "-g", "-fsanitize=fuzzer-no-link", *cov, *DEFINES]
+        flags = ["-std=c++20", "-O0", "-g", "-fsanitize=fuzzer-no-link", *cov, *DEFINES,
+                 f'-DTROUPE_FIXTURES_DIR="{src}/tests/fixtures"']
         link = ["-fsanitize=fuzzer", *cov]
     units = unity_units(src, out, expand_sources(src))
     jobs = [(unit, obj) for unit, obj in units if stale(obj, obj.with_suffix(".d"))]
@@ -203,6 +207,9 @@ def seeds_of(src, target):
     # JPEG of every layout the tests decode), kept in one place.
     if target == "image_decode":
         return src / "tests/fixtures/images"
+    # Likewise the adapters' (the GGUFs, and PEFT's files beside them).
+    if target == "lora_adapter":
+        return src / "tests/fixtures/lora"
     return src / "tests/fuzz/corpus" / target
 
 

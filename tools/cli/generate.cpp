@@ -15,15 +15,16 @@
 #include "kernels/cpu_backend.hpp"
 #include "model/device.hpp"
 #include "model/generator.hpp"
-#include "model/stage_plan.hpp"
 #include "model/model.hpp"
 #include "model/model_tokenizer.hpp"
+#include "model/stage_plan.hpp"
 #include "model/vocab_trie.hpp"
 #include "tokenizer/incremental_decoder.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
+#include "tools/cli/lora_option.hpp"
 #include "tools/cli/quantize_option.hpp"
 
 namespace troupe::cli {
@@ -44,6 +45,7 @@ struct GenerateArgs {
   int64_t ctx = 0;
   std::string isa;
   std::string quantize;
+  LoraArgs lora;
   std::string device = "cpu";
   std::string kv_type = "f32";
   int64_t gpu_layers = -1;  // -1: not given
@@ -99,7 +101,9 @@ void run_generate(const GenerateArgs& a) {
   ModelLoadOptions load_options;
   load_options.quantize = quantize_scheme(a.quantize);
   load_options.context_length = a.ctx > 0 ? a.ctx : 4096;  // the Generator's default cap
-  std::fprintf(stderr, "troupe: loading %s%s\n", path.c_str(), quantize_note(load_options.quantize).c_str());
+  load_options.lora = a.lora.specs();
+  std::fprintf(stderr, "troupe: loading %s%s%s\n", path.c_str(), quantize_note(load_options.quantize).c_str(),
+               lora_note(load_options.lora).c_str());
   auto model = Model::load(path, load_options);
   auto tokenizer = load_model_tokenizer(*model);
 
@@ -204,6 +208,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-c,--ctx", args->ctx, "Context length (0: the model's, capped at 4096)");
   cmd->add_option("--isa", args->isa, "Force the kernel path: scalar, avx2 or avx512");
   add_quantize_option(cmd, &args->quantize);
+  add_lora_options(cmd, &args->lora);
   cmd->add_option("--device", args->device, "Where the layers run: cpu, cuda or cuda:N");
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16, bf16 or q8_0 (default f32)");
   cmd->add_option("--gpu-layers,-g", args->gpu_layers,

@@ -23,6 +23,7 @@
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
+#include "tools/cli/lora_option.hpp"
 #include "tools/cli/quantize_option.hpp"
 #include "vision/vision_model.hpp"
 
@@ -33,6 +34,7 @@ struct ServeArgs {
   CpuArgs cpu;
   std::string model;
   std::string quantize;
+  LoraArgs lora;
   ClassifierArgs classifier;
   std::string config;
   std::string host;
@@ -89,6 +91,7 @@ net::ServeConfig resolve(const ServeArgs& a) {
   if (!a.model.empty()) c.pipeline.model_path = a.model;
   if (c.pipeline.model_path.empty()) c.pipeline.model_path = default_model_path();
   if (!a.quantize.empty()) c.pipeline.load.quantize = quantize_scheme(a.quantize);
+  if (auto lora = a.lora.specs(); !lora.empty()) c.pipeline.load.lora = std::move(lora);
   apply_classifier_options(a.classifier, c.pipeline.load);
   if (!a.host.empty()) s.listen.host = a.host;
   if (a.port >= 0) s.listen.port = static_cast<uint16_t>(a.port);
@@ -214,8 +217,8 @@ void run_serve(const ServeArgs& a) {
   apply_cpu_options(a.cpu);
   const net::ServeConfig cfg = resolve(a);
   const std::string model_path = cfg.pipeline.model_path;
-  std::fprintf(stderr, "troupe serve: loading %s (CPU: %s%s)\n", model_path.c_str(), cpu_math_summary().c_str(),
-               quantize_note(cfg.pipeline.load.quantize).c_str());
+  std::fprintf(stderr, "troupe serve: loading %s (CPU: %s%s%s)\n", model_path.c_str(), cpu_math_summary().c_str(),
+               quantize_note(cfg.pipeline.load.quantize).c_str(), lora_note(cfg.pipeline.load.lora).c_str());
   const auto on_progress = [](const net::LoadState& s) {
     if (s.failed) return;
     std::fprintf(stderr, "troupe serve: %3.0f%% %s\n", 100.0 * s.progress, s.stage.c_str());
@@ -328,6 +331,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("-m,--model", a->model,
                   "GGUF file or Hugging Face directory (default: the set-up's SmolLM2-135M-Instruct)");
   add_quantize_option(cmd, &a->quantize);
+  add_lora_options(cmd, &a->lora);
   add_classifier_options(cmd, &a->classifier);
   cmd->add_option("-c,--config", a->config, "Topology and server settings (configs/*.json)");
   cmd->add_option("--host", a->host, "Address to listen on (default 127.0.0.1: this machine only)");

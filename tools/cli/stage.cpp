@@ -29,6 +29,7 @@
 #include "tools/cli/commands.hpp"
 #include "tools/cli/cpu_options.hpp"
 #include "tools/cli/default_model.hpp"
+#include "tools/cli/lora_option.hpp"
 #include "tools/cli/quantize_option.hpp"
 
 namespace troupe::cli {
@@ -38,6 +39,7 @@ struct StageArgs {
   CpuArgs cpu;
   std::string model;
   std::string quantize;
+  LoraArgs lora;
   ClassifierArgs classifier;
   std::string layers;
   std::string device = "cpu";
@@ -110,9 +112,9 @@ void run_stage(const StageArgs& a) {
 
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   const std::optional<QuantScheme> quantize = quantize_scheme(a.quantize);
-  std::fprintf(stderr, "troupe stage: loading %s (CPU: %s%s)\n", path.c_str(), cpu_math_summary().c_str(),
-               quantize_note(quantize).c_str());
-  ModelLoadOptions load{.quantize = quantize, .context_length = a.ctx};
+  ModelLoadOptions load{.quantize = quantize, .context_length = a.ctx, .lora = a.lora.specs()};
+  std::fprintf(stderr, "troupe stage: loading %s (CPU: %s%s%s)\n", path.c_str(), cpu_math_summary().c_str(),
+               quantize_note(quantize).c_str(), lora_note(load.lora).c_str());
   apply_classifier_options(a.classifier, load);  // the head's: a worker holding the last layer runs the head
   std::shared_ptr<const Model> model = Model::load(path, load);
 
@@ -192,6 +194,7 @@ void add_stage_command(CLI::App& app) {
   add_cpu_options(cmd, &a->cpu);
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory: the same model as the head's");
   add_quantize_option(cmd, &a->quantize);  // must be the head's: the handshake compares the weights
+  add_lora_options(cmd, &a->lora);         // so must these
   add_classifier_options(cmd, &a->classifier);
   cmd->add_option("--layers", a->layers, "FIRST:LAST, the layers this worker holds (LAST exclusive; empty: to the end)")
       ->required();
