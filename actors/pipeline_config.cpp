@@ -2,12 +2,12 @@
 // typo in a topology file fails loudly instead of running a default.
 #include "actors/pipeline_config.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "actors/json_reader.hpp"
 #include "core/error.hpp"
@@ -279,7 +279,9 @@ PipelineConfig load_pipeline_config(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   PipelineConfig c = parse_pipeline_config(text.str(), path);
-  for (std::string* p : {&c.model_path, &c.mmproj}) {
+  std::vector<std::string*> paths{&c.model_path, &c.mmproj};
+  for (LoraAdapterSpec& a : c.load.lora) paths.push_back(&a.path);
+  for (std::string* p : paths) {
     if (!p->empty() && std::filesystem::path(*p).is_relative()) {
       *p = (std::filesystem::path(path).parent_path() / *p).lexically_normal().string();
     }

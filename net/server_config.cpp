@@ -155,6 +155,7 @@ ServeConfig parse_serve_config(std::string_view text, const std::string& origin,
   c.pipeline = parse_pipeline_config(json::serialize(obj), origin);
   c.pipeline.model_path = resolve(c.pipeline.model_path, base_dir);
   c.pipeline.mmproj = resolve(c.pipeline.mmproj, base_dir);
+  for (LoraAdapterSpec& a : c.pipeline.load.lora) a.path = resolve(a.path, base_dir);
   c.replicas = parse_replicas(with_replicas, origin);
   for (PipelineConfig& r : c.replicas) {
     r.model_path = c.pipeline.model_path;

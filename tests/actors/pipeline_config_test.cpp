@@ -151,14 +151,18 @@ TEST(PipelineConfigJson, KvTypeAndByteBudget) {
   expect_error(R"({"kv": {"memory": "1GiB", "blocks": 10}})", "give one of them");
 }
 
-TEST(PipelineConfigJson, RelativeModelAndMmprojPathsAreRelativeToTheFile) {
+TEST(PipelineConfigJson, RelativePathsAreRelativeToTheFile) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "troupe_config_test";
   std::filesystem::create_directories(dir);
   const std::filesystem::path file = dir / "c.json";
-  std::ofstream(file) << R"({"model": "../models/x.gguf", "mmproj": "../models/mmproj-x.gguf"})";
+  std::ofstream(file) << R"({"model": "../models/x.gguf", "mmproj": "../models/mmproj-x.gguf",
+                             "lora": ["../loras/a.gguf", {"path": "/abs/b.gguf", "scale": 2}]})";
   const PipelineConfig c = load_pipeline_config(file.string());
   EXPECT_EQ(c.model_path, (dir.parent_path() / "models" / "x.gguf").lexically_normal().string());
   EXPECT_EQ(c.mmproj, (dir.parent_path() / "models" / "mmproj-x.gguf").lexically_normal().string());
+  ASSERT_EQ(c.load.lora.size(), 2u);
+  EXPECT_EQ(c.load.lora[0].path, (dir.parent_path() / "loras" / "a.gguf").lexically_normal().string());
+  EXPECT_EQ(c.load.lora[1].path, "/abs/b.gguf");
   std::filesystem::remove_all(dir);
   EXPECT_THROW(load_pipeline_config((dir / "missing.json").string()), Error);
 }

@@ -31,11 +31,14 @@ TEST(ServeConfig, ServerSectionAndRelativePaths) {
       R"({
         // comments are allowed, as in the topology files
         "model": "m.gguf",
+        "lora": ["a.gguf"],
         "server": {"port": 0, "api_key": "k", "ws_max_message_bytes": 100, "max_tokens": 7,
                    "chat_template_file": "t.jinja", "resume_fraction": 0.5}
       })",
       "c.json", "/etc/troupe");
   EXPECT_EQ(c.pipeline.model_path, "/etc/troupe/m.gguf");
+  ASSERT_EQ(c.pipeline.load.lora.size(), 1u);
+  EXPECT_EQ(c.pipeline.load.lora[0].path, "/etc/troupe/a.gguf");
   EXPECT_EQ(c.server.chat_template_file, "/etc/troupe/t.jinja");
   EXPECT_EQ(c.server.listen.port, 0);
   EXPECT_EQ(c.server.core.api_key, "k");
