@@ -2,10 +2,11 @@
 // typo in a topology file fails loudly instead of running a default.
 #include "actors/pipeline_config.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
