@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "model/lora.hpp"
 
 namespace troupe::net {
 
@@ -25,6 +26,7 @@ struct ServedModel {
   std::string architecture;  // ModelConfig::arch ("llama", "qwen3", "bert"); Ollama's model family
   std::string digest;        // model_identity(): equal for two loads of the same file
   std::string format;        // the file's kind: "gguf", "safetensors" (a Hugging Face folder), "llama2.c"
+  std::vector<LoraAdapterSpec> lora;  // the LoRA adapters every request runs with, as given at start
 };
 
 // Sizes of the engine's memory pools, for /metrics.

@@ -113,6 +113,7 @@ void PipelineClient::load() {
     info_.engine = p->model_info();
     info_.architecture = model.config().arch;
     info_.digest = model_identity(model);
+    info_.lora = options_.pipeline.load.lora;
     const fs::path file(model.path());
     info_.format = fs::is_directory(file) ? "safetensors" : file.extension() == ".gguf" ? "gguf" : "llama2.c";
     pools_.weight_bytes = model.weight_bytes();

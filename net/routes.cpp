@@ -65,6 +65,15 @@ std::string stages_json(const std::vector<StageHealth>& stages) {
   return boost::json::serialize(out);
 }
 
+// llama-server's GET /lora-adapters: [{"id":0,"path":"a.gguf","scale":1.0}, ...]
+std::string lora_adapters_json(const std::vector<LoraAdapterSpec>& adapters) {
+  boost::json::array out;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    out.push_back(boost::json::object{{"id", i}, {"path", adapters[i].path}, {"scale", adapters[i].scale}});
+  }
+  return boost::json::serialize(out);
+}
+
 // Compares without an early exit, so the time taken does not reveal how
 // much of a guessed key was right (the length may leak; it is not secret).
 bool same_secret(std::string_view given, std::string_view key) {
@@ -479,6 +488,23 @@ RouteResult ServerCore::handle(const HttpRequest& req) {
           return {.reply = HttpReply{.status = 200,
                                      .content_type = "text/plain; version=0.0.4; charset=utf-8",
                                      .body = metrics_text()}};
+        }
+        // The adapters (--lora) and their scales, as llama-server lists them.
+        // They are set at start: a POST that would change them is refused.
+        if (path == "/lora-adapters") {
+          if (!authorized(req, /*allow_query=*/false)) {
+            throw ApiError(401, "a valid API key is required (Authorization: Bearer <key>)", {}, "invalid_api_key");
+          }
+          if (!get) {
+            HttpReply r = error_reply(ApiError(405,
+                                               "LoRA adapters and their scales are set when the server starts "
+                                               "(--lora, --lora-scaled); GET lists them",
+                                               {}, "method_not_allowed"));
+            r.headers.emplace_back("Allow", "GET");
+            return {.reply = std::move(r)};
+          }
+          if (const LoadState s = backend_.load_state(); !s.ready) throw not_ready_error(s);
+          return {.reply = json_reply(200, lora_adapters_json(backend_.served_model().lora))};
         }
         if (path == "/tokenize" || path == "/detokenize") {
           if (!authorized(req, /*allow_query=*/false)) {

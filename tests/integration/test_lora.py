@@ -2,8 +2,9 @@
 adapter of tests/fixtures/lora/stories260k.gguf (made by PEFT, converted by
 llama.cpp's convert_lora_to_gguf.py; tools/fixtures/make_lora_fixtures.py)
 answers with the greedy text PEFT gives, streamed or not; `--lora-scaled` at 0
-gives the base model's; an adapter for another model stops the server at
-start with one line naming the problem."""
+gives the base model's; GET /lora-adapters lists them as llama-server does;
+an adapter for another model stops the server at start with one line naming
+the problem."""
 import json
 import pathlib
 import subprocess
@@ -46,6 +47,16 @@ def test_the_adapter_gives_peft_greedy_text(adapted):
         n = len(case["greedy_ids"])
         assert complete(adapted, case["prompt_ids"], n) == case["greedy_text"]
         assert complete(adapted, case["prompt_ids"], n, stream=True) == case["greedy_text"]
+
+
+def test_the_adapters_are_listed_as_llama_server_lists_them(adapted, scaled_to_zero):
+    for server, scale in ((adapted, 1.0), (scaled_to_zero, 0.0)):
+        r = requests.get(server.url("/lora-adapters"), timeout=10)
+        assert r.status_code == 200, r.text
+        assert r.json() == [{"id": 0, "path": str(ADAPTER), "scale": scale}]
+    r = requests.post(adapted.url("/lora-adapters"), json=[{"id": 0, "scale": 0.5}], timeout=10)
+    assert r.status_code == 405
+    assert "set when the server starts" in r.json()["error"]["message"]
 
 
 def test_scale_zero_gives_the_base_model(scaled_to_zero):

@@ -83,9 +83,14 @@ class FakeEngine : public net::EngineClient {
   }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   net::ServedModel served_model() const override {
-    return {
-        .id = "fake", .created = 1700000000, .engine = info(), .architecture = "llama", .digest = "0123456789abcdef"};
+    return {.id = "fake",
+            .created = 1700000000,
+            .engine = info(),
+            .architecture = "llama",
+            .digest = "0123456789abcdef",
+            .lora = lora};
   }
+  std::vector<LoraAdapterSpec> lora;  // what served_model() says the model runs with
   net::MemoryPools memory_pools() const override {
     return {.weight_bytes = 1000, .kv_bytes = 2000, .kv_block_size = 16};
   }

@@ -80,6 +80,24 @@ TEST(Routes, Models) {
   EXPECT_EQ(env.call("GET", "/v1/models/other").status, 404);
 }
 
+// llama-server's adapter list: ids in order, paths and scales as given at
+// start; a POST (llama-server's way to change scales) is refused, saying why.
+TEST(Routes, LoraAdaptersAreListed) {
+  Env env;
+  EXPECT_EQ(json::parse(env.call("GET", "/lora-adapters").body), json::array());
+  env.backend.lora = {{.path = "a.gguf", .scale = 1.0f}, {.path = "dir/b", .scale = 0.5f}};
+  const HttpReply list = env.call("GET", "/lora-adapters");
+  ASSERT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(json::parse(list.body), json::parse(R"([{"id": 0, "path": "a.gguf", "scale": 1.0},
+                                                     {"id": 1, "path": "dir/b", "scale": 0.5}])"));
+  const HttpReply set = env.call("POST", "/lora-adapters", R"([{"id": 0, "scale": 0.2}])");
+  EXPECT_EQ(set.status, 405);
+  EXPECT_EQ(header(set, "Allow"), "GET");
+  EXPECT_NE(error_of(set)["message"].get<std::string>().find("set when the server starts"), std::string::npos);
+  env.backend.ready = false;
+  EXPECT_EQ(env.call("GET", "/lora-adapters").status, 503);
+}
+
 TEST(Routes, ApiKey) {
   Env env({.api_key = "s3cret"});
   const std::string body = R"({"model":"fake","prompt":"x","max_tokens":2})";
