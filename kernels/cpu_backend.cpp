@@ -199,28 +199,25 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
 }
 
 void CpuBackend::matmul(float* y, const float* x, const Weight& w, int64_t n_tokens) {
+  matmul_weights(y, x, w, n_tokens);
+  if (w.lora != nullptr) add_lora(y, x, w, n_tokens);
+}
+
+void CpuBackend::matmul_weights(float* y, const float* x, const Weight& w, int64_t n_tokens) {
   if (w.packed != nullptr) {
     switch (packing_now(w.type)) {
       case Packing::int8:
         kernels::matmul_int8_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
-        break;
-      case Packing::bf16:
-        kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_);
-        break;
+        return;
+      case Packing::bf16: kernels::matmul_bf16_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
       case Packing::half:
         kernels::matmul_half_packed(y, x, w.packed, w.type, n_tokens, w.n_in, w.n_out, pool_);
-        break;
-      case Packing::f32:
-        kernels::matmul_f32_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_);
-        break;
-      case Packing::none:
-        kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
-        break;
+        return;
+      case Packing::f32: kernels::matmul_f32_packed(y, x, w.packed, n_tokens, w.n_in, w.n_out, pool_); return;
+      case Packing::none: break;
     }
-  } else {
-    kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
   }
-  if (w.lora != nullptr) add_lora(y, x, w, n_tokens);
+  kernels::matmul(y, x, w.data, w.type, n_tokens, w.n_in, w.n_out, pool_);
 }
 
 // Unmerged, as PEFT runs an adapter: the rank-r products first (m = A x,

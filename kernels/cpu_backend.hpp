@@ -82,7 +82,9 @@ class CpuBackend : public Backend {
   // fn(begin, end) over [0, n), split over the pool for a prefill's sizes.
   template <class F>
   void split_elements(int64_t n, F&& fn);
-  // y [n_tokens, w.n_out] += each of w's LoRA updates of x [n_tokens, w.n_in].
+  // y = x · w^T, without w's LoRA updates; add_lora adds them to y
+  // [n_tokens, w.n_out] from x [n_tokens, w.n_in].
+  void matmul_weights(float* y, const float* x, const Weight& w, int64_t n_tokens);
   void add_lora(float* y, const float* x, const Weight& w, int64_t n_tokens);
 
   ThreadPool pool_;

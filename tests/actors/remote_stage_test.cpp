@@ -422,21 +422,32 @@ TEST(RemoteStages, KilledHeadIsForgottenBeforeTheNextHead) {
 
 // -- mismatches, refused before the first step ---------------------------------------
 
+// The prompts of test::make_cases(n), and the tokens one process running
+// `model` whole gives them (12 each, run concurrently).
+std::vector<std::vector<int32_t>> case_prompts(int n) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const test::Case& c : test::make_cases(n)) prompts.push_back(c.prompt);
+  return prompts;
+}
+
+std::vector<std::vector<int32_t>> one_process_ids(const std::shared_ptr<const Model>& model,
+                                                  const std::vector<std::vector<int32_t>>& prompts) {
+  PipelineConfig local = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
+  local.model = model;
+  auto p = Pipeline::start(local);
+  std::vector<std::vector<int32_t>> ids;
+  for (const Completion& c : run_concurrently(*p, prompts, 12)) ids.push_back(test::ids_of(c));
+  return ids;
+}
+
 // `--quantize` on the worker and the head's "quantize": both hold the same
 // converted weights, so the chain gives the tokens of one process that
 // quantized the same way; a worker that did not quantize as the head did is
 // refused, told which flag to give.
 TEST(RemoteStages, QuantizedChainMatchesOneQuantizedProcess) {
   const std::shared_ptr<const Model> model = Model::load(kStories, {.quantize = parse_quant_scheme("q4_k_m")});
-  PipelineConfig local = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
-  local.model = model;
-  std::vector<std::vector<int32_t>> prompts;
-  for (const test::Case& c : test::make_cases(4)) prompts.push_back(c.prompt);
-  std::vector<std::vector<int32_t>> want;
-  {
-    auto p = Pipeline::start(local);
-    for (const Completion& c : run_concurrently(*p, prompts, 12)) want.push_back(test::ids_of(c));
-  }
+  const std::vector<std::vector<int32_t>> prompts = case_prompts(4);
+  const std::vector<std::vector<int32_t>> want = one_process_ids(model, prompts);
   StageProcess w;
   ASSERT_TRUE(w.start(stories_worker("2:5", {"--quantize", "Q4_K_M"})));
   PipelineConfig head = stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
@@ -467,20 +478,9 @@ TEST(RemoteStages, AdaptedChainMatchesOneAdaptedProcess) {
   ModelLoadOptions with_adapter;
   with_adapter.lora = {{.path = adapter}};
   const std::shared_ptr<const Model> model = Model::load(kStories, with_adapter);
-  PipelineConfig local = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
-  local.model = model;
-  std::vector<std::vector<int32_t>> prompts;
-  for (const test::Case& c : test::make_cases(3)) prompts.push_back(c.prompt);
-  std::vector<std::vector<int32_t>> want;
-  {
-    auto p = Pipeline::start(local);
-    for (const Completion& c : run_concurrently(*p, prompts, 12)) want.push_back(test::ids_of(c));
-  }
-  PipelineConfig plain = stories_head({{.first_layer = 0, .last_layer = -1, .threads = 1}});
-  {
-    auto p = Pipeline::start(plain);
-    EXPECT_NE(test::ids_of(run_concurrently(*p, prompts, 12)[0]), want[0]) << "the adapter changed nothing";
-  }
+  const std::vector<std::vector<int32_t>> prompts = case_prompts(3);
+  const std::vector<std::vector<int32_t>> want = one_process_ids(model, prompts);
+  EXPECT_NE(one_process_ids(Model::load(kStories), prompts)[0], want[0]) << "the adapter changed nothing";
   StageProcess w;
   ASSERT_TRUE(w.start(stories_worker("2:5", {"--lora", adapter})));
   PipelineConfig head = stories_head(
