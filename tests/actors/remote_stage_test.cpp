@@ -440,6 +440,21 @@ std::vector<std::vector<int32_t>> one_process_ids(const std::shared_ptr<const Mo
   return ids;
 }
 
+// Layers 0-2 here and 2-5 on worker w, the head running `model`: the
+// prompts get `want`, and head and worker end idle.
+void expect_chain_gives(const std::shared_ptr<const Model>& model, const StageProcess& w,
+                        const std::vector<std::vector<int32_t>>& prompts,
+                        const std::vector<std::vector<int32_t>>& want) {
+  PipelineConfig head = stories_head(
+      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
+  head.model = model;
+  auto p = Pipeline::start(head);
+  const std::vector<Completion> got = run_concurrently(*p, prompts, 12);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), want[i]) << "request " << i;
+  expect_head_idle(*p);
+  Probe().expect_idle(w.port());
+}
+
 // `--quantize` on the worker and the head's "quantize": both hold the same
 // converted weights, so the chain gives the tokens of one process that
 // quantized the same way; a worker that did not quantize as the head did is
@@ -450,14 +465,7 @@ TEST(RemoteStages, QuantizedChainMatchesOneQuantizedProcess) {
   const std::vector<std::vector<int32_t>> want = one_process_ids(model, prompts);
   StageProcess w;
   ASSERT_TRUE(w.start(stories_worker("2:5", {"--quantize", "Q4_K_M"})));
-  PipelineConfig head = stories_head({{.first_layer = 0, .last_layer = 2, .threads = 1},
-                                      {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
-  head.model = model;
-  auto p = Pipeline::start(head);
-  const std::vector<Completion> got = run_concurrently(*p, prompts, 12);
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), want[i]) << "request " << i;
-  expect_head_idle(*p);
-  Probe().expect_idle(w.port());
+  expect_chain_gives(model, w, prompts, want);
 }
 
 TEST(RemoteStages, WorkerQuantizedOtherwiseIsRefused) {
@@ -483,14 +491,7 @@ TEST(RemoteStages, AdaptedChainMatchesOneAdaptedProcess) {
   EXPECT_NE(one_process_ids(Model::load(kStories), prompts)[0], want[0]) << "the adapter changed nothing";
   StageProcess w;
   ASSERT_TRUE(w.start(stories_worker("2:5", {"--lora", adapter})));
-  PipelineConfig head = stories_head(
-      {{.first_layer = 0, .last_layer = 2, .threads = 1}, {.first_layer = 2, .last_layer = -1, .remote = w.address()}});
-  head.model = model;
-  auto p = Pipeline::start(head);
-  const std::vector<Completion> got = run_concurrently(*p, prompts, 12);
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(test::ids_of(got[i]), want[i]) << "request " << i;
-  expect_head_idle(*p);
-  Probe().expect_idle(w.port());
+  expect_chain_gives(model, w, prompts, want);
 
   StageProcess bare;
   ASSERT_TRUE(bare.start(stories_worker("2:5")));
