@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <new>
+#include <string>
 #include <string_view>
 #include <vector>
 
