@@ -134,6 +134,7 @@ void read_peft(const LoraAdapterSpec& spec, WeightStore& store,
                   weights + ": '" + target + "' has lora_" + (p.a ? "A" : "B") + " without lora_" + (p.a ? "B" : "A"));
     }
     const int64_t rank = p.a->shape[0], n_in = p.a->shape[1], n_out = p.b->shape[0];
+    if (n_in <= 0 || n_out <= 0) throw Error(Errc::bad_format, weights + ": '" + target + "' is an empty matrix");
     if (p.b->shape[1] != rank || rank <= 0) {
       throw Error(Errc::bad_format, weights + ": '" + target + "': lora_A " + safetensors::shape_string(p.a->shape) +
                                         " and lora_B " + safetensors::shape_string(p.b->shape) +
@@ -185,6 +186,9 @@ void read_gguf_adapter(
     }
     // GGUF order: a is [n_in, rank] (ne0 first), b [rank, n_out].
     const int64_t rank = p.a->shape[1], n_in = p.a->shape[0], n_out = p.b->shape[1];
+    // An empty matrix (a dimension of 0, which GGUF allows) updates nothing
+    // a model has: found by the lora_adapter fuzzer (a lora_b of [2, 0]).
+    if (n_in <= 0 || n_out <= 0) throw Error(Errc::bad_format, path + ": '" + target + "' is an empty matrix");
     if (p.b->shape[0] != rank || rank <= 0) {
       throw Error(Errc::bad_format, path + ": '" + target + "': lora_a and lora_b disagree on the rank");
     }

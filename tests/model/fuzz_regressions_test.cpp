@@ -64,5 +64,22 @@ TEST(FuzzRegressions, NumberPastADoubleInConfigAndSafetensorsHeader) {
                     "model.safetensors");
 }
 
+// An adapter GGUF whose blk.1.attn_v lora_b is [2, 0]: an empty B reached
+// a zero-length copy from a null data pointer (UBSan), where it should have
+// been refused.
+TEST(FuzzRegressions, LoraAdapterWithAnEmptyMatrix) {
+  const std::string adapter = regression("lora_adapter", "lora_b_with_no_rows.gguf");
+  ASSERT_TRUE(std::filesystem::exists(adapter)) << adapter;
+  ModelLoadOptions options;
+  options.lora = {{.path = adapter}};
+  try {
+    Model::load(std::string(TROUPE_FIXTURES_DIR) + "/gguf/llama.gguf", options);
+    ADD_FAILURE() << "loaded with " << adapter;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bad_format) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'blk.1.attn_v.weight' is an empty matrix"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace troupe
