@@ -4,13 +4,15 @@
 // figure is also a fraction of its roofline (bandwidth / weight bytes).
 //   bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat 3]
 //                  [--exact-math] [--batch-invariant] [--no-amx] [--isa avx2]
+//                  [--f32-matmul-precision highest|high|medium]
 //                  [--dots256 pairs|avx_vnni|avx512_vnni] [--cpu-affinity 0,1]
 //                  [--lora adapter.gguf] model.gguf...
 // --repeat runs each cell that many times and reports the median (this kind
 // of shared machine is noisy); --exact-math, --batch-invariant and --no-amx
 // turn off the fast paths, their AMX bf16 prefill, and AMX, for ratios
 // within one run; --isa avx2 runs the kernels a CPU without AVX-512 gets,
-// and --dots256 their integer dot products (core/cpu_features.hpp).
+// and --dots256 their integer dot products (core/cpu_features.hpp);
+// --f32-matmul-precision high or medium puts f32 weights' prefill on AMX.
 // --lora runs each model with that adapter (repeatable; model/lora.hpp),
 // for what running adapters unmerged costs against the same model without.
 #include <algorithm>
@@ -68,6 +70,13 @@ int main(int argc, char** argv) {
       troupe::set_batch_invariant(true);
     } else if (a == "--no-amx") {
       troupe::set_amx_enabled(false);
+    } else if (a == "--f32-matmul-precision" && i + 1 < argc) {
+      const auto p = troupe::parse_f32_precision(argv[++i]);
+      if (!p) {
+        models.clear();
+        break;
+      }
+      troupe::set_f32_matmul_precision(*p);
     } else if (a == "--isa" && i + 1 < argc) {
       const auto isa = troupe::parse_isa(argv[++i]);
       if (!isa) {
@@ -96,7 +105,8 @@ int main(int argc, char** argv) {
   if (models.empty()) {
     std::fprintf(stderr,
                  "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat N] [--exact-math] "
-                 "[--batch-invariant] [--no-amx] [--isa avx2|avx512|scalar] [--dots256 pairs|avx_vnni|avx512_vnni] "
+                 "[--batch-invariant] [--no-amx] [--f32-matmul-precision highest|high|medium] "
+                 "[--isa avx2|avx512|scalar] [--dots256 pairs|avx_vnni|avx512_vnni] "
                  "[--cpu-affinity LIST] [--lora ADAPTER] model.gguf...\n");
     return 2;
   }

@@ -20,6 +20,7 @@ std::atomic<bool> g_exact_math{false};
 std::atomic<bool> g_batch_invariant{false};
 std::atomic<bool> g_amx_on{true};
 std::atomic<int> g_forced_dots{-1};
+std::atomic<F32Precision> g_f32_precision{F32Precision::highest};
 
 // Linux keeps AMX tile data out of a thread's saved state until the process
 // asks for it; a tile instruction before that faults.
@@ -190,6 +191,26 @@ bool exact_math() { return g_exact_math.load(std::memory_order_relaxed); }
 
 void set_exact_math(bool on) { g_exact_math.store(on, std::memory_order_relaxed); }
 
+std::string_view f32_precision_name(F32Precision p) {
+  switch (p) {
+    case F32Precision::highest: return "highest";
+    case F32Precision::high: return "high";
+    case F32Precision::medium: return "medium";
+  }
+  return "?";
+}
+
+std::optional<F32Precision> parse_f32_precision(std::string_view s) {
+  for (F32Precision p : {F32Precision::highest, F32Precision::high, F32Precision::medium}) {
+    if (s == f32_precision_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+F32Precision f32_matmul_precision() { return g_f32_precision.load(std::memory_order_relaxed); }
+
+void set_f32_matmul_precision(F32Precision p) { g_f32_precision.store(p, std::memory_order_relaxed); }
+
 std::string cpu_math_summary() {
   std::string s = std::string(isa_name(active_isa())) + " kernels, ";
   if (exact_math() || active_isa() == Isa::scalar) {
@@ -209,6 +230,9 @@ std::string cpu_math_summary() {
     s += ", f16/bf16 weights in 16-bit packed lines";
   }
   s += ", f32 weights in packed lines";
+  if (f32_matmul_precision() != F32Precision::highest && amx_enabled() && cpu_has_avx512_bf16() && !batch_invariant()) {
+    s += " (" + std::string(f32_precision_name(f32_matmul_precision())) + " precision: AMX bf16 prefill)";
+  }
   if (batch_invariant()) s += ", batch-invariant";
   return s;
 }

@@ -80,6 +80,21 @@ void set_exact_math(bool on);
 bool batch_invariant();
 void set_batch_invariant(bool on);
 
+// How a prefill over f32 weights may round, as PyTorch's
+// torch.set_float32_matmul_precision names it. highest (the default): f32
+// products, the weights as stored. Where AMX runs (16 tokens or more, not
+// batch-invariant), high splits each operand into a bf16 high part and the
+// bf16 rounding of the rest and takes three bf16 products (16 significant
+// bits an operand: within 3 · 2^-16 of Σ|x w|); medium takes one bf16
+// product (8 bits: within about 2^-7 of Σ|x w|). Elsewhere both run as
+// highest. Process-wide; `--f32-matmul-precision` sets it.
+enum class F32Precision { highest, high, medium };
+std::string_view f32_precision_name(F32Precision p);
+// "highest", "high" or "medium"; nullopt for anything else.
+std::optional<F32Precision> parse_f32_precision(std::string_view s);
+F32Precision f32_matmul_precision();
+void set_f32_matmul_precision(F32Precision p);
+
 // What quantized matmuls run on here, for logs: e.g. "avx512 kernels, int8
 // activations (VNNI, AMX prefill)" or "avx2 kernels, f32 activations".
 std::string cpu_math_summary();

@@ -41,4 +41,14 @@ class AmxSwitch {
   AmxSwitch& operator=(const AmxSwitch&) = delete;
 };
 
+// The f32 matmul precision (highest, high or medium), for tests of the
+// reduced ones.
+class F32MatmulPrecision {
+ public:
+  explicit F32MatmulPrecision(F32Precision p) { set_f32_matmul_precision(p); }
+  ~F32MatmulPrecision() { set_f32_matmul_precision(F32Precision::highest); }
+  F32MatmulPrecision(const F32MatmulPrecision&) = delete;
+  F32MatmulPrecision& operator=(const F32MatmulPrecision&) = delete;
+};
+
 }  // namespace troupe::test

@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/bf16_packed.hpp"
 #include "kernels/cpu/packed_groups.hpp"
 
 namespace troupe::kernels {
@@ -39,7 +40,11 @@ void matmul_f32_packed(float* y, const float* x, const void* packed, int64_t n_t
   if (n_tokens <= 0 || n_out <= 0) return;
 #if defined(__x86_64__) || defined(__i386__)
   switch (active_isa()) {
-    case Isa::avx512: return detail::matmul_f32_packed_avx512(y, x, packed, n_tokens, n_in, n_out, pool);
+    case Isa::avx512:
+      if (f32_matmul_precision() != F32Precision::highest && detail::amx_bf16_prefill(n_tokens)) {
+        return detail::matmul_f32_packed_amx(y, x, packed, n_tokens, n_in, n_out, f32_matmul_precision(), pool);
+      }
+      return detail::matmul_f32_packed_avx512(y, x, packed, n_tokens, n_in, n_out, pool);
     case Isa::avx2: return detail::matmul_f32_packed_avx2(y, x, packed, n_tokens, n_in, n_out, pool);
     case Isa::scalar: break;
   }

@@ -4,7 +4,9 @@
 // the prefill tiles (8, 4, 2 and 1 tokens), whole and partial groups; and a
 // token's bits the same whatever the batch and threads within one kernel; on
 // the AVX-512 kernels and the AVX2 ones (halves of 8 rows), which give the
-// same bits.
+// same bits. Where the CPU has AMX, the prefill at the reduced precisions
+// (three bf16 products of split operands, or one): within their rounding,
+// and the batch rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,11 +110,14 @@ TEST_P(MatmulF32Packed, ATokensOutputsDoNotDependOnTheBatchOrThreads) {
   const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
   const F32Packed p = pack_f32(w, n_in, n_out, pool2);
   const std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_max * n_in), -1.0f, 1.0f);
-  test::expect_token_bits_by_batch(
-      [&](float* y, const float* xs, int64_t n_tokens, ThreadPool& pool) {
-        kernels::matmul_f32_packed(y, xs, p.bytes.get(), n_tokens, n_in, n_out, pool);
-      },
-      x, n_in, n_out, n_max, "f32");
+  for (F32Precision precision : {F32Precision::highest, F32Precision::high, F32Precision::medium}) {
+    const test::F32MatmulPrecision prefill(precision);
+    test::expect_token_bits_by_batch(
+        [&](float* y, const float* xs, int64_t n_tokens, ThreadPool& pool) {
+          kernels::matmul_f32_packed(y, xs, p.bytes.get(), n_tokens, n_in, n_out, pool);
+        },
+        x, n_in, n_out, n_max, "f32 " + std::string(f32_precision_name(precision)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, MatmulF32Packed, testing::Values(Isa::avx512, Isa::avx2),
@@ -136,6 +141,60 @@ TEST(MatmulF32PackedIsas, Avx2GivesTheAvx512Bits) {
     }
     ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float))) << "n_tokens " << n_tokens;
   }
+}
+
+// The reduced precisions on AMX, against the product in double. high: x =
+// x_hi + x_lo + e with |e| <= 2^-16 |x| (two roundings to bf16's 8
+// significant bits), the same for w, and x_lo w_lo dropped, so a product is
+// off by at most 3 · 2^-16 |x w|; the 3 n_in products accumulate in f32.
+// Without the low parts the error would be about 2^-8 of a product, which
+// that bound does not admit. medium: x and w each rounded once to bf16.
+// The default, highest, keeps the FMA kernels (MatchesTheProductInDouble).
+void expect_within_rounding(F32Precision precision, double product_error, int parts) {
+  if (!isa_supported(Isa::avx512) || !cpu_has_amx() || !cpu_has_avx512_bf16()) {
+    GTEST_SKIP() << "this CPU has no AMX-BF16: f32 prefill runs the FMA kernels at every precision";
+  }
+  const ForcedIsa isa(Isa::avx512);
+  const test::F32MatmulPrecision reduced(precision);
+  std::mt19937 rng(8642 + parts);
+  ThreadPool pool(2);
+  for (int64_t n_in : {1, 5, 32, 100, 1000}) {  // part of a tile row, whole rows, several
+    for (int64_t n_out : {5, 50, 600}) {        // partial groups, pairs, chunks of 16 groups
+      if (n_out == 600 && n_in != 1000) continue;
+      const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
+      const F32Packed p = pack_f32(w, n_in, n_out, pool);
+      for (int64_t n_tokens : {16, 17, 40}) {  // one token tile, a partial second, two blocks of 32
+        std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+        for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
+        std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
+        kernels::matmul_f32_packed(y.data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_out; ++r) {
+            double want = 0, abs_sum = 0;
+            for (int64_t k = 0; k < n_in; ++k) {
+              const double v = double(x[static_cast<size_t>(t * n_in + k)]) * w[static_cast<size_t>(r * n_in + k)];
+              want += v;
+              abs_sum += std::fabs(v);
+            }
+            const double accumulate =
+                double(parts * n_in + 1) * std::ldexp(1.0, -24) * abs_sum * (1 + std::ldexp(1.0, -7));
+            ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], want, product_error * abs_sum + accumulate)
+                << f32_precision_name(precision) << " n_in " << n_in << " n_out " << n_out << " n_tokens " << n_tokens
+                << " token " << t << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulF32PackedAmx, HighIsWithinTheSplitError) {
+  expect_within_rounding(F32Precision::high, 3 * std::ldexp(1.0, -16), 3);
+}
+
+TEST(MatmulF32PackedAmx, MediumIsWithinBf16Rounding) {
+  const double u = std::ldexp(1.0, -8);  // bf16's unit roundoff
+  expect_within_rounding(F32Precision::medium, 2 * u + u * u, 1);
 }
 
 }  // namespace

@@ -262,5 +262,40 @@ TEST(Bf16Accuracy, HfFixturesInF16AndBf16FollowTheirGreedy) {
   }
 }
 
+// f32 weights at the reduced matmul precisions (core/cpu_features.hpp),
+// whose prefill runs on AMX: the fixtures as stored (f32), each forward one
+// prefill of 16 tokens or more. Bounds measured here (2026-12-07, Intel Xeon
+// with AMX) with 50% headroom: high (three bf16 products, 16 bits an
+// operand) 0.000094-0.000159, medium (one, 8 bits) 0.064-0.085, as the bf16
+// path's on the fixtures in bf16.
+constexpr double kF32HighBound = 0.00024;
+constexpr double kF32MediumBound = 0.13;
+
+TEST(F32Accuracy, HfFixturesAtReducedPrecisionFollowTheirGreedy) {
+  if (!isa_supported(Isa::avx512) || !cpu_has_avx512_bf16() || !amx_enabled()) {
+    GTEST_SKIP() << "no AVX-512 BF16 with AMX: f32 weights keep f32 products at every precision here";
+  }
+  for (const char* arch : {"llama", "qwen2", "mistral"}) {
+    const std::string dir = std::string(TROUPE_FIXTURES_DIR) + "/hf/" + arch;
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in) << dir;
+    const auto ref = nlohmann::json::parse(in);
+    auto model = Model::load(dir);
+    const FixtureRun run = exact_greedy(model, ref);
+    for (F32Precision precision : {F32Precision::high, F32Precision::medium}) {
+      const std::string name(f32_precision_name(precision));
+      SCOPED_TRACE(std::string(arch) + " " + name);
+      const test::F32MatmulPrecision reduced(precision);
+      StepCheck c;
+      for (size_t i = 0; i < run.prompts.size(); ++i) check_case(model, run.prompts[i], run.greedy[i], c);
+      std::printf("%s f32 at %s: %d steps, max |reduced - exact| logit %.6f, %d argmax flips (%d not at a near tie)\n",
+                  arch, name.c_str(), c.steps, c.worst, c.flips, c.bad_flips);
+      EXPECT_GT(c.worst, 0.0) << "the AMX f32 prefill did not run";
+      EXPECT_LE(c.worst, precision == F32Precision::high ? kF32HighBound : kF32MediumBound);
+      EXPECT_EQ(c.bad_flips, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace troupe
