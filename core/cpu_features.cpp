@@ -1,6 +1,7 @@
 // CPUID-based feature detection through the compiler's builtins.
 #include "core/cpu_features.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -170,6 +171,24 @@ bool cpu_is_amd_family_19h() {
   return is;
 #else
   return false;
+#endif
+}
+
+bool cpu_is_intel() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool is = __builtin_cpu_is("intel");
+  return is;
+#else
+  return false;
+#endif
+}
+
+int64_t cpu_l3_bytes() {
+#if defined(__linux__) && defined(_SC_LEVEL3_CACHE_SIZE)
+  static const int64_t bytes = std::max<long>(sysconf(_SC_LEVEL3_CACHE_SIZE), 0);
+  return bytes;
+#else
+  return 0;
 #endif
 }
 

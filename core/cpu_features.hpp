@@ -3,6 +3,7 @@
 // supports is used unless a test or a setting forces another.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,11 @@ std::optional<Dots256> parse_dots256(std::string_view s);
 // An AMD family 19h core (Zen 3, or with AVX-512 Zen 4): the int8 GEMV
 // prefetches nearer on it (matmul_packed_vnni.cpp says why).
 bool cpu_is_amd_family_19h();
+// An Intel CPU (GenuineIntel), and its last-level cache in bytes as the OS
+// reports it (0 where it does not): the int8 GEMV's prefetch distance
+// depends on whether the weights fit there (kernels/cpu/packed_groups.hpp).
+bool cpu_is_intel();
+int64_t cpu_l3_bytes();
 // Whether the AMX kernels may be used: cpu_has_amx() and not turned off
 // (tests compare the two paths; `TROUPE_NO_AMX=1` turns it off for a run).
 bool amx_enabled();

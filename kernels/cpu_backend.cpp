@@ -66,6 +66,8 @@ CpuBackend::CpuBackend(CpuBackendOptions options)
 // (2-thread 110M decode: kv_write took 7.7 us a layer, against under 1 us
 // resident), and the pool is sized once for the model's life anyway. From
 // 2 MiB up it takes huge pages, as the weights do.
+CpuBackend::~CpuBackend() { kernels::count_int8_packed_bytes(-int8_bytes_); }
+
 void* CpuBackend::allocate(size_t bytes) {
   void* p = streamed_memory(bytes);
   std::memset(p, 0, bytes);
@@ -193,6 +195,10 @@ Weight CpuBackend::prepare_matmul(const Weight& w) {
   } catch (...) {
     deallocate(packed);
     throw;
+  }
+  if (how == Packing::int8) {
+    int8_bytes_ += static_cast<int64_t>(bytes);
+    kernels::count_int8_packed_bytes(static_cast<int64_t>(bytes));
   }
   out.packed = packed;
   return out;

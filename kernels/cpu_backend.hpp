@@ -29,6 +29,9 @@ struct CpuBackendOptions {
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(CpuBackendOptions options = {});
+  ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
 
   std::string_view name() const override { return "cpu"; }
   ThreadPool& pool() { return pool_; }
@@ -89,6 +92,7 @@ class CpuBackend : public Backend {
 
   ThreadPool pool_;
   WeightSlabs weight_slabs_;  // the repacked matrices under WeightSlabs::kMaxPiece
+  int64_t int8_bytes_ = 0;    // repacked for the int8 path (kernels::count_int8_packed_bytes)
 };
 
 }  // namespace troupe

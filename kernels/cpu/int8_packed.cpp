@@ -5,6 +5,7 @@
 #include "kernels/cpu/int8_packed.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "core/cpu_features.hpp"
@@ -17,6 +18,8 @@ namespace troupe::kernels {
 namespace {
 
 enum class Int8Kernels { none, ymm, vnni };
+
+std::atomic<int64_t> g_int8_packed_bytes{0};
 
 // The kernels at the active ISA. AVX-512 without VNNI (Skylake-SP/X) runs
 // the 256-bit ones: on one Zen 4 core the AVX-512 f32 path it ran before
@@ -44,6 +47,8 @@ void matmul_int8_packed_ymm(std::span<const PackedOutput> outs, const float* x, 
 }
 
 }  // namespace
+
+void count_int8_packed_bytes(int64_t delta) { g_int8_packed_bytes.fetch_add(delta, std::memory_order_relaxed); }
 
 bool int8_packing_available(DType t) { return detail::int8_supports(t) && int8_kernels() != Int8Kernels::none; }
 
@@ -94,6 +99,21 @@ void matmul_int8_packed(float* y, const float* x, const void* packed, DType t, i
 }  // namespace troupe::kernels
 
 namespace troupe::kernels::detail {
+
+// AMD family 19h (Zen 3, Zen 4): 4 KiB ahead, where a group on read at
+// 0.71-0.85 of a plain read and 4 KiB at 0.94-1.03 (1B shapes over DRAM).
+// Intel with more int8 weights than L3: 2 KiB ahead. On a Xeon with AMX the
+// 1B GEMVs over DRAM read at 0.62-0.74 of a plain read a group on and at
+// 0.78-0.92 2 KiB ahead (q8_0, q4_0, q4_K, q6_K; 1 and 4 KiB between), and
+// 1B decode ran 13-25% faster; but the 110M q4_0 model, which that L3 holds,
+// decoded 8-16% slower, so weights that fit keep a group on. Elsewhere a
+// group on (docs/performance.md, "An Intel Xeon with AMX").
+uintptr_t packed_gemv_prefetch_ahead() {
+  constexpr uintptr_t kAmd19h = 4096, kIntelFromDram = 2048;
+  if (cpu_is_amd_family_19h()) return kAmd19h;
+  static const int64_t l3 = cpu_is_intel() ? cpu_l3_bytes() : 0;
+  return l3 > 0 && g_int8_packed_bytes.load(std::memory_order_relaxed) > l3 ? kIntelFromDram : 0;
+}
 
 Int8Panel int8_panel_scratch(int64_t n_in, int64_t sub_k, int32_t offset, bool has_min) {
   Int8Panel pn;

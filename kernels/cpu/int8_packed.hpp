@@ -65,6 +65,11 @@ bool int8_packing_available(DType t);
 // Bytes of W [n_out, n_in] repacked (a multiple of 64).
 int64_t int8_packed_bytes(DType t, int64_t n_in, int64_t n_out);
 
+// Counts bytes of repacked int8 weights in use in the process (a CPU
+// backend adds what it packs and takes it back when it goes): the GEMVs'
+// prefetch distance follows whether they fit in L3.
+void count_int8_packed_bytes(int64_t delta);
+
 // Repacks W (GGUF blocks, rows of row_bytes(t, n_in)) into dst, 64-byte
 // aligned, of int8_packed_bytes; groups are split over the pool.
 void pack_int8(void* dst, const void* w, DType t, int64_t n_in, int64_t n_out, ThreadPool& pool);

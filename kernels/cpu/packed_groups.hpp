@@ -56,14 +56,12 @@ struct GroupSet {
   }
 };
 
-// How far ahead the int8 GEMVs over packed groups prefetch on this CPU: 0
-// for the same unit of the group each stream reads next, else a distance
-// ahead in its own stream (matmul_packed_vnni.cpp's gemv_group says why).
-inline uintptr_t packed_gemv_prefetch_ahead() {
-  constexpr uintptr_t kNear = 4096;
-  static const uintptr_t ahead = cpu_is_amd_family_19h() ? kNear : 0;
-  return ahead;
-}
+// How far ahead the int8 GEMVs over packed groups prefetch, now: 0 for the
+// same unit of the group each stream reads next, else a distance ahead in
+// its own stream (matmul_packed_vnni.cpp's gemv_group says why). On Intel it
+// depends on whether the int8 weights the CPU backends hold fit in L3
+// (int8_packed.cpp).
+uintptr_t packed_gemv_prefetch_ahead();
 
 // The groups of up to N matrices numbered one after another (a fused q/k/v
 // or gate/up matmul), so that the threads split all of them in one dispatch

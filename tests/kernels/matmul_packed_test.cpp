@@ -14,10 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "int8_reference.hpp"
 #include "kernels/cpu/int8_packed.hpp"
+#include "kernels/cpu/packed_groups.hpp"
 
 namespace troupe {
 namespace {
@@ -183,6 +185,29 @@ TEST(MatmulPacked, SizesAgainstGguf) {
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, MatmulPacked, testing::ValuesIn(test::kInt8Types),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+
+// The GEMVs' prefetch distance: 4 KiB on AMD family 19h whatever the size;
+// on Intel, 2 KiB once the int8 weights in use outgrow L3 and a group on
+// again when they no longer do; elsewhere always a group on (0).
+TEST(PackedGemvPrefetch, FollowsWhetherTheInt8WeightsFitInL3) {
+  const int64_t l3 = cpu_l3_bytes();
+  const uintptr_t before = kernels::detail::packed_gemv_prefetch_ahead();
+  const int64_t more = l3 + 1;
+  kernels::count_int8_packed_bytes(more);
+  const uintptr_t outgrown = kernels::detail::packed_gemv_prefetch_ahead();
+  kernels::count_int8_packed_bytes(-more);
+  EXPECT_EQ(kernels::detail::packed_gemv_prefetch_ahead(), before);
+  if (cpu_is_amd_family_19h()) {
+    EXPECT_EQ(before, 4096u);
+    EXPECT_EQ(outgrown, 4096u);
+  } else if (cpu_is_intel() && l3 > 0) {
+    EXPECT_EQ(before, 0u) << "no weights are held yet in this test";
+    EXPECT_EQ(outgrown, 2048u);
+  } else {
+    EXPECT_EQ(before, 0u);
+    EXPECT_EQ(outgrown, 0u);
+  }
+}
 
 }  // namespace
 }  // namespace troupe
