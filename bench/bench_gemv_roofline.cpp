@@ -78,6 +78,9 @@ Matrix make_matrix(troupe::DType t, int64_t n_in, int64_t n_out, std::mt19937& r
     troupe::kernels::pack_bf16(m.packed.get(), w.data(), t, n_in, n_out, pool);
   } else {
     troupe::kernels::pack_int8(m.packed.get(), w.data(), t, n_in, n_out, pool);
+    // Counted as a CPU backend counts what it repacks: the GEMV's prefetch
+    // distance follows whether the weights fit in L3 (packed_groups.hpp).
+    troupe::kernels::count_int8_packed_bytes(static_cast<int64_t>(bytes));
   }
   return m;
 }

@@ -42,6 +42,40 @@ F32Packed pack_f32(const std::vector<float>& w, int64_t n_in, int64_t n_out, Thr
 
 using test::ForcedIsa;
 
+// Random activations x [n_tokens, n_in] in [-1, 1], every 7th 50 times
+// larger, and y = x · W^T from the packed W.
+struct Product {
+  std::vector<float> x, y;
+};
+
+Product run(std::mt19937& rng, const F32Packed& p, int64_t n_tokens, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+  Product r;
+  r.x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
+  for (int64_t i = 0; i < n_tokens * n_in; i += 7) r.x[static_cast<size_t>(i)] *= 50.0f;
+  r.y.assign(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
+  kernels::matmul_f32_packed(r.y.data(), r.x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
+  return r;
+}
+
+// Each output of y [n_tokens, n_out] against x [n_tokens, n_in] · w^T
+// [n_in, n_out] in double, within bound(the output's Σ|x w|).
+template <class Bound>
+void expect_product(const std::vector<float>& y, const std::vector<float>& x, const std::vector<float>& w,
+                    int64_t n_tokens, int64_t n_in, int64_t n_out, Bound bound, const std::string& what) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      double want = 0, abs_sum = 0;
+      for (int64_t k = 0; k < n_in; ++k) {
+        const double v = double(x[static_cast<size_t>(t * n_in + k)]) * w[static_cast<size_t>(r * n_in + k)];
+        want += v;
+        abs_sum += std::fabs(v);
+      }
+      ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], want, bound(abs_sum))
+          << what << " token " << t << " row " << r;
+    }
+  }
+}
+
 // The kernels of each ISA this CPU runs, forced in turn.
 class MatmulF32Packed : public testing::TestWithParam<Isa> {
  protected:
@@ -61,23 +95,12 @@ TEST_P(MatmulF32Packed, MatchesTheProductInDouble) {
       const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
       const F32Packed p = pack_f32(w, n_in, n_out, pool);
       for (int64_t n_tokens : {1, 2, 3, 6, 16, 17, 23, 40}) {  // 23: prefill tiles of 8, 4, 2 and 1
-        std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
-        for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
-        std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
-        kernels::matmul_f32_packed(y.data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          for (int64_t r = 0; r < n_out; ++r) {
-            double want = 0, abs_sum = 0;
-            for (int64_t k = 0; k < n_in; ++k) {
-              const double v = double(x[static_cast<size_t>(t * n_in + k)]) * w[static_cast<size_t>(r * n_in + k)];
-              want += v;
-              abs_sum += std::fabs(v);
-            }
-            const double bound = double(n_in + 1) * std::ldexp(1.0, -24) * abs_sum;
-            ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], want, bound)
-                << "n_in " << n_in << " n_out " << n_out << " n_tokens " << n_tokens << " token " << t << " row " << r;
-          }
-        }
+        const auto [x, y] = run(rng, p, n_tokens, n_in, n_out, pool);
+        ASSERT_NO_FATAL_FAILURE(expect_product(
+            y, x, w, n_tokens, n_in, n_out,
+            [&](double abs_sum) { return double(n_in + 1) * std::ldexp(1.0, -24) * abs_sum; },
+            "n_in " + std::to_string(n_in) + " n_out " + std::to_string(n_out) + " n_tokens " +
+                std::to_string(n_tokens)));
       }
     }
   }
@@ -164,25 +187,15 @@ void expect_within_rounding(F32Precision precision, double product_error, int pa
       const std::vector<float> w = test::random_floats(rng, static_cast<size_t>(n_out * n_in), -1.0f, 1.0f);
       const F32Packed p = pack_f32(w, n_in, n_out, pool);
       for (int64_t n_tokens : {16, 17, 40}) {  // one token tile, a partial second, two blocks of 32
-        std::vector<float> x = test::random_floats(rng, static_cast<size_t>(n_tokens * n_in), -1.0f, 1.0f);
-        for (int64_t i = 0; i < n_tokens * n_in; i += 7) x[static_cast<size_t>(i)] *= 50.0f;
-        std::vector<float> y(static_cast<size_t>(n_tokens * n_out), std::nanf(""));
-        kernels::matmul_f32_packed(y.data(), x.data(), p.bytes.get(), n_tokens, n_in, n_out, pool);
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          for (int64_t r = 0; r < n_out; ++r) {
-            double want = 0, abs_sum = 0;
-            for (int64_t k = 0; k < n_in; ++k) {
-              const double v = double(x[static_cast<size_t>(t * n_in + k)]) * w[static_cast<size_t>(r * n_in + k)];
-              want += v;
-              abs_sum += std::fabs(v);
-            }
-            const double accumulate =
-                double(parts * n_in + 1) * std::ldexp(1.0, -24) * abs_sum * (1 + std::ldexp(1.0, -7));
-            ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], want, product_error * abs_sum + accumulate)
-                << f32_precision_name(precision) << " n_in " << n_in << " n_out " << n_out << " n_tokens " << n_tokens
-                << " token " << t << " row " << r;
-          }
-        }
+        const auto [x, y] = run(rng, p, n_tokens, n_in, n_out, pool);
+        ASSERT_NO_FATAL_FAILURE(expect_product(
+            y, x, w, n_tokens, n_in, n_out,
+            [&](double abs_sum) {
+              const double accumulate = double(parts * n_in + 1) * std::ldexp(1.0, -24) * (1 + std::ldexp(1.0, -7));
+              return (product_error + accumulate) * abs_sum;
+            },
+            std::string(f32_precision_name(precision)) + " n_in " + std::to_string(n_in) + " n_out " +
+                std::to_string(n_out) + " n_tokens " + std::to_string(n_tokens)));
       }
     }
   }
