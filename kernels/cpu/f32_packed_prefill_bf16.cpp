@@ -53,20 +53,18 @@ Bf16Acts split_acts(const float* x, int64_t n_tokens, int64_t n_in, int parts, T
   auto split_rows = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* xr = x + t * n_in;
-      uint16_t* hi = out + t * a.k_pad;
-      uint16_t* lo = hi + kp;
-      uint16_t* hi2 = lo + kp;
+      uint16_t* row = out + t * a.k_pad;  // parts of kp: x_hi, then x_lo and x_hi again at 3 parts
       for (int64_t i = 0; i < n_in; i += 16) {
         const __mmask16 m = n_in - i >= 16 ? __mmask16{0xffff} : cpu::tail_mask(n_in - i);
         __m512 rest;
         const __m256i h = split(_mm512_maskz_loadu_ps(m, xr + i), rest);
-        _mm256_mask_storeu_epi16(hi + i, m, h);
+        _mm256_mask_storeu_epi16(row + i, m, h);
         if (parts == 3) {
-          _mm256_mask_storeu_epi16(lo + i, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(rest)));
-          _mm256_mask_storeu_epi16(hi2 + i, m, h);
+          _mm256_mask_storeu_epi16(row + kp + i, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(rest)));
+          _mm256_mask_storeu_epi16(row + 2 * kp + i, m, h);
         }
       }
-      for (int part = 0; part < parts; ++part) std::fill(hi + part * kp + n_in, hi + (part + 1) * kp, uint16_t{0});
+      for (int part = 0; part < parts; ++part) std::fill(row + part * kp + n_in, row + (part + 1) * kp, uint16_t{0});
     }
   };
   pool.parallel_for(n_tokens, split_rows);
