@@ -201,20 +201,10 @@ std::string_view marker_of(ToolCallSyntax syntax) {
   return {};
 }
 
-// A call may open the output with a bare JSON value in these syntaxes.
-bool leads_a_call(ToolCallSyntax syntax, char c) {
-  switch (syntax) {
-    case ToolCallSyntax::hermes:
-      return false;
-    case ToolCallSyntax::llama3_json:
-      return c == '{';
-    case ToolCallSyntax::mistral:
-      return c == '[';
-    case ToolCallSyntax::json:
-      return c == '{' || c == '[';
-  }
-  return false;
-}
+// A call may open the output with a bare JSON value, an object or an array
+// (read_values takes either), in every syntax but hermes: the stream must
+// hold both, or it passes as content what the whole parse reads as calls.
+bool leads_a_call(ToolCallSyntax syntax, char c) { return syntax != ToolCallSyntax::hermes && (c == '{' || c == '['); }
 
 }  // namespace
 

@@ -84,13 +84,25 @@ void HarmonyStream::step(HarmonyParts& out, bool last) {
       // Text where a header should be (one opens with "<|", or right after
       // the prompt's "<|start|>assistant" with " to=" naming a recipient):
       // a body of content without one.
-      if (opens_header(held_) == Opens::no || held_.size() > kMaxHeader) {
+      if (opens_header(held_) == Opens::no) {
         in_body_ = true;
         route_ = Route::content;
         continue;
       }
+      // Whether a header ends is decided by its first kMaxHeader bytes, so
+      // a whole output and one streamed in any pieces read it alike.
       const size_t m = held_.find(kMessage);
-      if (m == std::string::npos) {
+      if (m == std::string::npos || m + kMessage.size() > kMaxHeader) {
+        if (held_.size() >= kMaxHeader) {
+          // Not a header: its opener is text, and so is what follows it up
+          // to the next marker. Passing the opener's first byte now is what
+          // keeps the body reader from handing the same "<|" straight back.
+          route_ = Route::content;
+          emit(out, std::string_view(held_).substr(0, 1));
+          held_.erase(0, 1);
+          in_body_ = true;
+          continue;
+        }
         if (!last) return;
         // A header with no body says nothing; the first bytes of one
         // that never came are text.

@@ -241,6 +241,10 @@ TEST(ToolCallStream, AgreesWithTheWholeParseWhereverPiecesAreCut) {
       {ToolCallSyntax::hermes, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"},
       {ToolCallSyntax::llama3_json, "  {\"name\": \"now\", \"parameters\": {}}"},
       {ToolCallSyntax::llama3_json, "Plain {text}."},
+      // Found by the tool_calls fuzzer: a list with no tag, and an object
+      // with no marker, are calls to the whole parse; the stream held neither.
+      {ToolCallSyntax::llama3_json, "[{\"name\": \"now\", \"x\": {}}, {\"name\": \"now\"}]"},
+      {ToolCallSyntax::mistral, "{\"name\": \"now\", \"arguments\": {}}"},
       {ToolCallSyntax::mistral, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}]"},
       {ToolCallSyntax::json, "[{\"name\": \"now\", \"arguments\": {}}]"},
       {ToolCallSyntax::json, "no calls here"},

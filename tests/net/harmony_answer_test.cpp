@@ -129,6 +129,37 @@ TEST(HarmonyAnswer, FormsTheTemplateDoesNotWrite) {
   EXPECT_EQ(p.content, " t");
 }
 
+// A whole output longer than the longest header is still read as harmony
+// (chat_answer.cpp reads a non-streamed answer in one piece; over 1 KiB it
+// came back as raw markers), and a header too long to be one is text
+// whole or streamed (the tool_calls fuzzer's input: "<|channel|>" opening
+// 1 KiB with no <|message|> looped forever).
+TEST(HarmonyAnswer, LongOutputsAndHeadersTooLongToBeOne) {
+  const std::vector<std::string> names{"get_weather"};
+  std::vector<grammar::ToolCall> calls;
+  const std::string thought(3000, 't'), answer(2000, 'a');
+  HarmonyParts p = read_harmony(
+      "<|channel|>analysis<|message|>" + thought + "<|end|><|start|>assistant<|channel|>final<|message|>" + answer,
+      names, calls);
+  EXPECT_EQ(p.reasoning, thought);
+  EXPECT_EQ(p.content, answer);
+
+  for (const std::string& text :
+       {"<|channel|>" + std::string(1100, 'x') + "<|message|>hi<|end|>", "<|channel|>" + std::string(1100, 'x'),
+        "<|channel|><|channel|>" + std::string(1100, 'x') + "<|start|>z"}) {
+    calls.clear();
+    const HarmonyParts whole = read_harmony(text, names, calls);
+    EXPECT_TRUE(calls.empty());
+    EXPECT_EQ(whole.reasoning, "");
+    EXPECT_FALSE(whole.content.empty()) << text.substr(0, 40);
+    std::vector<size_t> every(text.size());
+    for (size_t i = 0; i < text.size(); ++i) every[i] = i;
+    const Read bytes = stream(text, names, every);
+    EXPECT_EQ(bytes.content, whole.content) << text.substr(0, 40);
+    EXPECT_EQ(bytes.reasoning, whole.reasoning);
+  }
+}
+
 // gpt-oss through the chat endpoint: reasoning_content, content and calls,
 // whole and streamed; a forced tool_choice is refused.
 TEST(HarmonyRoutes, ChannelsBecomeReasoningContentAndCalls) {
