@@ -130,10 +130,10 @@ TEST(HarmonyAnswer, FormsTheTemplateDoesNotWrite) {
 }
 
 // A whole output longer than the longest header is still read as harmony
-// (chat_answer.cpp reads a non-streamed answer in one piece; over 1 KiB it
-// came back as raw markers), and a header too long to be one is text
-// whole or streamed (the tool_calls fuzzer's input: "<|channel|>" opening
-// 1 KiB with no <|message|> looped forever).
+// (chat_answer.cpp reads a non-streamed answer in one piece), and a header
+// too long to be one is text, whole or streamed. The tool_calls fuzzer's
+// input, "<|channel|>" opening 1 KiB with no <|message|>, looped forever;
+// so did any whole output over 1 KiB that opened with "<|channel|>".
 TEST(HarmonyAnswer, LongOutputsAndHeadersTooLongToBeOne) {
   const std::vector<std::string> names{"get_weather"};
   std::vector<grammar::ToolCall> calls;
@@ -211,6 +211,24 @@ TEST(HarmonyRoutes, ChannelsBecomeReasoningContentAndCalls) {
   r = env.call("POST", "/v1/chat/completions", hi + tools + R"(, "tool_choice": "required"})");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(test::error_of(r)["param"], "tool_choice") << r.body;
+}
+
+// A non-streamed answer is read in one piece (chat_answer.cpp). One over
+// 1 KiB that opened with <|channel|>, as gpt-oss answers do, was taken for
+// an overlong header, handed to the body reader, which ended the body at
+// that same <|channel|> and handed it back: the request spun forever.
+TEST(HarmonyRoutes, AWholeAnswerOverOneKibIsStillRead) {
+  Env env;
+  env.backend.harmony = true;
+  const std::string thought(1500, 't');
+  env.backend.script = {.texts = {"<|channel|>analysis<|message|>", thought,
+                                  "<|end|><|start|>assistant<|channel|>final<|message|>Hello!"}};
+  const HttpReply r =
+      env.call("POST", "/v1/chat/completions", R"({"model": "fake", "messages": [{"role": "user", "content": "Hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json msg = json::parse(r.body)["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], thought);
+  EXPECT_EQ(msg["content"], "Hello!");
 }
 
 // OpenAI's reasoning_effort reaches the template as gpt-oss's reads it;
