@@ -130,6 +130,26 @@ Found find_hermes(std::string_view s, const std::vector<std::string>& names) {
   return f;
 }
 
+// What a call may open the output with where no marker precedes it: the
+// value each syntax's model writes bare (for llama3_json an object, as
+// vLLM's parser takes). The stream holds an output that opens so until its
+// end, so the whole parse takes no other: a bare llama3_json list or
+// mistral object is text. (The tool_calls fuzzer found the stream passing a
+// list as text that the parse then read as calls.)
+bool leads_a_call(ToolCallSyntax syntax, char c) {
+  switch (syntax) {
+    case ToolCallSyntax::hermes:
+      return false;
+    case ToolCallSyntax::llama3_json:
+      return c == '{';
+    case ToolCallSyntax::mistral:
+      return c == '[';
+    case ToolCallSyntax::json:
+      return c == '{' || c == '[';
+  }
+  return false;
+}
+
 // JSON values from `i` on, each an object (one call) or an array of them,
 // separated by `separator` and spaces; nothing may follow.
 bool read_values(std::string_view s, size_t i, char separator, const std::vector<std::string>& names, Found& f) {
@@ -147,16 +167,20 @@ bool read_values(std::string_view s, size_t i, char separator, const std::vector
   }
 }
 
-Found find_leading(std::string_view s, std::string_view marker, char separator, const std::vector<std::string>& names) {
+Found find_leading(ToolCallSyntax syntax, std::string_view s, std::string_view marker, char separator,
+                   const std::vector<std::string>& names) {
   Found f;
   size_t i = skip_space(s, 0);
   size_t begin = i;
+  bool marked = false;
   if (!marker.empty()) {
     if (size_t m = s.find(marker); m != std::string_view::npos) {
       begin = m;
       i = m + marker.size();
+      marked = true;
     }
   }
+  if (!marked && (i == s.size() || !leads_a_call(syntax, s[i]))) return {};
   f.begin = begin;
   if (!read_values(s, i, separator, names, f)) return {};
   return f;
@@ -167,11 +191,11 @@ Found find_calls(ToolCallSyntax syntax, std::string_view s, const std::vector<st
     case ToolCallSyntax::hermes:
       return find_hermes(s, names);
     case ToolCallSyntax::llama3_json:
-      return find_leading(s, kPythonTag, ';', names);
+      return find_leading(syntax, s, kPythonTag, ';', names);
     case ToolCallSyntax::mistral:
-      return find_leading(s, kMistralMarker, 0, names);
+      return find_leading(syntax, s, kMistralMarker, 0, names);
     case ToolCallSyntax::json:
-      return find_leading(s, {}, 0, names);
+      return find_leading(syntax, s, {}, 0, names);
   }
   return {};
 }
@@ -200,11 +224,6 @@ std::string_view marker_of(ToolCallSyntax syntax) {
   }
   return {};
 }
-
-// A call may open the output with a bare JSON value, an object or an array
-// (read_values takes either), in every syntax but hermes: the stream must
-// hold both, or it passes as content what the whole parse reads as calls.
-bool leads_a_call(ToolCallSyntax syntax, char c) { return syntax != ToolCallSyntax::hermes && (c == '{' || c == '['); }
 
 }  // namespace
 

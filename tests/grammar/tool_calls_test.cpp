@@ -220,6 +220,10 @@ TEST(ToolCalls, EachSyntaxParsesItsCallsAndKeepsTheRestAsText) {
   ASSERT_EQ(m.calls.size(), 2u);
   EXPECT_EQ(m.calls[1].name, "get_weather");
   EXPECT_EQ(parse(ToolCallSyntax::mistral, " [{\"name\": \"now\", \"arguments\": {}}]").calls.size(), 1u);
+  // Bare, each syntax's calls open as its model writes them: a llama3_json
+  // list and a mistral object are text (the stream passes them as such).
+  EXPECT_TRUE(parse(ToolCallSyntax::llama3_json, "[{\"name\": \"now\", \"parameters\": {}}]").calls.empty());
+  EXPECT_TRUE(parse(ToolCallSyntax::mistral, "{\"name\": \"now\", \"arguments\": {}}").calls.empty());
 
   EXPECT_EQ(parse(ToolCallSyntax::json, "{\"name\": \"now\", \"arguments\": {}}").calls.size(), 1u);
   EXPECT_EQ(parse(ToolCallSyntax::json, "[{\"name\": \"now\"}]").calls.size(), 1u);  // no arguments: none
@@ -241,8 +245,8 @@ TEST(ToolCallStream, AgreesWithTheWholeParseWhereverPiecesAreCut) {
       {ToolCallSyntax::hermes, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"},
       {ToolCallSyntax::llama3_json, "  {\"name\": \"now\", \"parameters\": {}}"},
       {ToolCallSyntax::llama3_json, "Plain {text}."},
-      // Found by the tool_calls fuzzer: a list with no tag, and an object
-      // with no marker, are calls to the whole parse; the stream held neither.
+      // Found by the tool_calls fuzzer: the whole parse read a list with
+      // no tag as calls, which the stream had passed on as text.
       {ToolCallSyntax::llama3_json, "[{\"name\": \"now\", \"x\": {}}, {\"name\": \"now\"}]"},
       {ToolCallSyntax::mistral, "{\"name\": \"now\", \"arguments\": {}}"},
       {ToolCallSyntax::mistral, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}]"},
