@@ -51,14 +51,21 @@ ReasoningParts ReasoningStream::step(bool last) {
       }
       case State::reasoning: {
         if (!reasoning_began_) {
-          // Blank lines before the reasoning are not part of it. An open
-          // tag that the template already wrote may come again: drop it.
+          // Blank lines before the reasoning are not part of it.
           held_.erase(0, std::find_if_not(held_.begin(), held_.end(), is_space) - held_.begin());
-          if (held_.starts_with(kOpen)) {
-            held_.erase(0, kOpen.size());
-            held_.erase(0, std::find_if_not(held_.begin(), held_.end(), is_space) - held_.begin());
+          // An open tag that the template already wrote may come again:
+          // drop it, once, so that a stream cut anywhere drops what a whole
+          // output drops.
+          if (!repeat_checked_) {
+            if (held_.starts_with(kOpen)) {
+              held_.erase(0, kOpen.size());
+              held_.erase(0, std::find_if_not(held_.begin(), held_.end(), is_space) - held_.begin());
+            } else if (held_.empty() || (!last && kOpen.starts_with(held_))) {
+              return out;  // spaces, or the tag's first bytes: wait
+            }
+            repeat_checked_ = true;
           }
-          if (held_.empty() || (!last && held_.size() < kOpen.size() && kOpen.starts_with(held_))) return out;
+          if (held_.empty()) return out;
         }
         const size_t close = held_.find(kClose);
         size_t give = close != std::string::npos ? close : held_.size() - (last ? 0 : partial_tag(held_, kClose));

@@ -33,6 +33,7 @@ class ReasoningStream {
   State state_;
   std::string held_;              // bytes not yet given out
   bool reasoning_began_ = false;  // a non-space byte of reasoning was given out
+  bool repeat_checked_ = false;   // a repeated open tag was looked for (and dropped)
 };
 
 // The parts of a whole output: ReasoningStream over one piece.

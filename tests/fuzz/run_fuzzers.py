@@ -40,7 +40,7 @@ SOURCES = [
     "model/rope_scaling.cpp", "model/lora.cpp",
     "model/safetensors.cpp", "model/weight_store.cpp", "model/quant_scheme.cpp",
     "tokenizer/*.cpp",
-    "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/ollama_request.cpp", "net/ollama_chat_request.cpp", "net/anthropic_request.cpp", "net/responses_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/api_error.cpp", "net/server_config.cpp", "net/image_input.cpp",
+    "net/request_parser.cpp", "net/request_field.cpp", "net/embeddings_request.cpp", "net/ollama_request.cpp", "net/ollama_chat_request.cpp", "net/anthropic_request.cpp", "net/responses_request.cpp", "net/score_request.cpp", "net/request_tools.cpp", "net/harmony_answer.cpp", "net/reasoning_split.cpp", "net/api_error.cpp", "net/server_config.cpp", "net/image_input.cpp",
     "vision/image.cpp", "vision/image_processor.cpp", "vision/vision_model.cpp", "vision/vision_mmproj.cpp",
     "actors/pipeline_config.cpp", "actors/replica_config.cpp", "actors/request_types.cpp", "model/sampler.cpp",
     "experiments/workload.cpp", "grammar/*.cpp",

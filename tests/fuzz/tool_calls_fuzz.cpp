@@ -1,11 +1,13 @@
 // libFuzzer target for tool calls found in model output
-// (grammar/tool_calls.cpp) and for gpt-oss's harmony reader
-// (net/harmony_answer.cpp), the parsers that read what a model wrote: the
-// first byte picks the syntax (or harmony), the second where the output is
-// cut in two pieces, the rest is the output. Streamed in those pieces, and
-// byte by byte, it must give the reasoning, content and calls of the whole
-// parse, and every call's arguments must be a JSON object naming a known
-// function.
+// (grammar/tool_calls.cpp), gpt-oss's harmony reader
+// (net/harmony_answer.cpp) and the <think> block's split
+// (net/reasoning_split.cpp), the parsers that read what a model wrote: the
+// first byte picks the syntax (or harmony) by its value mod 5 and whether
+// the template opened a <think> block by the next bit, the second where
+// the output is cut in two pieces, the rest is the output. Streamed in
+// those pieces, and byte by byte, it must give the reasoning, content and
+// calls of the whole parse, and every call's arguments must be a JSON
+// object naming a known function.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 
 #include "grammar/tool_calls.hpp"
 #include "net/harmony_answer.hpp"
+#include "net/reasoning_split.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 using namespace troupe::fuzz;
@@ -86,11 +89,47 @@ void check_harmony(const uint8_t* data, std::string_view text) {
   check(harmony(text, bytes) == whole);
 }
 
+troupe::net::ReasoningParts reasoning(std::string_view text, bool open, const std::vector<size_t>& cuts) {
+  troupe::net::ReasoningStream stream(open);
+  troupe::net::ReasoningParts out;
+  auto add = [&](const troupe::net::ReasoningParts& p) {
+    out.reasoning += p.reasoning;
+    out.content += p.content;
+  };
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    add(stream.push(text.substr(from, cut - from)));
+    from = cut;
+  }
+  add(stream.push(text.substr(from)));
+  add(stream.finish());
+  return out;
+}
+
+void check_reasoning(const uint8_t* data, std::string_view text) {
+  const bool open = (data[0] / 5) % 2 == 1;
+  const troupe::net::ReasoningParts whole = troupe::net::split_reasoning(text, open);
+  check(whole.reasoning.size() + whole.content.size() <= text.size());
+  // No block opens the output: all of it is the answer.
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (!open && (first == std::string_view::npos || !text.substr(first).starts_with("<think>"))) {
+    check(whole.reasoning.empty() && whole.content == text);
+  }
+  auto same_parts = [&](const troupe::net::ReasoningParts& p) {
+    return p.reasoning == whole.reasoning && p.content == whole.content;
+  };
+  check(same_parts(reasoning(text, open, {std::min<size_t>(data[1], text.size())})));
+  std::vector<size_t> bytes;
+  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+  check(same_parts(reasoning(text, open, bytes)));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const std::string_view text = as_text(data + 2, size - 2);
+  check_reasoning(data, text);
   if (data[0] % 5 == 4) {
     check_harmony(data, text);
     return 0;

@@ -34,6 +34,11 @@ const std::vector<Case>& cases() {
       {"<think></think>Only an answer.", false, "", "Only an answer."},
       {"\nStep one.\n\nStep two.\n</think>\n\nDone.", true, "Step one.\n\nStep two.", "Done."},
       {"<think>\nOpened twice.</think>ok", true, "Opened twice.", "ok"},
+      // The repeated tag is dropped once: a third is reasoning, whole or
+      // streamed (the tool_calls fuzzer found a stream dropping each one
+      // that came before the first reasoning byte).
+      {"<think><think>x</think>", true, "<think>x", ""},
+      {"<think> <think>\n<think>x", false, "<think>x", ""},
       {"All thought, no answer", true, "All thought, no answer", ""},
       {"a < b </thinker> c</think> d", true, "a < b </thinker> c", "d"},
       {"", false, "", ""},
