@@ -36,15 +36,28 @@ bool same(const ToolCallOutput& a, const ToolCallOutput& b) {
   return true;
 }
 
+// Calls push(piece) for the pieces that cuts (ascending offsets) make of text.
+template <class Push>
+void in_pieces(std::string_view text, const std::vector<size_t>& cuts, Push&& push) {
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    push(text.substr(from, cut - from));
+    from = cut;
+  }
+  push(text.substr(from));
+}
+
+// The offsets that cut text into single bytes.
+std::vector<size_t> every_byte(std::string_view text) {
+  std::vector<size_t> cuts;
+  for (size_t i = 1; i < text.size(); ++i) cuts.push_back(i);
+  return cuts;
+}
+
 ToolCallOutput streamed(ToolCallSyntax syntax, std::string_view text, const std::vector<size_t>& cuts) {
   ToolCallStream stream(syntax, kNames);
   std::string content;
-  size_t from = 0;
-  for (size_t cut : cuts) {
-    content += stream.push(text.substr(from, cut - from));
-    from = cut;
-  }
-  content += stream.push(text.substr(from));
+  in_pieces(text, cuts, [&](std::string_view piece) { content += stream.push(piece); });
   ToolCallOutput end = stream.finish();
   end.content = content + end.content;
   return end;
@@ -65,12 +78,7 @@ Harmony harmony(std::string_view text, const std::vector<size_t>& cuts) {
     out.reasoning += p.reasoning;
     out.content += p.content;
   };
-  size_t from = 0;
-  for (size_t cut : cuts) {
-    add(stream.push(text.substr(from, cut - from)));
-    from = cut;
-  }
-  add(stream.push(text.substr(from)));
+  in_pieces(text, cuts, [&](std::string_view piece) { add(stream.push(piece)); });
   add(stream.finish(out.calls));
   return out;
 }
@@ -84,9 +92,7 @@ void check_harmony(const uint8_t* data, std::string_view text) {
   // Nothing is made up: every byte out was in the output.
   check(whole.reasoning.size() + whole.content.size() <= text.size());
   check(harmony(text, {std::min<size_t>(data[1], text.size())}) == whole);
-  std::vector<size_t> bytes;
-  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
-  check(harmony(text, bytes) == whole);
+  check(harmony(text, every_byte(text)) == whole);
 }
 
 troupe::net::ReasoningParts reasoning(std::string_view text, bool open, const std::vector<size_t>& cuts) {
@@ -96,12 +102,7 @@ troupe::net::ReasoningParts reasoning(std::string_view text, bool open, const st
     out.reasoning += p.reasoning;
     out.content += p.content;
   };
-  size_t from = 0;
-  for (size_t cut : cuts) {
-    add(stream.push(text.substr(from, cut - from)));
-    from = cut;
-  }
-  add(stream.push(text.substr(from)));
+  in_pieces(text, cuts, [&](std::string_view piece) { add(stream.push(piece)); });
   add(stream.finish());
   return out;
 }
@@ -119,9 +120,7 @@ void check_reasoning(const uint8_t* data, std::string_view text) {
     return p.reasoning == whole.reasoning && p.content == whole.content;
   };
   check(same_parts(reasoning(text, open, {std::min<size_t>(data[1], text.size())})));
-  std::vector<size_t> bytes;
-  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
-  check(same_parts(reasoning(text, open, bytes)));
+  check(same_parts(reasoning(text, open, every_byte(text))));
 }
 
 }  // namespace
@@ -142,8 +141,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(nlohmann::json::parse(call.arguments, nullptr, false).is_object());
   }
   check(same(streamed(syntax, text, {std::min<size_t>(data[1], text.size())}), whole));
-  std::vector<size_t> bytes;
-  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
-  check(same(streamed(syntax, text, bytes), whole));
+  check(same(streamed(syntax, text, every_byte(text)), whole));
   return 0;
 }
