@@ -61,13 +61,13 @@ CpuBackend::CpuBackend(CpuBackendOptions options)
             options.cpus.empty() ? claim_cpus(options.n_threads > 0 ? options.n_threads : hardware_threads())
                                  : std::move(options.cpus)) {}
 
+CpuBackend::~CpuBackend() { kernels::count_int8_packed_bytes(-int8_bytes_); }
+
 // KV pages and the step arena, zero-filled here, as the CUDA backend's: a
 // page first touched by a decode step's KV write costs that step a fault
 // (2-thread 110M decode: kv_write took 7.7 us a layer, against under 1 us
 // resident), and the pool is sized once for the model's life anyway. From
 // 2 MiB up it takes huge pages, as the weights do.
-CpuBackend::~CpuBackend() { kernels::count_int8_packed_bytes(-int8_bytes_); }
-
 void* CpuBackend::allocate(size_t bytes) {
   void* p = streamed_memory(bytes);
   std::memset(p, 0, bytes);

@@ -13,6 +13,8 @@ constexpr std::string_view kClose = "</think>";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+void erase_leading_spaces(std::string& s) { s.erase(0, std::find_if_not(s.begin(), s.end(), is_space) - s.begin()); }
+
 // The length of the longest tail of `s` that `tag` starts with.
 size_t partial_tag(std::string_view s, std::string_view tag) {
   for (size_t k = std::min(tag.size() - 1, s.size()); k > 0; --k) {
@@ -52,14 +54,14 @@ ReasoningParts ReasoningStream::step(bool last) {
       case State::reasoning: {
         if (!reasoning_began_) {
           // Blank lines before the reasoning are not part of it.
-          held_.erase(0, std::find_if_not(held_.begin(), held_.end(), is_space) - held_.begin());
+          erase_leading_spaces(held_);
           // An open tag that the template already wrote may come again:
           // drop it, once, so that a stream cut anywhere drops what a whole
           // output drops.
           if (!repeat_checked_) {
             if (held_.starts_with(kOpen)) {
               held_.erase(0, kOpen.size());
-              held_.erase(0, std::find_if_not(held_.begin(), held_.end(), is_space) - held_.begin());
+              erase_leading_spaces(held_);
             } else if (held_.empty() || (!last && kOpen.starts_with(held_))) {
               return out;  // spaces, or the tag's first bytes: wait
             }
@@ -84,8 +86,7 @@ ReasoningParts ReasoningStream::step(bool last) {
         continue;
       }
       case State::answer_start: {
-        const size_t first = std::find_if_not(held_.begin(), held_.end(), is_space) - held_.begin();
-        held_.erase(0, first);
+        erase_leading_spaces(held_);
         if (held_.empty()) return out;
         state_ = State::answer;
         continue;
