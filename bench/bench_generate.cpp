@@ -6,7 +6,7 @@
 //                  [--exact-math] [--batch-invariant] [--no-amx] [--isa avx2]
 //                  [--f32-matmul-precision highest|high|medium]
 //                  [--dots256 pairs|avx_vnni|avx512_vnni] [--cpu-affinity 0,1]
-//                  [--lora adapter.gguf] model.gguf...
+//                  [--lora adapter.gguf] [--kv-type f32|f16|bf16|q8_0] model.gguf...
 // --repeat runs each cell that many times and reports the median (this kind
 // of shared machine is noisy); --exact-math, --batch-invariant and --no-amx
 // turn off the fast paths, their AMX bf16 prefill, and AMX, for ratios
@@ -15,18 +15,23 @@
 // --f32-matmul-precision high or medium puts f32 weights' prefill on AMX.
 // --lora runs each model with that adapter (repeatable; model/lora.hpp),
 // for what running adapters unmerged costs against the same model without.
+// --kv-type sets the KV pages' element type (default f32, as `troupe`'s);
+// llama-bench's cache is f16, so `--kv-type f16` decodes over as many KV
+// bytes as it does.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "core/cpu_features.hpp"
 #include "bench/read_bandwidth.hpp"
+#include "core/cpu_features.hpp"
 #include "kernels/cpu_backend.hpp"
+#include "memory/kv_type.hpp"
 #include "model/generator.hpp"
 #include "model/model.hpp"
 
@@ -54,6 +59,7 @@ int main(int argc, char** argv) {
   int repeat = 1;
   std::vector<std::string> models;
   troupe::ModelLoadOptions load;
+  troupe::KvType kv_type = troupe::KvType::f32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -93,6 +99,14 @@ int main(int argc, char** argv) {
       troupe::force_dots256(*d);
     } else if (a == "--lora" && i + 1 < argc) {
       load.lora.push_back({.path = argv[++i]});
+    } else if (a == "--kv-type" && i + 1 < argc) {
+      try {
+        kv_type = troupe::parse_kv_type(argv[++i]);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        models.clear();
+        break;
+      }
     } else if (a == "--cpu-affinity" && i + 1 < argc) {
       troupe::set_cpu_affinity(troupe::parse_cpu_list(argv[++i]));
     } else if (a.starts_with("-")) {
@@ -107,7 +121,7 @@ int main(int argc, char** argv) {
                  "usage: bench_generate [--threads 1,2] [--prefill 512] [--decode 32] [--repeat N] [--exact-math] "
                  "[--batch-invariant] [--no-amx] [--f32-matmul-precision highest|high|medium] "
                  "[--isa avx2|avx512|scalar] [--dots256 pairs|avx_vnni|avx512_vnni] "
-                 "[--cpu-affinity LIST] [--lora ADAPTER] model.gguf...\n");
+                 "[--cpu-affinity LIST] [--lora ADAPTER] [--kv-type f32|f16|bf16|q8_0] model.gguf...\n");
     return 2;
   }
 
@@ -138,7 +152,8 @@ int main(int argc, char** argv) {
       std::vector<double> prefills, decodes;
       for (int rep = 0; rep < repeat; ++rep) {
         troupe::CpuBackend backend({.n_threads = thread_counts[ti]});
-        troupe::Generator gen(model, backend, {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill});
+        troupe::Generator gen(model, backend,
+                              {.n_ctx = n_prefill + n_decode + 16, .prefill_chunk = n_prefill, .kv_type = kv_type});
         // Warm-up touches every weight page once (the file is memory-mapped).
         const troupe::GenerateRequest greedy{.max_new_tokens = 2, .sampling = {.temperature = 0}, .stop_tokens = {-1}};
         gen.generate(std::span(prompt.data(), std::min<size_t>(8, prompt.size())), greedy);

@@ -15,15 +15,15 @@
 
 namespace troupe {
 
+// The largest rank a backend runs (PEFT's releases go to 256).
+inline constexpr int64_t kMaxLoraRank = 1024;
+
 // A LoRA adapter's low-rank update of one matrix (model/lora.hpp): matmul
 // adds (x · a^T) · B^T, the adapter's scale already in B. B is kept
 // transposed, each of its rank rows holding all the rows of the tensor the
 // adapter updates, so a matrix that is a row slice of that tensor (Phi-3's
 // q, k and v in one qkv_proj) reads a contiguous part of each, from
 // Weight::lora_row0. Host memory, owned by the model.
-// The largest rank a backend runs (PEFT's releases go to 256).
-inline constexpr int64_t kMaxLoraRank = 1024;
-
 struct LoraDelta {
   const float* a = nullptr;   // [rank, n_in]
   const float* bt = nullptr;  // [rank, rows]: B^T
@@ -44,7 +44,7 @@ struct Weight {
   // Adapters' updates, run unmerged by a backend whose runs_lora() is true;
   // null without adapters.
   const LoraDelta* lora = nullptr;
-  int64_t lora_row0 = 0;  // this matrix's first row within lora->b
+  int64_t lora_row0 = 0;  // this matrix's first row within lora->bt's rows
 };
 
 class Backend {

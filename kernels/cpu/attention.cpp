@@ -258,6 +258,9 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
   const int64_t row = kv.n_head_kv * kv.head_dim;  // one token's keys: [n_head_kv, head_dim]
   auto* kc = static_cast<unsigned char*>(kv.k);
   auto* vc = static_cast<unsigned char*>(kv.v);
+  // A 16- or 8-bit cache: the ISA's conversion (a scalar one cost a 512-token
+  // prefill 15% with an f16 cache, docs/performance.md).
+  const auto write_row = kv.type == KvType::f32 ? nullptr : cpu::kv_tile_ops(kv.type, active_isa()).write_row;
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq& s = seqs[i];
     if (s.n_q > 0 && (k == nullptr || v == nullptr)) throw Error(Errc::invalid_argument, "kv_write: null k or v");
@@ -272,8 +275,8 @@ void kv_write(const PagedKvView& kv, const float* k, const float* v, const AttnS
       }
       for (int64_t h = 0; h < kv.n_head_kv; ++h) {
         const int64_t o = off + h * kv.row_bytes();
-        kv_quantize_row(kv.type, k + src + h * kv.head_dim, kc + o, kv.head_dim);
-        kv_quantize_row(kv.type, v + src + h * kv.head_dim, vc + o, kv.head_dim);
+        write_row(kc + o, k + src + h * kv.head_dim, kv.head_dim);
+        write_row(vc + o, v + src + h * kv.head_dim, kv.head_dim);
       }
     }
   }

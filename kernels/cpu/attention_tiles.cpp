@@ -75,9 +75,17 @@ void acc_tile(float* acc, float c, const float* p, const unsigned char* v, int64
   }
 }
 
-const KvTileOps kF16{.dot_tile = dot_tile<KvType::f16>, .acc_tile = acc_tile<KvType::f16>};
-const KvTileOps kBf16{.dot_tile = dot_tile<KvType::bf16>, .acc_tile = acc_tile<KvType::bf16>};
-const KvTileOps kQ8{.dot_tile = dot_tile<KvType::q8_0>, .acc_tile = acc_tile<KvType::q8_0>};
+template <KvType T>
+void write_row(unsigned char* row, const float* src, int64_t d) {
+  kv_quantize_row(T, src, row, d);
+}
+
+const KvTileOps kF16{
+    .dot_tile = dot_tile<KvType::f16>, .acc_tile = acc_tile<KvType::f16>, .write_row = write_row<KvType::f16>};
+const KvTileOps kBf16{
+    .dot_tile = dot_tile<KvType::bf16>, .acc_tile = acc_tile<KvType::bf16>, .write_row = write_row<KvType::bf16>};
+const KvTileOps kQ8{
+    .dot_tile = dot_tile<KvType::q8_0>, .acc_tile = acc_tile<KvType::q8_0>, .write_row = write_row<KvType::q8_0>};
 
 }  // namespace
 

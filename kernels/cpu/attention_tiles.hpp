@@ -1,7 +1,8 @@
 // Attention tiles that read a quantized KV cache (f16, bf16, q8_0) in place:
 // the rows are converted to f32 in registers as they are used, never copied
-// out. One table per ISA (attention_tiles*.cpp), like vec_ops; f32 caches
-// take vec_ops' own tiles.
+// out; and the store of a row into such a cache. One table per ISA
+// (attention_tiles*.cpp), like vec_ops; f32 caches take vec_ops' own tiles
+// and a copy.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +16,15 @@ namespace troupe::kernels::cpu {
 // consecutive slots of a paged block), each of d values of the table's type:
 //   s[j] = scale * (q . k_j)                      for j < n
 //   acc  = acc * c + sum_j p[j] * v_j
+// write_row stores d values into one cached row with kv_quantize_row's bytes
+// (memory/kv_type.hpp): kv_write's conversion, which a prefill runs for
+// every token, layer and kv head.
 struct KvTileOps {
   void (*dot_tile)(float* s, const float* q, const unsigned char* k, int64_t stride, int64_t n, int64_t d,
                    float scale);
   void (*acc_tile)(float* acc, float c, const float* p, const unsigned char* v, int64_t stride, int64_t n,
                    int64_t d);
+  void (*write_row)(unsigned char* row, const float* src, int64_t d);
 };
 
 // Tables for f16, bf16 and q8_0 (f32 throws Error(internal): use vec_ops).

@@ -124,9 +124,12 @@ void acc_tile(float* acc, float c, const float* p, const unsigned char* v, int64
   acc_tile_d<T, 0>(acc, c, p, v, stride, n, d);
 }
 
-const KvTileOps kF16{.dot_tile = dot_tile<KvType::f16>, .acc_tile = acc_tile<KvType::f16>};
-const KvTileOps kBf16{.dot_tile = dot_tile<KvType::bf16>, .acc_tile = acc_tile<KvType::bf16>};
-const KvTileOps kQ8{.dot_tile = dot_tile<KvType::q8_0>, .acc_tile = acc_tile<KvType::q8_0>};
+const KvTileOps kF16{
+    .dot_tile = dot_tile<KvType::f16>, .acc_tile = acc_tile<KvType::f16>, .write_row = store_row<KvType::f16>};
+const KvTileOps kBf16{
+    .dot_tile = dot_tile<KvType::bf16>, .acc_tile = acc_tile<KvType::bf16>, .write_row = store_row<KvType::bf16>};
+const KvTileOps kQ8{
+    .dot_tile = dot_tile<KvType::q8_0>, .acc_tile = acc_tile<KvType::q8_0>, .write_row = store_row<KvType::q8_0>};
 
 }  // namespace
 

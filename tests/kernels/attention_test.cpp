@@ -434,6 +434,78 @@ TEST(Attention, AWideItemGivesTheBitsOfNarrowOnes) {
   }
 }
 
+// kv_write's SIMD row stores against kv_quantize_row, byte for byte, over
+// the values a random fill never draws: signed zeros, f32 subnormals, f16
+// subnormals, ties of f16 and of bf16 (even and odd), values that round to
+// f16's infinity, exact q8_0 ties (a group whose amax is 127 has scale 1),
+// infinities, and NaNs with payloads and signs; then random bit patterns.
+// Head dims 8 and 64 (whole registers), 13 (a tail), 40 (a short q8_0 group).
+TEST(Attention, KvWriteStoresTheReferenceBytesForEveryValueClass) {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  // clang-format off
+  const std::vector<float> special = {
+      0.0f, -0.0f, bits(1), bits(0x80000001), 1e-40f,                          // zeros, f32 subnormals
+      5.9604645e-8f, 2.9802322e-8f, -8.940697e-8f, 6.1035156e-5f,              // f16 subnormals and a tie
+      65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e10f, inf, -inf,               // f16's largest, then infinity
+      kNan, bits(0x7fa00001), bits(0xffc00123),                                // NaNs with payloads
+      bits(0x3f808000), bits(0x3f818000), bits(0x3f801000), bits(0x3f803000),  // bf16, f16 ties: even, odd
+      1.0f};
+  // clang-format on
+  const std::vector<float> q8_ties = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 126.5f, -1.5f, 3.5f, -126.5f, 0.0f};
+  std::mt19937 rng(77);
+  for (int64_t d : {8, 13, 40, 64}) {
+    // Token rows: the special values from three offsets, the q8_0 ties, then
+    // random bit patterns.
+    const int64_t n_tok = 8;
+    std::vector<float> rows(static_cast<size_t>(n_tok * d));
+    for (int64_t j = 0; j < n_tok; ++j) {
+      for (int64_t i = 0; i < d; ++i) {
+        float& x = rows[j * d + i];
+        if (j < 3) {
+          x = special[(i + 7 * j) % special.size()];
+        } else if (j == 3) {
+          x = q8_ties[i % q8_ties.size()];
+        } else {
+          x = bits(static_cast<uint32_t>(rng()));
+        }
+      }
+    }
+    for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+      const int64_t rb = kv_row_bytes(type, d);
+      std::vector<unsigned char> want(static_cast<size_t>(n_tok * rb));
+      for (int64_t j = 0; j < n_tok; ++j) kv_quantize_row(type, rows.data() + j * d, want.data() + j * rb, d);
+      for (Isa isa : test::runnable_isas()) {
+        SCOPED_TRACE(std::string(kv_type_name(type)) + ", " + std::string(isa_name(isa)) + ", head_dim " +
+                     std::to_string(d));
+        test::ForcedIsa forced(isa);
+        std::vector<unsigned char> kc(want.size(), 0xaa), vc(want.size(), 0xaa);
+        const PagedKvView view{.k = kc.data(),
+                               .v = vc.data(),
+                               .n_blocks = 1,
+                               .block_size = n_tok,
+                               .n_head_kv = 1,
+                               .head_dim = d,
+                               .type = type};
+        const int32_t table[] = {0};
+        const AttnSeq seq{.q_begin = 0, .n_q = static_cast<int32_t>(n_tok), .n_past = 0, .block_table = table};
+        kernels::kv_write(view, rows.data(), rows.data(), &seq, 1);
+        for (int64_t j = 0; j < n_tok; ++j) {
+          const int64_t off = view.byte_offset(0, j, 0);
+          for (int64_t b = 0; b < rb; ++b) {
+            ASSERT_EQ(kc[off + b], want[j * rb + b]) << "token " << j << ", byte " << b;
+            ASSERT_EQ(vc[off + b], want[j * rb + b]) << "token " << j << ", byte " << b;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Attention, RejectsBadBlockTablesAndHeadCounts) {
   std::vector<float> k(2 * 4 * 8, 0.0f), v(k.size(), 0.0f), q(4 * 8, 0.0f), out(q.size());
   const PagedKvView view{.k = k.data(), .v = v.data(), .n_blocks = 2, .block_size = 4, .n_head_kv = 1, .head_dim = 8};
