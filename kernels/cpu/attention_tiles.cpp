@@ -80,20 +80,25 @@ void write_row(unsigned char* row, const float* src, int64_t d) {
   kv_quantize_row(T, src, row, d);
 }
 
-const KvTileOps kF16{
-    .dot_tile = dot_tile<KvType::f16>, .acc_tile = acc_tile<KvType::f16>, .write_row = write_row<KvType::f16>};
-const KvTileOps kBf16{
-    .dot_tile = dot_tile<KvType::bf16>, .acc_tile = acc_tile<KvType::bf16>, .write_row = write_row<KvType::bf16>};
-const KvTileOps kQ8{
-    .dot_tile = dot_tile<KvType::q8_0>, .acc_tile = acc_tile<KvType::q8_0>, .write_row = write_row<KvType::q8_0>};
+template <KvType T>
+void read_row(float* dst, const unsigned char* row, int64_t d) {
+  kv_dequantize_row(T, row, dst, d);
+}
+
+template <KvType T>
+constexpr KvTileOps kOps{
+    .dot_tile = dot_tile<T>, .acc_tile = acc_tile<T>, .write_row = write_row<T>, .read_row = read_row<T>};
 
 }  // namespace
 
 const KvTileOps& kv_tile_ops_scalar(KvType t) {
   switch (t) {
-    case KvType::f16: return kF16;
-    case KvType::bf16: return kBf16;
-    case KvType::q8_0: return kQ8;
+    case KvType::f16:
+      return kOps<KvType::f16>;
+    case KvType::bf16:
+      return kOps<KvType::bf16>;
+    case KvType::q8_0:
+      return kOps<KvType::q8_0>;
     case KvType::f32: break;
   }
   throw Error(Errc::internal, "kv_tile_ops: f32 caches use vec_ops' tiles");

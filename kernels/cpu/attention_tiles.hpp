@@ -1,6 +1,6 @@
 // Attention tiles that read a quantized KV cache (f16, bf16, q8_0) in place:
 // the rows are converted to f32 in registers as they are used, never copied
-// out; and the store of a row into such a cache. One table per ISA
+// out; and a row's store into such a cache and its values read back. One table per ISA
 // (attention_tiles*.cpp), like vec_ops; f32 caches take vec_ops' own tiles
 // and a copy.
 #pragma once
@@ -18,13 +18,15 @@ namespace troupe::kernels::cpu {
 //   acc  = acc * c + sum_j p[j] * v_j
 // write_row stores d values into one cached row with kv_quantize_row's bytes
 // (memory/kv_type.hpp): kv_write's conversion, which a prefill runs for
-// every token, layer and kv head.
+// every token, layer and kv head. read_row gives a row's values as
+// kv_dequantize_row does (the short convolution's window).
 struct KvTileOps {
   void (*dot_tile)(float* s, const float* q, const unsigned char* k, int64_t stride, int64_t n, int64_t d,
                    float scale);
   void (*acc_tile)(float* acc, float c, const float* p, const unsigned char* v, int64_t stride, int64_t n,
                    int64_t d);
   void (*write_row)(unsigned char* row, const float* src, int64_t d);
+  void (*read_row)(float* dst, const unsigned char* row, int64_t d);
 };
 
 // Tables for f16, bf16 and q8_0 (f32 throws Error(internal): use vec_ops).

@@ -124,20 +124,20 @@ void acc_tile(float* acc, float c, const float* p, const unsigned char* v, int64
   acc_tile_d<T, 0>(acc, c, p, v, stride, n, d);
 }
 
-const KvTileOps kF16{
-    .dot_tile = dot_tile<KvType::f16>, .acc_tile = acc_tile<KvType::f16>, .write_row = store_row<KvType::f16>};
-const KvTileOps kBf16{
-    .dot_tile = dot_tile<KvType::bf16>, .acc_tile = acc_tile<KvType::bf16>, .write_row = store_row<KvType::bf16>};
-const KvTileOps kQ8{
-    .dot_tile = dot_tile<KvType::q8_0>, .acc_tile = acc_tile<KvType::q8_0>, .write_row = store_row<KvType::q8_0>};
+template <KvType T>
+constexpr KvTileOps kOps{
+    .dot_tile = dot_tile<T>, .acc_tile = acc_tile<T>, .write_row = store_row<T>, .read_row = row_to_f32<T>};
 
 }  // namespace
 
 const KvTileOps& kv_tile_ops_avx2(KvType t) {
   switch (t) {
-    case KvType::f16: return kF16;
-    case KvType::bf16: return kBf16;
-    case KvType::q8_0: return kQ8;
+    case KvType::f16:
+      return kOps<KvType::f16>;
+    case KvType::bf16:
+      return kOps<KvType::bf16>;
+    case KvType::q8_0:
+      return kOps<KvType::q8_0>;
     case KvType::f32: break;
   }
   return kv_tile_ops_scalar(t);  // throws: f32 takes vec_ops

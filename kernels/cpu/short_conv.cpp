@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <string>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/attention_tiles.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu_kernels.hpp"
 
@@ -64,6 +66,9 @@ void short_conv(float* y, const float* bcx, const PagedKvView& cache, const Attn
                 const float* weight, const float* bias, int64_t taps, ThreadPool& pool) {
   check_conv(cache, seqs, n_seqs, weight, taps);
   const int64_t E = cache.head_dim;
+  // A 16- or 8-bit cache converts its rows with the ISA's code, as kv_write
+  // does (cpu/attention_tiles.hpp); the values are the reference's either way.
+  const cpu::KvTileOps* rows = cache.type == KvType::f32 ? nullptr : &cpu::kv_tile_ops(cache.type, active_isa());
 
   // Every new token's b*x into its position's row first: the convolution
   // then reads the history and this step's tokens alike, from the cache, so
@@ -81,7 +86,12 @@ void short_conv(float* y, const float* bcx, const PagedKvView& cache, const Attn
     for (int64_t j = 0; j < s.n_q; ++j) {
       const float* t = bcx + (static_cast<int64_t>(s.q_begin) + j) * 3 * E;  // [B | C | x]
       for (int64_t c = 0; c < E; ++c) bx[c] = t[c] * t[2 * E + c];
-      kv_quantize_row(cache.type, bx, cache_row(cache, s, s.n_past + j), E);
+      unsigned char* row = cache_row(cache, s, s.n_past + j);
+      if (rows != nullptr) {
+        rows->write_row(row, bx, E);
+      } else {
+        kv_quantize_row(cache.type, bx, row, E);
+      }
       owner[s.q_begin + j] = i;
     }
   }
@@ -99,7 +109,12 @@ void short_conv(float* y, const float* bcx, const PagedKvView& cache, const Attn
         if (p < 0) {
           std::fill(dst, dst + E, 0.0f);  // the causal padding before position 0
         } else {
-          kv_dequantize_row(cache.type, cache_row(cache, s, p), dst, E);
+          const unsigned char* row = cache_row(cache, s, p);
+          if (rows != nullptr) {
+            rows->read_row(dst, row, E);
+          } else {
+            kv_dequantize_row(cache.type, row, dst, E);
+          }
         }
       }
       const float* gate_c = bcx + r * 3 * E + E;

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "isa_paths.hpp"
 #include "kernels/cpu_kernels.hpp"
 #include "memory/kv_type.hpp"
 
@@ -58,46 +59,66 @@ struct Cache {
   }
 };
 
+constexpr int64_t kLens[2] = {11, 2};  // the second is shorter than most kernels
+
+// Each sequence's [n, 3, E] input, the weights [E, taps] and the bias.
+struct Inputs {
+  std::vector<std::vector<float>> bcx;
+  std::vector<float> w, bias;
+};
+Inputs make_inputs(int64_t taps, bool with_bias) {
+  Inputs in;
+  for (int s = 0; s < 2; ++s) in.bcx.push_back(random_floats(static_cast<size_t>(kLens[s] * 3 * kE), 7 + s));
+  in.w = random_floats(static_cast<size_t>(kE * taps), 11);
+  if (with_bias) in.bias = random_floats(kE, 13);
+  return in;
+}
+
 // Two sequences fed in chunks of `chunk` tokens per call, batched together,
-// through blocks handed out in scrambled order.
-void run_chunked(KvType type, int64_t taps, bool with_bias, int64_t chunk, float tolerance) {
-  SCOPED_TRACE(std::string(kv_type_name(type)) + " taps " + std::to_string(taps) + " chunk " +
-               std::to_string(chunk));
-  const int64_t lens[2] = {11, 2};  // the second is shorter than most kernels
-  std::vector<std::vector<float>> bcx(2);
-  for (int s = 0; s < 2; ++s) bcx[s] = random_floats(static_cast<size_t>(lens[s] * 3 * kE), 7 + s);
-  const auto w = random_floats(static_cast<size_t>(kE * taps), 11);
-  const auto bias = with_bias ? random_floats(kE, 13) : std::vector<float>{};
+// through blocks handed out in scrambled order: each one's outputs, and the
+// cache's bytes after the last call.
+struct Chunked {
+  std::vector<std::vector<float>> got;
+  std::vector<unsigned char> cache;
+};
+Chunked conv_chunked(const Inputs& x, KvType type, int64_t taps, int64_t chunk) {
   const std::vector<int32_t> tables[2] = {{5, 0, 3}, {2}};
   Cache cache(type, 6);
   ThreadPool pool(2);
 
   std::vector<std::vector<float>> got(2);
-  for (int s = 0; s < 2; ++s) got[s].assign(static_cast<size_t>(lens[s] * kE), NAN);
-  for (int64_t done = 0; done < lens[0]; done += chunk) {
+  for (int s = 0; s < 2; ++s) got[s].assign(static_cast<size_t>(kLens[s] * kE), NAN);
+  for (int64_t done = 0; done < kLens[0]; done += chunk) {
     std::vector<AttnSeq> seqs;
     std::vector<float> in;
     std::vector<std::pair<int, int64_t>> rows;  // (sequence, position) of each row
     for (int s = 0; s < 2; ++s) {
-      const int64_t n = std::min(chunk, lens[s] - done);
+      const int64_t n = std::min(chunk, kLens[s] - done);
       if (n <= 0) continue;
       seqs.push_back(AttnSeq{.q_begin = static_cast<int32_t>(rows.size()), .n_q = static_cast<int32_t>(n),
                              .n_past = static_cast<int32_t>(done), .block_table = tables[s].data()});
       for (int64_t j = 0; j < n; ++j) {
         rows.emplace_back(s, done + j);
-        const float* src = bcx[s].data() + (done + j) * 3 * kE;
+        const float* src = x.bcx[s].data() + (done + j) * 3 * kE;
         in.insert(in.end(), src, src + 3 * kE);
       }
     }
     std::vector<float> y(rows.size() * kE);
-    kernels::short_conv(y.data(), in.data(), cache.view, seqs.data(), static_cast<int>(seqs.size()), w.data(),
-                        with_bias ? bias.data() : nullptr, taps, pool);
+    kernels::short_conv(y.data(), in.data(), cache.view, seqs.data(), static_cast<int>(seqs.size()), x.w.data(),
+                        x.bias.empty() ? nullptr : x.bias.data(), taps, pool);
     for (size_t r = 0; r < rows.size(); ++r) {
       std::copy_n(y.data() + r * kE, kE, got[rows[r].first].data() + rows[r].second * kE);
     }
   }
+  return {std::move(got), std::move(cache.bytes)};
+}
+
+void run_chunked(KvType type, int64_t taps, bool with_bias, int64_t chunk, float tolerance) {
+  SCOPED_TRACE(std::string(kv_type_name(type)) + " taps " + std::to_string(taps) + " chunk " + std::to_string(chunk));
+  const Inputs x = make_inputs(taps, with_bias);
+  const std::vector<std::vector<float>> got = conv_chunked(x, type, taps, chunk).got;
   for (int s = 0; s < 2; ++s) {
-    const auto want = reference(bcx[s], lens[s], w, bias, taps);
+    const auto want = reference(x.bcx[s], kLens[s], x.w, x.bias, taps);
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[s][i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << "sequence " << s << " value " << i;
     }
@@ -116,6 +137,31 @@ TEST(ShortConv, QuantizedCachesStayNearTheF32Result) {
   run_chunked(KvType::f16, 3, true, 2, 2e-3f);
   run_chunked(KvType::bf16, 3, true, 2, 2e-2f);
   run_chunked(KvType::q8_0, 3, true, 2, 4e-2f);
+}
+
+// The cache rows are converted by each ISA's code (the KV tile table) and
+// the convolution itself is portable, so every ISA writes the same bytes and
+// gives the same outputs as the portable conversion.
+TEST(ShortConv, QuantizedCachesGiveTheSameBitsOnEveryIsa) {
+  const Inputs x = make_inputs(4, true);
+  for (KvType type : {KvType::f16, KvType::bf16, KvType::q8_0}) {
+    Chunked want;
+    {
+      const test::ForcedIsa forced(Isa::scalar);
+      want = conv_chunked(x, type, 4, 3);
+    }
+    for (Isa isa : test::runnable_isas()) {
+      SCOPED_TRACE(std::string(kv_type_name(type)) + ", " + std::string(isa_name(isa)));
+      const test::ForcedIsa forced(isa);
+      const Chunked got = conv_chunked(x, type, 4, 3);
+      EXPECT_EQ(got.cache, want.cache);
+      for (int s = 0; s < 2; ++s) {
+        for (size_t i = 0; i < want.got[s].size(); ++i) {
+          ASSERT_EQ(got.got[s][i], want.got[s][i]) << "sequence " << s << " value " << i;
+        }
+      }
+    }
+  }
 }
 
 // A prompt in one call or one token at a time writes the same cache rows
