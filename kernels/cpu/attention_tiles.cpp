@@ -91,17 +91,21 @@ constexpr KvTileOps kOps{
 
 }  // namespace
 
-const KvTileOps& kv_tile_ops_scalar(KvType t) {
+const KvTileOps& kv_tile_ops_for(KvType t, const KvTileOps& f16, const KvTileOps& bf16, const KvTileOps& q8_0) {
   switch (t) {
     case KvType::f16:
-      return kOps<KvType::f16>;
+      return f16;
     case KvType::bf16:
-      return kOps<KvType::bf16>;
+      return bf16;
     case KvType::q8_0:
-      return kOps<KvType::q8_0>;
+      return q8_0;
     case KvType::f32: break;
   }
   throw Error(Errc::internal, "kv_tile_ops: f32 caches use vec_ops' tiles");
+}
+
+const KvTileOps& kv_tile_ops_scalar(KvType t) {
+  return kv_tile_ops_for(t, kOps<KvType::f16>, kOps<KvType::bf16>, kOps<KvType::q8_0>);
 }
 
 const KvTileOps& kv_tile_ops(KvType t, Isa isa) {

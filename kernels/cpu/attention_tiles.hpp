@@ -35,5 +35,7 @@ const KvTileOps& kv_tile_ops_scalar(KvType t);
 const KvTileOps& kv_tile_ops_avx2(KvType t);
 const KvTileOps& kv_tile_ops_avx512(KvType t);
 const KvTileOps& kv_tile_ops(KvType t, Isa isa);
+// The one of an ISA's three tables for t (f32 throws): what each getter returns.
+const KvTileOps& kv_tile_ops_for(KvType t, const KvTileOps& f16, const KvTileOps& bf16, const KvTileOps& q8_0);
 
 }  // namespace troupe::kernels::cpu

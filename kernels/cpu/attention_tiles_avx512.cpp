@@ -116,16 +116,7 @@ constexpr KvTileOps kOps{
 }  // namespace
 
 const KvTileOps& kv_tile_ops_avx512(KvType t) {
-  switch (t) {
-    case KvType::f16:
-      return kOps<KvType::f16>;
-    case KvType::bf16:
-      return kOps<KvType::bf16>;
-    case KvType::q8_0:
-      return kOps<KvType::q8_0>;
-    case KvType::f32: break;
-  }
-  return kv_tile_ops_scalar(t);  // throws: f32 takes vec_ops
+  return kv_tile_ops_for(t, kOps<KvType::f16>, kOps<KvType::bf16>, kOps<KvType::q8_0>);
 }
 
 }  // namespace troupe::kernels::cpu
