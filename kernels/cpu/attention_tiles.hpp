@@ -1,8 +1,8 @@
 // Attention tiles that read a quantized KV cache (f16, bf16, q8_0) in place:
 // the rows are converted to f32 in registers as they are used, never copied
-// out; and a row's store into such a cache and its values read back. One table per ISA
-// (attention_tiles*.cpp), like vec_ops; f32 caches take vec_ops' own tiles
-// and a copy.
+// out; and a row's store into such a cache and its values read back. One
+// table per ISA (attention_tiles*.cpp), like vec_ops; f32 caches take
+// vec_ops' own tiles and a copy.
 #pragma once
 
 #include <cstdint>
